@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the system packages vidforge needs on Debian 12. Idempotent: installs only what is
+# missing, so `make test` and `make serve` can call it every time.
+set -euo pipefail
+
+PACKAGES=(
+  # Build: FFmpeg 5.1 development headers for ffmpeg-next, and clang for its bindgen.
+  libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libswresample-dev
+  libavfilter-dev libavdevice-dev libclang-dev clang pkg-config
+  # Software Vulkan adapter (Mesa lavapipe) so the wgpu path runs without a GPU.
+  mesa-vulkan-drivers
+  # The ffmpeg CLI: test fixtures and the benchmark's reference runs.
+  ffmpeg
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
