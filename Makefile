@@ -1,0 +1,27 @@
+# vidforge: the two commands a new user needs are `make serve` and `make test`.
+SHELL := /bin/bash
+CARGO ?= cargo
+# Tests run the wgpu path on Mesa lavapipe and fail (not skip) when no adapter is found.
+TEST_ENV := WGPU_BACKEND=vulkan VIDFORGE_REQUIRE_GPU=1 XDG_RUNTIME_DIR=/tmp RUST_LOG=warn
+
+.PHONY: deps build serve test lint fmt
+
+deps:
+	./scripts/install-deps.sh
+
+build: deps
+	$(CARGO) build --release --bin vidforge
+
+serve: build
+	./target/release/vidforge serve
+
+test: deps
+	$(CARGO) build --workspace --all-targets
+	$(TEST_ENV) $(CARGO) test --workspace --no-fail-fast -- --test-threads=2
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all

@@ -1,0 +1,710 @@
+//! The pipelined compositor: planar YUV in, planar YUV out, one fused compute dispatch per frame.
+//!
+//! Per frame: the planes are written into a mapped upload buffer of a ring slot, then one
+//! command buffer copies them to the device input buffer, runs the compose dispatch and copies
+//! the output into that slot's readback buffer, which is mapped asynchronously. With
+//! `frames_in_flight` slots the GPU works on later frames while the caller consumes earlier
+//! ones; outputs come back strictly in submission order.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Duration;
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::context::GpuContext;
+use crate::error::GpuError;
+use crate::filter::{self, AxisFilter, ColorMode, MAX_TAPS};
+use crate::frame::{ColorSpec, PreparedWatermark, Rotation, Yuv420Frame};
+
+/// Everything that stays fixed for a run of frames.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ComposeConfig {
+    /// Coded size of the decoded frames (before rotation).
+    pub src_width: u32,
+    pub src_height: u32,
+    pub src_color: ColorSpec,
+    /// Clockwise rotation applied before scaling (output is in display orientation).
+    pub rotation: Rotation,
+    pub out_width: u32,
+    pub out_height: u32,
+    pub out_color: ColorSpec,
+    /// Already resampled and converted to `out_color` by [`crate::prepare_watermark`].
+    pub watermark: Option<PreparedWatermark>,
+}
+
+/// Most frames a compositor keeps in flight.
+pub const MAX_FRAMES_IN_FLIGHT: usize = 16;
+/// Longest wait for one frame before reporting the GPU as stuck.
+const FRAME_TIMEOUT: Duration = Duration::from_secs(60);
+/// Must match `@workgroup_size` in compose.wgsl.
+const WORKGROUP_SIZE: u32 = 64;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+struct PlaneParams {
+    out_w: u32,
+    out_h: u32,
+    word_start: u32,
+    len: u32,
+    src_off: i32,
+    src_sx: i32,
+    src_sy: i32,
+    other_off: i32,
+    col_start: u32,
+    col_w: u32,
+    taps_x: u32,
+    row_start: u32,
+    row_w: u32,
+    taps_y: u32,
+    wm_x: u32,
+    wm_y: u32,
+    wm_w: u32,
+    wm_h: u32,
+    wm_val: u32,
+    wm_alpha: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
+struct Params {
+    planes: [PlaneParams; 3],
+    mat: [[f32; 4]; 3],
+    luma_to_chroma: [f32; 4],
+    chroma_geom: [i32; 4],
+    chroma_offs: [i32; 4],
+    misc: [u32; 4],
+}
+
+// The WGSL uniform layout: 3 * 80 + 3 * 16 + 4 * 16 bytes, no implicit padding.
+const _: () = assert!(std::mem::size_of::<Params>() == 352);
+
+const PENDING: u8 = 0;
+const READY: u8 = 1;
+const FAILED: u8 = 2;
+
+/// Byte layout of the three planes in a buffer.
+#[derive(Clone, Copy, Debug)]
+struct PlaneLayout {
+    offsets: [u64; 3],
+    lens: [u64; 3],
+    size: u64,
+}
+
+/// One ring entry: CPU-visible buffers only (the device-side input/output buffers are shared,
+/// queue order serialises their use).
+struct Slot {
+    upload: wgpu::Buffer,
+    readback: wgpu::Buffer,
+    upload_state: Arc<AtomicU8>,
+    readback_state: Arc<AtomicU8>,
+    submission: Option<wgpu::SubmissionIndex>,
+}
+
+/// Device objects shared by every slot.
+struct Shared {
+    ctx: GpuContext,
+    bind_group: wgpu::BindGroup,
+    input: wgpu::Buffer,
+    output: wgpu::Buffer,
+    in_layout: PlaneLayout,
+    out_layout: PlaneLayout,
+    dispatch: (u32, u32),
+    src_size: (u32, u32),
+    out_size: (u32, u32),
+    // Kept alive for the bind group.
+    _params: wgpu::Buffer,
+    _weights: wgpu::Buffer,
+    _wm: wgpu::Buffer,
+}
+
+/// Scales, rotates, colour-converts and watermarks frames on the GPU. `Send`; one per
+/// render stream (share the [`GpuContext`] between them).
+pub struct GpuCompositor {
+    shared: Shared,
+    slots: Vec<Slot>,
+    free: Vec<usize>,
+    in_flight: VecDeque<usize>,
+    /// Dedicated slot for [`GpuCompositor::compose_one`], so previews never disturb the ring.
+    preview: Option<Slot>,
+}
+
+fn invalid(reason: impl Into<String>) -> GpuError {
+    GpuError::InvalidConfig {
+        reason: reason.into(),
+    }
+}
+
+fn align4(n: u64) -> u64 {
+    n.div_ceil(4) * 4
+}
+
+impl PlaneLayout {
+    /// Planes packed back to back (input: byte addressed by the shader).
+    fn packed(w: u32, h: u32) -> Self {
+        let (cw, ch) = Yuv420Frame::chroma_size(w, h);
+        let y = w as u64 * h as u64;
+        let c = cw as u64 * ch as u64;
+        Self {
+            offsets: [0, y, y + c],
+            lens: [y, c, c],
+            size: align4(y + 2 * c).max(4),
+        }
+    }
+
+    /// Planes each starting on a 4-byte word (output: one invocation per word).
+    fn word_aligned(w: u32, h: u32) -> Self {
+        let (cw, ch) = Yuv420Frame::chroma_size(w, h);
+        let y = w as u64 * h as u64;
+        let c = cw as u64 * ch as u64;
+        Self {
+            offsets: [0, align4(y), align4(y) + align4(c)],
+            lens: [y, c, c],
+            size: (align4(y) + 2 * align4(c)).max(4),
+        }
+    }
+}
+
+/// Display-space addressing of a `w x h` coded plane at byte `base`: (origin, step x, step y).
+fn plane_addressing(rotation: Rotation, base: i64, w: i64, h: i64) -> (i64, i64, i64) {
+    match rotation {
+        Rotation::None => (base, 1, w),
+        Rotation::Cw90 => (base + (h - 1) * w, -w, 1),
+        Rotation::Cw180 => (base + (h - 1) * w + w - 1, -1, -w),
+        Rotation::Cw270 => (base + w - 1, w, -1),
+    }
+}
+
+fn to_i32(v: i64, what: &str) -> Result<i32, GpuError> {
+    i32::try_from(v).map_err(|_| invalid(format!("{what} ({v}) exceeds the shader's 32-bit addressing")))
+}
+
+fn to_u32(v: u64, what: &str) -> Result<u32, GpuError> {
+    u32::try_from(v).map_err(|_| invalid(format!("{what} ({v}) exceeds 32 bits")))
+}
+
+/// Appends an axis filter's starts and weights to the weight table; returns their offsets.
+fn push_axis(table: &mut Vec<u32>, f: &AxisFilter) -> Result<(u32, u32), GpuError> {
+    let starts = to_u32(table.len() as u64, "weight table")?;
+    table.extend(f.starts.iter().map(|&s| s as u32));
+    let weights = to_u32(table.len() as u64, "weight table")?;
+    table.extend(f.weights.iter().map(|w| w.to_bits()));
+    Ok((starts, weights))
+}
+
+fn validate_watermark(wm: &PreparedWatermark, out_w: u32, out_h: u32) -> Result<(), GpuError> {
+    let p = wm.placement;
+    let fits = |pos: u32, len: u32, max: u32| pos as u64 + len as u64 <= max as u64;
+    if !fits(p.x, p.width, out_w) || !fits(p.y, p.height, out_h) {
+        return Err(invalid(format!(
+            "watermark placement {}x{} at ({}, {}) does not fit the {out_w}x{out_h} output",
+            p.width, p.height, p.x, p.y
+        )));
+    }
+    let luma = p.width as usize * p.height as usize;
+    let chroma = (p.width / 2) as usize * (p.height / 2) as usize;
+    let planes = [
+        ("y", wm.y.len(), luma),
+        ("alpha_y", wm.alpha_y.len(), luma),
+        ("u", wm.u.len(), chroma),
+        ("v", wm.v.len(), chroma),
+        ("alpha_c", wm.alpha_c.len(), chroma),
+    ];
+    for (name, got, want) in planes {
+        if got != want {
+            return Err(invalid(format!(
+                "watermark plane {name} has {got} bytes, expected {want} for a {}x{} placement",
+                p.width, p.height
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl GpuCompositor {
+    /// Builds the buffers, weight tables and bind group for `cfg`. Keeps up to
+    /// `frames_in_flight` (1..=16) frames on the GPU at once.
+    pub fn new(ctx: &GpuContext, cfg: ComposeConfig, frames_in_flight: usize) -> Result<Self, GpuError> {
+        if !(1..=MAX_FRAMES_IN_FLIGHT).contains(&frames_in_flight) {
+            return Err(invalid(format!(
+                "frames_in_flight must be 1..={MAX_FRAMES_IN_FLIGHT}, got {frames_in_flight}"
+            )));
+        }
+        let limits = &ctx.inner.limits;
+        let max_dim = limits.max_texture_dimension_2d;
+        for (name, v) in [
+            ("source width", cfg.src_width),
+            ("source height", cfg.src_height),
+            ("output width", cfg.out_width),
+            ("output height", cfg.out_height),
+        ] {
+            if v == 0 || v > max_dim {
+                return Err(invalid(format!("{name} {v} is outside 1..={max_dim}")));
+            }
+        }
+        if let Some(wm) = &cfg.watermark {
+            validate_watermark(wm, cfg.out_width, cfg.out_height)?;
+        }
+
+        let (sw, sh) = (cfg.src_width, cfg.src_height);
+        let (ow, oh) = (cfg.out_width, cfg.out_height);
+        let (dw, dh) = cfg.rotation.display_size(sw, sh);
+        let (scw, sch) = Yuv420Frame::chroma_size(sw, sh);
+        let (dcw, dch) = cfg.rotation.display_size(scw, sch);
+        let (ocw, och) = Yuv420Frame::chroma_size(ow, oh);
+
+        let luma_x = filter::axis_filter(dw, ow);
+        let luma_y = filter::axis_filter(dh, oh);
+        let chroma_x = filter::axis_filter(dcw, ocw);
+        let chroma_y = filter::axis_filter(dch, och);
+        for f in [&luma_x, &luma_y, &chroma_x, &chroma_y] {
+            if f.taps > MAX_TAPS {
+                return Err(invalid(format!(
+                    "scaling {dw}x{dh} to {ow}x{oh} shrinks more than the compositor supports \
+                     ({} taps per axis, max {MAX_TAPS})",
+                    f.taps
+                )));
+            }
+        }
+
+        let in_layout = PlaneLayout::packed(sw, sh);
+        let out_layout = PlaneLayout::word_aligned(ow, oh);
+        let max_binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
+        for (what, size) in [("input frame", in_layout.size), ("output frame", out_layout.size)] {
+            if size > max_binding {
+                return Err(invalid(format!(
+                    "{what} needs {size} bytes, more than the device's {max_binding}-byte storage binding limit"
+                )));
+            }
+        }
+        to_i32(in_layout.size as i64, "input frame size")?;
+
+        let mut table = Vec::new();
+        let (l_cs, l_cw) = push_axis(&mut table, &luma_x)?;
+        let (l_rs, l_rw) = push_axis(&mut table, &luma_y)?;
+        let (c_cs, c_cw) = push_axis(&mut table, &chroma_x)?;
+        let (c_rs, c_rw) = push_axis(&mut table, &chroma_y)?;
+        if table.len() as u64 * 4 > max_binding {
+            return Err(invalid("weight tables exceed the device's storage binding limit"));
+        }
+
+        // Watermark bytes: Y, U, V, alpha Y, alpha C, back to back.
+        let mut wm_bytes = Vec::new();
+        let mut wm_rects = [(0u32, 0u32, 0u32, 0u32, 0u32, 0u32); 3];
+        if let Some(wm) = &cfg.watermark {
+            let p = wm.placement;
+            let mut offs = [0u32; 5];
+            for (i, plane) in [&wm.y, &wm.u, &wm.v, &wm.alpha_y, &wm.alpha_c].into_iter().enumerate() {
+                offs[i] = to_u32(wm_bytes.len() as u64, "watermark size")?;
+                wm_bytes.extend_from_slice(plane);
+            }
+            wm_rects[0] = (p.x, p.y, p.width, p.height, offs[0], offs[3]);
+            let (cx, cy, cw, ch) = (p.x / 2, p.y / 2, p.width / 2, p.height / 2);
+            wm_rects[1] = (cx, cy, cw, ch, offs[1], offs[4]);
+            wm_rects[2] = (cx, cy, cw, ch, offs[2], offs[4]);
+        }
+        wm_bytes.resize(align4(wm_bytes.len() as u64).max(4) as usize, 0);
+        if wm_bytes.len() as u64 > max_binding {
+            return Err(invalid("watermark exceeds the device's storage binding limit"));
+        }
+
+        let total_words = to_u32(out_layout.size / 4, "output words")?;
+        let word_starts = out_layout.offsets.map(|o| (o / 4) as u32);
+        let mut planes = [PlaneParams::default(); 3];
+        let coded = [(sw as i64, sh as i64), (scw as i64, sch as i64), (scw as i64, sch as i64)];
+        let addressing: [(i64, i64, i64); 3] = std::array::from_fn(|i| {
+            plane_addressing(cfg.rotation, in_layout.offsets[i] as i64, coded[i].0, coded[i].1)
+        });
+        for (i, plane) in planes.iter_mut().enumerate() {
+            let (w, h) = if i == 0 { (ow, oh) } else { (ocw, och) };
+            let (cs, cwt, rs, rwt, tx, ty) = if i == 0 {
+                (l_cs, l_cw, l_rs, l_rw, luma_x.taps, luma_y.taps)
+            } else {
+                (c_cs, c_cw, c_rs, c_rw, chroma_x.taps, chroma_y.taps)
+            };
+            let (origin, step_x, step_y) = addressing[i];
+            let other = match i {
+                1 => addressing[2].0,
+                2 => addressing[1].0,
+                _ => 0,
+            };
+            let (wx, wy, ww, wh, wv, wa) = wm_rects[i];
+            *plane = PlaneParams {
+                out_w: w,
+                out_h: h,
+                word_start: word_starts[i],
+                len: to_u32(out_layout.lens[i], "output plane size")?,
+                src_off: to_i32(origin, "plane origin")?,
+                src_sx: to_i32(step_x, "plane step")?,
+                src_sy: to_i32(step_y, "plane step")?,
+                other_off: to_i32(other, "plane origin")?,
+                col_start: cs,
+                col_w: cwt,
+                taps_x: tx as u32,
+                row_start: rs,
+                row_w: rwt,
+                taps_y: ty as u32,
+                wm_x: wx,
+                wm_y: wy,
+                wm_w: ww,
+                wm_h: wh,
+                wm_val: wv,
+                wm_alpha: wa,
+            };
+        }
+
+        let affine = filter::color_affine(cfg.src_color, cfg.out_color);
+        let mat = affine.rows.map(|r| r.map(|v| v as f32));
+        let rx = dw as f64 / ow as f64;
+        let ry = dh as f64 / oh as f64;
+        let luma_to_chroma = [
+            (rx / 2.0) as f32,
+            ((0.5 * rx - 1.0) / 2.0) as f32,
+            (ry / 2.0) as f32,
+            ((0.5 * ry - 1.0) / 2.0) as f32,
+        ];
+        let (_, c_sx, c_sy) = addressing[1];
+        let chroma_geom = [dcw as i32, dch as i32, c_sx as i32, c_sy as i32];
+        let chroma_offs = [addressing[1].0 as i32, addressing[2].0 as i32, 0, 0];
+
+        let workgroups = total_words.div_ceil(WORKGROUP_SIZE);
+        let max_groups = limits.max_compute_workgroups_per_dimension.max(1);
+        let gx = workgroups.clamp(1, max_groups);
+        let gy = workgroups.div_ceil(gx).max(1);
+        if gy > max_groups {
+            return Err(invalid("output frame needs more workgroups than the device can dispatch"));
+        }
+        let params = Params {
+            planes,
+            mat,
+            luma_to_chroma,
+            chroma_geom,
+            chroma_offs,
+            misc: [total_words, affine.mode as u32, gx * WORKGROUP_SIZE, 0],
+        };
+        debug_assert!(affine.mode != ColorMode::Full || (affine.rows[1][0] == 0.0 && affine.rows[2][0] == 0.0));
+
+        let device = &ctx.inner.device;
+        let oom_scope = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let val_scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let init_buffer = |label: &str, contents: &[u8], usage: wgpu::BufferUsages| {
+            let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size: contents.len() as u64,
+                usage: usage | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            ctx.inner.queue.write_buffer(&buffer, 0, contents);
+            buffer
+        };
+        let params_buf = init_buffer("compose params", bytemuck::bytes_of(&params), wgpu::BufferUsages::UNIFORM);
+        let weights_buf = init_buffer("compose weights", bytemuck::cast_slice(&table), wgpu::BufferUsages::STORAGE);
+        let wm_buf = init_buffer("compose watermark", &wm_bytes, wgpu::BufferUsages::STORAGE);
+        let input = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("compose input"),
+            size: in_layout.size,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let output = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("compose output"),
+            size: out_layout.size,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("compose"),
+            layout: &ctx.inner.layout,
+            entries: &[
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: params_buf.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: weights_buf.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 2,
+                    resource: input.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 3,
+                    resource: wm_buf.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 4,
+                    resource: output.as_entire_binding(),
+                },
+            ],
+        });
+        let shared = Shared {
+            ctx: ctx.clone(),
+            bind_group,
+            input,
+            output,
+            in_layout,
+            out_layout,
+            dispatch: (gx, gy),
+            src_size: (sw, sh),
+            out_size: (ow, oh),
+            _params: params_buf,
+            _weights: weights_buf,
+            _wm: wm_buf,
+        };
+        let slots: Vec<Slot> = (0..frames_in_flight).map(|_| shared.new_slot()).collect();
+        if let Some(e) = pollster::block_on(val_scope.pop()) {
+            return Err(GpuError::Device(format!("creating compositor resources: {e}")));
+        }
+        if let Some(e) = pollster::block_on(oom_scope.pop()) {
+            return Err(GpuError::OutOfMemory(format!(
+                "{frames_in_flight} frame slots of {} + {} bytes: {e}",
+                in_layout.size, out_layout.size
+            )));
+        }
+
+        tracing::debug!(
+            src = format!("{sw}x{sh}"),
+            rotation = cfg.rotation.degrees(),
+            out = format!("{ow}x{oh}"),
+            luma_kernel = ?(luma_x.kernel, luma_y.kernel),
+            taps = ?(luma_x.taps, luma_y.taps, chroma_x.taps, chroma_y.taps),
+            colour = ?affine.mode,
+            watermark = cfg.watermark.is_some(),
+            frames_in_flight,
+            adapter = %ctx.adapter().name,
+            "GPU compositor ready"
+        );
+        Ok(Self {
+            shared,
+            free: (0..frames_in_flight).rev().collect(),
+            slots,
+            in_flight: VecDeque::with_capacity(frames_in_flight),
+            preview: None,
+        })
+    }
+
+    /// Queue a frame; once `frames_in_flight` are queued, returns the oldest finished output (FIFO).
+    ///
+    /// Precisely: when every slot is busy, the oldest frame is waited for and returned, and the
+    /// new frame takes its slot, so `frames_in_flight` frames stay queued on the GPU.
+    pub fn submit(&mut self, frame: &Yuv420Frame) -> Result<Option<Yuv420Frame>, GpuError> {
+        self.shared.check_frame(frame)?;
+        let done = if self.free.is_empty() {
+            Some(self.retrieve_oldest()?)
+        } else {
+            None
+        };
+        let Some(index) = self.free.pop() else {
+            return Err(GpuError::Device("no free frame slot after draining the oldest".into()));
+        };
+        match self.shared.run(&mut self.slots[index], frame) {
+            Ok(()) => self.in_flight.push_back(index),
+            Err(e) => {
+                self.free.push(index);
+                return Err(e);
+            }
+        }
+        Ok(done)
+    }
+
+    /// Drain every frame still in flight, in order.
+    pub fn finish(&mut self) -> Result<Vec<Yuv420Frame>, GpuError> {
+        let mut out = Vec::with_capacity(self.in_flight.len());
+        while !self.in_flight.is_empty() {
+            out.push(self.retrieve_oldest()?);
+        }
+        Ok(out)
+    }
+
+    /// Convenience: compose one frame synchronously (preview). Uses its own buffers, so frames
+    /// already in flight are unaffected and still come out of `submit`/`finish` in order.
+    pub fn compose_one(&mut self, frame: &Yuv420Frame) -> Result<Yuv420Frame, GpuError> {
+        self.shared.check_frame(frame)?;
+        let slot = match &mut self.preview {
+            Some(slot) => slot,
+            None => self.preview.insert(self.shared.new_slot()),
+        };
+        self.shared.run(slot, frame)?;
+        self.shared.retrieve(slot)
+    }
+
+    /// Frames submitted and not yet returned.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// The adapter this compositor runs on.
+    pub fn adapter(&self) -> &crate::AdapterSummary {
+        self.shared.ctx.adapter()
+    }
+
+    fn retrieve_oldest(&mut self) -> Result<Yuv420Frame, GpuError> {
+        let Some(index) = self.in_flight.pop_front() else {
+            return Err(GpuError::Device("no frame in flight".into()));
+        };
+        // The slot is reusable whatever happens: a failed readback is reported, not retried.
+        self.free.push(index);
+        self.shared.retrieve(&mut self.slots[index])
+    }
+}
+
+impl Shared {
+    fn new_slot(&self) -> Slot {
+        let device = &self.ctx.inner.device;
+        let upload = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("compose upload"),
+            size: self.in_layout.size,
+            usage: wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: true,
+        });
+        let readback = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("compose readback"),
+            size: self.out_layout.size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Slot {
+            upload,
+            readback,
+            upload_state: Arc::new(AtomicU8::new(READY)),
+            readback_state: Arc::new(AtomicU8::new(PENDING)),
+            submission: None,
+        }
+    }
+
+    fn check_frame(&self, frame: &Yuv420Frame) -> Result<(), GpuError> {
+        let (w, h) = self.src_size;
+        let mismatch = |detail: String| GpuError::FrameSizeMismatch {
+            expected_width: w,
+            expected_height: h,
+            width: frame.width,
+            height: frame.height,
+            detail,
+        };
+        if (frame.width, frame.height) != (w, h) {
+            return Err(mismatch("dimensions differ".into()));
+        }
+        let lens = [frame.y.len(), frame.u.len(), frame.v.len()];
+        for (i, name) in ["Y", "U", "V"].into_iter().enumerate() {
+            if lens[i] as u64 != self.in_layout.lens[i] {
+                return Err(mismatch(format!(
+                    "{name} plane has {} bytes, expected {} (tightly packed)",
+                    lens[i], self.in_layout.lens[i]
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_lost(&self) -> Result<(), GpuError> {
+        match self.ctx.lost() {
+            Some(reason) => Err(GpuError::DeviceLost(reason)),
+            None => Ok(()),
+        }
+    }
+
+    /// Blocks until `state` leaves PENDING, driving the device up to `submission`.
+    fn wait_for(&self, state: &AtomicU8, submission: Option<&wgpu::SubmissionIndex>) -> Result<(), GpuError> {
+        let device = &self.ctx.inner.device;
+        // One Wait normally suffices (callbacks run before it returns); loop defensively.
+        for _ in 0..3 {
+            if state.load(Ordering::Acquire) != PENDING {
+                break;
+            }
+            device
+                .poll(wgpu::PollType::Wait {
+                    submission_index: submission.cloned(),
+                    timeout: Some(FRAME_TIMEOUT),
+                })
+                .map_err(|e| GpuError::Poll(e.to_string()))?;
+        }
+        match state.load(Ordering::Acquire) {
+            READY => Ok(()),
+            FAILED => {
+                self.check_lost()?;
+                Err(GpuError::Map("the buffer could not be mapped".into()))
+            }
+            _ => {
+                self.check_lost()?;
+                Err(GpuError::Poll("the GPU finished but the buffer mapping never completed".into()))
+            }
+        }
+    }
+
+    /// Uploads `frame` into `slot` and submits the compose work for it.
+    fn run(&self, slot: &mut Slot, frame: &Yuv420Frame) -> Result<(), GpuError> {
+        self.check_lost()?;
+        let inner = &self.ctx.inner;
+        self.wait_for(&slot.upload_state, slot.submission.as_ref())?;
+        {
+            let mut view = slot
+                .upload
+                .get_mapped_range_mut(..)
+                .map_err(|e| GpuError::Map(format!("upload buffer: {e}")))?;
+            for (i, plane) in [&frame.y, &frame.u, &frame.v].into_iter().enumerate() {
+                let start = self.in_layout.offsets[i] as usize;
+                view.slice(start..start + plane.len()).copy_from_slice(plane);
+            }
+        }
+        slot.upload.unmap();
+        slot.upload_state.store(PENDING, Ordering::Release);
+        slot.readback_state.store(PENDING, Ordering::Release);
+
+        let scope = inner.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let mut encoder = inner
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("compose") });
+        encoder.copy_buffer_to_buffer(&slot.upload, 0, &self.input, 0, self.in_layout.size);
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("compose"),
+                timestamp_writes: None,
+            });
+            pass.set_pipeline(&inner.pipeline);
+            pass.set_bind_group(0, &self.bind_group, &[]);
+            pass.dispatch_workgroups(self.dispatch.0, self.dispatch.1, 1);
+        }
+        encoder.copy_buffer_to_buffer(&self.output, 0, &slot.readback, 0, self.out_layout.size);
+        let submission = inner.queue.submit([encoder.finish()]);
+        let state = slot.upload_state.clone();
+        slot.upload.map_async(wgpu::MapMode::Write, .., move |r| {
+            state.store(if r.is_ok() { READY } else { FAILED }, Ordering::Release);
+        });
+        let state = slot.readback_state.clone();
+        slot.readback.map_async(wgpu::MapMode::Read, .., move |r| {
+            state.store(if r.is_ok() { READY } else { FAILED }, Ordering::Release);
+        });
+        slot.submission = Some(submission);
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(GpuError::Device(format!("submitting a frame: {e}")));
+        }
+        Ok(())
+    }
+
+    /// Waits for `slot`'s frame and copies its planes out.
+    fn retrieve(&self, slot: &mut Slot) -> Result<Yuv420Frame, GpuError> {
+        self.wait_for(&slot.readback_state, slot.submission.as_ref())?;
+        let frame = {
+            let view = slot
+                .readback
+                .get_mapped_range(..)
+                .map_err(|e| GpuError::Map(format!("readback buffer: {e}")))?;
+            let plane = |i: usize| {
+                let start = self.out_layout.offsets[i] as usize;
+                view[start..start + self.out_layout.lens[i] as usize].to_vec()
+            };
+            Yuv420Frame {
+                width: self.out_size.0,
+                height: self.out_size.1,
+                y: plane(0),
+                u: plane(1),
+                v: plane(2),
+            }
+        };
+        slot.readback.unmap();
+        slot.readback_state.store(PENDING, Ordering::Release);
+        Ok(frame)
+    }
+}

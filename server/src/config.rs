@@ -1,0 +1,658 @@
+//! Service configuration: zero-config defaults, overridable by a TOML file (`--config`), then by
+//! `VIDFORGE_*` environment variables and command-line flags (flags and env win over the file).
+//!
+//! ```toml
+//! listen = "127.0.0.1:8080"
+//! data_dir = "./vidforge-data"
+//! render_slots = 1
+//! per_principal_concurrent = 2
+//! queue_capacity = 32
+//! max_upload_bytes = "2GiB"
+//! approval_timeout = "30m"
+//! task_ttl = "24h"
+//! result_ttl = "7d"
+//! backend = "auto"            # auto | wgpu | cpu
+//! allowed_origins = ["http://localhost:3000"]
+//! allowed_hosts = ["localhost", "127.0.0.1"]
+//! public_base_url = "https://renders.example.com"
+//! [tokens]                     # bearer token -> principal name
+//! "s3cret-token" = "alice"
+//! ```
+//!
+//! With no tokens every request is the anonymous principal [`ANONYMOUS_PRINCIPAL`], and the
+//! server refuses to listen on anything but a loopback address ([`Config::check_bind_safety`]).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use serde::Deserialize;
+
+use crate::catalog;
+
+/// The principal every request runs as when no tokens are configured.
+pub const ANONYMOUS_PRINCIPAL: &str = "local";
+/// Default listen address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+/// Default data directory.
+pub const DEFAULT_DATA_DIR: &str = "./vidforge-data";
+/// Default upload limit: 2 GiB.
+pub const DEFAULT_MAX_UPLOAD_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+/// Default per-principal limit of non-terminal renders.
+pub const DEFAULT_PER_PRINCIPAL_CONCURRENT: usize = 2;
+/// Default number of renders that may wait for a worker.
+pub const DEFAULT_QUEUE_CAPACITY: usize = 32;
+/// Default interval of the approval-deadline check.
+pub const DEFAULT_TICK_INTERVAL: Duration = Duration::from_secs(1);
+/// How long a tombstone of an expired result is kept after its files are deleted, so a late
+/// read gets `result_expired` (with a repair) rather than `render_not_found`.
+pub const DEFAULT_TOMBSTONE_GRACE: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
+/// Which compositor the render engine uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendSetting {
+    /// wgpu on a hardware adapter when there is one, otherwise the CPU compositor.
+    #[default]
+    Auto,
+    /// Always wgpu (a software adapter counts).
+    Wgpu,
+    /// Always the CPU compositor.
+    Cpu,
+}
+
+impl BackendSetting {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendSetting::Auto => "auto",
+            BackendSetting::Wgpu => "wgpu",
+            BackendSetting::Cpu => "cpu",
+        }
+    }
+}
+
+/// The resolved configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Address the HTTP server binds.
+    pub listen: SocketAddr,
+    /// Root of the sled database (`db/`), `assets/`, `results/` and `previews/`.
+    pub data_dir: PathBuf,
+    /// Bearer token -> principal name. Empty: single anonymous principal, loopback only.
+    pub tokens: BTreeMap<String, String>,
+    /// Worker threads, i.e. renders that run at once.
+    pub render_slots: usize,
+    /// Non-terminal renders (queued, running or awaiting approval) one principal may hold.
+    pub per_principal_concurrent: usize,
+    /// Renders that may wait for a free worker, beyond the ones running.
+    pub queue_capacity: usize,
+    /// Largest accepted upload.
+    pub max_upload_bytes: u64,
+    /// How long a watermark preview waits for a decision.
+    pub approval_timeout: Duration,
+    /// Task lifetime (`ttlMs`).
+    pub task_ttl: Duration,
+    /// Result and status retention.
+    pub result_ttl: Duration,
+    /// Idempotency-key retention.
+    pub idempotency_ttl: Duration,
+    /// Extra time a result tombstone is kept after its files are swept.
+    pub tombstone_grace: Duration,
+    /// Compositor choice.
+    pub backend: BackendSetting,
+    /// Origins allowed to call the MCP endpoint (browser clients). Empty: no Origin accepted
+    /// except requests that send none.
+    pub allowed_origins: Vec<String>,
+    /// Host header values accepted (DNS-rebinding protection). Empty: loopback names plus the
+    /// listen address.
+    pub allowed_hosts: Vec<String>,
+    /// Base URL used in download links; default `http://<listen>`.
+    pub public_base_url: Option<String>,
+    /// How often the sweeper runs.
+    pub sweep_interval: Duration,
+    /// How often approval deadlines are checked.
+    pub tick_interval: Duration,
+}
+
+impl Config {
+    /// Defaults with the given data directory (handy for tests).
+    pub fn with_data_dir(data_dir: impl Into<PathBuf>) -> Self {
+        Config {
+            listen: DEFAULT_LISTEN.parse().expect("constant address parses"),
+            data_dir: data_dir.into(),
+            tokens: BTreeMap::new(),
+            render_slots: default_render_slots(),
+            per_principal_concurrent: DEFAULT_PER_PRINCIPAL_CONCURRENT,
+            queue_capacity: DEFAULT_QUEUE_CAPACITY,
+            max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
+            approval_timeout: catalog::APPROVAL_TIMEOUT,
+            task_ttl: catalog::TASK_TTL,
+            result_ttl: catalog::RESULT_TTL,
+            idempotency_ttl: catalog::IDEMPOTENCY_TTL,
+            tombstone_grace: DEFAULT_TOMBSTONE_GRACE,
+            backend: BackendSetting::Auto,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            public_base_url: None,
+            sweep_interval: catalog::SWEEP_INTERVAL,
+            tick_interval: DEFAULT_TICK_INTERVAL,
+        }
+    }
+
+    /// Defaults, then the TOML file named by `args.config` (if any), then flags/env.
+    pub fn load(args: &ConfigArgs) -> Result<Config, ConfigError> {
+        let mut cfg = Config::default();
+        if let Some(path) = &args.config {
+            let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+                path: path.clone(),
+                source: e,
+            })?;
+            let file: FileConfig = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+            cfg.apply_file(file)?;
+        }
+        cfg.apply_args(args)?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    fn apply_file(&mut self, f: FileConfig) -> Result<(), ConfigError> {
+        if let Some(v) = f.listen {
+            self.listen = parse_listen(&v)?;
+        }
+        if let Some(v) = f.data_dir {
+            self.data_dir = v;
+        }
+        if let Some(v) = f.tokens {
+            self.tokens = v;
+        }
+        set(&mut self.render_slots, f.render_slots);
+        set(&mut self.per_principal_concurrent, f.per_principal_concurrent);
+        set(&mut self.queue_capacity, f.queue_capacity);
+        if let Some(v) = f.max_upload_bytes {
+            self.max_upload_bytes = v.bytes("max_upload_bytes")?;
+        }
+        for (slot, value, name) in [
+            (&mut self.approval_timeout, f.approval_timeout, "approval_timeout"),
+            (&mut self.task_ttl, f.task_ttl, "task_ttl"),
+            (&mut self.result_ttl, f.result_ttl, "result_ttl"),
+            (&mut self.idempotency_ttl, f.idempotency_ttl, "idempotency_ttl"),
+            (&mut self.tombstone_grace, f.tombstone_grace, "tombstone_grace"),
+            (&mut self.sweep_interval, f.sweep_interval, "sweep_interval"),
+            (&mut self.tick_interval, f.tick_interval, "tick_interval"),
+        ] {
+            if let Some(v) = value {
+                *slot = v.duration(name)?;
+            }
+        }
+        set(&mut self.backend, f.backend);
+        set(&mut self.allowed_origins, f.allowed_origins);
+        set(&mut self.allowed_hosts, f.allowed_hosts);
+        if f.public_base_url.is_some() {
+            self.public_base_url = f.public_base_url;
+        }
+        Ok(())
+    }
+
+    fn apply_args(&mut self, a: &ConfigArgs) -> Result<(), ConfigError> {
+        if let Some(v) = &a.listen {
+            self.listen = parse_listen(v)?;
+        }
+        set(&mut self.data_dir, a.data_dir.clone());
+        if !a.tokens.is_empty() {
+            let mut tokens = BTreeMap::new();
+            for pair in &a.tokens {
+                let (token, principal) = parse_token_pair(pair)?;
+                tokens.insert(token, principal);
+            }
+            self.tokens = tokens;
+        }
+        set(&mut self.render_slots, a.render_slots);
+        set(&mut self.per_principal_concurrent, a.per_principal_concurrent);
+        set(&mut self.queue_capacity, a.queue_capacity);
+        if let Some(v) = &a.max_upload_bytes {
+            self.max_upload_bytes = parse_bytes(v, "max_upload_bytes")?;
+        }
+        for (slot, value, name) in [
+            (&mut self.approval_timeout, &a.approval_timeout, "approval_timeout"),
+            (&mut self.task_ttl, &a.task_ttl, "task_ttl"),
+            (&mut self.result_ttl, &a.result_ttl, "result_ttl"),
+            (&mut self.idempotency_ttl, &a.idempotency_ttl, "idempotency_ttl"),
+            (&mut self.sweep_interval, &a.sweep_interval, "sweep_interval"),
+        ] {
+            if let Some(v) = value {
+                *slot = parse_duration(v, name)?;
+            }
+        }
+        set(&mut self.backend, a.backend);
+        if !a.allowed_origins.is_empty() {
+            self.allowed_origins = a.allowed_origins.clone();
+        }
+        if !a.allowed_hosts.is_empty() {
+            self.allowed_hosts = a.allowed_hosts.clone();
+        }
+        if a.public_base_url.is_some() {
+            self.public_base_url = a.public_base_url.clone();
+        }
+        Ok(())
+    }
+
+    /// Checks ranges that would make the service misbehave.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |field: &'static str, reason: &str| {
+            Err(ConfigError::Invalid {
+                field,
+                reason: reason.to_string(),
+            })
+        };
+        if self.render_slots == 0 || self.render_slots > 64 {
+            return bad("render_slots", "must be between 1 and 64");
+        }
+        if self.per_principal_concurrent == 0 {
+            return bad("per_principal_concurrent", "must be at least 1");
+        }
+        if self.max_upload_bytes == 0 {
+            return bad("max_upload_bytes", "must be positive");
+        }
+        if self.approval_timeout.is_zero() {
+            return bad("approval_timeout", "must be positive");
+        }
+        if self.result_ttl < self.task_ttl {
+            return bad("result_ttl", "must not be shorter than task_ttl");
+        }
+        if self.sweep_interval.is_zero() || self.tick_interval.is_zero() {
+            return bad("sweep_interval", "intervals must be positive");
+        }
+        for (token, principal) in &self.tokens {
+            if token.len() < 8 {
+                return bad("tokens", "every token needs at least 8 characters");
+            }
+            if principal.is_empty() || principal.contains('\0') {
+                return bad("tokens", "principal names must be non-empty");
+            }
+        }
+        if let Some(url) = &self.public_base_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return bad("public_base_url", "must start with http:// or https://");
+        }
+        Ok(())
+    }
+
+    /// Refuses a non-loopback listen address when no tokens are configured: without tokens
+    /// every caller is the same anonymous principal, which is only acceptable on this machine.
+    pub fn check_bind_safety(&self) -> Result<(), ConfigError> {
+        if self.tokens.is_empty() && !self.listen.ip().is_loopback() {
+            return Err(ConfigError::UnsafeBind {
+                listen: self.listen,
+            });
+        }
+        Ok(())
+    }
+
+    /// True when bearer tokens are required.
+    pub fn auth_required(&self) -> bool {
+        !self.tokens.is_empty()
+    }
+
+    /// Base URL for links (`public_base_url`, or `http://<listen>`), without a trailing slash.
+    pub fn base_url(&self) -> String {
+        match &self.public_base_url {
+            Some(u) => u.trim_end_matches('/').to_string(),
+            None => format!("http://{}", self.listen),
+        }
+    }
+
+    /// The sled database directory.
+    pub fn db_dir(&self) -> PathBuf {
+        self.data_dir.join("db")
+    }
+    /// Uploaded assets.
+    pub fn assets_dir(&self) -> PathBuf {
+        self.data_dir.join("assets")
+    }
+    /// Rendered results: `results/<render id>/final.<ext>`.
+    pub fn results_dir(&self) -> PathBuf {
+        self.data_dir.join("results")
+    }
+    /// Watermark previews: `previews/<render id>/watermark-preview.png`.
+    pub fn previews_dir(&self) -> PathBuf {
+        self.data_dir.join("previews")
+    }
+
+    /// Creates the data directory tree.
+    pub fn ensure_dirs(&self) -> std::io::Result<()> {
+        for d in [
+            self.db_dir(),
+            self.assets_dir(),
+            self.results_dir(),
+            self.previews_dir(),
+        ] {
+            std::fs::create_dir_all(d)?;
+        }
+        Ok(())
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config::with_data_dir(DEFAULT_DATA_DIR)
+    }
+}
+
+/// One worker on small machines (encoding already uses every core), two on larger ones.
+pub fn default_render_slots() -> usize {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    if cores >= 8 { 2 } else { 1 }
+}
+
+fn set<T>(slot: &mut T, v: Option<T>) {
+    if let Some(v) = v {
+        *slot = v;
+    }
+}
+
+/// Configuration flags shared by `vidforge serve` and `vidforge assets`; each also reads a
+/// `VIDFORGE_*` environment variable.
+#[derive(Debug, Default, Clone, Args)]
+pub struct ConfigArgs {
+    /// TOML configuration file.
+    #[arg(long, env = "VIDFORGE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Listen address (default 127.0.0.1:8080; use port 0 for any free port).
+    #[arg(long, env = "VIDFORGE_LISTEN")]
+    pub listen: Option<String>,
+    /// Data directory (default ./vidforge-data).
+    #[arg(long, env = "VIDFORGE_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Bearer token and its principal as TOKEN=PRINCIPAL; repeatable (env: comma-separated).
+    #[arg(long = "token", env = "VIDFORGE_TOKENS", value_delimiter = ',', hide_env_values = true)]
+    pub tokens: Vec<String>,
+    /// Renders that run at once.
+    #[arg(long, env = "VIDFORGE_RENDER_SLOTS")]
+    pub render_slots: Option<usize>,
+    /// Non-terminal renders one principal may hold.
+    #[arg(long, env = "VIDFORGE_PER_PRINCIPAL_CONCURRENT")]
+    pub per_principal_concurrent: Option<usize>,
+    /// Renders that may wait for a worker.
+    #[arg(long, env = "VIDFORGE_QUEUE_CAPACITY")]
+    pub queue_capacity: Option<usize>,
+    /// Largest upload, e.g. 2GiB, 500MB, 1048576.
+    #[arg(long, env = "VIDFORGE_MAX_UPLOAD_BYTES")]
+    pub max_upload_bytes: Option<String>,
+    /// Watermark approval timeout, e.g. 30m.
+    #[arg(long, env = "VIDFORGE_APPROVAL_TIMEOUT")]
+    pub approval_timeout: Option<String>,
+    /// Task TTL, e.g. 24h.
+    #[arg(long, env = "VIDFORGE_TASK_TTL")]
+    pub task_ttl: Option<String>,
+    /// Result retention, e.g. 7d.
+    #[arg(long, env = "VIDFORGE_RESULT_TTL")]
+    pub result_ttl: Option<String>,
+    /// Idempotency-key retention, e.g. 24h.
+    #[arg(long, env = "VIDFORGE_IDEMPOTENCY_TTL")]
+    pub idempotency_ttl: Option<String>,
+    /// Sweeper interval, e.g. 60s.
+    #[arg(long, env = "VIDFORGE_SWEEP_INTERVAL")]
+    pub sweep_interval: Option<String>,
+    /// Compositor backend.
+    #[arg(long, env = "VIDFORGE_BACKEND", value_enum)]
+    pub backend: Option<BackendSetting>,
+    /// Allowed browser origins (comma-separated).
+    #[arg(long = "allowed-origin", env = "VIDFORGE_ALLOWED_ORIGINS", value_delimiter = ',')]
+    pub allowed_origins: Vec<String>,
+    /// Allowed Host header values (comma-separated).
+    #[arg(long = "allowed-host", env = "VIDFORGE_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub allowed_hosts: Vec<String>,
+    /// Base URL for download links.
+    #[arg(long, env = "VIDFORGE_PUBLIC_BASE_URL")]
+    pub public_base_url: Option<String>,
+}
+
+/// The TOML file's shape; every field optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub listen: Option<String>,
+    pub data_dir: Option<PathBuf>,
+    pub tokens: Option<BTreeMap<String, String>>,
+    pub render_slots: Option<usize>,
+    pub per_principal_concurrent: Option<usize>,
+    pub queue_capacity: Option<usize>,
+    pub max_upload_bytes: Option<SizeValue>,
+    pub approval_timeout: Option<DurationValue>,
+    pub task_ttl: Option<DurationValue>,
+    pub result_ttl: Option<DurationValue>,
+    pub idempotency_ttl: Option<DurationValue>,
+    pub tombstone_grace: Option<DurationValue>,
+    pub sweep_interval: Option<DurationValue>,
+    pub tick_interval: Option<DurationValue>,
+    pub backend: Option<BackendSetting>,
+    pub allowed_origins: Option<Vec<String>>,
+    pub allowed_hosts: Option<Vec<String>>,
+    pub public_base_url: Option<String>,
+}
+
+/// A duration in the file: seconds as a number, or a string like `"30m"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum DurationValue {
+    Seconds(u64),
+    Text(String),
+}
+
+impl DurationValue {
+    fn duration(&self, field: &'static str) -> Result<Duration, ConfigError> {
+        match self {
+            DurationValue::Seconds(s) => Ok(Duration::from_secs(*s)),
+            DurationValue::Text(t) => parse_duration(t, field),
+        }
+    }
+}
+
+/// A byte size in the file: a number, or a string like `"2GiB"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum SizeValue {
+    Bytes(u64),
+    Text(String),
+}
+
+impl SizeValue {
+    fn bytes(&self, field: &'static str) -> Result<u64, ConfigError> {
+        match self {
+            SizeValue::Bytes(b) => Ok(*b),
+            SizeValue::Text(t) => parse_bytes(t, field),
+        }
+    }
+}
+
+/// Configuration problems, each naming the file or field at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid config file {}: {message}", path.display())]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid {field}: {reason}")]
+    Invalid { field: &'static str, reason: String },
+    #[error(
+        "refusing to listen on {listen}: no tokens are configured, so every caller would be the \
+         anonymous principal; bind a loopback address (127.0.0.1 / [::1]) or configure tokens \
+         (--token TOKEN=PRINCIPAL, VIDFORGE_TOKENS, or [tokens] in the config file)"
+    )]
+    UnsafeBind { listen: SocketAddr },
+}
+
+fn parse_listen(s: &str) -> Result<SocketAddr, ConfigError> {
+    let s = s.trim();
+    // Accept `localhost:PORT` as the loopback address it means.
+    let normalized = match s.strip_prefix("localhost:") {
+        Some(port) => format!("127.0.0.1:{port}"),
+        None => s.to_string(),
+    };
+    normalized.parse().map_err(|_| ConfigError::Invalid {
+        field: "listen",
+        reason: format!("'{s}' is not an IP:PORT address"),
+    })
+}
+
+fn parse_token_pair(s: &str) -> Result<(String, String), ConfigError> {
+    match s.split_once('=') {
+        Some((t, p)) if !t.trim().is_empty() && !p.trim().is_empty() => {
+            Ok((t.trim().to_string(), p.trim().to_string()))
+        }
+        _ => Err(ConfigError::Invalid {
+            field: "tokens",
+            reason: "expected TOKEN=PRINCIPAL".into(),
+        }),
+    }
+}
+
+/// Parses `500ms`, `90s`, `30m`, `24h`, `7d` or a bare number of seconds.
+pub fn parse_duration(s: &str, field: &'static str) -> Result<Duration, ConfigError> {
+    let t = s.trim();
+    let err = || ConfigError::Invalid {
+        field,
+        reason: format!("'{s}' is not a duration like 500ms, 90s, 30m, 24h or 7d"),
+    };
+    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num.parse().map_err(|_| err())?;
+    let secs = match unit.trim() {
+        "" | "s" => value,
+        "ms" => value / 1000.0,
+        "m" | "min" => value * 60.0,
+        "h" => value * 3600.0,
+        "d" => value * 86_400.0,
+        _ => return Err(err()),
+    };
+    if !secs.is_finite() || secs < 0.0 || secs > 1e12 {
+        return Err(err());
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Parses `1048576`, `500KB`, `500MB`, `2GB`, `64KiB`, `2GiB`.
+pub fn parse_bytes(s: &str, field: &'static str) -> Result<u64, ConfigError> {
+    let t = s.trim();
+    let err = || ConfigError::Invalid {
+        field,
+        reason: format!("'{s}' is not a size like 1048576, 500MB or 2GiB"),
+    };
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let value: u64 = num.parse().map_err(|_| err())?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "kib" => 1 << 10,
+        "mib" => 1 << 20,
+        "gib" => 1 << 30,
+        _ => return Err(err()),
+    };
+    value.checked_mul(mult).ok_or_else(err)
+}
+
+/// Resolves `p` against the current directory for display.
+pub fn display_path(p: &Path) -> String {
+    std::path::absolute(p)
+        .unwrap_or_else(|_| p.to_path_buf())
+        .display()
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_zero_config_and_safe() {
+        let c = Config::default();
+        assert_eq!(c.listen.to_string(), DEFAULT_LISTEN);
+        assert!(c.tokens.is_empty());
+        assert_eq!(c.approval_timeout, catalog::APPROVAL_TIMEOUT);
+        c.validate().unwrap();
+        c.check_bind_safety().unwrap();
+        assert_eq!(c.base_url(), "http://127.0.0.1:8080");
+    }
+
+    #[test]
+    fn non_loopback_without_tokens_is_refused() {
+        let mut c = Config::default();
+        c.listen = "0.0.0.0:8080".parse().unwrap();
+        let e = c.check_bind_safety().unwrap_err();
+        assert!(e.to_string().contains("refusing to listen on 0.0.0.0:8080"), "{e}");
+        c.tokens.insert("0123456789".into(), "alice".into());
+        c.check_bind_safety().unwrap();
+        c.listen = "[::1]:9000".parse().unwrap();
+        c.tokens.clear();
+        c.check_bind_safety().unwrap();
+    }
+
+    #[test]
+    fn file_then_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("vidforge.toml");
+        std::fs::write(
+            &path,
+            r#"
+listen = "127.0.0.1:9999"
+render_slots = 2
+max_upload_bytes = "1MiB"
+approval_timeout = 90
+result_ttl = "8d"
+backend = "cpu"
+[tokens]
+"tok-alice-123" = "alice"
+"#,
+        )
+        .unwrap();
+        let args = ConfigArgs {
+            config: Some(path),
+            listen: Some("localhost:7000".into()),
+            approval_timeout: Some("2m".into()),
+            ..Default::default()
+        };
+        let c = Config::load(&args).unwrap();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:7000");
+        assert_eq!(c.render_slots, 2);
+        assert_eq!(c.max_upload_bytes, 1 << 20);
+        assert_eq!(c.approval_timeout, Duration::from_secs(120));
+        assert_eq!(c.result_ttl, Duration::from_secs(8 * 86_400));
+        assert_eq!(c.backend, BackendSetting::Cpu);
+        assert_eq!(c.tokens.get("tok-alice-123").map(String::as_str), Some("alice"));
+    }
+
+    #[test]
+    fn rejects_unknown_keys_and_bad_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, "listn = \"x\"\n").unwrap();
+        let args = ConfigArgs {
+            config: Some(path),
+            ..Default::default()
+        };
+        assert!(matches!(Config::load(&args), Err(ConfigError::Parse { .. })));
+        assert!(parse_duration("10 parsecs", "x").is_err());
+        assert_eq!(parse_duration("500ms", "x").unwrap(), Duration::from_millis(500));
+        assert!(parse_bytes("-1", "x").is_err());
+        assert_eq!(parse_bytes("2GiB", "x").unwrap(), 2 << 30);
+        let args = ConfigArgs {
+            tokens: vec!["no-equals-sign".into()],
+            ..Default::default()
+        };
+        assert!(Config::load(&args).is_err());
+    }
+}

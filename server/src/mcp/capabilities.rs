@@ -1,0 +1,70 @@
+//! The capability-summary block (contract §1), served by the `vidforge://capabilities` resource
+//! and the `vidforge_get_capabilities` tool. Generated from [`crate::catalog`] and the tool
+//! definitions so it cannot drift from behaviour.
+
+use serde_json::{Value, json};
+
+use crate::catalog;
+
+use super::tools;
+
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+pub const PROTOCOL_REVISION: &str = "2026-07-28";
+
+/// `vidforge@<version>+<git short sha>`.
+pub fn fingerprint() -> String {
+    format!(
+        "vidforge@{}+{}",
+        env!("CARGO_PKG_VERSION"),
+        option_env!("VIDFORGE_GIT_SHA").unwrap_or("unknown")
+    )
+}
+
+pub fn summary(approval_timeout: std::time::Duration, task_ttl: std::time::Duration, result_ttl: std::time::Duration) -> Value {
+    let approval_minutes = approval_timeout.as_secs() / 60;
+    json!({
+        "server": {
+            "name": "vidforge",
+            "version": env!("CARGO_PKG_VERSION"),
+            "fingerprint": fingerprint(),
+            "transport": "streamable-http",
+            "spec_target": { "revision": PROTOCOL_REVISION, "extensions": [TASKS_EXTENSION] },
+            "summary": "Render source video assets to finished videos, with optional watermark requiring user approval mid-render."
+        },
+        "does": [
+            "Render an uploaded asset to mp4/webm/mov at 720p–4k.",
+            "Pause a render for user watermark approval, then resume.",
+            "Report status, deliver results as linked resources, cancel in-flight renders."
+        ],
+        "does_not": [
+            "Upload or manage source assets (use your asset pipeline).",
+            "Edit, trim, or transcode interactively.",
+            "Stream partial video output."
+        ],
+        "tools": tools::TOOL_ORDER,
+        "error_carriers": { "tool_errors": "structuredContent", "non_tool_rpc_errors": "error.data" },
+        "error_catalog": tools::full_error_catalog(),
+        "task_semantics": {
+            "note": "`completed` is a delivery statement, not a success statement: a render that fails semantically (including watermark rejection or approval timeout) arrives as a completed task whose result has isError: true. `failed` is reserved for JSON-RPC faults. Always inspect result.isError.",
+            "task_ttl_ms": task_ttl.as_millis() as u64,
+            "poll_interval_ms": {
+                "working": catalog::POLL_INTERVAL_WORKING.as_millis() as u64,
+                "input_required": catalog::POLL_INTERVAL_AWAITING.as_millis() as u64
+            },
+            "result_retention": format!(
+                "render results and status remain reachable via vidforge_get_render_status and the vidforge://videos/{{render_id}}/final.{{ext}} resource for {} days",
+                result_ttl.as_secs() / 86400
+            )
+        },
+        "negotiated_capabilities": {
+            "server": [format!("capabilities.extensions[{TASKS_EXTENSION}]")],
+            "client": [format!("clientCapabilities.extensions[{TASKS_EXTENSION}]"), "clientCapabilities.elicitation.form"],
+            "fallbacks": {
+                "no_tasks": "vidforge_render_video returns status:'accepted' with a render_id; poll vidforge_get_render_status, cancel via vidforge_cancel_render.",
+                "no_elicitation": "watermark approval is requested via the task's input_required status message and satisfied by calling vidforge_approve_watermark; no ElicitRequest is sent.",
+                "approval_never_arrives": format!("after {approval_minutes} minutes awaiting approval the render ends as a completed task whose result carries the watermark_approval_timeout error envelope.")
+            },
+            "fallback_tools_note": "vidforge_get_render_status, vidforge_approve_watermark and vidforge_cancel_render are a labelled convention mirroring tasks/get, tasks/update and tasks/cancel for clients without the tasks extension; task-capable clients should prefer the native lifecycle."
+        }
+    })
+}

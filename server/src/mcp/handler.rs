@@ -1,0 +1,997 @@
+//! The rmcp `ServerHandler`: every MCP method vidforge serves, mapped onto [`RenderService`].
+//!
+//! rmcp builds one handler per HTTP request, so the handler is an `Arc` clone of shared state.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult,
+    DiscoverResult, ErrorCode as RpcCode, GetTaskParams, GetTaskResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerConfig,
+    SubscriptionFilter, UpdateTaskParams,
+};
+use rmcp::service::{RequestContext, SubscriptionContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use crate::catalog::{self, ErrorCode};
+use crate::service::{RenderService, ServiceError};
+use crate::store::{Outcome, RenderRecord, RenderState};
+
+use super::capabilities::{self, TASKS_EXTENSION};
+use super::tools;
+use super::wire::{self, Envelope, Repair};
+use super::{Principal, RequestedTaskIds};
+
+/// State shared by every per-request handler.
+pub struct McpShared {
+    pub service: RenderService,
+    pub tools: Vec<Value>,
+    pub capabilities_summary: Value,
+    pub task_ttl_ms: u64,
+    pub result_ttl_ms: u64,
+    pub public_base_url: String,
+}
+
+#[derive(Clone)]
+pub struct VidforgeMcp {
+    pub shared: Arc<McpShared>,
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, McpError> {
+    serde_json::from_value(v)
+        .map_err(|e| McpError::internal_error(format!("building a wire value: {e}"), None))
+}
+
+/// What this request declared in its per-request `_meta` client capabilities.
+struct Declared {
+    tasks: bool,
+    elicitation_form: bool,
+}
+
+fn declared(ctx: &RequestContext<RoleServer>) -> Declared {
+    let caps = ctx.client_capabilities();
+    let caps_json = caps
+        .as_ref()
+        .and_then(|c| serde_json::to_value(c).ok())
+        .unwrap_or(Value::Null);
+    let tasks = caps_json
+        .get("extensions")
+        .and_then(|e| e.get(TASKS_EXTENSION))
+        .is_some();
+    // `elicitation: {}` means form only; `{url: {}}` alone means URL mode only.
+    let elicitation_form = match caps_json.get("elicitation") {
+        Some(Value::Object(e)) => e.contains_key("form") || !e.contains_key("url"),
+        _ => false,
+    };
+    Declared {
+        tasks,
+        elicitation_form,
+    }
+}
+
+fn principal(ctx: &RequestContext<RoleServer>) -> Result<String, McpError> {
+    ctx.extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Principal>())
+        .map(|p| p.0.clone())
+        .ok_or_else(|| McpError::internal_error("request reached MCP without a principal", None))
+}
+
+fn invalid_params_unknown_task(id: &str) -> McpError {
+    McpError::new(
+        RpcCode::INVALID_PARAMS,
+        "Unknown or expired task.",
+        Some(json!({ "taskId": id })),
+    )
+}
+
+fn internal(e: impl std::fmt::Display) -> McpError {
+    McpError::internal_error(format!("vidforge internal error: {e}"), None)
+}
+
+/// Maps a service error to the tool-level envelope.
+fn service_envelope(err: &ServiceError, render_id: Option<&str>) -> Envelope {
+    let code = err.code();
+    let mut env = Envelope::new(code, err.to_string());
+    if let Some(field) = err.field() {
+        env = env.field(field);
+    }
+    if let Some(reason) = err.reason() {
+        env = env.reason(reason);
+    }
+    env = env.retry_after(err.retry_after_ms());
+    if code == ErrorCode::RenderNotFound {
+        env.message = "No render with this id is visible to this credential.".into();
+        env = env.field("render_id");
+    }
+    if let (ErrorCode::ApprovalAlreadyRecorded | ErrorCode::ApprovalNotPending, Some(id)) =
+        (code, render_id)
+    {
+        env = env.repair(wire::status_repair(id, None));
+    }
+    env
+}
+
+fn tool_error(env: Envelope) -> Result<CallToolResponse, McpError> {
+    let result: CallToolResult = from_json(env.tool_result(None))?;
+    Ok(CallToolResponse::Complete(result))
+}
+
+fn tool_ok(text: String, structured: Value) -> Result<CallToolResponse, McpError> {
+    let result: CallToolResult = from_json(json!({
+        "resultType": "complete",
+        "isError": false,
+        "content": [{ "type": "text", "text": text }],
+        "structuredContent": structured,
+    }))?;
+    Ok(CallToolResponse::Complete(result))
+}
+
+impl VidforgeMcp {
+    fn now_ms(&self) -> u64 {
+        self.shared.service.now_ms()
+    }
+
+    fn task_expired(&self, rec: &RenderRecord) -> bool {
+        self.now_ms() >= rec.created_at + self.shared.task_ttl_ms
+    }
+
+    fn result_expires_at(&self, rec: &RenderRecord) -> u64 {
+        match &rec.outcome {
+            Some(Outcome::Success { finished_at, .. }) => finished_at + self.shared.result_ttl_ms,
+            _ => rec.created_at + self.shared.result_ttl_ms,
+        }
+    }
+
+    fn download_url(&self, rec: &RenderRecord, file_name: &str) -> String {
+        format!(
+            "{}/videos/{}/{}",
+            self.shared.public_base_url.trim_end_matches('/'),
+            rec.id,
+            file_name
+        )
+    }
+
+    /// The literal original arguments minus the idempotency key: callable as-is to re-render.
+    fn rerender_arguments(rec: &RenderRecord) -> Value {
+        let mut args = rec.original_arguments.clone();
+        if let Value::Object(map) = &mut args {
+            map.remove("idempotency_key");
+        }
+        args
+    }
+
+    /// The envelope stored for a render that ended in a tool-level error.
+    fn outcome_envelope(&self, rec: &RenderRecord) -> Option<Envelope> {
+        let Some(Outcome::Error {
+            code,
+            message,
+            reason,
+            field,
+            retry_after_ms,
+        }) = &rec.outcome
+        else {
+            return None;
+        };
+        let mut env = Envelope::new(*code, message.clone()).retry_after(*retry_after_ms);
+        if let Some(f) = field {
+            env = env.field(f.clone());
+        }
+        if let Some(r) = reason {
+            env = env.reason(r.clone());
+        }
+        let rerender = Repair {
+            next_step: "rerender",
+            tool: tools::RENDER_VIDEO,
+            arguments: Self::rerender_arguments(rec),
+            alternative: None,
+        };
+        env = env.repair(match code {
+            ErrorCode::WatermarkRejected => Repair {
+                next_step: "revise_watermark_and_rerender",
+                alternative: Some("Adjust `watermark.position` or `watermark.opacity` per the user's note before re-calling, or omit `watermark` to render without one.".into()),
+                ..rerender
+            },
+            ErrorCode::WatermarkApprovalTimeout => Repair {
+                alternative: Some("Ask the user to review the preview promptly after re-calling, or omit `watermark` to render without a pause.".into()),
+                ..rerender
+            },
+            ErrorCode::UnsupportedCodec | ErrorCode::SourceNotFound => Repair {
+                next_step: "upload_supported_source_and_rerender",
+                alternative: Some("Upload the source again in a common codec (H.264, HEVC, VP9, AV1, ProRes) and re-call with its new asset URI.".into()),
+                ..rerender
+            },
+            _ => rerender,
+        });
+        Some(env)
+    }
+
+    /// The inline CallToolResult of a terminal-success or tool-error render.
+    fn terminal_tool_result(&self, rec: &RenderRecord) -> Option<Value> {
+        match &rec.outcome {
+            Some(Outcome::Success {
+                video_file_name,
+                size_bytes,
+                duration_seconds,
+                resolution,
+                watermark_applied,
+                finished_at,
+                ..
+            }) => {
+                let ext = video_file_name.rsplit('.').next().unwrap_or("mp4");
+                let uri = wire::video_uri(&rec.id, ext);
+                let mime = vidforge_media::OutputFormat::parse(ext)
+                    .map(|f| f.mime_type())
+                    .unwrap_or("application/octet-stream");
+                let summary = json!({
+                    "status": "completed",
+                    "video_uri": uri,
+                    "duration_seconds": duration_seconds,
+                    "size_bytes": size_bytes,
+                });
+                let wm = if *watermark_applied { "with approved watermark" } else { "without watermark" };
+                Some(json!({
+                    "resultType": "complete",
+                    "isError": false,
+                    "content": [
+                        { "type": "text", "text": summary.to_string() },
+                        {
+                            "type": "resource_link",
+                            "uri": uri,
+                            "name": video_file_name,
+                            "description": format!("Rendered {resolution} {ext} {wm}; retained {} days.", self.shared.result_ttl_ms / 86_400_000),
+                            "mimeType": mime,
+                            "size": size_bytes,
+                            "annotations": { "audience": ["user"], "priority": 0.9, "lastModified": wire::rfc3339(*finished_at) },
+                            "_meta": { "com.vidforge/download_url": self.download_url(rec, video_file_name) }
+                        }
+                    ],
+                    "structuredContent": {
+                        "status": "completed",
+                        "video_uri": uri,
+                        "duration_seconds": duration_seconds,
+                        "size_bytes": size_bytes,
+                        "resolution": resolution,
+                        "watermark_applied": watermark_applied,
+                        "expires_at": wire::rfc3339(self.result_expires_at(rec)),
+                    }
+                }))
+            }
+            Some(Outcome::Error { .. }) => {
+                let env = self.outcome_envelope(rec)?;
+                let text = match env.code {
+                    ErrorCode::WatermarkRejected => format!(
+                        "User rejected the watermark{}. Adjust `watermark` and re-call vidforge_render_video.",
+                        env.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+                    ),
+                    _ => format!("Render ended with {}: {}", env.code, env.message),
+                };
+                Some(env.tool_result(Some(text)))
+            }
+            None => None,
+        }
+    }
+
+    fn progress_text(rec: &RenderRecord) -> String {
+        match &rec.progress {
+            Some(p) => match p.frames_total {
+                Some(total) if total > 0 => format!(
+                    "{}: {}% (frame {}/{}).",
+                    p.stage,
+                    (p.frames_done * 100 / total).min(100),
+                    p.frames_done,
+                    total
+                ),
+                _ => format!("{}: frame {}.", p.stage, p.frames_done),
+            },
+            None => "Rendering started.".into(),
+        }
+    }
+
+    fn status_message(&self, rec: &RenderRecord, elicitation_form: bool) -> String {
+        match rec.state {
+            RenderState::Queued => "Render queued; encoding starts shortly.".into(),
+            RenderState::Previewing => "Preparing the watermark preview.".into(),
+            RenderState::Rendering => Self::progress_text(rec),
+            RenderState::AwaitingApproval => {
+                let minutes = catalog::APPROVAL_TIMEOUT.as_secs() / 60;
+                let base = format!(
+                    "Waiting for user approval of the watermark preview at {}. Unanswered approvals time out after {minutes} minutes.",
+                    wire::preview_uri(&rec.id)
+                );
+                if elicitation_form {
+                    base
+                } else {
+                    format!(
+                        "{base} To decide, call `{}` with {{render_id: '{}', approved: true|false}}.",
+                        tools::APPROVE_WATERMARK,
+                        rec.id
+                    )
+                }
+            }
+            RenderState::Succeeded => "Render completed.".into(),
+            RenderState::Failed => match &rec.outcome {
+                Some(Outcome::Error { code, message, .. }) => {
+                    format!("Render ended with {code}: {message}")
+                }
+                _ => "Render failed.".into(),
+            },
+            RenderState::Cancelled => "Render cancelled.".into(),
+        }
+    }
+
+    /// The task fields (no status payload), for `CreateTaskResult` and `tasks/get`.
+    fn task_fields(&self, rec: &RenderRecord, elicitation_form: bool) -> Value {
+        let status = match rec.state {
+            RenderState::Queued | RenderState::Previewing | RenderState::Rendering => "working",
+            RenderState::AwaitingApproval => "input_required",
+            RenderState::Succeeded | RenderState::Failed => "completed",
+            RenderState::Cancelled => "cancelled",
+        };
+        json!({
+            "taskId": rec.id,
+            "status": status,
+            "statusMessage": self.status_message(rec, elicitation_form),
+            "createdAt": wire::rfc3339(rec.created_at),
+            "lastUpdatedAt": wire::rfc3339(rec.updated_at),
+            "ttlMs": self.shared.task_ttl_ms,
+            "pollIntervalMs": wire::poll_interval_ms(status == "working"),
+        })
+    }
+
+    fn detailed_task(&self, rec: &RenderRecord, elicitation_form: bool) -> Value {
+        let mut task = self.task_fields(rec, elicitation_form);
+        match rec.state {
+            RenderState::AwaitingApproval => {
+                let requests = match (&rec.args.watermark, elicitation_form) {
+                    (Some(wm), true) => wire::approval_input_requests(&rec.id, &wm.position, wm.opacity),
+                    // Only modes this polling request declared may appear.
+                    _ => json!({}),
+                };
+                task["inputRequests"] = requests;
+            }
+            RenderState::Succeeded | RenderState::Failed => {
+                if let Some(result) = self.terminal_tool_result(rec) {
+                    task["result"] = result;
+                }
+            }
+            _ => {}
+        }
+        task
+    }
+
+    /// Fallback `vidforge_get_render_status` output.
+    fn fallback_status(&self, rec: &RenderRecord) -> Value {
+        let (state, terminal) = match rec.state {
+            RenderState::Queued => ("queued", false),
+            RenderState::Previewing | RenderState::Rendering => ("rendering", false),
+            RenderState::AwaitingApproval => ("awaiting_watermark_approval", false),
+            RenderState::Succeeded => ("succeeded", true),
+            RenderState::Failed => ("failed", true),
+            RenderState::Cancelled => ("cancelled", true),
+        };
+        let poll_after = match rec.state {
+            RenderState::AwaitingApproval => catalog::POLL_AFTER_AWAITING_FALLBACK,
+            _ if terminal => std::time::Duration::ZERO,
+            _ => catalog::POLL_INTERVAL_WORKING,
+        };
+        let mut out = json!({
+            "render_id": rec.id,
+            "state": state,
+            "terminal": terminal,
+            "poll_after_ms": poll_after.as_millis() as u64,
+            "status_message": self.status_message(rec, false),
+            "expires_at": wire::rfc3339(self.result_expires_at(rec)),
+            "terminal_states": tools::TERMINAL_FALLBACK_STATES,
+        });
+        if let Some(progress) = rec.progress.as_ref().and_then(|p| p.fraction()) {
+            out["progress"] = json!(progress);
+        } else if terminal {
+            out["progress"] = json!(1.0);
+        }
+        match rec.state {
+            RenderState::AwaitingApproval => {
+                let deadline = rec.approval.as_ref().map(|a| a.deadline).unwrap_or(rec.updated_at);
+                out["status_message"] = json!(format!(
+                    "Waiting for watermark approval; times out {}.",
+                    wire::rfc3339(deadline)
+                ));
+                out["watermark_preview_uri"] = json!(wire::preview_uri(&rec.id));
+                out["follow_up"] = json!({
+                    "next_step": "approve_watermark",
+                    "tool": tools::APPROVE_WATERMARK,
+                    "arguments": { "render_id": rec.id, "approved": true },
+                    "alternative": "Pass approved: false with a `note` to reject; rejection ends the render."
+                });
+            }
+            RenderState::Succeeded => {
+                if let Some(result) = self.terminal_tool_result(rec) {
+                    for key in ["video_uri", "duration_seconds", "size_bytes", "resolution", "watermark_applied"] {
+                        out[key] = result["structuredContent"][key].clone();
+                    }
+                }
+            }
+            RenderState::Failed => {
+                if let Some(env) = self.outcome_envelope(rec) {
+                    out["error"] = env.tool_body();
+                }
+            }
+            _ => {}
+        }
+        out
+    }
+
+    /// Resolves a render for a task method: unknown and other principals' ids are the same
+    /// `-32602`; an id past its task TTL is `-32602` with the `task_expired` envelope.
+    fn task_record(&self, principal: &str, id: &str) -> Result<RenderRecord, McpError> {
+        let rec = match self.shared.service.get(principal, id) {
+            Ok(rec) => rec,
+            Err(e) if e.code() == ErrorCode::RenderNotFound => {
+                return Err(invalid_params_unknown_task(id));
+            }
+            Err(e) => return Err(internal(e)),
+        };
+        if self.task_expired(&rec) {
+            let ext = rec.args.output_format.clone();
+            let env = Envelope::new(
+                ErrorCode::TaskExpired,
+                format!(
+                    "Task state was deleted after its {}h TTL; render results remain reachable for {} days.",
+                    self.shared.task_ttl_ms / 3_600_000,
+                    self.shared.result_ttl_ms / 86_400_000
+                ),
+            )
+            .field("taskId")
+            .value(id)
+            .reason(format!(
+                "ttlMs elapsed at {}.",
+                wire::rfc3339(rec.created_at + self.shared.task_ttl_ms)
+            ))
+            .repair(wire::status_repair(
+                id,
+                Some(format!(
+                    "If the render completed, read {} directly.",
+                    wire::video_uri(id, &ext)
+                )),
+            ));
+            return Err(McpError::new(
+                RpcCode::INVALID_PARAMS,
+                "Unknown or expired task.",
+                Some(env.rpc_data()),
+            ));
+        }
+        Ok(rec)
+    }
+
+    async fn call_render(
+        &self,
+        principal: &str,
+        arguments: Value,
+        declared: &Declared,
+    ) -> Result<CallToolResponse, McpError> {
+        let args = match super::args::parse_render_args(&arguments) {
+            Ok(args) => args,
+            Err(env) => return tool_error(env),
+        };
+        let outcome = match self
+            .shared
+            .service
+            .create_render(principal, args, arguments.clone())
+            .await
+        {
+            Ok(o) => o,
+            Err(e) => return tool_error(service_envelope(&e, None)),
+        };
+        let rec = outcome.record;
+        if declared.tasks {
+            let task: CreateTaskResult = from_json({
+                let mut t = self.task_fields(&rec, declared.elicitation_form);
+                t["resultType"] = json!("task");
+                t
+            })?;
+            return Ok(CallToolResponse::Task(task));
+        }
+        // Fallback path: never block; answer with the accepted envelope (or, on an
+        // idempotent replay of a finished render, its terminal result).
+        match rec.state {
+            RenderState::Succeeded | RenderState::Failed => {
+                let result = self
+                    .terminal_tool_result(&rec)
+                    .ok_or_else(|| internal("terminal render without an outcome"))?;
+                Ok(CallToolResponse::Complete(from_json(result)?))
+            }
+            RenderState::Cancelled => tool_error(
+                Envelope::new(
+                    ErrorCode::RenderCancelled,
+                    ErrorCode::RenderCancelled.description(),
+                )
+                .field("idempotency_key")
+                .repair(Repair {
+                    next_step: "rerender",
+                    tool: tools::RENDER_VIDEO,
+                    arguments: Self::rerender_arguments(&rec),
+                    alternative: Some("Pass a new idempotency_key to start a fresh render.".into()),
+                }),
+            ),
+            _ => {
+                let state = self.fallback_status(&rec)["state"].clone();
+                tool_ok(
+                    format!(
+                        "Render accepted as {}; poll {}.",
+                        rec.id,
+                        tools::GET_RENDER_STATUS
+                    ),
+                    json!({
+                        "status": "accepted",
+                        "render_id": rec.id,
+                        "state": state,
+                        "poll_after_ms": catalog::POLL_INTERVAL_WORKING.as_millis() as u64,
+                        "expires_at": wire::rfc3339(self.result_expires_at(&rec)),
+                        "follow_up": {
+                            "next_step": "poll_render_status",
+                            "tool": tools::GET_RENDER_STATUS,
+                            "arguments": { "render_id": rec.id }
+                        }
+                    }),
+                )
+            }
+        }
+    }
+
+    fn call_status(&self, principal: &str, arguments: &Value) -> Result<CallToolResponse, McpError> {
+        let id = match super::args::render_id_only(arguments) {
+            Ok(id) => id,
+            Err(env) => return tool_error(env),
+        };
+        match self.shared.service.get(principal, &id) {
+            Ok(rec) => {
+                let status = self.fallback_status(&rec);
+                let text = status["status_message"].as_str().unwrap_or_default().to_string();
+                tool_ok(text, status)
+            }
+            Err(e) => tool_error(service_envelope(&e, Some(&id))),
+        }
+    }
+
+    async fn call_approve(
+        &self,
+        principal: &str,
+        arguments: &Value,
+    ) -> Result<CallToolResponse, McpError> {
+        let (id, approved, note) = match super::args::approval_args(arguments) {
+            Ok(a) => a,
+            Err(env) => return tool_error(env),
+        };
+        match self
+            .shared
+            .service
+            .decide_approval(principal, &id, approved, note)
+            .await
+        {
+            Ok(outcome) => {
+                let state = self.fallback_status(&outcome.record)["state"].clone();
+                let verb = if approved { "approved" } else { "rejected" };
+                tool_ok(
+                    format!("Watermark {verb} for {id}; poll {}.", tools::GET_RENDER_STATUS),
+                    json!({
+                        "render_id": id,
+                        "approved": approved,
+                        "state": state,
+                        "already_recorded": outcome.already_recorded_same,
+                    }),
+                )
+            }
+            Err(e) => tool_error(service_envelope(&e, Some(&id))),
+        }
+    }
+
+    async fn call_cancel(&self, principal: &str, arguments: &Value) -> Result<CallToolResponse, McpError> {
+        let id = match super::args::render_id_only(arguments) {
+            Ok(id) => id,
+            Err(env) => return tool_error(env),
+        };
+        match self.shared.service.cancel(principal, &id).await {
+            Ok(rec) => {
+                let state = match rec.state {
+                    RenderState::Succeeded => "succeeded",
+                    RenderState::Failed => "failed",
+                    RenderState::Cancelled => "cancelled",
+                    _ => "cancelling",
+                };
+                tool_ok(
+                    format!("Cancellation of {id} acknowledged; confirm with {}.", tools::GET_RENDER_STATUS),
+                    json!({ "acknowledged": true, "state": state }),
+                )
+            }
+            Err(e) => tool_error(service_envelope(&e, Some(&id))),
+        }
+    }
+
+    fn read_capabilities(&self, uri: &str) -> Result<ReadResourceResult, McpError> {
+        from_json(json!({
+            "resultType": "complete",
+            "contents": [{
+                "uri": uri,
+                "mimeType": "application/json",
+                "text": serde_json::to_string_pretty(&self.shared.capabilities_summary).unwrap_or_default(),
+            }],
+            "ttlMs": 60_000,
+            "cacheScope": "public",
+        }))
+    }
+
+    fn blob_contents(uri: &str, mime: &str, bytes: &[u8]) -> Result<ReadResourceResult, McpError> {
+        use base64::Engine as _;
+        from_json(json!({
+            "resultType": "complete",
+            "contents": [{
+                "uri": uri,
+                "mimeType": mime,
+                "blob": base64::engine::general_purpose::STANDARD.encode(bytes),
+            }],
+            "ttlMs": 0,
+            "cacheScope": "private",
+        }))
+    }
+
+    fn resource_not_found(uri: &str) -> McpError {
+        McpError::new(
+            RpcCode::INVALID_PARAMS,
+            "Resource not found.",
+            Some(json!({ "uri": uri })),
+        )
+    }
+
+    async fn read_preview(&self, principal: &str, uri: &str, id: &str) -> Result<ReadResourceResult, McpError> {
+        let path = match self.shared.service.preview_path(principal, id) {
+            Ok(p) => p,
+            Err(_) => return Err(Self::resource_not_found(uri)),
+        };
+        let bytes = tokio::fs::read(&path)
+            .await
+            .map_err(|_| Self::resource_not_found(uri))?;
+        Self::blob_contents(uri, "image/png", &bytes)
+    }
+
+    async fn read_video(&self, principal: &str, uri: &str, id: &str, ext: &str) -> Result<ReadResourceResult, McpError> {
+        let rec = match self.shared.service.get(principal, id) {
+            Ok(rec) => rec,
+            Err(_) => return Err(Self::resource_not_found(uri)),
+        };
+        if rec.args.output_format != ext {
+            return Err(Self::resource_not_found(uri));
+        }
+        let (rec, path) = match self.shared.service.resolve_result(principal, id) {
+            Ok(found) => found,
+            Err(e) if e.code() == ErrorCode::ResultExpired => {
+                let env = Envelope::new(ErrorCode::ResultExpired, ErrorCode::ResultExpired.description())
+                    .field("uri")
+                    .value(uri)
+                    .repair(Repair {
+                        next_step: "rerender",
+                        tool: tools::RENDER_VIDEO,
+                        arguments: Self::rerender_arguments(&rec),
+                        alternative: None,
+                    });
+                return Err(McpError::new(RpcCode::INVALID_PARAMS, "Result expired.", Some(env.rpc_data())));
+            }
+            Err(_) => return Err(Self::resource_not_found(uri)),
+        };
+        let size = tokio::fs::metadata(&path).await.map(|m| m.len()).map_err(|_| Self::resource_not_found(uri))?;
+        if size > catalog::MAX_INLINE_RESOURCE_BYTES {
+            let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("final");
+            let mut env = Envelope::new(ErrorCode::ResultTooLargeToInline, ErrorCode::ResultTooLargeToInline.description()).field("uri").value(uri);
+            env.extra_details = Some(json!({ "download_url": self.download_url(&rec, file_name), "size_bytes": size }));
+            return Err(McpError::new(RpcCode::INVALID_PARAMS, "Result too large to inline.", Some(env.rpc_data())));
+        }
+        let bytes = tokio::fs::read(&path).await.map_err(internal)?;
+        let mime = vidforge_media::OutputFormat::parse(ext).map(|f| f.mime_type()).unwrap_or("application/octet-stream");
+        Self::blob_contents(uri, mime, &bytes)
+    }
+}
+
+/// Splits `vidforge://videos/{id}/final.{ext}` / `vidforge://renders/{id}/watermark-preview.png`.
+enum ResourceRef<'a> {
+    Capabilities,
+    Preview(&'a str),
+    Video(&'a str, &'a str),
+}
+
+fn parse_resource_uri(uri: &str) -> Option<ResourceRef<'_>> {
+    if uri == super::CAPABILITIES_URI {
+        return Some(ResourceRef::Capabilities);
+    }
+    if let Some(rest) = uri.strip_prefix("vidforge://renders/") {
+        let id = rest.strip_suffix("/watermark-preview.png")?;
+        return (!id.is_empty() && !id.contains('/')).then_some(ResourceRef::Preview(id));
+    }
+    if let Some(rest) = uri.strip_prefix("vidforge://videos/") {
+        let (id, file) = rest.split_once('/')?;
+        let ext = file.strip_prefix("final.")?;
+        return (!id.is_empty() && !ext.is_empty()).then_some(ResourceRef::Video(id, ext));
+    }
+    None
+}
+
+impl ServerHandler for VidforgeMcp {
+    fn get_info(&self) -> ServerConfig {
+        let mut config: ServerConfig = serde_json::from_value(json!({
+            "protocolVersion": capabilities::PROTOCOL_REVISION,
+            "capabilities": {
+                "tools": { "listChanged": true },
+                "resources": {},
+                "extensions": { TASKS_EXTENSION: {} }
+            },
+            "serverInfo": { "name": "vidforge", "version": env!("CARGO_PKG_VERSION") },
+        }))
+        .expect("static server config is valid");
+        config.instructions = Some(super::INSTRUCTIONS.to_string());
+        config
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Owned(vec![ProtocolVersion::V_2026_07_28])
+    }
+
+    async fn discover(&self, _ctx: RequestContext<RoleServer>) -> Result<DiscoverResult, McpError> {
+        let mut result = DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        );
+        result.ttl_ms = catalog::DISCOVER_TTL.as_millis() as u64;
+        result.cache_scope = rmcp::model::CacheScope::Private;
+        Ok(result)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        from_json(json!({
+            "resultType": "complete",
+            "tools": self.shared.tools,
+            "ttlMs": catalog::DISCOVER_TTL.as_millis() as u64,
+            "cacheScope": "public",
+        }))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let principal = principal(&ctx)?;
+        let declared = declared(&ctx);
+        let arguments = Value::Object(request.arguments.clone().unwrap_or_default());
+        match request.name.as_ref() {
+            tools::RENDER_VIDEO => self.call_render(&principal, arguments, &declared).await,
+            tools::GET_RENDER_STATUS => self.call_status(&principal, &arguments),
+            tools::APPROVE_WATERMARK => self.call_approve(&principal, &arguments).await,
+            tools::CANCEL_RENDER => self.call_cancel(&principal, &arguments).await,
+            tools::GET_CAPABILITIES => {
+                if let Err(env) = super::args::no_arguments(&arguments) {
+                    return tool_error(env);
+                }
+                tool_ok(
+                    "vidforge capability summary (also at vidforge://capabilities).".into(),
+                    self.shared.capabilities_summary.clone(),
+                )
+            }
+            other => Err(McpError::new(
+                RpcCode::INVALID_PARAMS,
+                format!("Unknown tool: {other}"),
+                Some(json!({ "name": other, "tools": tools::TOOL_ORDER })),
+            )),
+        }
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let principal = principal(&ctx)?;
+        let mut resources = vec![json!({
+            "uri": super::CAPABILITIES_URI,
+            "name": "capabilities",
+            "title": "vidforge capability summary",
+            "description": "What vidforge does and does not do, error carriers, task semantics, fallbacks and the error catalog.",
+            "mimeType": "application/json",
+        })];
+        for rec in self.shared.service.list_recent(&principal, super::MAX_LISTED_RENDERS) {
+            match (&rec.state, &rec.outcome) {
+                (RenderState::Succeeded, Some(Outcome::Success { video_file_name, size_bytes, resolution, finished_at, .. })) => {
+                    let ext = video_file_name.rsplit('.').next().unwrap_or("mp4");
+                    resources.push(json!({
+                        "uri": wire::video_uri(&rec.id, ext),
+                        "name": format!("{}-{}", rec.id, video_file_name),
+                        "description": format!("Rendered {resolution} {ext}; expires {}.", wire::rfc3339(self.result_expires_at(&rec))),
+                        "mimeType": vidforge_media::OutputFormat::parse(ext).map(|f| f.mime_type()).unwrap_or("application/octet-stream"),
+                        "size": size_bytes,
+                        "annotations": { "audience": ["user"], "priority": 0.9, "lastModified": wire::rfc3339(*finished_at) }
+                    }));
+                }
+                (RenderState::AwaitingApproval, _) => {
+                    resources.push(json!({
+                        "uri": wire::preview_uri(&rec.id),
+                        "name": format!("{}-watermark-preview.png", rec.id),
+                        "description": "Watermark preview awaiting approval.",
+                        "mimeType": "image/png",
+                        "annotations": { "audience": ["user"], "priority": 1.0 }
+                    }));
+                }
+                _ => {}
+            }
+        }
+        from_json(json!({
+            "resultType": "complete",
+            "resources": resources,
+            "ttlMs": 0,
+            "cacheScope": "private",
+        }))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        from_json(json!({
+            "resultType": "complete",
+            "resourceTemplates": [
+                {
+                    "uriTemplate": "vidforge://videos/{render_id}/final.{ext}",
+                    "name": "render-result",
+                    "title": "Rendered video",
+                    "description": format!("The finished video of a render (ext: mp4, webm or mov); retained {} days.", self.shared.result_ttl_ms / 86_400_000),
+                },
+                {
+                    "uriTemplate": "vidforge://renders/{render_id}/watermark-preview.png",
+                    "name": "watermark-preview",
+                    "title": "Watermark preview",
+                    "description": "One representative frame at output size with the watermark applied, for approval.",
+                    "mimeType": "image/png",
+                }
+            ],
+            "ttlMs": catalog::DISCOVER_TTL.as_millis() as u64,
+            "cacheScope": "public",
+        }))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let uri = request.uri.clone();
+        let result = match parse_resource_uri(&uri) {
+            Some(ResourceRef::Capabilities) => self.read_capabilities(&uri)?,
+            Some(ResourceRef::Preview(id)) => {
+                let principal = principal(&ctx)?;
+                self.read_preview(&principal, &uri, id).await?
+            }
+            Some(ResourceRef::Video(id, ext)) => {
+                let principal = principal(&ctx)?;
+                self.read_video(&principal, &uri, id, ext).await?
+            }
+            None => return Err(Self::resource_not_found(&uri)),
+        };
+        Ok(ReadResourceResponse::from(result))
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let principal = principal(&ctx)?;
+        let declared = declared(&ctx);
+        let rec = self.task_record(&principal, &request.task_id)?;
+        let mut detailed = self.detailed_task(&rec, declared.elicitation_form);
+        detailed["resultType"] = json!("complete");
+        from_json(detailed)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let principal = principal(&ctx)?;
+        let id = request.task_id.clone();
+        let rec = self.task_record(&principal, &id)?;
+        let Some(response) = request.input_responses.get(wire::APPROVAL_INPUT_KEY) else {
+            // Responses to keys that are not outstanding are ignored.
+            return Ok(());
+        };
+        let decision = match super::args::approval_from_elicitation(response) {
+            Ok(Some(decision)) => decision,
+            // `cancel`: the user dismissed the form without deciding; keep waiting.
+            Ok(None) => return Ok(()),
+            Err(env) => {
+                return Err(McpError::new(RpcCode::INVALID_PARAMS, env.message.clone(), Some(env.rpc_data())));
+            }
+        };
+        if rec.state != RenderState::AwaitingApproval && rec.approval.as_ref().and_then(|a| a.decision.as_ref()).is_none() {
+            // Nothing outstanding: the response answers no current input request.
+            return Ok(());
+        }
+        match self
+            .shared
+            .service
+            .decide_approval(&principal, &id, decision.0, decision.1)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let env = service_envelope(&e, Some(&id));
+                Err(McpError::new(RpcCode::INVALID_PARAMS, env.message.clone(), Some(env.rpc_data())))
+            }
+        }
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let principal = principal(&ctx)?;
+        self.task_record(&principal, &request.task_id)?;
+        self.shared
+            .service
+            .cancel(&principal, &request.task_id)
+            .await
+            .map(|_| ())
+            .map_err(internal)
+    }
+
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        // Tools are static, so a tools list-changed subscription is honoured but never fires;
+        // task status notifications are handled beside rmcp (see `listen`).
+        Some(requested.clone())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let request = context.request_context();
+        let task_ids = request
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<RequestedTaskIds>())
+            .cloned();
+        let Some(RequestedTaskIds(task_ids)) = task_ids else {
+            context.cancelled().await;
+            return Ok(());
+        };
+        let principal = principal(request)?;
+        let declared = declared(request);
+        let mut changes = self.shared.service.subscribe();
+        let peer = request.peer.clone();
+        let subscription_id = request.id.clone();
+        loop {
+            tokio::select! {
+                _ = context.cancelled() => return Ok(()),
+                changed = changes.recv() => {
+                    let id = match changed {
+                        Ok(id) => id,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(_) => return Ok(()),
+                    };
+                    if !task_ids.contains(&id) {
+                        continue;
+                    }
+                    // Re-checks ownership on every change: another principal's id never fires.
+                    let Ok(rec) = self.shared.service.get(&principal, &id) else { continue };
+                    let detailed = self.detailed_task(&rec, declared.elicitation_form);
+                    let notification = super::notify::task_status_notification(detailed, &subscription_id)?;
+                    if peer.send_notification(notification).await.is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+}
