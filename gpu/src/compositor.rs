@@ -650,7 +650,10 @@ impl Shared {
         }
         slot.upload.unmap();
         slot.upload_state.store(PENDING, Ordering::Release);
-        slot.readback_state.store(PENDING, Ordering::Release);
+        // A readback left mapped by an earlier failure would make this submission invalid.
+        if slot.readback_state.swap(PENDING, Ordering::AcqRel) == READY {
+            slot.readback.unmap();
+        }
 
         let scope = inner.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let mut encoder = inner
@@ -686,25 +689,26 @@ impl Shared {
     /// Waits for `slot`'s frame and copies its planes out.
     fn retrieve(&self, slot: &mut Slot) -> Result<Yuv420Frame, GpuError> {
         self.wait_for(&slot.readback_state, slot.submission.as_ref())?;
-        let frame = {
-            let view = slot
-                .readback
-                .get_mapped_range(..)
-                .map_err(|e| GpuError::Map(format!("readback buffer: {e}")))?;
-            let plane = |i: usize| {
-                let start = self.out_layout.offsets[i] as usize;
-                view[start..start + self.out_layout.lens[i] as usize].to_vec()
-            };
-            Yuv420Frame {
-                width: self.out_size.0,
-                height: self.out_size.1,
-                y: plane(0),
-                u: plane(1),
-                v: plane(2),
-            }
-        };
+        let frame = slot
+            .readback
+            .get_mapped_range(..)
+            .map_err(|e| GpuError::Map(format!("readback buffer: {e}")))
+            .map(|view| {
+                let plane = |i: usize| {
+                    let start = self.out_layout.offsets[i] as usize;
+                    view[start..start + self.out_layout.lens[i] as usize].to_vec()
+                };
+                Yuv420Frame {
+                    width: self.out_size.0,
+                    height: self.out_size.1,
+                    y: plane(0),
+                    u: plane(1),
+                    v: plane(2),
+                }
+            });
+        // Unmap even on failure, so the slot can be submitted again.
         slot.readback.unmap();
         slot.readback_state.store(PENDING, Ordering::Release);
-        Ok(frame)
+        frame
     }
 }

@@ -1,8 +1,33 @@
 //! vidforge's GPU compositor: one fused wgpu compute pass scales a planar YUV frame to the
 //! output size and alpha-composites the watermark. Knows nothing of FFmpeg, files or tasks.
+//!
+//! ```no_run
+//! use vidforge_gpu::{AdapterPreference, ColorSpec, ComposeConfig, GpuCompositor, GpuContext,
+//!                    Rotation, Yuv420Frame};
+//! let ctx = GpuContext::new(AdapterPreference::AllowSoftware)?;
+//! let cfg = ComposeConfig {
+//!     src_width: 1920, src_height: 1080, src_color: ColorSpec::OUTPUT, rotation: Rotation::None,
+//!     out_width: 1280, out_height: 720, out_color: ColorSpec::OUTPUT, watermark: None,
+//! };
+//! let mut gpu = GpuCompositor::new(&ctx, cfg, 3)?;
+//! let frame = Yuv420Frame::filled(1920, 1080, [81, 90, 240]);
+//! let mut out = Vec::new();
+//! for _ in 0..10 {
+//!     out.extend(gpu.submit(&frame)?);
+//! }
+//! out.extend(gpu.finish()?);
+//! # Ok::<(), vidforge_gpu::GpuError>(())
+//! ```
 
+mod compositor;
+mod context;
+mod error;
+pub mod filter;
 pub mod frame;
 
+pub use compositor::{ComposeConfig, GpuCompositor, MAX_FRAMES_IN_FLIGHT};
+pub use context::{AdapterPreference, AdapterSummary, GpuContext};
+pub use error::GpuError;
 pub use frame::{
     ColorSpec, Matrix, Placement, Position, PreparedWatermark, Range, Rotation, WatermarkImage,
     Yuv420Frame, blend_watermark, place_watermark, prepare_watermark,

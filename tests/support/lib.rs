@@ -1,1 +1,425 @@
-//! Helpers shared by the end-to-end tests in `tests/`.
+//! Helpers shared by the end-to-end tests in `tests/`: a real `vidforge serve` process on a
+//! free loopback port with its own temp data dir, a minimal MCP-over-HTTP client, and JSON
+//! Schema validation against the official schemas in `../shared/spec/schemas/`.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+pub const PROTOCOL: &str = "2026-07-28";
+pub const TASKS: &str = "io.modelcontextprotocol/tasks";
+
+/// The `vidforge` binary built beside the running test executable.
+pub fn vidforge_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> → target/<profile>/vidforge
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target profile dir");
+    let bin = profile_dir.join("vidforge");
+    assert!(
+        bin.exists(),
+        "{} is missing: build it first (`cargo build --bin vidforge`, which `make test` does)",
+        bin.display()
+    );
+    bin
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// A running `vidforge serve`, killed (SIGKILL) on drop.
+pub struct Server {
+    pub port: u16,
+    pub data_dir: PathBuf,
+    pub args: Vec<String>,
+    child: Option<Child>,
+    log_path: PathBuf,
+}
+
+impl Server {
+    /// Starts a server on a fresh port with `extra` flags (e.g. `--token`, `--approval-timeout`).
+    pub fn start(data_dir: &Path, extra: &[&str]) -> Server {
+        let mut server = Server {
+            port: free_port(),
+            data_dir: data_dir.to_path_buf(),
+            args: extra.iter().map(|s| s.to_string()).collect(),
+            child: None,
+            log_path: data_dir.with_extension("log"),
+        };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log_path)
+            .expect("server log file");
+        let child = Command::new(vidforge_bin())
+            .arg("serve")
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{}", self.port))
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .arg("--backend")
+            .arg("cpu")
+            .args(&self.args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log handle"))
+            .stderr(log)
+            .spawn()
+            .expect("spawn vidforge serve");
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                panic!("vidforge serve exited early ({status}):\n{}", self.log());
+            }
+            if ureq_get(&format!("{}/healthz", self.base())).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("vidforge serve did not become ready:\n{}", self.log());
+    }
+
+    pub fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// SIGKILL, no shutdown hooks: what a crash looks like.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port and data dir.
+    pub fn restart(&mut self) {
+        self.kill9();
+        self.spawn();
+    }
+
+    pub fn mcp(&self) -> Mcp {
+        Mcp {
+            url: format!("{}/mcp", self.base()),
+            token: None,
+            next_id: 1,
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+        let _ = std::fs::remove_file(&self.log_path);
+    }
+}
+
+fn ureq_get(url: &str) -> Result<(), ()> {
+    reqwest::blocking::get(url)
+        .map_err(|_| ())
+        .and_then(|r| if r.status().is_success() { Ok(()) } else { Err(()) })
+}
+
+/// Client capabilities for a request.
+#[derive(Clone, Copy, Debug)]
+pub struct Caps {
+    pub tasks: bool,
+    pub elicitation: bool,
+}
+
+impl Caps {
+    pub const NONE: Caps = Caps { tasks: false, elicitation: false };
+    pub const TASKS: Caps = Caps { tasks: true, elicitation: false };
+    pub const FULL: Caps = Caps { tasks: true, elicitation: true };
+
+    pub fn to_json(self) -> Value {
+        let mut caps = json!({});
+        if self.elicitation {
+            caps["elicitation"] = json!({ "form": {} });
+        }
+        if self.tasks {
+            caps["extensions"] = json!({ TASKS: {} });
+        }
+        caps
+    }
+}
+
+/// One HTTP answer from `/mcp`.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub content_type: String,
+    pub body: Value,
+}
+
+impl Reply {
+    pub fn result(&self) -> &Value {
+        assert!(
+            self.body.get("result").is_some(),
+            "expected a result, got HTTP {} {}",
+            self.status,
+            self.body
+        );
+        &self.body["result"]
+    }
+
+    pub fn error(&self) -> &Value {
+        assert!(
+            self.body.get("error").is_some(),
+            "expected an error, got HTTP {} {}",
+            self.status,
+            self.body
+        );
+        &self.body["error"]
+    }
+}
+
+/// A minimal MCP 2026-07-28 client: one POST per request with the standard headers.
+pub struct Mcp {
+    pub url: String,
+    pub token: Option<String>,
+    next_id: u64,
+}
+
+/// The `Mcp-Name` a method routes on, if any.
+fn mcp_name(method: &str, params: &Value) -> Option<String> {
+    match method {
+        "tools/call" | "prompts/get" => params["name"].as_str().map(String::from),
+        "resources/read" => params["uri"].as_str().map(String::from),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => params["taskId"].as_str().map(String::from),
+        _ => None,
+    }
+}
+
+impl Mcp {
+    pub fn with_token(mut self, token: &str) -> Self {
+        self.token = Some(token.to_string());
+        self
+    }
+
+    /// Builds the request body with the required `_meta` envelope.
+    pub fn envelope(&mut self, method: &str, mut params: Value, caps: Caps) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": PROTOCOL,
+            "io.modelcontextprotocol/clientCapabilities": caps.to_json(),
+            "io.modelcontextprotocol/clientInfo": { "name": "vidforge-e2e", "version": "1.0.0" }
+        });
+        json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params })
+    }
+
+    /// Sends `method` with the standard headers.
+    pub fn call(&mut self, method: &str, params: Value, caps: Caps) -> Reply {
+        let name = mcp_name(method, &params);
+        let body = self.envelope(method, params, caps);
+        let mut headers = vec![
+            ("MCP-Protocol-Version".to_string(), PROTOCOL.to_string()),
+            ("Mcp-Method".to_string(), method.to_string()),
+        ];
+        if let Some(name) = name {
+            headers.push(("Mcp-Name".to_string(), name));
+        }
+        self.raw(&body, &headers)
+    }
+
+    /// Sends a body with exactly these extra headers (for header-validation tests).
+    pub fn raw(&self, body: &Value, headers: &[(String, String)]) -> Reply {
+        let client = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .expect("http client");
+        let mut req = client
+            .post(&self.url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
+        }
+        for (k, v) in headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        let resp = req.send().expect("POST /mcp");
+        let status = resp.status().as_u16();
+        let content_type = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        let text = resp.text().unwrap_or_default();
+        let body = if content_type.starts_with("text/event-stream") {
+            // The final JSON-RPC response is the last `data:` line carrying an id.
+            text.lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+                .rfind(|m| m.get("id").is_some())
+                .unwrap_or(Value::Null)
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        Reply {
+            status,
+            content_type,
+            body,
+        }
+    }
+
+    pub fn tool(&mut self, name: &str, arguments: Value, caps: Caps) -> Reply {
+        self.call("tools/call", json!({ "name": name, "arguments": arguments }), caps)
+    }
+
+    pub fn task_get(&mut self, task_id: &str, caps: Caps) -> Reply {
+        self.call("tasks/get", json!({ "taskId": task_id }), caps)
+    }
+
+    /// Polls `tasks/get` until `pred` holds (ignoring the suggested interval: tests are fast).
+    pub fn wait_task(&mut self, task_id: &str, caps: Caps, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let reply = self.task_get(task_id, caps);
+            let task = reply.result().clone();
+            if pred(&task) {
+                return task;
+            }
+            assert!(Instant::now() < deadline, "task {task_id} never reached the expected state; last: {task}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// Uploads a file through `POST /assets` and returns its `vidforge://assets/…` URI.
+pub fn upload(server: &Server, token: Option<&str>, path: &Path) -> String {
+    let client = reqwest::blocking::Client::new();
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("upload");
+    let mut req = client
+        .post(format!("{}/assets?name={name}", server.base()))
+        .body(std::fs::read(path).expect("read upload"));
+    if let Some(token) = token {
+        req = req.bearer_auth(token);
+    }
+    let resp = req.send().expect("POST /assets");
+    let status = resp.status();
+    let body: Value = resp.json().expect("upload answer is JSON");
+    assert!(status.is_success(), "upload failed: {status} {body}");
+    body["uri"].as_str().expect("upload answer has a uri").to_string()
+}
+
+/// The schemas directory (`../shared/spec/schemas` beside the repository).
+pub fn schemas_dir() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = root.join("../shared/spec/schemas");
+    assert!(dir.exists(), "{} is missing", dir.display());
+    dir
+}
+
+fn load_schema(file: &str) -> Value {
+    let path = schemas_dir().join(file);
+    serde_json::from_str(&std::fs::read_to_string(&path).expect("read schema")).expect("schema is JSON")
+}
+
+/// Validates `value` against `#/$defs/<def>` of the core 2026-07-28 schema (`core`) or the
+/// tasks-extension draft schema (`tasks`).
+pub fn assert_schema(schema: &str, def: &str, value: &Value) {
+    let file = match schema {
+        "core" => "mcp-2026-07-28.schema.json",
+        "tasks" => "ext-tasks-draft.schema.json",
+        other => panic!("unknown schema {other}"),
+    };
+    let doc = load_schema(file);
+    assert!(doc["$defs"].get(def).is_some(), "{file} has no $defs/{def}");
+    let root = json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$defs": doc["$defs"],
+        "$ref": format!("#/$defs/{def}"),
+    });
+    let validator = jsonschema::validator_for(&root).expect("schema compiles");
+    let errors: Vec<String> = validator.iter_errors(value).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    assert!(errors.is_empty(), "{def} ({file}) rejects {value}:\n{}", errors.join("\n"));
+}
+
+/// Validates a whole JSON-RPC response message: envelope + result/error shape.
+pub fn assert_result(schema: &str, def: &str, reply: &Reply) {
+    assert_schema("core", "JSONRPCResultResponse", &reply.body);
+    assert_schema(schema, def, reply.result());
+}
+
+pub fn assert_rpc_error(reply: &Reply, code: i64) {
+    assert_schema("core", "JSONRPCErrorResponse", &reply.body);
+    assert_eq!(reply.error()["code"], code, "{}", reply.body);
+}
+
+/// Generates a short test clip with the ffmpeg CLI (testsrc2 + optional sine audio).
+pub fn make_clip(dir: &Path, name: &str, width: u32, height: u32, seconds: f32, audio: bool) -> PathBuf {
+    let out = dir.join(name);
+    let mut cmd = Command::new("ffmpeg");
+    cmd.args(["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i"])
+        .arg(format!("testsrc2=size={width}x{height}:rate=25:duration={seconds}"));
+    if audio {
+        cmd.args(["-f", "lavfi", "-i"])
+            .arg(format!("sine=frequency=440:sample_rate=48000:duration={seconds}"))
+            .args(["-c:a", "aac", "-b:a", "64k"]);
+    }
+    cmd.args(["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-shortest"])
+        .arg(&out);
+    let status = cmd.status().expect("run ffmpeg (install it: scripts/install-deps.sh)");
+    assert!(status.success(), "ffmpeg failed to make {}", out.display());
+    out
+}
+
+/// A semi-transparent PNG watermark (RGBA).
+pub fn make_logo(dir: &Path) -> PathBuf {
+    let out = dir.join("logo.png");
+    let status = Command::new("ffmpeg")
+        .args(["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "color=c=red@0.6:s=96x48,format=rgba", "-frames:v", "1"])
+        .arg(&out)
+        .status()
+        .expect("run ffmpeg");
+    assert!(status.success());
+    out
+}
+
+/// `ffprobe` width, height, video codec and whether an audio stream exists.
+pub fn probe_video(path: &Path) -> (u32, u32, String, bool) {
+    let out = Command::new("ffprobe")
+        .args(["-v", "error", "-show_entries", "stream=codec_type,codec_name,width,height", "-of", "json"])
+        .arg(path)
+        .output()
+        .expect("run ffprobe");
+    assert!(out.status.success(), "ffprobe failed on {}", path.display());
+    let v: Value = serde_json::from_slice(&out.stdout).expect("ffprobe json");
+    let streams = v["streams"].as_array().cloned().unwrap_or_default();
+    let video = streams.iter().find(|s| s["codec_type"] == "video").expect("a video stream");
+    let audio = streams.iter().any(|s| s["codec_type"] == "audio");
+    (
+        video["width"].as_u64().unwrap_or(0) as u32,
+        video["height"].as_u64().unwrap_or(0) as u32,
+        video["codec_name"].as_str().unwrap_or_default().to_string(),
+        audio,
+    )
+}

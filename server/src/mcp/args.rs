@@ -1,17 +1,13 @@
-//! Tool-argument validation. Violations become `invalid_arguments` envelopes (tool results
-//! with `isError: true`), never protocol errors. The rules mirror the input schemas in
-//! [`super::tools`]: closed objects, strict enums, documented defaults.
+//! Argument validation of the fallback tools and of elicitation answers. Violations become
+//! `invalid_arguments` envelopes (tool results with `isError: true`), never protocol errors.
+//! The render tool's arguments are validated by [`crate::store::RenderArgs::from_tool_arguments`].
 
 use serde_json::{Map, Value};
 
 use crate::catalog::ErrorCode;
-use crate::store::{RenderArgs, WatermarkArgs};
 
-use super::tools::{FORMATS, POSITIONS, RESOLUTIONS};
 use super::wire::Envelope;
 
-const ASSET_URI_PREFIX: &str = "vidforge://assets/";
-const MAX_IDEMPOTENCY_KEY_CHARS: usize = 128;
 const MAX_NOTE_CHARS: usize = 2000;
 
 fn invalid(field: &str, reason: impl Into<String>) -> Envelope {
@@ -49,93 +45,6 @@ fn required_str<'a>(map: &'a Map<String, Value>, key: &str, prefix: &str) -> Res
         Some(_) => Err(invalid(&field, format!("`{field}` must be a string"))),
         None => Err(invalid(&field, format!("`{field}` is required"))),
     }
-}
-
-fn one_of(value: &str, allowed: &[&str], field: &str) -> Result<(), Envelope> {
-    if allowed.contains(&value) {
-        Ok(())
-    } else {
-        Err(invalid(
-            field,
-            format!("`{field}` must be one of {}; got {value:?}", allowed.join(", ")),
-        ))
-    }
-}
-
-fn asset_uri(value: &str, field: &str) -> Result<String, Envelope> {
-    match value.strip_prefix(ASSET_URI_PREFIX) {
-        Some(id) if !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') => {
-            Ok(value.to_string())
-        }
-        _ => Err(invalid(
-            field,
-            format!("`{field}` must be an uploaded asset URI ({ASSET_URI_PREFIX}…), not a local path or external URL"),
-        )),
-    }
-}
-
-/// Validates `vidforge_render_video` arguments and applies the documented defaults.
-pub fn parse_render_args(v: &Value) -> Result<RenderArgs, Envelope> {
-    let map = object(v, "arguments")?;
-    reject_unknown(
-        map,
-        &["source_asset_uri", "output_format", "resolution", "watermark", "idempotency_key"],
-        "",
-    )?;
-    let source = asset_uri(required_str(map, "source_asset_uri", "")?, "source_asset_uri")?;
-    let format = required_str(map, "output_format", "")?;
-    one_of(format, &FORMATS, "output_format")?;
-    let resolution = required_str(map, "resolution", "")?;
-    one_of(resolution, &RESOLUTIONS, "resolution")?;
-    let watermark = match map.get("watermark") {
-        None => None,
-        Some(wm) => {
-            let wm = object(wm, "watermark")?;
-            reject_unknown(wm, &["image_asset_uri", "position", "opacity"], "watermark.")?;
-            let image = asset_uri(
-                required_str(wm, "image_asset_uri", "watermark.")?,
-                "watermark.image_asset_uri",
-            )?;
-            let position = match wm.get("position") {
-                None => "bottom_right".to_string(),
-                Some(Value::String(p)) => {
-                    one_of(p, &POSITIONS, "watermark.position")?;
-                    p.clone()
-                }
-                Some(_) => return Err(invalid("watermark.position", "`watermark.position` must be a string")),
-            };
-            let opacity = match wm.get("opacity") {
-                None => 1.0,
-                Some(Value::Number(n)) => match n.as_f64() {
-                    Some(o) if (0.0..=1.0).contains(&o) => o,
-                    _ => return Err(invalid("watermark.opacity", "`watermark.opacity` must be between 0 and 1")),
-                },
-                Some(_) => return Err(invalid("watermark.opacity", "`watermark.opacity` must be a number")),
-            };
-            Some(WatermarkArgs {
-                image_asset: image,
-                position,
-                opacity,
-            })
-        }
-    };
-    let idempotency_key = match map.get("idempotency_key") {
-        None => None,
-        Some(Value::String(k)) if !k.is_empty() && k.chars().count() <= MAX_IDEMPOTENCY_KEY_CHARS => Some(k.clone()),
-        Some(_) => {
-            return Err(invalid(
-                "idempotency_key",
-                format!("`idempotency_key` must be a string of 1 to {MAX_IDEMPOTENCY_KEY_CHARS} characters"),
-            ));
-        }
-    };
-    Ok(RenderArgs {
-        source_asset: source,
-        output_format: format.to_string(),
-        resolution: resolution.to_string(),
-        watermark,
-        idempotency_key,
-    })
 }
 
 /// `{render_id}` only.
@@ -207,32 +116,21 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn defaults_are_applied() {
-        let a = parse_render_args(&json!({
-            "source_asset_uri": "vidforge://assets/a_1", "output_format": "mp4", "resolution": "720p",
-            "watermark": { "image_asset_uri": "vidforge://assets/logo" }
-        }))
-        .unwrap();
-        let wm = a.watermark.unwrap();
-        assert_eq!(wm.position, "bottom_right");
-        assert_eq!(wm.opacity, 1.0);
+    fn approval_arguments_are_closed_and_typed() {
+        assert!(approval_args(&json!({"render_id": "task_1", "approved": true})).is_ok());
+        let env = approval_args(&json!({"render_id": "task_1", "approved": "yes"})).unwrap_err();
+        assert_eq!(env.field.as_deref(), Some("approved"));
+        let env = approval_args(&json!({"render_id": "task_1", "approved": true, "x": 1})).unwrap_err();
+        assert_eq!(env.field.as_deref(), Some("x"));
+        assert!(render_id_only(&json!({})).is_err());
     }
 
     #[test]
-    fn violations_name_the_field() {
-        let cases = [
-            (json!({"output_format": "mp4", "resolution": "720p"}), "source_asset_uri"),
-            (json!({"source_asset_uri": "/tmp/x.mp4", "output_format": "mp4", "resolution": "720p"}), "source_asset_uri"),
-            (json!({"source_asset_uri": "vidforge://assets/a", "output_format": "avi", "resolution": "720p"}), "output_format"),
-            (json!({"source_asset_uri": "vidforge://assets/a", "output_format": "mp4", "resolution": "8k"}), "resolution"),
-            (json!({"source_asset_uri": "vidforge://assets/a", "output_format": "mp4", "resolution": "720p", "extra": 1}), "extra"),
-            (json!({"source_asset_uri": "vidforge://assets/a", "output_format": "mp4", "resolution": "720p", "watermark": {"image_asset_uri": "vidforge://assets/l", "opacity": 2}}), "watermark.opacity"),
-            (json!({"source_asset_uri": "vidforge://assets/a", "output_format": "mp4", "resolution": "720p", "idempotency_key": ""}), "idempotency_key"),
-        ];
-        for (args, field) in cases {
-            let env = parse_render_args(&args).unwrap_err();
-            assert_eq!(env.code, ErrorCode::InvalidArguments);
-            assert_eq!(env.field.as_deref(), Some(field), "{args}");
-        }
+    fn elicitation_actions_map_to_decisions() {
+        let accept = json!({"action": "accept", "content": {"approved": false, "note": "too big"}});
+        assert_eq!(approval_from_elicitation(&accept).unwrap(), Some((false, Some("too big".into()))));
+        assert_eq!(approval_from_elicitation(&json!({"action": "cancel"})).unwrap(), None);
+        assert_eq!(approval_from_elicitation(&json!({"action": "decline"})).unwrap().map(|d| d.0), Some(false));
+        assert!(approval_from_elicitation(&json!({"action": "accept", "content": {}})).is_err());
     }
 }

@@ -17,8 +17,10 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
 use crate::catalog::{self, ErrorCode};
-use crate::service::{RenderService, ServiceError};
-use crate::store::{Outcome, RenderRecord, RenderState};
+use crate::error::ServiceError;
+use crate::service::RenderService;
+use crate::uri;
+use crate::store::{Outcome, OutputFormat, ProgressStage, RenderArgs, RenderRecord, RenderState};
 
 use super::capabilities::{self, TASKS_EXTENSION};
 use super::tools;
@@ -115,6 +117,15 @@ fn service_envelope(err: &ServiceError, render_id: Option<&str>) -> Envelope {
     env
 }
 
+fn stage_label(stage: ProgressStage) -> &'static str {
+    match stage {
+        ProgressStage::Preparing => "Preparing",
+        ProgressStage::Previewing => "Previewing",
+        ProgressStage::Rendering => "Rendering",
+        ProgressStage::Finalizing => "Finalizing",
+    }
+}
+
 fn tool_error(env: Envelope) -> Result<CallToolResponse, McpError> {
     let result: CallToolResult = from_json(env.tool_result(None))?;
     Ok(CallToolResponse::Complete(result))
@@ -136,14 +147,27 @@ impl VidforgeMcp {
     }
 
     fn task_expired(&self, rec: &RenderRecord) -> bool {
-        self.now_ms() >= rec.created_at + self.shared.task_ttl_ms
+        self.shared.service.task_expired(rec)
     }
 
     fn result_expires_at(&self, rec: &RenderRecord) -> u64 {
-        match &rec.outcome {
-            Some(Outcome::Success { finished_at, .. }) => finished_at + self.shared.result_ttl_ms,
-            _ => rec.created_at + self.shared.result_ttl_ms,
-        }
+        self.shared.service.result_expires_at(rec)
+    }
+
+    /// The principal's newest renders (at most [`super::MAX_LISTED_RENDERS`]).
+    fn recent_renders(&self, principal: &str) -> Vec<RenderRecord> {
+        let mut recs: Vec<RenderRecord> = self
+            .shared
+            .service
+            .store()
+            .renders()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r.principal == principal && !r.result_deleted)
+            .collect();
+        recs.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        recs.truncate(super::MAX_LISTED_RENDERS);
+        recs
     }
 
     fn download_url(&self, rec: &RenderRecord, file_name: &str) -> String {
@@ -153,15 +177,6 @@ impl VidforgeMcp {
             rec.id,
             file_name
         )
-    }
-
-    /// The literal original arguments minus the idempotency key: callable as-is to re-render.
-    fn rerender_arguments(rec: &RenderRecord) -> Value {
-        let mut args = rec.original_arguments.clone();
-        if let Value::Object(map) = &mut args {
-            map.remove("idempotency_key");
-        }
-        args
     }
 
     /// The envelope stored for a render that ended in a tool-level error.
@@ -186,7 +201,7 @@ impl VidforgeMcp {
         let rerender = Repair {
             next_step: "rerender",
             tool: tools::RENDER_VIDEO,
-            arguments: Self::rerender_arguments(rec),
+            arguments: rec.repair_arguments(),
             alternative: None,
         };
         env = env.repair(match code {
@@ -214,6 +229,7 @@ impl VidforgeMcp {
         match &rec.outcome {
             Some(Outcome::Success {
                 video_file_name,
+                mime_type,
                 size_bytes,
                 duration_seconds,
                 resolution,
@@ -221,11 +237,9 @@ impl VidforgeMcp {
                 finished_at,
                 ..
             }) => {
-                let ext = video_file_name.rsplit('.').next().unwrap_or("mp4");
-                let uri = wire::video_uri(&rec.id, ext);
-                let mime = vidforge_media::OutputFormat::parse(ext)
-                    .map(|f| f.mime_type())
-                    .unwrap_or("application/octet-stream");
+                let ext = rec.args.output_format.extension();
+                let uri = uri::video_uri(&rec.id, rec.args.output_format);
+                let mime = mime_type.as_str();
                 let summary = json!({
                     "status": "completed",
                     "video_uri": uri,
@@ -280,12 +294,12 @@ impl VidforgeMcp {
             Some(p) => match p.frames_total {
                 Some(total) if total > 0 => format!(
                     "{}: {}% (frame {}/{}).",
-                    p.stage,
+                    stage_label(p.stage),
                     (p.frames_done * 100 / total).min(100),
                     p.frames_done,
                     total
                 ),
-                _ => format!("{}: frame {}.", p.stage, p.frames_done),
+                _ => format!("{}: frame {}.", stage_label(p.stage), p.frames_done),
             },
             None => "Rendering started.".into(),
         }
@@ -300,7 +314,7 @@ impl VidforgeMcp {
                 let minutes = catalog::APPROVAL_TIMEOUT.as_secs() / 60;
                 let base = format!(
                     "Waiting for user approval of the watermark preview at {}. Unanswered approvals time out after {minutes} minutes.",
-                    wire::preview_uri(&rec.id)
+                    uri::preview_uri(&rec.id)
                 );
                 if elicitation_form {
                     base
@@ -325,12 +339,7 @@ impl VidforgeMcp {
 
     /// The task fields (no status payload), for `CreateTaskResult` and `tasks/get`.
     fn task_fields(&self, rec: &RenderRecord, elicitation_form: bool) -> Value {
-        let status = match rec.state {
-            RenderState::Queued | RenderState::Previewing | RenderState::Rendering => "working",
-            RenderState::AwaitingApproval => "input_required",
-            RenderState::Succeeded | RenderState::Failed => "completed",
-            RenderState::Cancelled => "cancelled",
-        };
+        let status = rec.state.task_status();
         json!({
             "taskId": rec.id,
             "status": status,
@@ -365,14 +374,7 @@ impl VidforgeMcp {
 
     /// Fallback `vidforge_get_render_status` output.
     fn fallback_status(&self, rec: &RenderRecord) -> Value {
-        let (state, terminal) = match rec.state {
-            RenderState::Queued => ("queued", false),
-            RenderState::Previewing | RenderState::Rendering => ("rendering", false),
-            RenderState::AwaitingApproval => ("awaiting_watermark_approval", false),
-            RenderState::Succeeded => ("succeeded", true),
-            RenderState::Failed => ("failed", true),
-            RenderState::Cancelled => ("cancelled", true),
-        };
+        let (state, terminal) = (rec.state.fallback_state(), rec.is_terminal());
         let poll_after = match rec.state {
             RenderState::AwaitingApproval => catalog::POLL_AFTER_AWAITING_FALLBACK,
             _ if terminal => std::time::Duration::ZERO,
@@ -399,7 +401,7 @@ impl VidforgeMcp {
                     "Waiting for watermark approval; times out {}.",
                     wire::rfc3339(deadline)
                 ));
-                out["watermark_preview_uri"] = json!(wire::preview_uri(&rec.id));
+                out["watermark_preview_uri"] = json!(uri::preview_uri(&rec.id));
                 out["follow_up"] = json!({
                     "next_step": "approve_watermark",
                     "tool": tools::APPROVE_WATERMARK,
@@ -429,13 +431,11 @@ impl VidforgeMcp {
     fn task_record(&self, principal: &str, id: &str) -> Result<RenderRecord, McpError> {
         let rec = match self.shared.service.get(principal, id) {
             Ok(rec) => rec,
-            Err(e) if e.code() == ErrorCode::RenderNotFound => {
-                return Err(invalid_params_unknown_task(id));
-            }
+            Err(ServiceError::NotFound) => return Err(invalid_params_unknown_task(id)),
             Err(e) => return Err(internal(e)),
         };
         if self.task_expired(&rec) {
-            let ext = rec.args.output_format.clone();
+
             let env = Envelope::new(
                 ErrorCode::TaskExpired,
                 format!(
@@ -454,7 +454,7 @@ impl VidforgeMcp {
                 id,
                 Some(format!(
                     "If the render completed, read {} directly.",
-                    wire::video_uri(id, &ext)
+                    uri::video_uri(id, rec.args.output_format)
                 )),
             ));
             return Err(McpError::new(
@@ -472,9 +472,9 @@ impl VidforgeMcp {
         arguments: Value,
         declared: &Declared,
     ) -> Result<CallToolResponse, McpError> {
-        let args = match super::args::parse_render_args(&arguments) {
+        let args = match RenderArgs::from_tool_arguments(&arguments) {
             Ok(args) => args,
-            Err(env) => return tool_error(env),
+            Err(e) => return tool_error(service_envelope(&e, None)),
         };
         let outcome = match self
             .shared
@@ -512,12 +512,12 @@ impl VidforgeMcp {
                 .repair(Repair {
                     next_step: "rerender",
                     tool: tools::RENDER_VIDEO,
-                    arguments: Self::rerender_arguments(&rec),
+                    arguments: rec.repair_arguments(),
                     alternative: Some("Pass a new idempotency_key to start a fresh render.".into()),
                 }),
             ),
             _ => {
-                let state = self.fallback_status(&rec)["state"].clone();
+                let state = rec.state.fallback_state();
                 tool_ok(
                     format!(
                         "Render accepted as {}; poll {}.",
@@ -572,7 +572,7 @@ impl VidforgeMcp {
             .await
         {
             Ok(outcome) => {
-                let state = self.fallback_status(&outcome.record)["state"].clone();
+                let state = outcome.record.state.fallback_state();
                 let verb = if approved { "approved" } else { "rejected" };
                 tool_ok(
                     format!("Watermark {verb} for {id}; poll {}.", tools::GET_RENDER_STATUS),
@@ -595,12 +595,7 @@ impl VidforgeMcp {
         };
         match self.shared.service.cancel(principal, &id).await {
             Ok(rec) => {
-                let state = match rec.state {
-                    RenderState::Succeeded => "succeeded",
-                    RenderState::Failed => "failed",
-                    RenderState::Cancelled => "cancelled",
-                    _ => "cancelling",
-                };
+                let state = if rec.is_terminal() { rec.state.fallback_state() } else { "cancelling" };
                 tool_ok(
                     format!("Cancellation of {id} acknowledged; confirm with {}.", tools::GET_RENDER_STATUS),
                     json!({ "acknowledged": true, "state": state }),
@@ -647,7 +642,7 @@ impl VidforgeMcp {
 
     async fn read_preview(&self, principal: &str, uri: &str, id: &str) -> Result<ReadResourceResult, McpError> {
         let path = match self.shared.service.preview_path(principal, id) {
-            Ok(p) => p,
+            Ok((_, p)) => p,
             Err(_) => return Err(Self::resource_not_found(uri)),
         };
         let bytes = tokio::fs::read(&path)
@@ -656,16 +651,16 @@ impl VidforgeMcp {
         Self::blob_contents(uri, "image/png", &bytes)
     }
 
-    async fn read_video(&self, principal: &str, uri: &str, id: &str, ext: &str) -> Result<ReadResourceResult, McpError> {
+    async fn read_video(&self, principal: &str, uri: &str, id: &str, format: OutputFormat) -> Result<ReadResourceResult, McpError> {
         let rec = match self.shared.service.get(principal, id) {
             Ok(rec) => rec,
             Err(_) => return Err(Self::resource_not_found(uri)),
         };
-        if rec.args.output_format != ext {
+        if rec.args.output_format != format {
             return Err(Self::resource_not_found(uri));
         }
         let (rec, path) = match self.shared.service.resolve_result(principal, id) {
-            Ok(found) => found,
+            Ok(found) => (found.record, found.path),
             Err(e) if e.code() == ErrorCode::ResultExpired => {
                 let env = Envelope::new(ErrorCode::ResultExpired, ErrorCode::ResultExpired.description())
                     .field("uri")
@@ -673,7 +668,7 @@ impl VidforgeMcp {
                     .repair(Repair {
                         next_step: "rerender",
                         tool: tools::RENDER_VIDEO,
-                        arguments: Self::rerender_arguments(&rec),
+                        arguments: rec.repair_arguments(),
                         alternative: None,
                     });
                 return Err(McpError::new(RpcCode::INVALID_PARAMS, "Result expired.", Some(env.rpc_data())));
@@ -688,32 +683,25 @@ impl VidforgeMcp {
             return Err(McpError::new(RpcCode::INVALID_PARAMS, "Result too large to inline.", Some(env.rpc_data())));
         }
         let bytes = tokio::fs::read(&path).await.map_err(internal)?;
-        let mime = vidforge_media::OutputFormat::parse(ext).map(|f| f.mime_type()).unwrap_or("application/octet-stream");
-        Self::blob_contents(uri, mime, &bytes)
+        Self::blob_contents(uri, rec.args.output_format.mime_type(), &bytes)
     }
 }
 
-/// Splits `vidforge://videos/{id}/final.{ext}` / `vidforge://renders/{id}/watermark-preview.png`.
+/// The resources `resources/read` serves.
 enum ResourceRef<'a> {
     Capabilities,
     Preview(&'a str),
-    Video(&'a str, &'a str),
+    Video(&'a str, OutputFormat),
 }
 
-fn parse_resource_uri(uri: &str) -> Option<ResourceRef<'_>> {
-    if uri == super::CAPABILITIES_URI {
+fn parse_resource_uri(u: &str) -> Option<ResourceRef<'_>> {
+    if u == super::CAPABILITIES_URI {
         return Some(ResourceRef::Capabilities);
     }
-    if let Some(rest) = uri.strip_prefix("vidforge://renders/") {
-        let id = rest.strip_suffix("/watermark-preview.png")?;
-        return (!id.is_empty() && !id.contains('/')).then_some(ResourceRef::Preview(id));
+    if let Some(id) = uri::parse_preview_uri(u) {
+        return Some(ResourceRef::Preview(id));
     }
-    if let Some(rest) = uri.strip_prefix("vidforge://videos/") {
-        let (id, file) = rest.split_once('/')?;
-        let ext = file.strip_prefix("final.")?;
-        return (!id.is_empty() && !ext.is_empty()).then_some(ResourceRef::Video(id, ext));
-    }
-    None
+    uri::parse_video_uri(u).map(|(id, format)| ResourceRef::Video(id, format))
 }
 
 impl ServerHandler for VidforgeMcp {
@@ -802,22 +790,22 @@ impl ServerHandler for VidforgeMcp {
             "description": "What vidforge does and does not do, error carriers, task semantics, fallbacks and the error catalog.",
             "mimeType": "application/json",
         })];
-        for rec in self.shared.service.list_recent(&principal, super::MAX_LISTED_RENDERS) {
+        for rec in self.recent_renders(&principal) {
             match (&rec.state, &rec.outcome) {
-                (RenderState::Succeeded, Some(Outcome::Success { video_file_name, size_bytes, resolution, finished_at, .. })) => {
-                    let ext = video_file_name.rsplit('.').next().unwrap_or("mp4");
+                (RenderState::Succeeded, Some(Outcome::Success { video_file_name, mime_type, size_bytes, resolution, finished_at, .. })) => {
+                    let ext = rec.args.output_format.extension();
                     resources.push(json!({
-                        "uri": wire::video_uri(&rec.id, ext),
+                        "uri": uri::video_uri(&rec.id, rec.args.output_format),
                         "name": format!("{}-{}", rec.id, video_file_name),
                         "description": format!("Rendered {resolution} {ext}; expires {}.", wire::rfc3339(self.result_expires_at(&rec))),
-                        "mimeType": vidforge_media::OutputFormat::parse(ext).map(|f| f.mime_type()).unwrap_or("application/octet-stream"),
+                        "mimeType": mime_type,
                         "size": size_bytes,
                         "annotations": { "audience": ["user"], "priority": 0.9, "lastModified": wire::rfc3339(*finished_at) }
                     }));
                 }
                 (RenderState::AwaitingApproval, _) => {
                     resources.push(json!({
-                        "uri": wire::preview_uri(&rec.id),
+                        "uri": uri::preview_uri(&rec.id),
                         "name": format!("{}-watermark-preview.png", rec.id),
                         "description": "Watermark preview awaiting approval.",
                         "mimeType": "image/png",
@@ -874,9 +862,9 @@ impl ServerHandler for VidforgeMcp {
                 let principal = principal(&ctx)?;
                 self.read_preview(&principal, &uri, id).await?
             }
-            Some(ResourceRef::Video(id, ext)) => {
+            Some(ResourceRef::Video(id, format)) => {
                 let principal = principal(&ctx)?;
-                self.read_video(&principal, &uri, id, ext).await?
+                self.read_video(&principal, &uri, id, format).await?
             }
             None => return Err(Self::resource_not_found(&uri)),
         };

@@ -59,7 +59,7 @@ pub fn router(service: RenderService, config: &Config) -> axum::Router {
         tools: tools::tool_definitions(),
         task_ttl_ms: config.task_ttl.as_millis() as u64,
         result_ttl_ms: config.result_ttl.as_millis() as u64,
-        public_base_url: config.public_base_url(),
+        public_base_url: config.base_url(),
         service,
     });
     let port = config.listen.port();

@@ -12,37 +12,7 @@ use super::capabilities::fingerprint;
 /// The `inputRequests` key of the watermark approval elicitation.
 pub const APPROVAL_INPUT_KEY: &str = "watermark-approval-1";
 
-/// RFC 3339 UTC timestamp, second precision, from unix milliseconds.
-pub fn rfc3339(unix_ms: u64) -> String {
-    let secs = (unix_ms / 1000) as i64;
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if mo <= 2 { y + 1 } else { y };
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}Z")
-}
-
-/// A fresh request id for an error envelope (`req_` + 16 hex chars).
-pub fn request_id() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("req_{:016x}", nanos ^ n.rotate_left(40) ^ (std::process::id() as u64) << 20)
-}
+pub use crate::clock::rfc3339;
 
 /// A callable next step: `{next_step, tool, arguments, alternative?}`.
 #[derive(Clone, Debug)]
@@ -149,7 +119,7 @@ impl Envelope {
             // `retry_after_ms` only accompanies temporary errors.
             "retry_after_ms": if temporary { self.retry_after_ms } else { None },
             "repair": self.repair.as_ref().map(Repair::to_json),
-            "request_id": request_id(),
+            "request_id": crate::ids::new_request_id(),
             "fingerprint": fingerprint(),
         })
     }
@@ -174,16 +144,6 @@ impl Envelope {
             "structuredContent": self.tool_body(),
         })
     }
-}
-
-/// `vidforge://videos/{id}/final.{ext}`.
-pub fn video_uri(id: &str, ext: &str) -> String {
-    format!("vidforge://videos/{id}/final.{ext}")
-}
-
-/// `vidforge://renders/{id}/watermark-preview.png`.
-pub fn preview_uri(id: &str) -> String {
-    format!("vidforge://renders/{id}/watermark-preview.png")
 }
 
 pub fn status_repair(id: &str, alternative: Option<String>) -> Repair {
@@ -214,7 +174,7 @@ pub fn approval_input_requests(id: &str, position: &str, opacity: f64) -> Value 
                 "mode": "form",
                 "message": format!(
                     "Approve this watermark? Preview: {} ({position}, opacity {opacity}). Rejecting ends the render.",
-                    preview_uri(id)
+                    crate::uri::preview_uri(id)
                 ),
                 "requestedSchema": {
                     "type": "object",
@@ -232,13 +192,6 @@ pub fn approval_input_requests(id: &str, position: &str, opacity: f64) -> Value 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rfc3339_formats_known_instants() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(rfc3339(1_785_333_731_000), "2026-07-29T14:02:11Z");
-        assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00Z");
-    }
 
     #[test]
     fn rpc_carrier_renames_keys_and_drops_retry_for_permanent_errors() {

@@ -1,0 +1,118 @@
+//! The seam between the service and the render engine.
+//!
+//! The worker pool talks to a [`Renderer`] and asset ingestion to a [`Prober`]; production
+//! wires both to `vidforge-media` ([`MediaRenderer`], [`MediaProber`]). Keeping the seam narrow
+//! lets the scheduling, approval and recovery logic be tested without encoding video.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use vidforge_gpu::Position;
+
+use crate::store::{AssetProbe, OutputFormat, Resolution};
+
+/// One render job in the service's terms.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RenderPlan {
+    pub input: PathBuf,
+    /// Final path; the engine writes to a temporary name and renames on success.
+    pub output: PathBuf,
+    pub resolution: Resolution,
+    pub format: OutputFormat,
+    pub watermark: Option<PlanWatermark>,
+}
+
+/// The watermark of a [`RenderPlan`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanWatermark {
+    pub image: PathBuf,
+    pub position: Position,
+    pub opacity: f32,
+}
+
+/// Engine stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineStage {
+    Preparing,
+    Rendering,
+    Finalizing,
+}
+
+/// A progress report from the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EngineProgress {
+    pub stage: EngineStage,
+    pub frames_done: u64,
+    pub frames_total: Option<u64>,
+}
+
+/// What a finished render produced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineReport {
+    pub frames: u64,
+    pub duration_seconds: f64,
+    pub width: u32,
+    pub height: u32,
+    pub size_bytes: u64,
+    pub backend: String,
+    pub elapsed: Duration,
+    pub fps: f64,
+}
+
+/// Failure classes the service maps to error codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The input file is gone or unreadable → `source_not_found`.
+    SourceNotFound,
+    /// The codec cannot be decoded → `unsupported_codec`.
+    UnsupportedCodec,
+    /// The input is not renderable (no video stream, bad dimensions) → `unsupported_codec`.
+    InvalidInput,
+    /// Engine fault → `render_failed` (temporary).
+    RenderFailed,
+    /// The cancel flag was observed.
+    Cancelled,
+}
+
+/// An engine failure with its class and a human-readable reason.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct EngineError {
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+impl EngineError {
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> Self {
+        EngineError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// Renders videos and previews. Implementations block; the worker pool calls them from
+/// dedicated threads.
+pub trait Renderer: Send + Sync {
+    /// Human-readable backend (adapter) name for logs.
+    fn backend_name(&self) -> String;
+
+    /// Renders `plan` to `plan.output`, reporting progress and checking `cancel` per frame.
+    fn render(
+        &self,
+        plan: &RenderPlan,
+        progress: &mut dyn FnMut(EngineProgress),
+        cancel: &AtomicBool,
+    ) -> Result<EngineReport, EngineError>;
+
+    /// Composes one representative frame of `plan` at output size into a PNG at `png_out`;
+    /// returns its size.
+    fn render_preview(&self, plan: &RenderPlan, png_out: &Path) -> Result<(u32, u32), EngineError>;
+}
+
+/// Inspects uploaded video files.
+pub trait Prober: Send + Sync {
+    /// Probes a video file; an error means it is not a usable video.
+    fn probe_video(&self, path: &Path) -> Result<AssetProbe, EngineError>;
+}

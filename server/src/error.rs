@@ -1,0 +1,165 @@
+//! The service's typed errors. Each maps to one catalog code ([`ServiceError::code`]); the MCP
+//! layer and the HTTP routes turn them into the §6 envelope ([`crate::envelope`]).
+
+use crate::catalog::{self, ErrorCode};
+use crate::store::{RenderState, StoreError};
+
+/// Why a service call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// Arguments fail validation; `field` is a dotted path (`watermark.opacity`).
+    #[error("invalid argument `{field}`: {reason}")]
+    InvalidArguments { field: String, reason: String },
+    /// An asset URI resolves to nothing this principal can read (another principal's asset
+    /// looks exactly like a missing one).
+    #[error("{field} resolves to no asset this credential can read")]
+    SourceNotFound { field: String, reason: String },
+    /// The source cannot be rendered.
+    #[error("unsupported source: {reason}")]
+    UnsupportedCodec { reason: String },
+    /// Unknown render id, or another principal's (indistinguishable on purpose).
+    #[error("no render with this id is visible to this credential")]
+    NotFound,
+    /// The render exists but has no result to read (yet, or ever).
+    #[error("render is {}, so it has no result to read", state.fallback_state())]
+    NotReady { state: RenderState },
+    /// The result existed but was deleted after its retention.
+    #[error("the result of this render was deleted after its retention")]
+    ResultExpired {
+        /// Unix ms when it expired.
+        expired_at: u64,
+    },
+    /// A decision arrived for a render that is not awaiting one.
+    #[error("render is {}, not awaiting a watermark decision", state.fallback_state())]
+    ApprovalNotPending { state: RenderState },
+    /// A different decision was already recorded.
+    #[error(
+        "a different watermark decision was already recorded (approved: {recorded_approved})"
+    )]
+    ApprovalAlreadyRecorded { recorded_approved: bool },
+    /// The idempotency key was used with different arguments.
+    #[error("idempotency_key was already used with different arguments")]
+    IdempotencyConflict,
+    /// The pool or the principal's concurrent-render limit is full.
+    #[error("render quota exceeded: {reason}")]
+    QuotaExceeded { reason: String, retry_after_ms: u64 },
+    /// An upload is over the size limit (nothing was kept).
+    #[error("upload exceeds the limit of {limit_bytes} bytes")]
+    AssetTooLarge { limit_bytes: u64 },
+    /// An upload is neither a readable video nor a PNG image (nothing was kept).
+    #[error("upload is not a readable video or PNG image: {reason}")]
+    AssetInvalid { reason: String },
+    /// Store or file-system fault.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ServiceError {
+    /// The catalog code. `Internal` maps to `render_failed` (temporary: retrying may work);
+    /// check [`ServiceError::is_internal`] to report it as a JSON-RPC fault instead.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            ServiceError::InvalidArguments { .. } => ErrorCode::InvalidArguments,
+            ServiceError::SourceNotFound { .. } => ErrorCode::SourceNotFound,
+            ServiceError::UnsupportedCodec { .. } => ErrorCode::UnsupportedCodec,
+            ServiceError::NotFound | ServiceError::NotReady { .. } => ErrorCode::RenderNotFound,
+            ServiceError::ResultExpired { .. } => ErrorCode::ResultExpired,
+            ServiceError::ApprovalNotPending { .. } => ErrorCode::ApprovalNotPending,
+            ServiceError::ApprovalAlreadyRecorded { .. } => ErrorCode::ApprovalAlreadyRecorded,
+            ServiceError::IdempotencyConflict => ErrorCode::IdempotencyConflict,
+            ServiceError::QuotaExceeded { .. } => ErrorCode::RenderQuotaExceeded,
+            ServiceError::AssetTooLarge { .. } => ErrorCode::AssetTooLarge,
+            ServiceError::AssetInvalid { .. } => ErrorCode::AssetInvalid,
+            ServiceError::Internal(_) => ErrorCode::RenderFailed,
+        }
+    }
+
+    /// The argument at fault, when one is.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            ServiceError::InvalidArguments { field, .. }
+            | ServiceError::SourceNotFound { field, .. } => Some(field),
+            ServiceError::UnsupportedCodec { .. } => Some("source_asset_uri"),
+            ServiceError::IdempotencyConflict => Some("idempotency_key"),
+            _ => None,
+        }
+    }
+
+    /// A machine-oriented reason for `details.reason`.
+    pub fn reason(&self) -> Option<String> {
+        match self {
+            ServiceError::InvalidArguments { reason, .. }
+            | ServiceError::SourceNotFound { reason, .. }
+            | ServiceError::UnsupportedCodec { reason }
+            | ServiceError::QuotaExceeded { reason, .. }
+            | ServiceError::AssetInvalid { reason } => Some(reason.clone()),
+            ServiceError::NotReady { state } => {
+                Some(format!("render state is {}", state.fallback_state()))
+            }
+            ServiceError::ApprovalNotPending { state } => {
+                Some(format!("render state is {}", state.fallback_state()))
+            }
+            ServiceError::ApprovalAlreadyRecorded { recorded_approved } => Some(format!(
+                "recorded decision: {}",
+                if *recorded_approved { "approved" } else { "rejected" }
+            )),
+            ServiceError::ResultExpired { expired_at } => {
+                Some(format!("retention ended at {}", crate::clock::rfc3339(*expired_at)))
+            }
+            ServiceError::AssetTooLarge { limit_bytes } => {
+                Some(format!("limit is {limit_bytes} bytes"))
+            }
+            ServiceError::IdempotencyConflict => Some(
+                "the key was first used with different arguments; use a new key for new arguments"
+                    .into(),
+            ),
+            ServiceError::NotFound | ServiceError::Internal(_) => None,
+        }
+    }
+
+    /// `retry_after_ms` (only for temporary codes).
+    pub fn retry_after_ms(&self) -> Option<u64> {
+        match self {
+            ServiceError::QuotaExceeded { retry_after_ms, .. } => Some(*retry_after_ms),
+            _ => None,
+        }
+    }
+
+    /// Whether the same call may succeed later.
+    pub fn temporary(&self) -> bool {
+        self.code().temporary()
+    }
+
+    /// A store or file-system fault rather than a caller-facing condition.
+    pub fn is_internal(&self) -> bool {
+        matches!(self, ServiceError::Internal(_))
+    }
+
+    pub(crate) fn quota(reason: impl Into<String>) -> Self {
+        ServiceError::QuotaExceeded {
+            reason: reason.into(),
+            retry_after_ms: catalog::QUOTA_RETRY_AFTER.as_millis() as u64,
+        }
+    }
+
+    pub(crate) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        ServiceError::InvalidArguments {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl From<StoreError> for ServiceError {
+    fn from(e: StoreError) -> Self {
+        tracing::error!(error = %e, "store fault");
+        ServiceError::Internal(e.to_string())
+    }
+}
+
+impl From<std::io::Error> for ServiceError {
+    fn from(e: std::io::Error) -> Self {
+        tracing::error!(error = %e, "file-system fault");
+        ServiceError::Internal(e.to_string())
+    }
+}

@@ -1,0 +1,766 @@
+//! [`RenderService`]: the API the MCP layer and the HTTP routes call. It owns the store, the
+//! worker pool, the approval-deadline timer and the sweeper.
+//!
+//! Reads (`get`, `resolve_result`, …) are synchronous and cheap. Calls that write and flush
+//! (`create_render`, `decide_approval`, `cancel`, asset uploads) are `async` and run their
+//! store work on tokio's blocking pool; each returns only after its write is durable.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use bytes::Bytes;
+use futures_util::Stream;
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+use crate::args::{canonical_args_hash, watermark_params_hash};
+use crate::assets::AssetCatalog;
+use crate::clock::{SharedClock, add_ms};
+use crate::config::Config;
+use crate::engine::{Prober, Renderer};
+use crate::error::ServiceError;
+use crate::ids;
+use crate::maintenance::{self, SweepReport};
+use crate::store::{
+    Approval, AssetKind, AssetRecord, Change, Decision, IdempotencyEntry, Outcome, RenderArgs,
+    RenderRecord, RenderState, Store, Updated,
+};
+use crate::worker;
+
+/// Capacity of the change broadcast; a lagging subscriber misses ids (and should re-poll).
+const EVENT_CAPACITY: usize = 1024;
+
+/// What [`RenderService::start`] needs.
+pub struct ServiceParts {
+    pub config: Config,
+    pub clock: SharedClock,
+    pub renderer: Arc<dyn Renderer>,
+    pub prober: Arc<dyn Prober>,
+}
+
+/// Result of [`RenderService::create_render`].
+#[derive(Clone, Debug)]
+pub struct CreateOutcome {
+    pub record: RenderRecord,
+    /// True when an idempotency key returned an existing render.
+    pub replayed: bool,
+}
+
+/// Result of [`RenderService::decide_approval`].
+#[derive(Clone, Debug)]
+pub struct DecisionOutcome {
+    pub record: RenderRecord,
+    /// True when the same decision had already been recorded (idempotent no-op).
+    pub already_recorded_same: bool,
+}
+
+/// A finished result on disk.
+#[derive(Clone, Debug)]
+pub struct ResultFile {
+    pub record: RenderRecord,
+    pub path: PathBuf,
+    pub file_name: String,
+    pub mime_type: String,
+    pub size_bytes: u64,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Active {
+    pub principal: String,
+    pub state: RenderState,
+    pub deadline: Option<u64>,
+}
+
+pub(crate) struct Shared {
+    pub config: Config,
+    pub store: Store,
+    pub clock: SharedClock,
+    pub renderer: Arc<dyn Renderer>,
+    pub assets: AssetCatalog,
+    pub events: broadcast::Sender<String>,
+    pub queue_tx: crossbeam_channel::Sender<String>,
+    pub queue_rx: crossbeam_channel::Receiver<String>,
+    /// Serialises creation: idempotency lookup, quota check and the durable write are one step.
+    pub create_lock: Mutex<()>,
+    /// Non-terminal renders (rebuilt from the store at boot).
+    pub active: Mutex<HashMap<String, Active>>,
+    /// Cancel flags of renders a worker is running.
+    pub running: Mutex<HashMap<String, Arc<AtomicBool>>>,
+    pub shutdown: AtomicBool,
+}
+
+/// Locks a mutex, ignoring poisoning (the data stays consistent: every critical section is a
+/// small map update).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    pub fn now(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// Keeps the in-memory index of non-terminal renders in step with a stored record.
+    pub fn index(&self, rec: &RenderRecord) {
+        let mut active = lock(&self.active);
+        if rec.is_terminal() {
+            active.remove(&rec.id);
+        } else {
+            active.insert(
+                rec.id.clone(),
+                Active {
+                    principal: rec.principal.clone(),
+                    state: rec.state,
+                    deadline: match rec.state {
+                        RenderState::AwaitingApproval => rec.approval.as_ref().map(|a| a.deadline),
+                        _ => None,
+                    },
+                },
+            );
+        }
+    }
+
+    pub fn notify(&self, id: &str) {
+        // No receivers is fine.
+        let _ = self.events.send(id.to_string());
+    }
+
+    pub fn enqueue(&self, id: &str) {
+        // The receiver lives as long as `Shared`, so send cannot fail.
+        let _ = self.queue_tx.send(id.to_string());
+    }
+
+    /// Compare-and-swap update that stamps `updated_at` and re-indexes. Not flushed.
+    pub fn update<T>(
+        &self,
+        id: &str,
+        mut f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, ServiceError>,
+    ) -> Result<Option<Updated<T>>, ServiceError> {
+        let now = self.now();
+        let out = self.store.update_render(id, |r| {
+            let c = f(r)?;
+            if matches!(c, Change::Write(_)) {
+                r.updated_at = now.max(r.updated_at);
+            }
+            Ok::<_, ServiceError>(c)
+        })?;
+        if let Some(u) = &out
+            && u.written
+        {
+            self.index(&u.record);
+        }
+        Ok(out)
+    }
+
+    /// [`Shared::update`], then flush, then notify subscribers.
+    pub fn update_durable<T>(
+        &self,
+        id: &str,
+        f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, ServiceError>,
+    ) -> Result<Option<Updated<T>>, ServiceError> {
+        let out = self.update(id, f)?;
+        if let Some(u) = &out
+            && u.written
+        {
+            self.store.flush()?;
+            self.notify(id);
+        }
+        Ok(out)
+    }
+
+    /// The record if it exists and belongs to `principal`; otherwise `NotFound` (the two cases
+    /// are indistinguishable on purpose).
+    pub fn load_owned(&self, principal: &str, id: &str) -> Result<RenderRecord, ServiceError> {
+        if !ids::is_well_formed(id, ids::RENDER_ID_PREFIX) {
+            return Err(ServiceError::NotFound);
+        }
+        match self.store.get_render(id)? {
+            Some(r) if r.principal == principal => Ok(r),
+            _ => Err(ServiceError::NotFound),
+        }
+    }
+
+    pub fn result_dir(&self, id: &str) -> PathBuf {
+        self.config.results_dir().join(id)
+    }
+
+    pub fn preview_dir(&self, id: &str) -> PathBuf {
+        self.config.previews_dir().join(id)
+    }
+}
+
+struct Lifecycle {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Lifecycle {
+    fn stop(&self) {
+        self.shared.shutdown.store(true, Ordering::SeqCst);
+        // Running renders stop at their next frame; their records stay non-terminal and boot
+        // recovery restarts them.
+        for flag in lock(&self.shared.running).values() {
+            flag.store(true, Ordering::SeqCst);
+        }
+        let threads: Vec<_> = lock(&self.threads).drain(..).collect();
+        for t in threads {
+            if t.join().is_err() {
+                tracing::error!("a service thread panicked");
+            }
+        }
+        if let Err(e) = self.shared.store.flush() {
+            tracing::error!(error = %e, "final flush failed");
+        }
+    }
+}
+
+impl Drop for Lifecycle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The render service. Cheap to clone; the worker threads stop when the last clone is dropped
+/// or [`RenderService::shutdown`] is called.
+#[derive(Clone)]
+pub struct RenderService {
+    shared: Arc<Shared>,
+    life: Arc<Lifecycle>,
+}
+
+impl std::fmt::Debug for RenderService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RenderService")
+            .field("data_dir", &self.shared.config.data_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RenderService {
+    /// Opens the store under `config.data_dir`, runs boot recovery (re-queues interrupted
+    /// renders, re-arms approval deadlines, sweeps expired records), then starts
+    /// `config.render_slots` workers and the maintenance thread (approval deadlines every
+    /// `tick_interval`, sweeper every `sweep_interval`).
+    pub fn start(parts: ServiceParts) -> Result<RenderService, ServiceError> {
+        let mut config = parts.config;
+        config.validate().map_err(|e| ServiceError::Internal(e.to_string()))?;
+        config.data_dir = std::path::absolute(&config.data_dir)?;
+        config.ensure_dirs()?;
+        let store = Store::open(&config.db_dir())?;
+        let assets = AssetCatalog::new(
+            store.clone(),
+            config.assets_dir(),
+            config.max_upload_bytes,
+            parts.prober,
+            parts.clock.clone(),
+        );
+        assets.remove_partial_uploads();
+        let (queue_tx, queue_rx) = crossbeam_channel::unbounded();
+        let (events, _) = broadcast::channel(EVENT_CAPACITY);
+        let shared = Arc::new(Shared {
+            config,
+            store,
+            clock: parts.clock,
+            renderer: parts.renderer,
+            assets,
+            events,
+            queue_tx,
+            queue_rx,
+            create_lock: Mutex::new(()),
+            active: Mutex::new(HashMap::new()),
+            running: Mutex::new(HashMap::new()),
+            shutdown: AtomicBool::new(false),
+        });
+        maintenance::recover(&shared)?;
+        let mut threads = worker::spawn_workers(&shared)?;
+        threads.push(maintenance::spawn_maintenance(&shared)?);
+        Ok(RenderService {
+            life: Arc::new(Lifecycle {
+                shared: shared.clone(),
+                threads: Mutex::new(threads),
+            }),
+            shared,
+        })
+    }
+
+    /// Stops the workers and the maintenance thread and flushes the store. Renders in flight
+    /// are interrupted and resume on the next start. Idempotent.
+    pub fn shutdown(&self) {
+        self.life.stop();
+    }
+
+    /// The effective configuration (`data_dir` made absolute).
+    pub fn config(&self) -> &Config {
+        &self.shared.config
+    }
+
+    pub fn clock(&self) -> &SharedClock {
+        &self.shared.clock
+    }
+
+    /// Direct store access (diagnostics and tests).
+    pub fn store(&self) -> &Store {
+        &self.shared.store
+    }
+
+    /// The render engine's backend name.
+    pub fn backend_name(&self) -> String {
+        self.shared.renderer.backend_name()
+    }
+
+    /// Current time in unix ms, from the injected clock.
+    pub fn now_ms(&self) -> u64 {
+        self.shared.now()
+    }
+
+    /// Render ids fired on every state, progress or decision change.
+    pub fn subscribe(&self) -> broadcast::Receiver<String> {
+        self.shared.events.subscribe()
+    }
+
+    // ---- renders ----
+
+    /// Creates a render durably and queues it. Idempotency (key scoped to the principal, 24 h,
+    /// bound to the canonical arguments), asset ownership and quota are checked first, under
+    /// one lock, so concurrent duplicates create exactly one render. Returns after the flush.
+    pub async fn create_render(
+        &self,
+        principal: &str,
+        args: RenderArgs,
+        original_arguments: Value,
+    ) -> Result<CreateOutcome, ServiceError> {
+        let shared = self.shared.clone();
+        let principal = principal.to_string();
+        blocking(move || create_blocking(&shared, &principal, args, original_arguments)).await
+    }
+
+    /// The render, if it exists and belongs to `principal` (otherwise `NotFound`). Records
+    /// stay readable until their result retention ends (plus a tombstone grace); decide task
+    /// expiry with [`RenderService::task_expired`].
+    pub fn get(&self, principal: &str, id: &str) -> Result<RenderRecord, ServiceError> {
+        self.shared.load_owned(principal, id)
+    }
+
+    /// Records a watermark decision (durably, bound to the exact watermark parameters).
+    /// Approve → the full render is queued; reject → the render fails with
+    /// `watermark_rejected`. Replaying the recorded decision is a no-op success; a different
+    /// second decision is `ApprovalAlreadyRecorded`; a render not awaiting a decision is
+    /// `ApprovalNotPending`.
+    pub async fn decide_approval(
+        &self,
+        principal: &str,
+        id: &str,
+        approved: bool,
+        note: Option<String>,
+    ) -> Result<DecisionOutcome, ServiceError> {
+        let shared = self.shared.clone();
+        let (principal, id) = (principal.to_string(), id.to_string());
+        blocking(move || decide_blocking(&shared, &principal, &id, approved, note)).await
+    }
+
+    /// Cooperative cancel: queued and awaiting renders end `Cancelled` at once; a running render
+    /// gets a durable cancel flag and stops within a few frames; terminal renders are
+    /// untouched (no-op acknowledgement). Returns the record as stored after the call.
+    pub async fn cancel(&self, principal: &str, id: &str) -> Result<RenderRecord, ServiceError> {
+        let shared = self.shared.clone();
+        let (principal, id) = (principal.to_string(), id.to_string());
+        blocking(move || cancel_blocking(&shared, &principal, &id)).await
+    }
+
+    /// The finished video of a render: `NotFound` (unknown / other principal), `NotReady`
+    /// (not succeeded), `ResultExpired` (past retention or deleted).
+    pub fn resolve_result(&self, principal: &str, id: &str) -> Result<ResultFile, ServiceError> {
+        let rec = self.shared.load_owned(principal, id)?;
+        if rec.state != RenderState::Succeeded {
+            return Err(ServiceError::NotReady { state: rec.state });
+        }
+        self.check_retention(&rec)?;
+        match &rec.outcome {
+            Some(Outcome::Success {
+                video_path,
+                video_file_name,
+                mime_type,
+                ..
+            }) => {
+                let meta = std::fs::metadata(video_path).map_err(|_| {
+                    ServiceError::ResultExpired {
+                        expired_at: self.result_expires_at(&rec),
+                    }
+                })?;
+                Ok(ResultFile {
+                    path: video_path.clone(),
+                    file_name: video_file_name.clone(),
+                    mime_type: mime_type.clone(),
+                    size_bytes: meta.len(),
+                    record: rec,
+                })
+            }
+            _ => Err(ServiceError::NotReady { state: rec.state }),
+        }
+    }
+
+    /// The watermark preview PNG of a render (`NotReady` until it exists).
+    pub fn preview_path(
+        &self,
+        principal: &str,
+        id: &str,
+    ) -> Result<(RenderRecord, PathBuf), ServiceError> {
+        let rec = self.shared.load_owned(principal, id)?;
+        self.check_retention(&rec)?;
+        match &rec.preview_path {
+            Some(p) if p.is_file() => {
+                let p = p.clone();
+                Ok((rec, p))
+            }
+            _ => Err(ServiceError::NotReady { state: rec.state }),
+        }
+    }
+
+    fn check_retention(&self, rec: &RenderRecord) -> Result<(), ServiceError> {
+        let expires = self.result_expires_at(rec);
+        if rec.result_deleted || self.shared.now() >= expires {
+            return Err(ServiceError::ResultExpired { expired_at: expires });
+        }
+        Ok(())
+    }
+
+    /// Unix ms when the task handle expires (`created_at + task_ttl`).
+    pub fn task_expires_at(&self, rec: &RenderRecord) -> u64 {
+        rec.task_expires_at(self.shared.config.task_ttl)
+    }
+
+    /// Whether `tasks/*` should answer `task_expired` for this record now.
+    pub fn task_expired(&self, rec: &RenderRecord) -> bool {
+        task_expired(rec, self.shared.now(), &self.shared.config)
+    }
+
+    /// Unix ms when the result and status expire.
+    pub fn result_expires_at(&self, rec: &RenderRecord) -> u64 {
+        rec.result_expires_at(self.shared.config.result_ttl)
+    }
+
+    /// Whether the result (and the fallback status) has expired now.
+    pub fn result_expired(&self, rec: &RenderRecord) -> bool {
+        result_expired(rec, self.shared.now(), &self.shared.config)
+    }
+
+    /// Download URL of a succeeded render's video (`<base>/videos/<id>/final.<ext>`).
+    pub fn download_url(&self, rec: &RenderRecord) -> String {
+        format!(
+            "{}/videos/{}/{}",
+            self.shared.config.base_url(),
+            rec.id,
+            rec.args.output_format.file_name()
+        )
+    }
+
+    // ---- assets ----
+
+    /// Streams an upload to disk (size limit enforced while streaming), probes it and records
+    /// it durably. Over the limit → `AssetTooLarge`; neither a video nor a PNG →
+    /// `AssetInvalid`; either way nothing is kept.
+    pub async fn add_asset_stream<S, E>(
+        &self,
+        principal: &str,
+        file_name: &str,
+        stream: S,
+    ) -> Result<AssetRecord, ServiceError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Send,
+        E: std::fmt::Display,
+    {
+        self.shared
+            .assets
+            .add_stream(principal, file_name, stream)
+            .await
+    }
+
+    /// [`RenderService::add_asset_stream`] from a local file.
+    pub async fn add_asset_path(
+        &self,
+        principal: &str,
+        path: &Path,
+        file_name: Option<&str>,
+    ) -> Result<AssetRecord, ServiceError> {
+        self.shared.assets.add_path(principal, path, file_name).await
+    }
+
+    /// The asset behind `vidforge://assets/<id>` (or a bare id) if `principal` owns it;
+    /// otherwise `SourceNotFound` with `field`.
+    pub fn resolve_asset(
+        &self,
+        principal: &str,
+        uri_or_id: &str,
+    ) -> Result<AssetRecord, ServiceError> {
+        self.shared
+            .assets
+            .lookup(principal, uri_or_id)?
+            .ok_or_else(|| ServiceError::SourceNotFound {
+                field: "source_asset_uri".into(),
+                reason: "no asset with this URI is visible to this credential".into(),
+            })
+    }
+
+    // ---- maintenance (also run by the background thread) ----
+
+    /// Ends every undecided approval whose deadline has passed with
+    /// `watermark_approval_timeout`; returns how many.
+    pub fn expire_due_approvals(&self) -> Result<usize, ServiceError> {
+        maintenance::expire_due_approvals(&self.shared)
+    }
+
+    /// Deletes result files past retention (keeping a tombstone), tombstones past their grace,
+    /// and idempotency keys past their TTL.
+    pub fn sweep(&self) -> Result<SweepReport, ServiceError> {
+        maintenance::sweep(&self.shared)
+    }
+}
+
+/// Whether the task handle of `rec` has expired at `now_ms`.
+pub fn task_expired(rec: &RenderRecord, now_ms: u64, config: &Config) -> bool {
+    now_ms >= rec.task_expires_at(config.task_ttl)
+}
+
+/// Whether the result/status retention of `rec` has ended at `now_ms`.
+pub fn result_expired(rec: &RenderRecord, now_ms: u64, config: &Config) -> bool {
+    rec.result_deleted || now_ms >= rec.result_expires_at(config.result_ttl)
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ServiceError> + Send + 'static,
+) -> Result<T, ServiceError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ServiceError::Internal(format!("blocking task failed: {e}")))?
+}
+
+fn create_blocking(
+    shared: &Shared,
+    principal: &str,
+    args: RenderArgs,
+    original_arguments: Value,
+) -> Result<CreateOutcome, ServiceError> {
+    args.validate()?;
+    let args_hash = canonical_args_hash(&args);
+    let _guard = lock(&shared.create_lock);
+    let now = shared.now();
+
+    if let Some(key) = &args.idempotency_key
+        && let Some(entry) = shared.store.get_idempotency(principal, key)?
+        && now < add_ms(entry.created_at, shared.config.idempotency_ttl)
+    {
+        if entry.args_hash != args_hash {
+            return Err(ServiceError::IdempotencyConflict);
+        }
+        if let Some(rec) = shared.store.get_render(&entry.render_id)?
+            && rec.principal == principal
+        {
+            return Ok(CreateOutcome {
+                record: rec,
+                replayed: true,
+            });
+        }
+        // The render it pointed to is gone: the key starts a new one.
+    }
+
+    let source = shared
+        .assets
+        .lookup(principal, &args.source_asset)?
+        .ok_or_else(|| ServiceError::SourceNotFound {
+            field: "source_asset_uri".into(),
+            reason: "no asset with this URI is visible to this credential".into(),
+        })?;
+    if source.kind != AssetKind::Video {
+        return Err(ServiceError::UnsupportedCodec {
+            reason: "the source asset is a PNG image, not a video".into(),
+        });
+    }
+    if let Some(w) = &args.watermark {
+        let image = shared
+            .assets
+            .lookup(principal, &w.image_asset)?
+            .ok_or_else(|| ServiceError::SourceNotFound {
+                field: "watermark.image_asset_uri".into(),
+                reason: "no asset with this URI is visible to this credential".into(),
+            })?;
+        if image.kind != AssetKind::Image {
+            return Err(ServiceError::invalid(
+                "watermark.image_asset_uri",
+                "the watermark asset is a video, not a PNG image",
+            ));
+        }
+    }
+
+    {
+        let active = lock(&shared.active);
+        let limit = shared.config.per_principal_concurrent;
+        let mine = active.values().filter(|a| a.principal == principal).count();
+        if mine >= limit {
+            return Err(ServiceError::quota(format!(
+                "this credential has {mine} renders in progress (limit {limit})"
+            )));
+        }
+        let capacity = shared.config.render_slots + shared.config.queue_capacity;
+        let busy = active.values().filter(|a| a.state.uses_worker()).count();
+        if busy >= capacity {
+            return Err(ServiceError::quota(format!(
+                "all render slots and the queue are full ({busy} renders)"
+            )));
+        }
+    }
+
+    let rec = RenderRecord {
+        id: ids::new_render_id(),
+        principal: principal.to_string(),
+        args,
+        original_arguments,
+        state: RenderState::Queued,
+        progress: None,
+        created_at: now,
+        updated_at: now,
+        approval: None,
+        preview_path: None,
+        outcome: None,
+        cancel_requested: false,
+        finished_at: None,
+        result_deleted: false,
+        attempts: 0,
+    };
+    shared.store.put_render(&rec)?;
+    if let Some(key) = &rec.args.idempotency_key {
+        shared.store.put_idempotency(
+            principal,
+            key,
+            &IdempotencyEntry {
+                render_id: rec.id.clone(),
+                args_hash,
+                created_at: now,
+            },
+        )?;
+    }
+    shared.store.flush()?;
+    shared.index(&rec);
+    shared.enqueue(&rec.id);
+    shared.notify(&rec.id);
+    tracing::info!(
+        render_id = %rec.id,
+        principal = %rec.principal,
+        format = rec.args.output_format.as_str(),
+        resolution = rec.args.resolution.as_str(),
+        watermark = rec.args.watermark.is_some(),
+        "render created"
+    );
+    Ok(CreateOutcome {
+        record: rec,
+        replayed: false,
+    })
+}
+
+/// Message of the `watermark_rejected` outcome.
+pub const REJECTED_MESSAGE: &str =
+    "User declined the watermark preview; the render was not finalized.";
+
+fn decide_blocking(
+    shared: &Shared,
+    principal: &str,
+    id: &str,
+    approved: bool,
+    note: Option<String>,
+) -> Result<DecisionOutcome, ServiceError> {
+    let rec = shared.load_owned(principal, id)?;
+    let Some(watermark) = rec.args.watermark.clone() else {
+        return Err(ServiceError::ApprovalNotPending { state: rec.state });
+    };
+    let params_hash = watermark_params_hash(&watermark);
+    let note = note.map(|n| n.trim().to_string()).filter(|n| !n.is_empty());
+    let now = shared.now();
+    let updated = shared
+        .update_durable(id, |r| {
+            if let Some(d) = r.decision() {
+                return if d.approved == approved {
+                    Ok(Change::Keep(()))
+                } else {
+                    Err(ServiceError::ApprovalAlreadyRecorded {
+                        recorded_approved: d.approved,
+                    })
+                };
+            }
+            if r.state != RenderState::AwaitingApproval {
+                return Err(ServiceError::ApprovalNotPending { state: r.state });
+            }
+            let approval = r.approval.get_or_insert(Approval {
+                decision: None,
+                requested_at: now,
+                deadline: now,
+            });
+            approval.decision = Some(Decision {
+                approved,
+                note: note.clone(),
+                decided_at: now,
+                params_hash: params_hash.clone(),
+            });
+            if approved {
+                r.state = RenderState::Queued;
+            } else {
+                r.state = RenderState::Failed;
+                r.finished_at = Some(now);
+                r.outcome = Some(Outcome::Error {
+                    code: crate::catalog::ErrorCode::WatermarkRejected,
+                    message: REJECTED_MESSAGE.into(),
+                    reason: Some(match &note {
+                        Some(n) => format!("User note: '{n}'."),
+                        None => "The user rejected the preview without a note.".into(),
+                    }),
+                    field: Some("watermark".into()),
+                    retry_after_ms: None,
+                });
+            }
+            Ok(Change::Write(()))
+        })?
+        .ok_or(ServiceError::NotFound)?;
+    if updated.written {
+        tracing::info!(render_id = %id, approved, "watermark decision recorded");
+        if approved {
+            shared.enqueue(id);
+        }
+    }
+    Ok(DecisionOutcome {
+        already_recorded_same: !updated.written,
+        record: updated.record,
+    })
+}
+
+fn cancel_blocking(shared: &Shared, principal: &str, id: &str) -> Result<RenderRecord, ServiceError> {
+    shared.load_owned(principal, id)?;
+    let now = shared.now();
+    let updated = shared
+        .update_durable(id, |r| {
+            if r.is_terminal() {
+                return Ok(Change::Keep(()));
+            }
+            match r.state {
+                RenderState::Queued | RenderState::AwaitingApproval => {
+                    r.state = RenderState::Cancelled;
+                    r.cancel_requested = true;
+                    r.finished_at = Some(now);
+                    Ok(Change::Write(()))
+                }
+                _ if r.cancel_requested => Ok(Change::Keep(())),
+                _ => {
+                    r.cancel_requested = true;
+                    Ok(Change::Write(()))
+                }
+            }
+        })?
+        .ok_or(ServiceError::NotFound)?;
+    if updated.written {
+        if let Some(flag) = lock(&shared.running).get(id) {
+            flag.store(true, Ordering::SeqCst);
+        }
+        tracing::info!(render_id = %id, state = updated.record.state.as_str(), "cancel requested");
+    }
+    Ok(updated.record)
+}

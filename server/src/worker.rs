@@ -1,0 +1,402 @@
+//! The bounded worker pool: `render_slots` threads pull render ids from the queue and drive
+//! each render through preview → approval → full render, writing every transition to the
+//! store (durably) and progress at most every `catalog::PROGRESS_PUBLISH_INTERVAL`.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::RecvTimeoutError;
+
+use crate::args::watermark_params_hash;
+use crate::catalog::{self, ErrorCode};
+use crate::clock::add_ms;
+use crate::engine::{EngineError, EngineProgress, EngineStage, FailureKind, PlanWatermark, RenderPlan};
+use crate::error::ServiceError;
+use crate::service::{Shared, lock};
+use crate::store::{
+    Approval, Change, Outcome, ProgressSnapshot, ProgressStage, RenderRecord, RenderState,
+};
+use crate::uri::PREVIEW_FILE_NAME;
+
+/// How long an idle worker waits before re-checking the shutdown flag.
+const IDLE_POLL: Duration = Duration::from_millis(100);
+
+pub(crate) fn spawn_workers(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>, ServiceError> {
+    (0..shared.config.render_slots)
+        .map(|i| {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("vidforge-render-{i}"))
+                .spawn(move || worker_loop(&shared))
+                .map_err(ServiceError::from)
+        })
+        .collect()
+}
+
+fn worker_loop(shared: &Shared) {
+    while !shared.shutdown.load(Ordering::SeqCst) {
+        match shared.queue_rx.recv_timeout(IDLE_POLL) {
+            Ok(id) => {
+                if shared.shutdown.load(Ordering::SeqCst) {
+                    // Left queued in the store: boot recovery picks it up.
+                    break;
+                }
+                if let Err(e) = process(shared, &id) {
+                    tracing::error!(render_id = %id, error = %e, "render processing failed");
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+}
+
+/// Removes a render's cancel flag from the running map when its worker is done with it.
+struct RunningGuard<'a> {
+    shared: &'a Shared,
+    id: &'a str,
+}
+
+impl Drop for RunningGuard<'_> {
+    fn drop(&mut self) {
+        lock(&self.shared.running).remove(self.id);
+    }
+}
+
+fn process(shared: &Shared, id: &str) -> Result<(), ServiceError> {
+    // Register the cancel flag before claiming, so a cancel that lands after the claim always
+    // finds it (see `cancel_blocking`).
+    let flag = Arc::new(AtomicBool::new(false));
+    lock(&shared.running).insert(id.to_string(), flag.clone());
+    let _guard = RunningGuard { shared, id };
+
+    let now = shared.now();
+    let claimed = shared.update_durable(id, |r| {
+        if r.state != RenderState::Queued {
+            // Stale queue entry (cancelled, already running, awaiting a decision).
+            return Ok(Change::Keep(None));
+        }
+        if r.cancel_requested {
+            r.state = RenderState::Cancelled;
+            r.finished_at = Some(now);
+            return Ok(Change::Write(None));
+        }
+        let approved = match &r.args.watermark {
+            None => true,
+            Some(w) => {
+                let hash = watermark_params_hash(w);
+                match r.decision() {
+                    Some(d) if d.approved && d.params_hash == hash => true,
+                    Some(_) => {
+                        // A decision for other parameters does not count: ask again.
+                        r.approval = None;
+                        false
+                    }
+                    None => false,
+                }
+            }
+        };
+        let (state, stage) = if approved {
+            (RenderState::Rendering, ProgressStage::Preparing)
+        } else {
+            (RenderState::Previewing, ProgressStage::Previewing)
+        };
+        r.state = state;
+        r.attempts += 1;
+        r.progress = Some(ProgressSnapshot::new(stage, 0, None));
+        Ok(Change::Write(Some(state)))
+    })?;
+    let Some(claimed) = claimed else {
+        return Ok(());
+    };
+    let Some(state) = claimed.value else {
+        return Ok(());
+    };
+    let record = claimed.record;
+    let plan = match build_plan(shared, &record) {
+        Ok(plan) => plan,
+        Err(e) => return finish_error(shared, &record, &e),
+    };
+    match state {
+        RenderState::Previewing => run_preview(shared, &record, &plan),
+        _ => run_render(shared, &record, &plan, &flag),
+    }
+}
+
+fn build_plan(shared: &Shared, rec: &RenderRecord) -> Result<RenderPlan, EngineError> {
+    let owned_asset = |asset_id: &str| -> Result<Option<PathBuf>, EngineError> {
+        let asset = shared
+            .store
+            .get_asset(asset_id)
+            .map_err(|e| EngineError::new(FailureKind::RenderFailed, e.to_string()))?;
+        Ok(asset
+            .filter(|a| a.principal == rec.principal)
+            .map(|a| a.path))
+    };
+    let input = owned_asset(&rec.args.source_asset)?.ok_or_else(|| {
+        EngineError::new(FailureKind::SourceNotFound, "the source asset no longer exists")
+    })?;
+    let watermark = match &rec.args.watermark {
+        None => None,
+        Some(w) => {
+            let image = owned_asset(&w.image_asset)?.ok_or_else(|| {
+                EngineError::new(FailureKind::SourceNotFound, "the watermark image asset no longer exists")
+            })?;
+            let position = rec.args.watermark_position().ok_or_else(|| {
+                EngineError::new(FailureKind::InvalidInput, "invalid watermark position")
+            })?;
+            Some(PlanWatermark {
+                image,
+                position,
+                opacity: w.opacity as f32,
+            })
+        }
+    };
+    Ok(RenderPlan {
+        input,
+        output: shared
+            .result_dir(&rec.id)
+            .join(rec.args.output_format.file_name()),
+        resolution: rec.args.resolution,
+        format: rec.args.output_format,
+        watermark,
+    })
+}
+
+fn run_preview(shared: &Shared, rec: &RenderRecord, plan: &RenderPlan) -> Result<(), ServiceError> {
+    let dir = shared.preview_dir(&rec.id);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let png = dir.join(PREVIEW_FILE_NAME);
+    let started = Instant::now();
+    let result = catch_unwind(AssertUnwindSafe(|| shared.renderer.render_preview(plan, &png)))
+        .unwrap_or_else(|_| Err(EngineError::new(FailureKind::RenderFailed, "the engine panicked")));
+    match result {
+        Ok((w, h)) => {
+            let now = shared.now();
+            let deadline = add_ms(now, shared.config.approval_timeout);
+            let updated = shared.update_durable(&rec.id, |r| {
+                if r.state != RenderState::Previewing {
+                    return Ok(Change::Keep(()));
+                }
+                if r.cancel_requested {
+                    r.state = RenderState::Cancelled;
+                    r.finished_at = Some(now);
+                } else {
+                    r.state = RenderState::AwaitingApproval;
+                    r.preview_path = Some(png.clone());
+                    r.progress = None;
+                    r.approval = Some(Approval {
+                        decision: None,
+                        requested_at: now,
+                        deadline,
+                    });
+                }
+                Ok(Change::Write(()))
+            })?;
+            if let Some(u) = updated
+                && u.record.state == RenderState::AwaitingApproval
+            {
+                tracing::info!(
+                    render_id = %rec.id,
+                    width = w,
+                    height = h,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    deadline = %crate::clock::rfc3339(deadline),
+                    "watermark preview ready; awaiting approval"
+                );
+            }
+            Ok(())
+        }
+        Err(e) if e.kind == FailureKind::Cancelled => finish_cancelled(shared, rec),
+        Err(e) => finish_error(shared, rec, &e),
+    }
+}
+
+fn progress_stage(s: EngineStage) -> ProgressStage {
+    match s {
+        EngineStage::Preparing => ProgressStage::Preparing,
+        EngineStage::Rendering => ProgressStage::Rendering,
+        EngineStage::Finalizing => ProgressStage::Finalizing,
+    }
+}
+
+fn run_render(
+    shared: &Shared,
+    rec: &RenderRecord,
+    plan: &RenderPlan,
+    cancel: &AtomicBool,
+) -> Result<(), ServiceError> {
+    let dir = shared.result_dir(&rec.id);
+    // A previous attempt may have left partial files.
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let backend = shared.renderer.backend_name();
+    tracing::info!(
+        render_id = %rec.id,
+        backend = %backend,
+        resolution = rec.args.resolution.as_str(),
+        format = rec.args.output_format.as_str(),
+        watermark = plan.watermark.is_some(),
+        attempt = rec.attempts,
+        "render started"
+    );
+    let id = rec.id.as_str();
+    let mut last_publish: Option<Instant> = None;
+    let mut last_stage: Option<EngineStage> = None;
+    let mut on_progress = |p: EngineProgress| {
+        let due = last_publish.is_none_or(|t| t.elapsed() >= catalog::PROGRESS_PUBLISH_INTERVAL)
+            || last_stage != Some(p.stage);
+        if !due {
+            return;
+        }
+        last_publish = Some(Instant::now());
+        last_stage = Some(p.stage);
+        let snap = ProgressSnapshot::new(progress_stage(p.stage), p.frames_done, p.frames_total);
+        let res = shared.update(id, |r| {
+            if r.state != RenderState::Rendering {
+                return Ok(Change::Keep(()));
+            }
+            r.progress = Some(snap.clone());
+            Ok(Change::Write(()))
+        });
+        match res {
+            Ok(_) => shared.notify(id),
+            Err(e) => tracing::warn!(render_id = %id, error = %e, "progress write failed"),
+        }
+    };
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        shared.renderer.render(plan, &mut on_progress, cancel)
+    }))
+    .unwrap_or_else(|_| Err(EngineError::new(FailureKind::RenderFailed, "the engine panicked")));
+
+    match result {
+        Ok(report) => {
+            let now = shared.now();
+            let size_bytes = std::fs::metadata(&plan.output)
+                .map(|m| m.len())
+                .unwrap_or(report.size_bytes);
+            let outcome = Outcome::Success {
+                video_path: plan.output.clone(),
+                video_file_name: rec.args.output_format.file_name(),
+                mime_type: rec.args.output_format.mime_type().to_string(),
+                size_bytes,
+                duration_seconds: report.duration_seconds,
+                width: report.width,
+                height: report.height,
+                resolution: rec.args.resolution.as_str().to_string(),
+                watermark_applied: plan.watermark.is_some(),
+                finished_at: now,
+                backend: report.backend.clone(),
+                frames: report.frames,
+                fps: report.fps,
+            };
+            shared.update_durable(id, |r| {
+                if r.is_terminal() {
+                    return Ok(Change::Keep(()));
+                }
+                r.state = RenderState::Succeeded;
+                r.finished_at = Some(now);
+                r.progress = Some(ProgressSnapshot::new(
+                    ProgressStage::Finalizing,
+                    report.frames,
+                    Some(report.frames),
+                ));
+                r.outcome = Some(outcome.clone());
+                Ok(Change::Write(()))
+            })?;
+            tracing::info!(
+                render_id = %id,
+                backend = %report.backend,
+                width = report.width,
+                height = report.height,
+                frames = report.frames,
+                size_bytes,
+                fps = format!("{:.1}", report.fps),
+                elapsed_ms = report.elapsed.as_millis() as u64,
+                "render finished"
+            );
+            Ok(())
+        }
+        Err(e) if e.kind == FailureKind::Cancelled => {
+            let _ = std::fs::remove_dir_all(&dir);
+            let user_cancel = shared
+                .store
+                .get_render(id)?
+                .is_some_and(|r| r.cancel_requested);
+            if shared.shutdown.load(Ordering::SeqCst) && !user_cancel {
+                tracing::info!(render_id = %id, "render interrupted by shutdown; it resumes on the next start");
+                return Ok(());
+            }
+            finish_cancelled(shared, rec)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            finish_error(shared, rec, &e)
+        }
+    }
+}
+
+fn finish_cancelled(shared: &Shared, rec: &RenderRecord) -> Result<(), ServiceError> {
+    let now = shared.now();
+    shared.update_durable(&rec.id, |r| {
+        if r.is_terminal() {
+            return Ok(Change::Keep(()));
+        }
+        r.state = RenderState::Cancelled;
+        r.finished_at = Some(now);
+        Ok(Change::Write(()))
+    })?;
+    tracing::info!(render_id = %rec.id, "render cancelled");
+    Ok(())
+}
+
+/// The terminal outcome for an engine failure.
+pub fn failure_outcome(e: &EngineError) -> Outcome {
+    let (code, message) = match e.kind {
+        FailureKind::SourceNotFound => (
+            ErrorCode::SourceNotFound,
+            "The source asset could not be read.",
+        ),
+        FailureKind::UnsupportedCodec | FailureKind::InvalidInput => (
+            ErrorCode::UnsupportedCodec,
+            "The source asset's codec cannot be rendered.",
+        ),
+        FailureKind::RenderFailed | FailureKind::Cancelled => (
+            ErrorCode::RenderFailed,
+            "The renderer failed; re-calling starts a new render.",
+        ),
+    };
+    Outcome::Error {
+        code,
+        message: message.to_string(),
+        reason: Some(e.message.clone()),
+        field: match code {
+            ErrorCode::SourceNotFound | ErrorCode::UnsupportedCodec => {
+                Some("source_asset_uri".into())
+            }
+            _ => None,
+        },
+        retry_after_ms: None,
+    }
+}
+
+fn finish_error(shared: &Shared, rec: &RenderRecord, e: &EngineError) -> Result<(), ServiceError> {
+    let now = shared.now();
+    let outcome = failure_outcome(e);
+    shared.update_durable(&rec.id, |r| {
+        if r.is_terminal() {
+            return Ok(Change::Keep(()));
+        }
+        r.state = RenderState::Failed;
+        r.finished_at = Some(now);
+        r.outcome = Some(outcome.clone());
+        Ok(Change::Write(()))
+    })?;
+    tracing::warn!(render_id = %rec.id, kind = ?e.kind, error = %e, "render failed");
+    Ok(())
+}

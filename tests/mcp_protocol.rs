@@ -1,0 +1,247 @@
+//! The MCP front's protocol surface, driven over real HTTP against a real `vidforge serve`:
+//! discovery, tool listing, header and `_meta` errors, argument errors, unknown ids, auth and
+//! principal isolation. Every response is validated against the official JSON Schemas.
+
+use serde_json::{Value, json};
+use vidforge_suite::*;
+
+fn server() -> (tempfile::TempDir, Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    (dir, server)
+}
+
+#[test]
+fn discover_advertises_tasks_extension_and_caching() {
+    let (_dir, server) = server();
+    let mut mcp = server.mcp();
+    let reply = mcp.call("server/discover", json!({}), Caps::NONE);
+    assert_eq!(reply.status, 200);
+    assert_result("core", "DiscoverResult", &reply);
+    let r = reply.result();
+    assert_eq!(r["resultType"], "complete");
+    assert_eq!(r["supportedVersions"], json!([PROTOCOL]));
+    assert_eq!(r["capabilities"]["extensions"][TASKS], json!({}));
+    assert!(r["capabilities"].get("tasks").is_none());
+    assert!(r["ttlMs"].as_u64().unwrap() > 0);
+    assert!(r["cacheScope"].is_string());
+    assert_eq!(r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "vidforge");
+}
+
+#[test]
+fn tools_list_is_deterministic_and_complete() {
+    let (_dir, server) = server();
+    let mut mcp = server.mcp();
+    let first = mcp.call("tools/list", json!({}), Caps::NONE);
+    assert_result("core", "ListToolsResult", &first);
+    let names: Vec<&str> = first.result()["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "vidforge_render_video",
+            "vidforge_get_render_status",
+            "vidforge_approve_watermark",
+            "vidforge_cancel_render",
+            "vidforge_get_capabilities"
+        ]
+    );
+    let second = mcp.call("tools/list", json!({}), Caps::NONE);
+    assert_eq!(first.result()["tools"], second.result()["tools"]);
+    let render = &first.result()["tools"][0];
+    assert_eq!(render["annotations"]["idempotentHint"], false);
+    assert_eq!(render["inputSchema"]["additionalProperties"], false);
+    let codes: Vec<&str> = render["_meta"]["com.vidforge/errors"].as_array().unwrap().iter().map(|e| e["code"].as_str().unwrap()).collect();
+    assert_eq!(
+        codes,
+        ["source_not_found", "unsupported_codec", "watermark_rejected", "watermark_approval_timeout", "render_quota_exceeded", "render_failed"]
+    );
+    assert!(render["description"].as_str().unwrap().contains("30 minutes"));
+    assert_eq!(first.result()["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "vidforge");
+}
+
+fn header_set(method: &str) -> Vec<(String, String)> {
+    vec![
+        ("MCP-Protocol-Version".into(), PROTOCOL.into()),
+        ("Mcp-Method".into(), method.into()),
+    ]
+}
+
+#[test]
+fn header_and_meta_errors_have_spec_codes_and_statuses() {
+    let (_dir, server) = server();
+    let mut mcp = server.mcp();
+
+    // Missing MCP-Protocol-Version.
+    let body = mcp.envelope("tools/list", json!({}), Caps::NONE);
+    let reply = mcp.raw(&body, &[("Mcp-Method".into(), "tools/list".into())]);
+    assert_eq!(reply.status, 400);
+    assert_rpc_error(&reply, -32020);
+
+    // Mcp-Method differs from the body.
+    let reply = mcp.raw(&body, &header_set("tools/call"));
+    assert_eq!(reply.status, 400);
+    assert_rpc_error(&reply, -32020);
+
+    // Mcp-Name differs from the tool name.
+    let body = mcp.envelope("tools/call", json!({"name": "vidforge_get_capabilities", "arguments": {}}), Caps::NONE);
+    let mut headers = header_set("tools/call");
+    headers.push(("Mcp-Name".into(), "vidforge_render_video".into()));
+    let reply = mcp.raw(&body, &headers);
+    assert_eq!(reply.status, 400);
+    assert_rpc_error(&reply, -32020);
+
+    // Missing _meta.
+    let body = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {}});
+    let reply = mcp.raw(&body, &header_set("tools/list"));
+    assert_eq!(reply.status, 400);
+    assert_rpc_error(&reply, -32602);
+
+    // Unsupported version (header and _meta agree).
+    let mut body = mcp.envelope("tools/list", json!({}), Caps::NONE);
+    body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("1900-01-01");
+    let reply = mcp.raw(&body, &[("MCP-Protocol-Version".into(), "1900-01-01".into()), ("Mcp-Method".into(), "tools/list".into())]);
+    assert_eq!(reply.status, 400);
+    assert_rpc_error(&reply, -32022);
+    assert_eq!(reply.error()["data"]["requested"], "1900-01-01");
+
+    // Removed and unknown methods.
+    for method in ["tasks/result", "tasks/list", "ping", "unknown/method"] {
+        let reply = mcp.call(method, json!({}), Caps::TASKS);
+        assert_eq!(reply.status, 404, "{method}: {}", reply.body);
+        assert_rpc_error(&reply, -32601);
+    }
+
+    // tasks/* without the extension on this request.
+    let reply = mcp.call("tasks/get", json!({"taskId": "task_x"}), Caps::NONE);
+    assert_eq!(reply.status, 400);
+    assert_rpc_error(&reply, -32021);
+    assert!(reply.error()["data"]["requiredCapabilities"]["extensions"][TASKS].is_object());
+}
+
+#[test]
+fn transport_rejects_get_and_foreign_origins() {
+    let (_dir, server) = server();
+    let client = reqwest::blocking::Client::new();
+    let get = client.get(format!("{}/mcp", server.base())).send().unwrap();
+    assert_eq!(get.status().as_u16(), 405);
+
+    let mut mcp = server.mcp();
+    let body = mcp.envelope("tools/list", json!({}), Caps::NONE);
+    let mut headers = header_set("tools/list");
+    headers.push(("Origin".into(), "http://evil.example.com".into()));
+    let reply = mcp.raw(&body, &headers);
+    assert_eq!(reply.status, 403);
+
+    let mut headers = header_set("tools/list");
+    headers.push(("Origin".into(), format!("http://127.0.0.1:{}", server.port)));
+    let reply = mcp.raw(&body, &headers);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+}
+
+#[test]
+fn invalid_arguments_are_tool_errors_with_the_envelope() {
+    let (_dir, server) = server();
+    let mut mcp = server.mcp();
+    let reply = mcp.tool(
+        "vidforge_render_video",
+        json!({"source_asset_uri": "/etc/passwd", "output_format": "avi", "resolution": "720p"}),
+        Caps::TASKS,
+    );
+    assert_eq!(reply.status, 200);
+    assert_result("core", "CallToolResult", &reply);
+    let r = reply.result();
+    assert_eq!(r["isError"], true);
+    let env = &r["structuredContent"];
+    assert_eq!(env["code"], "invalid_arguments");
+    assert_eq!(env["temporary"], false);
+    assert!(env["fingerprint"].as_str().unwrap().starts_with("vidforge@"));
+    assert!(env["request_id"].as_str().unwrap().starts_with("req_"));
+
+    // A well-formed URI for an asset that does not exist.
+    let reply = mcp.tool(
+        "vidforge_render_video",
+        json!({"source_asset_uri": "vidforge://assets/a_nothere", "output_format": "mp4", "resolution": "720p"}),
+        Caps::NONE,
+    );
+    assert_eq!(reply.result()["structuredContent"]["code"], "source_not_found");
+}
+
+#[test]
+fn unknown_ids_are_invalid_params_and_mcp_name_must_match() {
+    let (_dir, server) = server();
+    let mut mcp = server.mcp();
+    let reply = mcp.task_get("task_00000000000000000000000000", Caps::TASKS);
+    assert_rpc_error(&reply, -32602);
+
+    let body = mcp.envelope("tasks/get", json!({"taskId": "task_a"}), Caps::TASKS);
+    let mut headers = header_set("tasks/get");
+    headers.push(("Mcp-Name".into(), "task_b".into()));
+    let reply = mcp.raw(&body, &headers);
+    assert_eq!(reply.status, 400);
+    assert_rpc_error(&reply, -32020);
+
+    let reply = mcp.tool("vidforge_get_render_status", json!({"render_id": "task_nope"}), Caps::NONE);
+    assert_eq!(reply.result()["isError"], true);
+    assert_eq!(reply.result()["structuredContent"]["code"], "render_not_found");
+}
+
+#[test]
+fn capabilities_are_served_as_resource_and_tool() {
+    let (_dir, server) = server();
+    let mut mcp = server.mcp();
+    let read = mcp.call("resources/read", json!({"uri": "vidforge://capabilities"}), Caps::NONE);
+    assert_result("core", "ReadResourceResult", &read);
+    let text = read.result()["contents"][0]["text"].as_str().unwrap();
+    let summary: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(summary["server"]["spec_target"]["revision"], PROTOCOL);
+    assert!(summary["server"]["fingerprint"].as_str().unwrap().starts_with("vidforge@1.0.0+"));
+
+    let tool = mcp.tool("vidforge_get_capabilities", json!({}), Caps::NONE);
+    assert_result("core", "CallToolResult", &tool);
+    assert_eq!(tool.result()["structuredContent"], summary);
+
+    let list = mcp.call("resources/list", json!({}), Caps::NONE);
+    assert_result("core", "ListResourcesResult", &list);
+    let templates = mcp.call("resources/templates/list", json!({}), Caps::NONE);
+    assert_result("core", "ListResourceTemplatesResult", &templates);
+    assert_eq!(templates.result()["resourceTemplates"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn bearer_tokens_gate_access_and_isolate_principals() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &["--token", "tok-alice=alice", "--token", "tok-bob=bob"]);
+
+    let mut anonymous = server.mcp();
+    let reply = anonymous.call("tools/list", json!({}), Caps::NONE);
+    assert_eq!(reply.status, 401);
+
+    let clip = make_clip(dir.path(), "clip.mp4", 160, 90, 0.4, false);
+    let alice_asset = upload(&server, Some("tok-alice"), &clip);
+
+    // Bob cannot render Alice's asset: it behaves exactly like a missing one.
+    let mut bob = server.mcp().with_token("tok-bob");
+    let reply = bob.tool(
+        "vidforge_render_video",
+        json!({"source_asset_uri": alice_asset, "output_format": "mp4", "resolution": "720p"}),
+        Caps::TASKS,
+    );
+    assert_eq!(reply.result()["structuredContent"]["code"], "source_not_found");
+
+    // Alice's task is invisible to Bob: the same -32602 as an unknown id.
+    let mut alice = server.mcp().with_token("tok-alice");
+    let created = alice.tool(
+        "vidforge_render_video",
+        json!({"source_asset_uri": alice_asset, "output_format": "mp4", "resolution": "720p"}),
+        Caps::TASKS,
+    );
+    let task_id = created.result()["taskId"].as_str().unwrap().to_string();
+    let theirs = bob.task_get(&task_id, Caps::TASKS);
+    let unknown = bob.task_get("task_00000000000000000000000000", Caps::TASKS);
+    assert_rpc_error(&theirs, -32602);
+    assert_eq!(theirs.error()["code"], unknown.error()["code"]);
+    assert_eq!(theirs.error()["message"], unknown.error()["message"]);
+    let status = bob.tool("vidforge_get_render_status", json!({"render_id": task_id}), Caps::NONE);
+    assert_eq!(status.result()["structuredContent"]["code"], "render_not_found");
+    assert_eq!(alice.task_get(&task_id, Caps::TASKS).status, 200);
+}

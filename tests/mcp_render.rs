@@ -1,0 +1,266 @@
+//! End-to-end renders through the MCP front over real HTTP with real media: the task path
+//! with form-elicitation approval, the fallback tools, rejection with a callable repair,
+//! approval timeout, cancellation, task expiry, idempotency, and `kill -9` recovery.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use vidforge_suite::*;
+
+const WAIT: Duration = Duration::from_secs(120);
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    server: Server,
+    clip: String,
+    logo: String,
+}
+
+fn fixture(extra: &[&str]) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), extra);
+    let clip_path = make_clip(dir.path(), "clip.mp4", 320, 180, 0.6, true);
+    let logo_path = make_logo(dir.path());
+    let clip = upload(&server, None, &clip_path);
+    let logo = upload(&server, None, &logo_path);
+    Fixture { dir, server, clip, logo }
+}
+
+fn render_args(f: &Fixture, watermark: bool) -> Value {
+    let mut args = json!({"source_asset_uri": f.clip, "output_format": "mp4", "resolution": "720p"});
+    if watermark {
+        args["watermark"] = json!({"image_asset_uri": f.logo, "position": "top_left", "opacity": 0.6});
+    }
+    args
+}
+
+fn status_of(task: &Value) -> &str {
+    task["status"].as_str().unwrap_or_default()
+}
+
+#[test]
+fn task_path_with_elicitation_approval_delivers_a_playable_video() {
+    let f = fixture(&[]);
+    let mut mcp = f.server.mcp();
+    let created = mcp.tool("vidforge_render_video", render_args(&f, true), Caps::FULL);
+    assert_result("tasks", "CreateTaskResult", &created);
+    let task = created.result();
+    assert_eq!(task["resultType"], "task");
+    assert_eq!(task["status"], "working");
+    assert_eq!(task["ttlMs"], 86_400_000);
+    let id = task["taskId"].as_str().unwrap().to_string();
+    assert!(id.starts_with("task_"));
+
+    // Durable before the answer: an immediate tasks/get resolves.
+    let first = mcp.task_get(&id, Caps::FULL);
+    assert_result("tasks", "GetTaskResult", &first);
+
+    let waiting = mcp.wait_task(&id, Caps::FULL, WAIT, |t| status_of(t) == "input_required");
+    assert_eq!(waiting["pollIntervalMs"], 30_000);
+    let request = &waiting["inputRequests"]["watermark-approval-1"];
+    assert_eq!(request["method"], "elicitation/create");
+    assert_eq!(request["params"]["mode"], "form");
+    assert!(request["params"]["message"].as_str().unwrap().contains("top_left, opacity 0.6"));
+
+    // The preview is a readable PNG resource.
+    let preview_uri = format!("vidforge://renders/{id}/watermark-preview.png");
+    let preview = mcp.call("resources/read", json!({"uri": preview_uri}), Caps::FULL);
+    assert_result("core", "ReadResourceResult", &preview);
+    assert_eq!(preview.result()["contents"][0]["mimeType"], "image/png");
+
+    let update = mcp.call(
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {"watermark-approval-1": {"action": "accept", "content": {"approved": true}}}}),
+        Caps::FULL,
+    );
+    assert_eq!(update.result()["resultType"], "complete");
+
+    let done = mcp.wait_task(&id, Caps::FULL, WAIT, |t| status_of(t) == "completed");
+    assert_schema("tasks", "GetTaskResult", &done);
+    let result = &done["result"];
+    assert_eq!(result["isError"], false);
+    assert_eq!(result["content"][1]["type"], "resource_link");
+    let sc = &result["structuredContent"];
+    assert_eq!(sc["status"], "completed");
+    assert_eq!(sc["resolution"], "720p");
+    assert_eq!(sc["watermark_applied"], true);
+    let video_uri = sc["video_uri"].as_str().unwrap();
+    assert_eq!(video_uri, format!("vidforge://videos/{id}/final.mp4"));
+
+    // Download over plain HTTP, with Range support for players.
+    let client = reqwest::blocking::Client::new();
+    let url = format!("{}/videos/{id}/final.mp4", f.server.base());
+    let partial = client.get(&url).header("Range", "bytes=0-99").send().unwrap();
+    assert_eq!(partial.status().as_u16(), 206);
+    assert_eq!(partial.bytes().unwrap().len(), 100);
+    let full = client.get(&url).send().unwrap().bytes().unwrap();
+    assert_eq!(full.len() as u64, sc["size_bytes"].as_u64().unwrap());
+    let out = f.dir.path().join("downloaded.mp4");
+    std::fs::write(&out, &full).unwrap();
+    let (w, h, codec, audio) = probe_video(&out);
+    assert_eq!((w, h, codec.as_str(), audio), (1280, 720, "h264", true));
+}
+
+#[test]
+fn fallback_tools_render_without_the_tasks_extension() {
+    let f = fixture(&[]);
+    let mut mcp = f.server.mcp();
+    let accepted = mcp.tool("vidforge_render_video", render_args(&f, true), Caps::NONE);
+    assert_result("core", "CallToolResult", &accepted);
+    let sc = &accepted.result()["structuredContent"];
+    assert_eq!(sc["status"], "accepted");
+    assert_eq!(sc["follow_up"]["tool"], "vidforge_get_render_status");
+    let id = sc["render_id"].as_str().unwrap().to_string();
+
+    let mut status = Value::Null;
+    for _ in 0..1200 {
+        let reply = mcp.tool("vidforge_get_render_status", json!({"render_id": id}), Caps::NONE);
+        status = reply.result()["structuredContent"].clone();
+        if status["state"] == "awaiting_watermark_approval" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(status["state"], "awaiting_watermark_approval", "{status}");
+    assert_eq!(status["follow_up"]["tool"], "vidforge_approve_watermark");
+    assert_eq!(status["watermark_preview_uri"], format!("vidforge://renders/{id}/watermark-preview.png"));
+
+    let approve = mcp.tool("vidforge_approve_watermark", json!({"render_id": id, "approved": true}), Caps::NONE);
+    assert_eq!(approve.result()["isError"], false, "{}", approve.body);
+    // Replaying the same decision is a no-op; a conflicting one is refused.
+    let again = mcp.tool("vidforge_approve_watermark", json!({"render_id": id, "approved": true}), Caps::NONE);
+    assert_eq!(again.result()["isError"], false);
+    let conflict = mcp.tool("vidforge_approve_watermark", json!({"render_id": id, "approved": false}), Caps::NONE);
+    assert_eq!(conflict.result()["structuredContent"]["code"], "approval_already_recorded");
+
+    for _ in 0..1200 {
+        let reply = mcp.tool("vidforge_get_render_status", json!({"render_id": id}), Caps::NONE);
+        status = reply.result()["structuredContent"].clone();
+        if status["terminal"] == true {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(status["state"], "succeeded", "{status}");
+    assert_eq!(status["video_uri"], format!("vidforge://videos/{id}/final.mp4"));
+    assert_eq!(status["watermark_applied"], true);
+}
+
+#[test]
+fn rejection_ends_completed_with_a_callable_repair() {
+    let f = fixture(&[]);
+    let mut mcp = f.server.mcp();
+    let created = mcp.tool("vidforge_render_video", render_args(&f, true), Caps::TASKS);
+    let id = created.result()["taskId"].as_str().unwrap().to_string();
+    let waiting = mcp.wait_task(&id, Caps::TASKS, WAIT, |t| status_of(t) == "input_required");
+    // No elicitation declared on this poll: no ElicitRequest, the message names the tool.
+    assert_eq!(waiting["inputRequests"], json!({}));
+    assert!(waiting["statusMessage"].as_str().unwrap().contains("vidforge_approve_watermark"));
+
+    let reject = mcp.tool(
+        "vidforge_approve_watermark",
+        json!({"render_id": id, "approved": false, "note": "logo too large"}),
+        Caps::TASKS,
+    );
+    assert_eq!(reject.result()["isError"], false);
+    let done = mcp.wait_task(&id, Caps::TASKS, WAIT, |t| status_of(t) == "completed");
+    let result = &done["result"];
+    assert_eq!(result["isError"], true);
+    let env = &result["structuredContent"];
+    assert_eq!(env["code"], "watermark_rejected");
+    assert!(env["details"]["reason"].as_str().unwrap().contains("logo too large"));
+    let repair = &env["repair"];
+    assert_eq!(repair["tool"], "vidforge_render_video");
+    assert_eq!(repair["arguments"], render_args(&f, true));
+
+    // The repair is literally callable.
+    let again = mcp.tool("vidforge_render_video", repair["arguments"].clone(), Caps::TASKS);
+    assert_result("tasks", "CreateTaskResult", &again);
+    assert_ne!(again.result()["taskId"], json!(id));
+}
+
+#[test]
+fn unanswered_approval_times_out_and_cancel_is_cooperative() {
+    let f = fixture(&["--approval-timeout", "2s"]);
+    let mut mcp = f.server.mcp();
+    let created = mcp.tool("vidforge_render_video", render_args(&f, true), Caps::TASKS);
+    let id = created.result()["taskId"].as_str().unwrap().to_string();
+    let done = mcp.wait_task(&id, Caps::TASKS, WAIT, |t| status_of(t) == "completed");
+    assert_eq!(done["result"]["structuredContent"]["code"], "watermark_approval_timeout");
+
+    let created = mcp.tool("vidforge_render_video", render_args(&f, true), Caps::TASKS);
+    let id = created.result()["taskId"].as_str().unwrap().to_string();
+    let ack = mcp.call("tasks/cancel", json!({"taskId": id}), Caps::TASKS);
+    assert_eq!(ack.result()["resultType"], "complete");
+    let cancelled = mcp.wait_task(&id, Caps::TASKS, WAIT, |t| status_of(t) == "cancelled");
+    assert!(cancelled.get("result").is_none());
+    // Cancelling a terminal task is the same bare ack.
+    let ack = mcp.call("tasks/cancel", json!({"taskId": id}), Caps::TASKS);
+    assert_eq!(ack.result()["resultType"], "complete");
+}
+
+#[test]
+fn expired_tasks_route_to_the_status_tool() {
+    let f = fixture(&["--task-ttl", "1s"]);
+    let mut mcp = f.server.mcp();
+    let created = mcp.tool("vidforge_render_video", render_args(&f, false), Caps::TASKS);
+    let id = created.result()["taskId"].as_str().unwrap().to_string();
+    std::thread::sleep(Duration::from_millis(1500));
+    let expired = mcp.task_get(&id, Caps::TASKS);
+    assert_rpc_error(&expired, -32602);
+    let data = &expired.error()["data"];
+    assert_eq!(data["machine_code"], "task_expired");
+    assert_eq!(data["repair"]["tool"], "vidforge_get_render_status");
+    assert_eq!(data["repair"]["arguments"]["render_id"], json!(id));
+    // The longer-lived surface still answers.
+    let status = mcp.tool("vidforge_get_render_status", json!({"render_id": id}), Caps::NONE);
+    assert_eq!(status.result()["isError"], false);
+}
+
+#[test]
+fn idempotency_keys_replay_conflict_and_deduplicate_concurrent_calls() {
+    let f = fixture(&[]);
+    let mut args = render_args(&f, false);
+    args["idempotency_key"] = json!("launch-video-1");
+    let mut mcp = f.server.mcp();
+    let first = mcp.tool("vidforge_render_video", args.clone(), Caps::TASKS);
+    let second = mcp.tool("vidforge_render_video", args.clone(), Caps::TASKS);
+    assert_eq!(first.result()["taskId"], second.result()["taskId"]);
+
+    let mut changed = args.clone();
+    changed["resolution"] = json!("1080p");
+    let conflict = mcp.tool("vidforge_render_video", changed, Caps::TASKS);
+    assert_eq!(conflict.result()["structuredContent"]["code"], "idempotency_conflict");
+
+    let mut concurrent = args.clone();
+    concurrent["idempotency_key"] = json!("launch-video-2");
+    let ids: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..6)
+            .map(|_| {
+                let mut mcp = f.server.mcp();
+                let a = concurrent.clone();
+                s.spawn(move || {
+                    let reply = mcp.tool("vidforge_render_video", a, Caps::NONE);
+                    reply.result()["structuredContent"]["render_id"].as_str().unwrap().to_string()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(ids.iter().all(|id| id == &ids[0]), "{ids:?}");
+}
+
+#[test]
+fn tasks_survive_kill_9_and_finish_after_restart() {
+    let mut f = fixture(&[]);
+    let mut mcp = f.server.mcp();
+    let created = mcp.tool("vidforge_render_video", render_args(&f, false), Caps::TASKS);
+    let id = created.result()["taskId"].as_str().unwrap().to_string();
+    f.server.kill9();
+    f.server.restart();
+    let mut mcp = f.server.mcp();
+    let after = mcp.task_get(&id, Caps::TASKS);
+    assert_result("tasks", "GetTaskResult", &after);
+    let done = mcp.wait_task(&id, Caps::TASKS, WAIT, |t| status_of(t) == "completed");
+    assert_eq!(done["result"]["isError"], false, "{done}");
+}
