@@ -1,4 +1,33 @@
 //! The vidforge service: CLI, configuration, durable task store, MCP front, HTTP endpoints.
 //! Only this crate knows MCP, JSON and wire types.
+//!
+//! Layers, bottom up: [`store`] (sled, the truth) → [`service::RenderService`] (creation,
+//! idempotency, quota, approvals, cancel; [`worker`] pool; [`maintenance`]: boot recovery,
+//! approval deadlines, sweeper) → [`http`] (uploads, downloads) and the MCP layer → [`app`] /
+//! [`cli`].
 
+// TEMP-MEDIA pub mod app;
+pub mod args;
+pub mod assets;
+pub mod auth;
+pub mod catalog;
 pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod engine;
+pub mod envelope;
+pub mod error;
+pub mod http;
+pub mod ids;
+pub mod maintenance;
+// pub mod mcp; // MCP protocol layer (lead-owned): enable when server/src/mcp/ exists.
+// TEMP-MEDIA pub mod media_backend;
+pub mod service;
+pub mod store;
+pub mod uri;
+pub mod worker;
+
+pub use auth::Principal;
+pub use config::Config;
+pub use error::ServiceError;
+pub use service::RenderService;

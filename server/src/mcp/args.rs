@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use crate::catalog::ErrorCode;
 
-use super::wire::Envelope;
+use crate::envelope::Envelope;
 
 const MAX_NOTE_CHARS: usize = 2000;
 
@@ -119,9 +119,9 @@ mod tests {
     fn approval_arguments_are_closed_and_typed() {
         assert!(approval_args(&json!({"render_id": "task_1", "approved": true})).is_ok());
         let env = approval_args(&json!({"render_id": "task_1", "approved": "yes"})).unwrap_err();
-        assert_eq!(env.field.as_deref(), Some("approved"));
+        assert_eq!(env.details["field"], "approved");
         let env = approval_args(&json!({"render_id": "task_1", "approved": true, "x": 1})).unwrap_err();
-        assert_eq!(env.field.as_deref(), Some("x"));
+        assert_eq!(env.details["field"], "x");
         assert!(render_id_only(&json!({})).is_err());
     }
 

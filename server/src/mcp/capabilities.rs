@@ -7,18 +7,10 @@ use serde_json::{Value, json};
 use crate::catalog;
 
 use super::tools;
+use crate::envelope::fingerprint;
 
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 pub const PROTOCOL_REVISION: &str = "2026-07-28";
-
-/// `vidforge@<version>+<git short sha>`.
-pub fn fingerprint() -> String {
-    format!(
-        "vidforge@{}+{}",
-        env!("CARGO_PKG_VERSION"),
-        option_env!("VIDFORGE_GIT_SHA").unwrap_or("unknown")
-    )
-}
 
 pub fn summary(approval_timeout: std::time::Duration, task_ttl: std::time::Duration, result_ttl: std::time::Duration) -> Value {
     let approval_minutes = approval_timeout.as_secs() / 60;

@@ -24,7 +24,8 @@ use crate::store::{Outcome, OutputFormat, ProgressStage, RenderArgs, RenderRecor
 
 use super::capabilities::{self, TASKS_EXTENSION};
 use super::tools;
-use super::wire::{self, Envelope, Repair};
+use super::wire;
+use crate::envelope::{Envelope, Repair, RepairContext, default_repair};
 use super::{Principal, RequestedTaskIds};
 
 /// State shared by every per-request handler.
@@ -94,27 +95,20 @@ fn internal(e: impl std::fmt::Display) -> McpError {
     McpError::internal_error(format!("vidforge internal error: {e}"), None)
 }
 
-/// Maps a service error to the tool-level envelope.
+/// Maps a service error to the tool-level envelope, with its default repair.
 fn service_envelope(err: &ServiceError, render_id: Option<&str>) -> Envelope {
-    let code = err.code();
-    let mut env = Envelope::new(code, err.to_string());
-    if let Some(field) = err.field() {
-        env = env.field(field);
+    let env = Envelope::from_service_error(
+        err,
+        RepairContext {
+            render_id,
+            ..Default::default()
+        },
+    );
+    if err.code() == ErrorCode::RenderNotFound {
+        env.field("render_id")
+    } else {
+        env
     }
-    if let Some(reason) = err.reason() {
-        env = env.reason(reason);
-    }
-    env = env.retry_after(err.retry_after_ms());
-    if code == ErrorCode::RenderNotFound {
-        env.message = "No render with this id is visible to this credential.".into();
-        env = env.field("render_id");
-    }
-    if let (ErrorCode::ApprovalAlreadyRecorded | ErrorCode::ApprovalNotPending, Some(id)) =
-        (code, render_id)
-    {
-        env = env.repair(wire::status_repair(id, None));
-    }
-    env
 }
 
 fn stage_label(stage: ProgressStage) -> &'static str {
@@ -127,7 +121,7 @@ fn stage_label(stage: ProgressStage) -> &'static str {
 }
 
 fn tool_error(env: Envelope) -> Result<CallToolResponse, McpError> {
-    let result: CallToolResult = from_json(env.tool_result(None))?;
+    let result: CallToolResult = from_json(wire::tool_error_result(&env, None))?;
     Ok(CallToolResponse::Complete(result))
 }
 
@@ -177,51 +171,6 @@ impl VidforgeMcp {
             rec.id,
             file_name
         )
-    }
-
-    /// The envelope stored for a render that ended in a tool-level error.
-    fn outcome_envelope(&self, rec: &RenderRecord) -> Option<Envelope> {
-        let Some(Outcome::Error {
-            code,
-            message,
-            reason,
-            field,
-            retry_after_ms,
-        }) = &rec.outcome
-        else {
-            return None;
-        };
-        let mut env = Envelope::new(*code, message.clone()).retry_after(*retry_after_ms);
-        if let Some(f) = field {
-            env = env.field(f.clone());
-        }
-        if let Some(r) = reason {
-            env = env.reason(r.clone());
-        }
-        let rerender = Repair {
-            next_step: "rerender",
-            tool: tools::RENDER_VIDEO,
-            arguments: rec.repair_arguments(),
-            alternative: None,
-        };
-        env = env.repair(match code {
-            ErrorCode::WatermarkRejected => Repair {
-                next_step: "revise_watermark_and_rerender",
-                alternative: Some("Adjust `watermark.position` or `watermark.opacity` per the user's note before re-calling, or omit `watermark` to render without one.".into()),
-                ..rerender
-            },
-            ErrorCode::WatermarkApprovalTimeout => Repair {
-                alternative: Some("Ask the user to review the preview promptly after re-calling, or omit `watermark` to render without a pause.".into()),
-                ..rerender
-            },
-            ErrorCode::UnsupportedCodec | ErrorCode::SourceNotFound => Repair {
-                next_step: "upload_supported_source_and_rerender",
-                alternative: Some("Upload the source again in a common codec (H.264, HEVC, VP9, AV1, ProRes) and re-call with its new asset URI.".into()),
-                ..rerender
-            },
-            _ => rerender,
-        });
-        Some(env)
     }
 
     /// The inline CallToolResult of a terminal-success or tool-error render.
@@ -275,15 +224,19 @@ impl VidforgeMcp {
                 }))
             }
             Some(Outcome::Error { .. }) => {
-                let env = self.outcome_envelope(rec)?;
+                let env = Envelope::from_record(rec)?;
                 let text = match env.code {
                     ErrorCode::WatermarkRejected => format!(
                         "User rejected the watermark{}. Adjust `watermark` and re-call vidforge_render_video.",
-                        env.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+                        env.details
+                            .get("reason")
+                            .and_then(Value::as_str)
+                            .map(|r| format!(" ({r})"))
+                            .unwrap_or_default()
                     ),
                     _ => format!("Render ended with {}: {}", env.code, env.message),
                 };
-                Some(env.tool_result(Some(text)))
+                Some(wire::tool_error_result(&env, Some(text)))
             }
             None => None,
         }
@@ -417,8 +370,8 @@ impl VidforgeMcp {
                 }
             }
             RenderState::Failed => {
-                if let Some(env) = self.outcome_envelope(rec) {
-                    out["error"] = env.tool_body();
+                if let Some(env) = Envelope::from_record(rec) {
+                    out["error"] = env.to_json();
                 }
             }
             _ => {}
@@ -450,17 +403,18 @@ impl VidforgeMcp {
                 "ttlMs elapsed at {}.",
                 wire::rfc3339(rec.created_at + self.shared.task_ttl_ms)
             ))
-            .repair(wire::status_repair(
-                id,
-                Some(format!(
-                    "If the render completed, read {} directly.",
-                    uri::video_uri(id, rec.args.output_format)
-                )),
+            .repair(default_repair(
+                ErrorCode::TaskExpired,
+                RepairContext {
+                    render_id: Some(id),
+                    output_format: Some(rec.args.output_format),
+                    ..Default::default()
+                },
             ));
             return Err(McpError::new(
                 RpcCode::INVALID_PARAMS,
                 "Unknown or expired task.",
-                Some(env.rpc_data()),
+                Some(env.to_jsonrpc_data()),
             ));
         }
         Ok(rec)
@@ -509,12 +463,10 @@ impl VidforgeMcp {
                     ErrorCode::RenderCancelled.description(),
                 )
                 .field("idempotency_key")
-                .repair(Repair {
-                    next_step: "rerender",
-                    tool: tools::RENDER_VIDEO,
-                    arguments: rec.repair_arguments(),
-                    alternative: Some("Pass a new idempotency_key to start a fresh render.".into()),
-                }),
+                .repair(Some(
+                    Repair::new("rerender", tools::RENDER_VIDEO, rec.repair_arguments())
+                        .alternative("Pass a new idempotency_key to start a fresh render."),
+                )),
             ),
             _ => {
                 let state = rec.state.fallback_state();
@@ -662,25 +614,23 @@ impl VidforgeMcp {
         let (rec, path) = match self.shared.service.resolve_result(principal, id) {
             Ok(found) => (found.record, found.path),
             Err(e) if e.code() == ErrorCode::ResultExpired => {
-                let env = Envelope::new(ErrorCode::ResultExpired, ErrorCode::ResultExpired.description())
+                let args = rec.repair_arguments();
+                let env = Envelope::from_service_error(&e, RepairContext::for_record(&rec, &args))
                     .field("uri")
-                    .value(uri)
-                    .repair(Repair {
-                        next_step: "rerender",
-                        tool: tools::RENDER_VIDEO,
-                        arguments: rec.repair_arguments(),
-                        alternative: None,
-                    });
-                return Err(McpError::new(RpcCode::INVALID_PARAMS, "Result expired.", Some(env.rpc_data())));
+                    .value(uri);
+                return Err(McpError::new(RpcCode::INVALID_PARAMS, "Result expired.", Some(env.to_jsonrpc_data())));
             }
             Err(_) => return Err(Self::resource_not_found(uri)),
         };
         let size = tokio::fs::metadata(&path).await.map(|m| m.len()).map_err(|_| Self::resource_not_found(uri))?;
         if size > catalog::MAX_INLINE_RESOURCE_BYTES {
             let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("final");
-            let mut env = Envelope::new(ErrorCode::ResultTooLargeToInline, ErrorCode::ResultTooLargeToInline.description()).field("uri").value(uri);
-            env.extra_details = Some(json!({ "download_url": self.download_url(&rec, file_name), "size_bytes": size }));
-            return Err(McpError::new(RpcCode::INVALID_PARAMS, "Result too large to inline.", Some(env.rpc_data())));
+            let env = Envelope::new(ErrorCode::ResultTooLargeToInline, ErrorCode::ResultTooLargeToInline.description())
+                .field("uri")
+                .value(uri)
+                .detail("download_url", json!(self.download_url(&rec, file_name)))
+                .detail("size_bytes", json!(size));
+            return Err(McpError::new(RpcCode::INVALID_PARAMS, "Result too large to inline.", Some(env.to_jsonrpc_data())));
         }
         let bytes = tokio::fs::read(&path).await.map_err(internal)?;
         Self::blob_contents(uri, rec.args.output_format.mime_type(), &bytes)
@@ -901,7 +851,7 @@ impl ServerHandler for VidforgeMcp {
             // `cancel`: the user dismissed the form without deciding; keep waiting.
             Ok(None) => return Ok(()),
             Err(env) => {
-                return Err(McpError::new(RpcCode::INVALID_PARAMS, env.message.clone(), Some(env.rpc_data())));
+                return Err(McpError::new(RpcCode::INVALID_PARAMS, env.message.clone(), Some(env.to_jsonrpc_data())));
             }
         };
         if rec.state != RenderState::AwaitingApproval && rec.approval.as_ref().and_then(|a| a.decision.as_ref()).is_none() {
@@ -917,7 +867,7 @@ impl ServerHandler for VidforgeMcp {
             Ok(_) => Ok(()),
             Err(e) => {
                 let env = service_envelope(&e, Some(&id));
-                Err(McpError::new(RpcCode::INVALID_PARAMS, env.message.clone(), Some(env.rpc_data())))
+                Err(McpError::new(RpcCode::INVALID_PARAMS, env.message.clone(), Some(env.to_jsonrpc_data())))
             }
         }
     }

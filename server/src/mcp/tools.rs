@@ -8,10 +8,7 @@ use serde_json::{Value, json};
 
 use crate::catalog::{self, ErrorCode};
 
-pub const RENDER_VIDEO: &str = "vidforge_render_video";
-pub const GET_RENDER_STATUS: &str = "vidforge_get_render_status";
-pub const APPROVE_WATERMARK: &str = "vidforge_approve_watermark";
-pub const CANCEL_RENDER: &str = "vidforge_cancel_render";
+pub use crate::envelope::tools::{APPROVE_WATERMARK, CANCEL_RENDER, GET_RENDER_STATUS, RENDER_VIDEO};
 pub const GET_CAPABILITIES: &str = "vidforge_get_capabilities";
 
 /// Deterministic `tools/list` order.

@@ -1,0 +1,390 @@
+//! GPU compositor tests. Run on lavapipe with `WGPU_BACKEND=vulkan`; each prints the adapter it
+//! ran on and skips loudly without one (fails instead when `VIDFORGE_REQUIRE_GPU=1`).
+
+mod common;
+
+use common::*;
+use vidforge_gpu::filter::color_affine;
+use vidforge_gpu::{
+    ColorSpec, GpuCompositor, GpuError, Matrix, Placement, Position, Range, Rotation,
+    WatermarkImage, Yuv420Frame, blend_watermark, place_watermark, prepare_watermark,
+};
+
+const COLOUR: [u8; 3] = [81, 90, 240]; // BT.709 limited red-ish
+
+#[test]
+fn flat_colour_survives_scaling_to_every_output_size() {
+    let Some(ctx) = context("flat_colour") else { return };
+    let src = Yuv420Frame::filled(1920, 1080, COLOUR);
+    for (ow, oh) in [(1280, 720), (1920, 1080), (3840, 2160), (854, 480)] {
+        let mut gpu = GpuCompositor::new(&ctx, config(1920, 1080, ow, oh), 1).unwrap();
+        let out = gpu.compose_one(&src).unwrap();
+        assert_eq!((out.width, out.height), (ow, oh));
+        assert_flat(&out, COLOUR, 2, &format!("1080p -> {ow}x{oh}"));
+    }
+}
+
+#[test]
+fn identity_size_is_bit_exact() {
+    let Some(ctx) = context("identity") else { return };
+    let src = synthetic_frame(320, 180);
+    let mut gpu = GpuCompositor::new(&ctx, config(320, 180, 320, 180), 1).unwrap();
+    assert_eq!(gpu.compose_one(&src).unwrap(), src);
+}
+
+#[test]
+fn colour_conversion_between_specs() {
+    let Some(ctx) = context("colour_conversion") else { return };
+    let cases = [
+        (
+            ColorSpec {
+                matrix: Matrix::Bt601,
+                range: Range::Limited,
+            },
+            [120u8, 70u8, 190u8],
+        ),
+        (
+            ColorSpec {
+                matrix: Matrix::Bt709,
+                range: Range::Full,
+            },
+            [255, 128, 128],
+        ),
+        (
+            ColorSpec {
+                matrix: Matrix::Bt601,
+                range: Range::Full,
+            },
+            [30, 200, 100],
+        ),
+    ];
+    for (src_color, yuv) in cases {
+        let mut cfg = config(640, 360, 320, 180);
+        cfg.src_color = src_color;
+        let mut gpu = GpuCompositor::new(&ctx, cfg, 1).unwrap();
+        let out = gpu.compose_one(&Yuv420Frame::filled(640, 360, yuv)).unwrap();
+        let want = color_affine(src_color, ColorSpec::OUTPUT)
+            .apply(yuv.map(f64::from))
+            .map(|v| v.round().clamp(0.0, 255.0) as u8);
+        assert_flat(&out, want, 1, &format!("{src_color:?} {yuv:?}"));
+    }
+    // Full-range white becomes limited-range white exactly.
+    let mut cfg = config(64, 64, 64, 64);
+    cfg.src_color.range = Range::Full;
+    let mut gpu = GpuCompositor::new(&ctx, cfg, 1).unwrap();
+    let out = gpu.compose_one(&Yuv420Frame::filled(64, 64, [255, 128, 128])).unwrap();
+    assert_flat(&out, [235, 128, 128], 0, "full-range white");
+}
+
+/// A 64x32 grey frame with a bright 8x8 luma (4x4 chroma) marker at the coded top-left.
+fn marker_frame() -> Yuv420Frame {
+    let mut f = Yuv420Frame::filled(64, 32, [60, 128, 128]);
+    for y in 0..8 {
+        for x in 0..8 {
+            f.y[y * 64 + x] = 230;
+        }
+    }
+    for y in 0..4 {
+        for x in 0..4 {
+            f.u[y * 32 + x] = 40;
+            f.v[y * 32 + x] = 210;
+        }
+    }
+    f
+}
+
+/// Luma/U/V at the centre of each display corner (inset by a few samples).
+fn corners(f: &Yuv420Frame) -> [(&'static str, [u8; 3]); 4] {
+    let (w, h) = (f.width as usize, f.height as usize);
+    let (cw, ch) = (w.div_ceil(2), h.div_ceil(2));
+    let at = |x: usize, y: usize, cx: usize, cy: usize| {
+        [f.y[y * w + x], f.u[cy * cw + cx], f.v[cy * cw + cx]]
+    };
+    let (i, ci) = (3usize, 1usize);
+    [
+        ("top_left", at(i, i, ci, ci)),
+        ("top_right", at(w - 1 - i, i, cw - 1 - ci, ci)),
+        ("bottom_left", at(i, h - 1 - i, ci, ch - 1 - ci)),
+        ("bottom_right", at(w - 1 - i, h - 1 - i, cw - 1 - ci, ch - 1 - ci)),
+    ]
+}
+
+#[test]
+fn rotation_moves_the_marker_to_the_right_corner() {
+    let Some(ctx) = context("rotation") else { return };
+    let src = marker_frame();
+    let cases = [
+        (Rotation::None, "top_left"),
+        (Rotation::Cw90, "top_right"),
+        (Rotation::Cw180, "bottom_right"),
+        (Rotation::Cw270, "bottom_left"),
+    ];
+    for (rot, expected) in cases {
+        // Same size, and 2x up (bicubic): the marker is 8 samples wide so its centre is clean.
+        for scale in [1, 2] {
+            let (dw, dh) = rot.display_size(64, 32);
+            let mut cfg = config(64, 32, dw * scale, dh * scale);
+            cfg.rotation = rot;
+            let mut gpu = GpuCompositor::new(&ctx, cfg, 1).unwrap();
+            let out = gpu.compose_one(&src).unwrap();
+            assert_eq!((out.width, out.height), (dw * scale, dh * scale));
+            for (name, yuv) in corners(&out) {
+                let want = if name == expected { [230, 40, 210] } else { [60, 128, 128] };
+                for c in 0..3 {
+                    assert!(
+                        (yuv[c] as i32 - want[c] as i32).abs() <= 2,
+                        "{rot:?} x{scale}: {name} is {yuv:?}, expected {want:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn rotation_plus_downscale_matches_the_reference() {
+    let Some(ctx) = context("rotation_downscale") else { return };
+    let src = lavfi_frame("testsrc2", 640, 360).unwrap_or_else(|| synthetic_frame(640, 360));
+    for rot in [Rotation::Cw90, Rotation::Cw180, Rotation::Cw270] {
+        let (ow, oh) = rot.display_size(426, 240);
+        let mut cfg = config(640, 360, ow, oh);
+        cfg.rotation = rot;
+        let mut gpu = GpuCompositor::new(&ctx, cfg, 1).unwrap();
+        let out = gpu.compose_one(&src).unwrap();
+        let want = reference_area(&src, rot, ow, oh);
+        let p = psnr_planes(&out, &want);
+        eprintln!("{rot:?} 640x360 -> {ow}x{oh}: PSNR Y {:.1} U {:.1} V {:.1}", p[0], p[1], p[2]);
+        assert!(p.iter().all(|&v| v >= 45.0), "{rot:?}: {p:?}");
+    }
+}
+
+fn gradient_watermark(w: u32, h: u32) -> WatermarkImage {
+    let mut rgba = Vec::with_capacity((w * h * 4) as usize);
+    for y in 0..h {
+        for x in 0..w {
+            let a = if x < 2 { 0 } else { (55 + 200 * x / w.max(1)) as u8 };
+            rgba.extend_from_slice(&[255, (255 * y / h) as u8, 40, a]);
+        }
+    }
+    WatermarkImage {
+        width: w,
+        height: h,
+        rgba,
+    }
+}
+
+#[test]
+fn watermark_blends_at_its_placement_and_nowhere_else() {
+    let Some(ctx) = context("watermark") else { return };
+    let bg = [100u8, 120u8, 140u8];
+    // Same-size (bit-exact path) and 1080p -> 720p (flat source scales exactly).
+    for (sw, sh, ow, oh, pos) in [
+        (640, 360, 640, 360, Position::BottomRight),
+        (1920, 1080, 1280, 720, Position::TopLeft),
+        (1920, 1080, 1280, 720, Position::Center),
+    ] {
+        let placement = place_watermark(ow, oh, 160, 90, pos).unwrap();
+        let wm = prepare_watermark(&gradient_watermark(160, 90), placement, 0.8, ColorSpec::OUTPUT);
+        let mut cfg = config(sw, sh, ow, oh);
+        cfg.watermark = Some(wm.clone());
+        let mut gpu = GpuCompositor::new(&ctx, cfg, 2).unwrap();
+        let out = gpu.compose_one(&Yuv420Frame::filled(sw, sh, bg)).unwrap();
+
+        let mut want = Yuv420Frame::filled(ow, oh, bg);
+        blend_watermark(&mut want, &wm);
+        assert_eq!(out, want, "{sw}x{sh} -> {ow}x{oh} {pos:?}: GPU blend differs from the CPU rule");
+
+        // And it is really there: inside differs from the background, outside does not.
+        let inside = |x: u32, y: u32| {
+            x >= placement.x
+                && x < placement.x + placement.width
+                && y >= placement.y
+                && y < placement.y + placement.height
+        };
+        let mut changed = 0;
+        for y in 0..oh {
+            for x in 0..ow {
+                let v = out.y[(y * ow + x) as usize];
+                if inside(x, y) {
+                    changed += (v != bg[0]) as u32;
+                } else {
+                    assert_eq!(v, bg[0], "luma changed outside the watermark at ({x}, {y})");
+                }
+            }
+        }
+        assert!(changed > placement.width * placement.height / 2, "watermark barely visible");
+        // A fully opaque sample carries the watermark colour; alpha follows the gradient.
+        let p = placement;
+        let right = ((p.y + p.height / 2) * ow + p.x + p.width - 1) as usize;
+        let a = wm.alpha_y[((p.height / 2) * p.width + p.width - 1) as usize] as u32;
+        let expected = (bg[0] as u32 * (255 - a) + wm.y[((p.height / 2) * p.width + p.width - 1) as usize] as u32 * a + 127) / 255;
+        assert_eq!(out.y[right] as u32, expected);
+    }
+}
+
+#[test]
+fn checkerboard_downscale_does_not_alias() {
+    let Some(ctx) = context("checkerboard") else { return };
+    let (w, h) = (3840u32, 2160u32);
+    let mut src = Yuv420Frame::filled(w, h, [0, 128, 128]);
+    for y in 0..h {
+        for x in 0..w {
+            src.y[(y * w + x) as usize] = if (x + y) % 2 == 0 { 16 } else { 235 };
+        }
+    }
+    let mid = (16.0 + 235.0) / 2.0;
+    // Even ratios average whole periods: mid-grey everywhere. The odd 3x ratio (4k -> 720p)
+    // leaves the exact 3x3-box residue of +-109.5/9 = +-12.2, which swscale's area filter (the
+    // CPU reference) gives as well; naive bilinear would return the raw 16/235 pattern.
+    for (ow, oh, tol) in [(1920u32, 1080u32, 1.0f64), (960, 540, 1.0), (1280, 720, 12.8)] {
+        let mut gpu = GpuCompositor::new(&ctx, config(w, h, ow, oh), 1).unwrap();
+        let out = gpu.compose_one(&src).unwrap();
+        let mean = out.y.iter().map(|&v| v as f64).sum::<f64>() / out.y.len() as f64;
+        let worst = out.y.iter().map(|&v| (v as f64 - mid).abs()).fold(0.0, f64::max);
+        eprintln!("4k checkerboard -> {ow}x{oh}: mean {mean:.2}, worst deviation {worst:.1}");
+        assert!((mean - mid).abs() < 0.6, "{ow}x{oh}: mean {mean}");
+        assert!(worst <= tol, "{ow}x{oh}: a sample is {worst} from mid-grey (aliasing)");
+        assert!(out.u.iter().chain(&out.v).all(|&c| c == 128), "chroma must stay neutral");
+    }
+}
+
+#[test]
+fn downscale_matches_f64_area_reference() {
+    let Some(ctx) = context("area_reference") else { return };
+    let mut sources = vec![("synthetic", synthetic_frame(1920, 1080))];
+    for name in ["testsrc2", "smptebars"] {
+        match lavfi_frame(name, 1920, 1080) {
+            Some(f) => sources.push((name, f)),
+            None => eprintln!("ffmpeg CLI unavailable: {name} fixture skipped"),
+        }
+    }
+    for (name, src) in &sources {
+        for (ow, oh) in [(1280, 720), (854, 480), (640, 360)] {
+            let mut gpu = GpuCompositor::new(&ctx, config(1920, 1080, ow, oh), 1).unwrap();
+            let out = gpu.compose_one(src).unwrap();
+            let p = psnr_planes(&out, &reference_area(src, Rotation::None, ow, oh));
+            eprintln!("{name} 1080p -> {ow}x{oh} vs f64 area: Y {:.1} U {:.1} V {:.1} dB", p[0], p[1], p[2]);
+            assert!(p.iter().all(|&v| v >= 40.0), "{name} -> {ow}x{oh}: {p:?}");
+        }
+    }
+}
+
+#[test]
+fn matches_ffmpeg_swscale() {
+    let Some(ctx) = context("swscale") else { return };
+    let Some(src) = lavfi_frame("testsrc2", 1920, 1080) else {
+        eprintln!("!!!! ffmpeg CLI unavailable: swscale comparison skipped !!!!");
+        return;
+    };
+    let small = lavfi_frame("testsrc2", 640, 360).unwrap_or_else(|| synthetic_frame(640, 360));
+    // Downscale against SWS_AREA, upscale against SWS_BICUBIC: the CPU compositor's choices.
+    for (input, ow, oh, flags) in [
+        (&src, 1280u32, 720u32, "area"),
+        (&src, 640, 360, "area"),
+        (&small, 1280, 720, "bicubic"),
+    ] {
+        let Some(want) = ffmpeg_scale(input, ow, oh, flags) else {
+            eprintln!("ffmpeg scale failed: comparison skipped");
+            return;
+        };
+        let mut gpu = GpuCompositor::new(&ctx, config(input.width, input.height, ow, oh), 1).unwrap();
+        let out = gpu.compose_one(input).unwrap();
+        let p = psnr_planes(&out, &want);
+        eprintln!(
+            "testsrc2 {}x{} -> {ow}x{oh} vs swscale {flags}: Y {:.1} U {:.1} V {:.1} dB",
+            input.width, input.height, p[0], p[1], p[2]
+        );
+        assert!(p.iter().all(|&v| v >= 40.0), "{flags} -> {ow}x{oh}: {p:?}");
+    }
+}
+
+#[test]
+fn pipelined_frames_come_back_in_order() {
+    let Some(ctx) = context("pipeline") else { return };
+    let colours: Vec<[u8; 3]> = (0..9u8).map(|i| [20 + 25 * i, 100 + i, 150 - 3 * i]).collect();
+    let in_flight = 3;
+    let mut gpu = GpuCompositor::new(&ctx, config(1920, 1080, 1280, 720), in_flight).unwrap();
+    let mut outputs = Vec::new();
+    for (i, c) in colours.iter().enumerate() {
+        let returned = gpu.submit(&Yuv420Frame::filled(1920, 1080, *c)).unwrap();
+        assert_eq!(returned.is_some(), i >= in_flight, "submit {i}");
+        outputs.extend(returned);
+        if i == 4 {
+            // A preview in the middle must not disturb the stream.
+            let preview = gpu.compose_one(&Yuv420Frame::filled(1920, 1080, [200, 60, 60])).unwrap();
+            assert_flat(&preview, [200, 60, 60], 0, "preview");
+        }
+    }
+    assert_eq!(gpu.in_flight(), in_flight);
+    outputs.extend(gpu.finish().unwrap());
+    assert_eq!(gpu.in_flight(), 0);
+    assert_eq!(outputs.len(), colours.len());
+    for (i, (out, c)) in outputs.iter().zip(&colours).enumerate() {
+        assert_flat(out, *c, 0, &format!("frame {i}"));
+    }
+    // The compositor is reusable after finish.
+    assert!(gpu.submit(&Yuv420Frame::filled(1920, 1080, colours[0])).unwrap().is_none());
+    assert_flat(&gpu.finish().unwrap()[0], colours[0], 0, "after finish");
+}
+
+#[test]
+fn odd_and_tiny_sizes_work() {
+    let Some(ctx) = context("odd_sizes") else { return };
+    for (sw, sh, ow, oh, rot) in [
+        (641, 361, 321, 181, Rotation::None),
+        (641, 361, 181, 321, Rotation::Cw90),
+        (1, 1, 2, 2, Rotation::None),
+        (3, 5, 1, 1, Rotation::Cw270),
+        (2, 2, 7, 3, Rotation::Cw180),
+    ] {
+        let mut cfg = config(sw, sh, ow, oh);
+        cfg.rotation = rot;
+        let mut gpu = GpuCompositor::new(&ctx, cfg, 2).unwrap();
+        let out = gpu.compose_one(&Yuv420Frame::filled(sw, sh, COLOUR)).unwrap();
+        assert_flat(&out, COLOUR, 1, &format!("{sw}x{sh} -> {ow}x{oh} {rot:?}"));
+    }
+    let src = synthetic_frame(641, 361);
+    let mut gpu = GpuCompositor::new(&ctx, config(641, 361, 321, 181), 1).unwrap();
+    let p = psnr_planes(&gpu.compose_one(&src).unwrap(), &reference_area(&src, Rotation::None, 321, 181));
+    assert!(p.iter().all(|&v| v >= 40.0), "odd downscale: {p:?}");
+}
+
+#[test]
+fn bad_configs_and_frames_are_typed_errors() {
+    let Some(ctx) = context("errors") else { return };
+    let invalid = |cfg, n| matches!(GpuCompositor::new(&ctx, cfg, n), Err(GpuError::InvalidConfig { .. }));
+    assert!(invalid(config(0, 1080, 1280, 720), 1));
+    assert!(invalid(config(1920, 1080, 1280, 0), 1));
+    assert!(invalid(config(1920, 1080, 100_000, 720), 1));
+    assert!(invalid(config(1920, 1080, 1280, 720), 0));
+    assert!(invalid(config(1920, 1080, 1280, 720), 1000));
+    assert!(invalid(config(8000, 8000, 2, 2), 1), "extreme shrink must be refused");
+    let mut cfg = config(1920, 1080, 1280, 720);
+    let wm = prepare_watermark(
+        &gradient_watermark(8, 8),
+        Placement {
+            x: 1276,
+            y: 0,
+            width: 8,
+            height: 8,
+        },
+        1.0,
+        ColorSpec::OUTPUT,
+    );
+    cfg.watermark = Some(wm.clone());
+    assert!(invalid(cfg.clone(), 1), "watermark outside the frame");
+    let mut short = wm;
+    short.placement.x = 0;
+    short.alpha_c.pop();
+    cfg.watermark = Some(short);
+    assert!(invalid(cfg, 1), "truncated watermark plane");
+
+    let mut gpu = GpuCompositor::new(&ctx, config(64, 64, 32, 32), 2).unwrap();
+    let e = gpu.submit(&Yuv420Frame::filled(32, 64, COLOUR)).unwrap_err();
+    assert!(matches!(e, GpuError::FrameSizeMismatch { .. }), "{e}");
+    let mut bad = Yuv420Frame::filled(64, 64, COLOUR);
+    bad.u.truncate(10);
+    assert!(matches!(gpu.compose_one(&bad), Err(GpuError::FrameSizeMismatch { .. })));
+    // Still usable afterwards.
+    assert_flat(&gpu.compose_one(&Yuv420Frame::filled(64, 64, COLOUR)).unwrap(), COLOUR, 0, "after errors");
+}

@@ -1,0 +1,291 @@
+//! The compositor stage: decoded frame in, output-size yuv420p (BT.709 limited) with the
+//! watermark applied out. Two backends behind one trait: FFmpeg's swscale on the CPU, and the
+//! wgpu compositor of the gpu crate.
+
+use ffmpeg_next as ffmpeg;
+use ffmpeg::ffi;
+use ffmpeg::format::Pixel;
+use ffmpeg::frame;
+use vidforge_gpu::{
+    ColorSpec, ComposeConfig, GpuCompositor, GpuContext, Matrix, PreparedWatermark, Range,
+    Rotation, Yuv420Frame, blend_watermark,
+};
+
+use crate::error::MediaError;
+use crate::scale::{self, Sws, SwsKey};
+use crate::source::frame_color;
+
+/// What every compositor needs to know about the output.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ComposeSpec {
+    /// Output size in display orientation (even).
+    pub out_width: u32,
+    pub out_height: u32,
+    /// Clockwise rotation that makes decoded frames upright.
+    pub rotation: Rotation,
+    /// Already placed, resampled and converted to [`ColorSpec::OUTPUT`].
+    pub watermark: Option<PreparedWatermark>,
+}
+
+/// A compositor backend. Frames come out in the order they went in, possibly delayed (the GPU
+/// keeps a few in flight); `finish` returns the rest.
+pub trait Compositor: Send {
+    /// Composes one decoded frame (any pixel format, size and colour FFmpeg decodes).
+    fn push(&mut self, frame: &frame::Video) -> Result<Option<Yuv420Frame>, MediaError>;
+    /// Drains frames still in flight.
+    fn finish(&mut self) -> Result<Vec<Yuv420Frame>, MediaError>;
+    /// Hands back an output frame the caller no longer needs, so its buffers can be reused.
+    fn recycle(&mut self, _frame: Yuv420Frame) {}
+    /// `cpu` or the adapter name.
+    fn backend(&self) -> String;
+
+    /// Composes exactly one frame (previews): push, then drain.
+    fn compose_single(&mut self, frame: &frame::Video) -> Result<Yuv420Frame, MediaError> {
+        let mut out: Vec<Yuv420Frame> = self.push(frame)?.into_iter().collect();
+        out.extend(self.finish()?);
+        out.pop()
+            .ok_or_else(|| MediaError::failed("compositor returned no frame"))
+    }
+}
+
+fn sws_space_of(matrix: Matrix) -> i32 {
+    match matrix {
+        Matrix::Bt601 => ffi::SWS_CS_ITU601,
+        Matrix::Bt709 => ffi::SWS_CS_ITU709,
+    }
+}
+
+fn check_frame(frame: &frame::Video) -> Result<(), MediaError> {
+    let (w, h) = (frame.width(), frame.height());
+    if w == 0 || h == 0 || w > crate::source::MAX_DIMENSION || h > crate::source::MAX_DIMENSION {
+        return Err(MediaError::invalid(format!("decoded frame has unusable size {w}x{h}")));
+    }
+    if frame.format() == Pixel::None {
+        return Err(MediaError::invalid("decoded frame has no pixel format"));
+    }
+    Ok(())
+}
+
+/// swscale straight from the decoded frame to yuv420p at output size (area filter when
+/// shrinking, bicubic when enlarging; source matrix/range converted to BT.709 limited), planes
+/// rotated when needed, then the CPU watermark blend over the watermark rectangle only.
+pub struct CpuCompositor {
+    spec: ComposeSpec,
+    sws: Option<Sws>,
+    /// Pre-rotation scaler output, only used for rotated sources.
+    scratch: Option<Yuv420Frame>,
+    spare: Vec<Yuv420Frame>,
+}
+
+impl CpuCompositor {
+    pub fn new(spec: ComposeSpec) -> Self {
+        CpuCompositor {
+            spec,
+            sws: None,
+            scratch: None,
+            spare: Vec::new(),
+        }
+    }
+
+    fn take_buffer(&mut self, w: u32, h: u32) -> Yuv420Frame {
+        while let Some(f) = self.spare.pop() {
+            if f.width == w && f.height == h {
+                return f;
+            }
+        }
+        scale::blank_frame(w, h)
+    }
+}
+
+impl Compositor for CpuCompositor {
+    fn push(&mut self, frame: &frame::Video) -> Result<Option<Yuv420Frame>, MediaError> {
+        check_frame(frame)?;
+        let (fw, fh) = (frame.width(), frame.height());
+        let color = frame_color(frame.color_space(), frame.color_range(), frame.format(), fw, fh);
+        let (ow, oh) = (self.spec.out_width, self.spec.out_height);
+        let rot = self.spec.rotation;
+        let (sw, sh) = if rot.swaps_axes() { (oh, ow) } else { (ow, oh) };
+        let enlarging = (sw as u64 * sh as u64) > (fw as u64 * fh as u64);
+        let flags = if enlarging { ffi::SWS_BICUBIC } else { ffi::SWS_AREA };
+        let key = SwsKey {
+            src_fmt: frame.format(),
+            src_w: fw,
+            src_h: fh,
+            dst_fmt: Pixel::YUV420P,
+            dst_w: sw,
+            dst_h: sh,
+            flags,
+            src_space: color.sws_space,
+            src_full: color.full_range,
+            dst_space: ffi::SWS_CS_ITU709,
+            dst_full: false,
+        };
+        let mut out = self.take_buffer(ow, oh);
+        if rot == Rotation::None {
+            Sws::cached(&mut self.sws, key)?.scale_to_yuv420(frame, &mut out)?;
+        } else {
+            let mut scratch = match self.scratch.take() {
+                Some(s) if s.width == sw && s.height == sh => s,
+                _ => scale::blank_frame(sw, sh),
+            };
+            Sws::cached(&mut self.sws, key)?.scale_to_yuv420(frame, &mut scratch)?;
+            scale::rotate_frame(&scratch, &mut out, rot);
+            self.scratch = Some(scratch);
+        }
+        if let Some(wm) = &self.spec.watermark {
+            blend_watermark(&mut out, wm);
+        }
+        Ok(Some(out))
+    }
+
+    fn finish(&mut self) -> Result<Vec<Yuv420Frame>, MediaError> {
+        Ok(Vec::new())
+    }
+
+    fn recycle(&mut self, frame: Yuv420Frame) {
+        if self.spare.len() < 4 {
+            self.spare.push(frame);
+        }
+    }
+
+    fn backend(&self) -> String {
+        "cpu".to_string()
+    }
+}
+
+/// Converts decoded frames of any format to 8-bit yuv420p at a fixed source size, keeping
+/// the source's BT.601/BT.709 matrix and range (other matrices become BT.709). Plain copies
+/// for yuv420p/yuvj420p input. Used by the GPU path and by [`crate::decode_frames`].
+pub(crate) struct SourceConverter {
+    width: u32,
+    height: u32,
+    spec: ColorSpec,
+    sws: Option<Sws>,
+}
+
+impl SourceConverter {
+    /// Sized and coloured after the first frame of a stream.
+    pub fn for_frame(frame: &frame::Video) -> Result<Self, MediaError> {
+        check_frame(frame)?;
+        let color = frame_color(
+            frame.color_space(),
+            frame.color_range(),
+            frame.format(),
+            frame.width(),
+            frame.height(),
+        );
+        let spec = color.spec.unwrap_or(ColorSpec {
+            matrix: Matrix::Bt709,
+            range: if color.full_range { Range::Full } else { Range::Limited },
+        });
+        Ok(SourceConverter {
+            width: frame.width(),
+            height: frame.height(),
+            spec,
+            sws: None,
+        })
+    }
+
+    pub fn size(&self) -> (u32, u32) {
+        (self.width, self.height)
+    }
+
+    /// The colour of converted frames.
+    pub fn spec(&self) -> ColorSpec {
+        self.spec
+    }
+
+    pub fn convert(&mut self, frame: &frame::Video, dst: &mut Yuv420Frame) -> Result<(), MediaError> {
+        check_frame(frame)?;
+        let color = frame_color(
+            frame.color_space(),
+            frame.color_range(),
+            frame.format(),
+            frame.width(),
+            frame.height(),
+        );
+        if matches!(frame.format(), Pixel::YUV420P | Pixel::YUVJ420P)
+            && frame.width() == self.width
+            && frame.height() == self.height
+            && color.spec == Some(self.spec)
+        {
+            return scale::copy_yuv420(frame, dst);
+        }
+        let key = SwsKey {
+            src_fmt: frame.format(),
+            src_w: frame.width(),
+            src_h: frame.height(),
+            dst_fmt: Pixel::YUV420P,
+            dst_w: self.width,
+            dst_h: self.height,
+            flags: ffi::SWS_BICUBIC,
+            src_space: color.sws_space,
+            src_full: color.full_range,
+            dst_space: sws_space_of(self.spec.matrix),
+            dst_full: self.spec.range == Range::Full,
+        };
+        Sws::cached(&mut self.sws, key)?.scale_to_yuv420(frame, dst)
+    }
+}
+
+/// The wgpu compositor: frames are converted to 8-bit yuv420p at source size (a copy when they
+/// already are), then scaled, rotated, colour-converted and watermarked on the GPU.
+pub struct WgpuCompositor {
+    ctx: GpuContext,
+    spec: ComposeSpec,
+    frames_in_flight: usize,
+    state: Option<(GpuCompositor, SourceConverter)>,
+    input: Option<Yuv420Frame>,
+}
+
+impl WgpuCompositor {
+    pub fn new(ctx: &GpuContext, spec: ComposeSpec, frames_in_flight: usize) -> Self {
+        WgpuCompositor {
+            ctx: ctx.clone(),
+            spec,
+            frames_in_flight: frames_in_flight.max(1),
+            state: None,
+            input: None,
+        }
+    }
+}
+
+impl Compositor for WgpuCompositor {
+    fn push(&mut self, frame: &frame::Video) -> Result<Option<Yuv420Frame>, MediaError> {
+        if self.state.is_none() {
+            // The first frame fixes the GPU source size and colour; later frames that differ
+            // (mid-stream size changes) are converted to it by swscale.
+            let conv = SourceConverter::for_frame(frame)?;
+            let (w, h) = conv.size();
+            let cfg = ComposeConfig {
+                src_width: w,
+                src_height: h,
+                src_color: conv.spec(),
+                rotation: self.spec.rotation,
+                out_width: self.spec.out_width,
+                out_height: self.spec.out_height,
+                out_color: ColorSpec::OUTPUT,
+                watermark: self.spec.watermark.clone(),
+            };
+            let gpu = GpuCompositor::new(&self.ctx, cfg, self.frames_in_flight)?;
+            self.input = Some(scale::blank_frame(w, h));
+            self.state = Some((gpu, conv));
+        }
+        let (Some((gpu, conv)), Some(input)) = (self.state.as_mut(), self.input.as_mut()) else {
+            return Err(MediaError::failed("GPU compositor not initialised"));
+        };
+        conv.convert(frame, input)?;
+        Ok(gpu.submit(input)?)
+    }
+
+    fn finish(&mut self) -> Result<Vec<Yuv420Frame>, MediaError> {
+        match self.state.as_mut() {
+            Some((gpu, _)) => Ok(gpu.finish()?),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    fn backend(&self) -> String {
+        self.ctx.adapter().name.clone()
+    }
+}

@@ -1,0 +1,482 @@
+//! The staged render: demux+decode thread -> compose thread -> encode+mux thread, joined by
+//! bounded queues. A slow stage back-pressures the others; a dead stage disconnects its
+//! queues so the others stop instead of hanging.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
+use ffmpeg_next as ffmpeg;
+use ffmpeg::format::context::Input;
+use ffmpeg::{Packet, decoder, frame};
+use vidforge_gpu::Yuv420Frame;
+
+use crate::compose::Compositor;
+use crate::encode::Muxer;
+use crate::error::MediaError;
+use crate::source::Source;
+use crate::types::{Progress, Stage, StageTimes};
+
+/// Frames buffered between stages. A few are enough to absorb jitter; more only costs memory.
+const QUEUE_FRAMES: usize = 4;
+/// Give up on input that yields this many consecutive unreadable packets / frames.
+const MAX_CONSECUTIVE_ERRORS: u32 = 500;
+
+pub(crate) enum Item {
+    Video(frame::Video),
+    Audio(Packet),
+}
+
+/// Pulls decoded video frames (and raw audio packets of the chosen stream) from an input.
+pub(crate) struct FrameReader {
+    input: Input,
+    decoder: decoder::Video,
+    video_index: usize,
+    audio_index: Option<usize>,
+    eof_sent: bool,
+    frames: u64,
+    errors: u32,
+    last_error: Option<String>,
+    label: String,
+}
+
+fn is_eagain(e: &ffmpeg::Error) -> bool {
+    matches!(e, ffmpeg::Error::Other { errno } if *errno == ffmpeg::util::error::EAGAIN)
+}
+
+impl FrameReader {
+    pub fn new(src: Source, decoder: decoder::Video, with_audio: bool) -> Self {
+        FrameReader {
+            video_index: src.video.index,
+            audio_index: if with_audio {
+                src.audio.as_ref().map(|a| a.index)
+            } else {
+                None
+            },
+            label: src.path.display().to_string(),
+            input: src.input,
+            decoder,
+            eof_sent: false,
+            frames: 0,
+            errors: 0,
+            last_error: None,
+        }
+    }
+
+    pub fn input_mut(&mut self) -> &mut Input {
+        &mut self.input
+    }
+
+    pub fn decoder_mut(&mut self) -> &mut decoder::Video {
+        &mut self.decoder
+    }
+
+    /// Restarts decoding after a seek.
+    pub fn reset_after_seek(&mut self) {
+        self.decoder.flush();
+        self.eof_sent = false;
+    }
+
+    fn note_error(&mut self, what: &str, e: ffmpeg::Error) -> Result<(), MediaError> {
+        self.errors += 1;
+        self.last_error = Some(format!("{what}: {e}"));
+        if self.errors >= MAX_CONSECUTIVE_ERRORS {
+            return Err(MediaError::invalid(format!(
+                "{} is corrupt: {} consecutive unreadable packets (last: {what}: {e})",
+                self.label, self.errors
+            )));
+        }
+        Ok(())
+    }
+
+    /// The next decoded video frame or audio packet; `None` at the end of the input.
+    pub fn next_item(&mut self) -> Result<Option<Item>, MediaError> {
+        loop {
+            let mut f = frame::Video::empty();
+            match self.decoder.receive_frame(&mut f) {
+                Ok(()) => {
+                    self.frames += 1;
+                    self.errors = 0;
+                    return Ok(Some(Item::Video(f)));
+                }
+                Err(ffmpeg::Error::Eof) => return self.finish(),
+                Err(e) if is_eagain(&e) => {}
+                Err(e) => {
+                    self.note_error("decoding", e)?;
+                    continue;
+                }
+            }
+            if self.eof_sent {
+                // Drained (a decoder that errors after EOF is done too).
+                return self.finish();
+            }
+            let mut pkt = Packet::empty();
+            match pkt.read(&mut self.input) {
+                Ok(()) => {
+                    let idx = pkt.stream();
+                    if idx == self.video_index {
+                        match self.decoder.send_packet(&pkt) {
+                            Ok(()) => {}
+                            Err(e) if is_eagain(&e) => {
+                                // Cannot happen after draining; treat like a lost packet.
+                                self.note_error("decoder busy", e)?;
+                            }
+                            Err(ffmpeg::Error::Eof) => {}
+                            Err(e) => self.note_error("decoding", e)?,
+                        }
+                    } else if Some(idx) == self.audio_index {
+                        return Ok(Some(Item::Audio(pkt)));
+                    }
+                }
+                Err(ffmpeg::Error::Eof) => {
+                    self.send_eof();
+                }
+                Err(ffmpeg::Error::InvalidData) => {
+                    self.note_error("reading", ffmpeg::Error::InvalidData)?;
+                }
+                Err(e) => {
+                    // I/O errors latch in FFmpeg: stop reading. What was decoded is kept.
+                    tracing::warn!("{}: read error, ending input early: {e}", self.label);
+                    self.last_error = Some(format!("reading: {e}"));
+                    self.send_eof();
+                }
+            }
+        }
+    }
+
+    fn send_eof(&mut self) {
+        if !self.eof_sent {
+            let _ = self.decoder.send_eof();
+            self.eof_sent = true;
+        }
+    }
+
+    fn finish(&mut self) -> Result<Option<Item>, MediaError> {
+        if self.frames == 0 {
+            let detail = self
+                .last_error
+                .as_deref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default();
+            return Err(MediaError::invalid(format!(
+                "no video frame could be decoded from {}: the file is corrupt or truncated{detail}",
+                self.label
+            )));
+        }
+        Ok(None)
+    }
+
+    /// Next video frame, skipping audio.
+    pub fn next_video(&mut self) -> Result<Option<frame::Video>, MediaError> {
+        loop {
+            match self.next_item()? {
+                Some(Item::Video(f)) => return Ok(Some(f)),
+                Some(Item::Audio(_)) => {}
+                None => return Ok(None),
+            }
+        }
+    }
+}
+
+/// Presentation timestamp and duration (source stream time base) of a decoded frame.
+pub(crate) fn frame_timing(f: &frame::Video) -> (Option<i64>, i64) {
+    // SAFETY: plain field read (pkt_duration exists in FFmpeg 5.x).
+    let dur = unsafe { (*f.as_ptr()).pkt_duration };
+    (f.timestamp(), dur.max(0))
+}
+
+enum Decoded {
+    Video(frame::Video),
+    Audio(Packet),
+    End,
+}
+
+enum Composed {
+    Video {
+        frame: Yuv420Frame,
+        pts: Option<i64>,
+        duration: i64,
+    },
+    Audio(Packet),
+    End,
+}
+
+enum Event {
+    Frames(u64),
+    Finalizing(u64),
+}
+
+/// Why a stage stopped without finishing.
+enum StageFail {
+    Error(MediaError),
+    /// A neighbour disappeared (its own failure is reported by it).
+    PeerGone,
+}
+
+impl From<MediaError> for StageFail {
+    fn from(e: MediaError) -> Self {
+        StageFail::Error(e)
+    }
+}
+
+type StageResult<T> = Result<T, StageFail>;
+
+fn check_cancel(cancel: &AtomicBool) -> StageResult<()> {
+    if cancel.load(Ordering::Relaxed) {
+        Err(StageFail::Error(MediaError::Cancelled))
+    } else {
+        Ok(())
+    }
+}
+
+fn send<T>(tx: &Sender<T>, msg: T) -> StageResult<()> {
+    tx.send(msg).map_err(|_| StageFail::PeerGone)
+}
+
+fn decode_stage(
+    mut reader: FrameReader,
+    tx: Sender<Decoded>,
+    cancel: &AtomicBool,
+) -> StageResult<Duration> {
+    let mut busy = Duration::ZERO;
+    loop {
+        check_cancel(cancel)?;
+        let t = Instant::now();
+        let item = reader.next_item()?;
+        busy += t.elapsed();
+        match item {
+            Some(Item::Video(f)) => send(&tx, Decoded::Video(f))?,
+            Some(Item::Audio(p)) => send(&tx, Decoded::Audio(p))?,
+            None => {
+                send(&tx, Decoded::End)?;
+                return Ok(busy);
+            }
+        }
+    }
+}
+
+fn compose_stage(
+    make: Box<dyn FnOnce() -> Result<Box<dyn Compositor>, MediaError> + Send + '_>,
+    rx: Receiver<Decoded>,
+    tx: Sender<Composed>,
+    recycle: Receiver<Yuv420Frame>,
+    cancel: &AtomicBool,
+) -> StageResult<Duration> {
+    let mut busy = Duration::ZERO;
+    let t = Instant::now();
+    let mut comp = make()?;
+    busy += t.elapsed();
+    // Timing of frames inside the compositor (the GPU delays output by a few frames).
+    let mut timing: VecDeque<(Option<i64>, i64)> = VecDeque::new();
+    let mut emit = |frame: Yuv420Frame, timing: &mut VecDeque<(Option<i64>, i64)>| {
+        let (pts, duration) = timing.pop_front().unwrap_or((None, 0));
+        send(&tx, Composed::Video {
+            frame,
+            pts,
+            duration,
+        })
+    };
+    loop {
+        let msg = rx.recv().map_err(|_| StageFail::PeerGone)?;
+        match msg {
+            Decoded::Video(f) => {
+                check_cancel(cancel)?;
+                while let Ok(buf) = recycle.try_recv() {
+                    comp.recycle(buf);
+                }
+                let t = Instant::now();
+                timing.push_back(frame_timing(&f));
+                let out = comp.push(&f)?;
+                drop(f);
+                busy += t.elapsed();
+                if let Some(o) = out {
+                    emit(o, &mut timing)?;
+                }
+            }
+            Decoded::Audio(p) => send(&tx, Composed::Audio(p))?,
+            Decoded::End => {
+                let t = Instant::now();
+                let rest = comp.finish()?;
+                busy += t.elapsed();
+                for o in rest {
+                    emit(o, &mut timing)?;
+                }
+                send(&tx, Composed::End)?;
+                return Ok(busy);
+            }
+        }
+    }
+}
+
+pub(crate) struct EncodeOutcome {
+    pub frames: u64,
+    pub video_seconds: f64,
+    pub busy: Duration,
+}
+
+fn encode_stage(
+    mut muxer: Muxer,
+    rx: Receiver<Composed>,
+    recycle: Sender<Yuv420Frame>,
+    events: Sender<Event>,
+    cancel: &AtomicBool,
+) -> StageResult<EncodeOutcome> {
+    let mut busy = Duration::ZERO;
+    let mut frames = 0u64;
+    loop {
+        let msg = rx.recv().map_err(|_| StageFail::PeerGone)?;
+        match msg {
+            Composed::Video {
+                frame,
+                pts,
+                duration,
+            } => {
+                check_cancel(cancel)?;
+                let t = Instant::now();
+                muxer.write_video(&frame, pts, duration)?;
+                busy += t.elapsed();
+                frames += 1;
+                // Best effort: a full queue means the caller is behind; it gets a later count.
+                let _ = recycle.try_send(frame);
+                match events.try_send(Event::Frames(frames)) {
+                    Ok(()) | Err(TrySendError::Full(_)) => {}
+                    Err(TrySendError::Disconnected(_)) => return Err(StageFail::PeerGone),
+                }
+            }
+            Composed::Audio(p) => {
+                let t = Instant::now();
+                muxer.write_audio(p)?;
+                busy += t.elapsed();
+            }
+            Composed::End => {
+                let _ = events.send(Event::Finalizing(frames));
+                check_cancel(cancel)?;
+                let t = Instant::now();
+                let timing = muxer.finish()?;
+                busy += t.elapsed();
+                return Ok(EncodeOutcome {
+                    frames,
+                    video_seconds: timing.seconds,
+                    busy,
+                });
+            }
+        }
+    }
+}
+
+pub(crate) struct PipelineOutcome {
+    pub encode: EncodeOutcome,
+    pub stage_times: StageTimes,
+}
+
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string())
+}
+
+/// Runs the three stages to completion. Progress is reported on the calling thread.
+pub(crate) fn run(
+    reader: FrameReader,
+    make_compositor: Box<dyn FnOnce() -> Result<Box<dyn Compositor>, MediaError> + Send + '_>,
+    muxer: Muxer,
+    cancel: &AtomicBool,
+    progress: &mut dyn FnMut(Progress),
+    frames_total: Option<u64>,
+) -> Result<PipelineOutcome, MediaError> {
+    let (dec_tx, dec_rx) = bounded::<Decoded>(QUEUE_FRAMES);
+    let (cmp_tx, cmp_rx) = bounded::<Composed>(QUEUE_FRAMES);
+    let (recycle_tx, recycle_rx) = bounded::<Yuv420Frame>(QUEUE_FRAMES + 2);
+    let (ev_tx, ev_rx) = bounded::<Event>(64);
+
+    std::thread::scope(|s| {
+        let spawn_err = |what: &str, e: std::io::Error| {
+            MediaError::failed(format!("cannot start the {what} thread: {e}"))
+        };
+        let d = std::thread::Builder::new()
+            .name("vf-decode".into())
+            .spawn_scoped(s, move || decode_stage(reader, dec_tx, cancel))
+            .map_err(|e| spawn_err("decode", e))?;
+        let c = std::thread::Builder::new()
+            .name("vf-compose".into())
+            .spawn_scoped(s, move || {
+                compose_stage(make_compositor, dec_rx, cmp_tx, recycle_rx, cancel)
+            })
+            .map_err(|e| spawn_err("compose", e))?;
+        let e = std::thread::Builder::new()
+            .name("vf-encode".into())
+            .spawn_scoped(s, move || encode_stage(muxer, cmp_rx, recycle_tx, ev_tx, cancel))
+            .map_err(|e| spawn_err("encode", e))?;
+
+        // Ends when the encode thread drops its sender (done, failed or panicked).
+        for ev in ev_rx.iter() {
+            let (stage, frames_done) = match ev {
+                Event::Frames(n) => (Stage::Rendering, n),
+                Event::Finalizing(n) => (Stage::Finalizing, n),
+            };
+            progress(Progress {
+                stage,
+                frames_done,
+                frames_total,
+            });
+        }
+
+        let join = |name: &str, r: std::thread::Result<StageResult<Duration>>| match r {
+            Ok(r) => r,
+            Err(p) => Err(StageFail::Error(MediaError::failed(format!(
+                "{name} stage panicked: {}",
+                panic_message(p)
+            )))),
+        };
+        let rd = join("decode", d.join());
+        let rc = join("compose", c.join());
+        let re = match e.join() {
+            Ok(r) => r,
+            Err(p) => Err(StageFail::Error(MediaError::failed(format!(
+                "encode stage panicked: {}",
+                panic_message(p)
+            )))),
+        };
+        if cancel.load(Ordering::Relaxed) {
+            return Err(MediaError::Cancelled);
+        }
+        let mut first_error = None;
+        let mut peer_gone = false;
+        for fail in [rd.as_ref().err(), rc.as_ref().err(), re.as_ref().err()]
+            .into_iter()
+            .flatten()
+        {
+            match fail {
+                StageFail::Error(_) if first_error.is_none() => first_error = Some(()),
+                StageFail::PeerGone => peer_gone = true,
+                _ => {}
+            }
+        }
+        if first_error.is_some() {
+            for r in [rd.err(), rc.err(), re.as_ref().err().map(|_| StageFail::PeerGone)] {
+                if let Some(StageFail::Error(e)) = r {
+                    return Err(e);
+                }
+            }
+            if let Err(StageFail::Error(e)) = re {
+                return Err(e);
+            }
+        }
+        if peer_gone {
+            return Err(MediaError::failed("a render stage stopped unexpectedly"));
+        }
+        match (rd, rc, re) {
+            (Ok(decode), Ok(compose), Ok(enc)) => Ok(PipelineOutcome {
+                stage_times: StageTimes {
+                    decode,
+                    compose,
+                    encode: enc.busy,
+                },
+                encode: enc,
+            }),
+            _ => Err(MediaError::failed("a render stage stopped unexpectedly")),
+        }
+    })
+}

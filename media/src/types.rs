@@ -1,0 +1,273 @@
+//! The engine's public vocabulary: jobs, settings, progress and reports.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use vidforge_gpu::Position;
+
+/// Output resolution class: the output fits inside this box (rotated for vertical video).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Resolution {
+    P720,
+    P1080,
+    P4k,
+}
+
+impl Resolution {
+    pub const ALL: [Resolution; 3] = [Resolution::P720, Resolution::P1080, Resolution::P4k];
+
+    /// Accepts `720p`, `1080p`, `4k` (also `2160p`), case-insensitively.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "720p" | "720" => Some(Resolution::P720),
+            "1080p" | "1080" => Some(Resolution::P1080),
+            "4k" | "2160p" | "2160" => Some(Resolution::P4k),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Resolution::P720 => "720p",
+            Resolution::P1080 => "1080p",
+            Resolution::P4k => "4k",
+        }
+    }
+
+    /// The landscape bounding box (width, height).
+    pub fn box_size(self) -> (u32, u32) {
+        match self {
+            Resolution::P720 => (1280, 720),
+            Resolution::P1080 => (1920, 1080),
+            Resolution::P4k => (3840, 2160),
+        }
+    }
+}
+
+impl std::fmt::Display for Resolution {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Output container (and with it the codecs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OutputFormat {
+    /// H.264 + AAC, `+faststart`.
+    Mp4,
+    /// VP9 + Opus.
+    Webm,
+    /// H.264 + AAC in QuickTime.
+    Mov,
+}
+
+impl OutputFormat {
+    pub const ALL: [OutputFormat; 3] = [OutputFormat::Mp4, OutputFormat::Webm, OutputFormat::Mov];
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().trim_start_matches('.').to_ascii_lowercase().as_str() {
+            "mp4" | "m4v" => Some(OutputFormat::Mp4),
+            "webm" => Some(OutputFormat::Webm),
+            "mov" | "qt" => Some(OutputFormat::Mov),
+            _ => None,
+        }
+    }
+
+    /// From a path's extension.
+    pub fn from_path(path: &Path) -> Option<Self> {
+        path.extension()
+            .and_then(|e| e.to_str())
+            .and_then(Self::parse)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutputFormat::Mp4 => "mp4",
+            OutputFormat::Webm => "webm",
+            OutputFormat::Mov => "mov",
+        }
+    }
+
+    /// File extension, without the dot.
+    pub fn extension(self) -> &'static str {
+        self.as_str()
+    }
+
+    pub fn mime_type(self) -> &'static str {
+        match self {
+            OutputFormat::Mp4 => "video/mp4",
+            OutputFormat::Webm => "video/webm",
+            OutputFormat::Mov => "video/quicktime",
+        }
+    }
+
+    /// FFmpeg muxer name.
+    pub(crate) fn muxer(self) -> &'static str {
+        match self {
+            OutputFormat::Mp4 => "mp4",
+            OutputFormat::Webm => "webm",
+            OutputFormat::Mov => "mov",
+        }
+    }
+
+    /// Codec name of the video stream this format gets (as FFmpeg/ffprobe name it).
+    pub fn video_codec(self) -> &'static str {
+        match self {
+            OutputFormat::Mp4 | OutputFormat::Mov => "h264",
+            OutputFormat::Webm => "vp9",
+        }
+    }
+
+    /// Codec name of the audio stream this format gets when the source has audio.
+    pub fn audio_codec(self) -> &'static str {
+        match self {
+            OutputFormat::Mp4 | OutputFormat::Mov => "aac",
+            OutputFormat::Webm => "opus",
+        }
+    }
+}
+
+impl std::fmt::Display for OutputFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which compositor renders frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum BackendChoice {
+    /// A hardware GPU adapter when there is one, else the CPU compositor.
+    #[default]
+    Auto,
+    /// The wgpu compositor on any adapter, software ones (lavapipe) included; error without one.
+    Wgpu,
+    /// FFmpeg's swscale + the CPU blend.
+    Cpu,
+}
+
+impl BackendChoice {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(BackendChoice::Auto),
+            "wgpu" | "gpu" => Some(BackendChoice::Wgpu),
+            "cpu" => Some(BackendChoice::Cpu),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendChoice::Auto => "auto",
+            BackendChoice::Wgpu => "wgpu",
+            BackendChoice::Cpu => "cpu",
+        }
+    }
+}
+
+/// A PNG watermark and where/how strongly to draw it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WatermarkSpec {
+    pub image: PathBuf,
+    pub position: Position,
+    /// 0.0 (invisible) ..= 1.0 (the PNG's own alpha).
+    pub opacity: f32,
+}
+
+/// Encoder knobs. Defaults are tuned for throughput on small machines.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EncoderSettings {
+    /// x264 preset for mp4/mov.
+    pub h264_preset: String,
+    /// x264 constant rate factor (0..=51).
+    pub h264_crf: u8,
+    /// libvpx-vp9 constant quality (0..=63), used with a zero target bitrate.
+    pub vp9_crf: u8,
+    /// libvpx `cpu-used` (0..=8 in realtime mode; higher is faster).
+    pub vp9_cpu_used: u8,
+    /// libvpx deadline: `realtime`, `good` or `best`.
+    pub vp9_deadline: String,
+    /// Audio bitrate when audio is transcoded; `None`: 128 kb/s AAC, 96 kb/s Opus (stereo).
+    pub audio_bitrate: Option<u32>,
+    /// Encoder threads; 0 lets the encoder decide (x264 auto, libvpx one per core).
+    pub threads: u32,
+}
+
+impl Default for EncoderSettings {
+    fn default() -> Self {
+        EncoderSettings {
+            h264_preset: "veryfast".to_string(),
+            h264_crf: 23,
+            vp9_crf: 32,
+            vp9_cpu_used: 8,
+            vp9_deadline: "realtime".to_string(),
+            audio_bitrate: None,
+            threads: 0,
+        }
+    }
+}
+
+/// One render: input file to output file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RenderJob {
+    pub input: PathBuf,
+    pub output: PathBuf,
+    pub resolution: Resolution,
+    pub format: OutputFormat,
+    pub watermark: Option<WatermarkSpec>,
+    pub encoder: EncoderSettings,
+}
+
+/// What a render is doing right now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Stage {
+    /// Opening input, encoders, compositor.
+    Preparing,
+    /// Frames flowing.
+    Rendering,
+    /// Flushing encoders, writing the trailer, moving the file into place.
+    Finalizing,
+}
+
+impl Stage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Preparing => "preparing",
+            Stage::Rendering => "rendering",
+            Stage::Finalizing => "finalizing",
+        }
+    }
+}
+
+/// Reported to the progress callback (on the calling thread).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    pub stage: Stage,
+    /// Frames handed to the encoder so far.
+    pub frames_done: u64,
+    /// Estimated from the stream's frame count or duration x frame rate.
+    pub frames_total: Option<u64>,
+}
+
+/// Busy time of each stage (time spent working, not waiting on queues).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StageTimes {
+    pub decode: Duration,
+    pub compose: Duration,
+    pub encode: Duration,
+}
+
+/// What a finished render produced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RenderReport {
+    pub frames: u64,
+    pub duration_seconds: f64,
+    pub width: u32,
+    pub height: u32,
+    pub size_bytes: u64,
+    /// `cpu` or the GPU adapter's name.
+    pub backend: String,
+    pub elapsed: Duration,
+    /// Frames per second of wall time.
+    pub fps: f64,
+    pub stage_times: StageTimes,
+}

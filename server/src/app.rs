@@ -1,0 +1,74 @@
+//! Wiring of the running server: the production service (media engine, process clock), the
+//! full router (HTTP routes + MCP), and graceful shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::Router;
+use tokio::net::TcpListener;
+
+use crate::clock;
+use crate::config::Config;
+use crate::http;
+use crate::media_backend::{MediaProber, MediaRenderer};
+use crate::service::{RenderService, ServiceParts};
+
+/// Starts the service with the media engine (`config.backend`) and the process clock
+/// ([`clock::from_env`]). Blocking: opens the store and runs boot recovery.
+pub fn start_service(config: Config) -> anyhow::Result<RenderService> {
+    let renderer = MediaRenderer::new(config.backend)
+        .map_err(|e| anyhow::anyhow!("cannot initialise the render engine: {e}"))?;
+    tracing::info!(backend = %crate::engine::Renderer::backend_name(&renderer), "render engine ready");
+    let service = RenderService::start(ServiceParts {
+        config,
+        clock: clock::from_env(),
+        renderer: Arc::new(renderer),
+        prober: Arc::new(MediaProber),
+    })?;
+    Ok(service)
+}
+
+/// Every route the server answers: [`http::http_routes`] plus the MCP endpoint.
+pub fn router(service: &RenderService) -> Router {
+    #[allow(clippy::let_and_return)]
+    let router = http::http_routes(service.clone());
+    // MCP layer (lead-owned, server/src/mcp): enable once `crate::mcp::router` exists.
+    // let router = router.merge(crate::mcp::router(service.clone(), service.config()));
+    router
+}
+
+/// Serves [`router`] on `listener` until `shutdown` resolves, then drains connections.
+pub async fn serve(
+    service: &RenderService,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(service))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutdown requested");
+}

@@ -1,0 +1,302 @@
+//! Uploaded assets: streamed to disk under a temporary name with the size limit enforced while
+//! streaming, probed on arrival (PNG by signature and a full decode, video by the media
+//! prober), then renamed into `assets/<id>/<file name>` and recorded durably. A rejected upload
+//! leaves nothing behind.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use tokio::io::AsyncWriteExt;
+
+use crate::clock::SharedClock;
+use crate::engine::Prober;
+use crate::error::ServiceError;
+use crate::ids;
+use crate::store::{AssetKind, AssetProbe, AssetRecord, Store};
+use crate::uri;
+
+/// Prefix of in-flight upload files inside the assets directory.
+const PARTIAL_PREFIX: &str = ".partial-";
+/// The eight-byte PNG signature.
+const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
+/// Largest PNG dimension accepted as a watermark (keeps decode memory bounded).
+const MAX_PNG_SIDE: u32 = 8192;
+
+/// Asset ingestion and lookup over the store.
+#[derive(Clone)]
+pub struct AssetCatalog {
+    store: Store,
+    dir: PathBuf,
+    max_bytes: u64,
+    prober: Arc<dyn Prober>,
+    clock: SharedClock,
+}
+
+impl AssetCatalog {
+    pub fn new(
+        store: Store,
+        dir: PathBuf,
+        max_bytes: u64,
+        prober: Arc<dyn Prober>,
+        clock: SharedClock,
+    ) -> Self {
+        AssetCatalog {
+            store,
+            dir,
+            max_bytes,
+            prober,
+            clock,
+        }
+    }
+
+    /// Deletes upload temporaries left by a crash.
+    pub fn remove_partial_uploads(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(PARTIAL_PREFIX) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+
+    /// The asset behind a `vidforge://assets/<id>` URI or a bare id, if `principal` owns it.
+    /// Another principal's asset is reported exactly like a missing one (`None`).
+    pub fn lookup(
+        &self,
+        principal: &str,
+        uri_or_id: &str,
+    ) -> Result<Option<AssetRecord>, ServiceError> {
+        let id = uri::parse_asset_uri(uri_or_id).unwrap_or(uri_or_id);
+        if !ids::is_well_formed(id, ids::ASSET_ID_PREFIX) {
+            return Ok(None);
+        }
+        Ok(self
+            .store
+            .get_asset(id)?
+            .filter(|a| a.principal == principal))
+    }
+
+    /// Streams `stream` into a new asset owned by `principal`.
+    pub async fn add_stream<S, E>(
+        &self,
+        principal: &str,
+        file_name: &str,
+        stream: S,
+    ) -> Result<AssetRecord, ServiceError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Send,
+        E: std::fmt::Display,
+    {
+        tokio::fs::create_dir_all(&self.dir).await?;
+        let id = ids::new_asset_id();
+        // Keep the extension so the prober gets the same format hint the file will have.
+        let partial = self.dir.join(format!(
+            "{PARTIAL_PREFIX}{id}-{}",
+            sanitize_file_name(file_name, AssetKind::Video)
+        ));
+        let written = match self.write_limited(&partial, stream).await {
+            Ok(n) => n,
+            Err(e) => {
+                let _ = tokio::fs::remove_file(&partial).await;
+                return Err(e);
+            }
+        };
+        match self.finish(principal, file_name, &id, &partial, written).await {
+            Ok(rec) => Ok(rec),
+            Err(e) => {
+                let _ = tokio::fs::remove_file(&partial).await;
+                let _ = tokio::fs::remove_dir_all(self.dir.join(&id)).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Adds a local file (streamed, so the same limit and checks apply).
+    pub async fn add_path(
+        &self,
+        principal: &str,
+        path: &Path,
+        file_name: Option<&str>,
+    ) -> Result<AssetRecord, ServiceError> {
+        let file = tokio::fs::File::open(path).await.map_err(|e| {
+            ServiceError::AssetInvalid {
+                reason: format!("cannot open {}: {e}", path.display()),
+            }
+        })?;
+        let name = file_name
+            .map(str::to_string)
+            .or_else(|| path.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_default();
+        let stream = tokio_util::io::ReaderStream::with_capacity(file, 256 * 1024);
+        self.add_stream(principal, &name, stream).await
+    }
+
+    async fn write_limited<S, E>(&self, partial: &Path, stream: S) -> Result<u64, ServiceError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Send,
+        E: std::fmt::Display,
+    {
+        let mut file = tokio::fs::File::create(partial).await?;
+        let mut written: u64 = 0;
+        let mut stream = std::pin::pin!(stream);
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| ServiceError::AssetInvalid {
+                reason: format!("the upload was interrupted: {e}"),
+            })?;
+            written += chunk.len() as u64;
+            if written > self.max_bytes {
+                return Err(ServiceError::AssetTooLarge {
+                    limit_bytes: self.max_bytes,
+                });
+            }
+            file.write_all(&chunk).await?;
+        }
+        if written == 0 {
+            return Err(ServiceError::AssetInvalid {
+                reason: "the upload is empty".into(),
+            });
+        }
+        file.flush().await?;
+        // The record is flushed after this; the file must be on disk before it.
+        file.sync_all().await?;
+        Ok(written)
+    }
+
+    async fn finish(
+        &self,
+        principal: &str,
+        file_name: &str,
+        id: &str,
+        partial: &Path,
+        size_bytes: u64,
+    ) -> Result<AssetRecord, ServiceError> {
+        let probe_path = partial.to_path_buf();
+        let prober = self.prober.clone();
+        let (kind, probe) = tokio::task::spawn_blocking(move || classify(&probe_path, &*prober))
+            .await
+            .map_err(|e| ServiceError::Internal(format!("probe task failed: {e}")))??;
+        let name = sanitize_file_name(file_name, kind);
+        let asset_dir = self.dir.join(id);
+        tokio::fs::create_dir_all(&asset_dir).await?;
+        let path = asset_dir.join(&name);
+        tokio::fs::rename(partial, &path).await?;
+        let rec = AssetRecord {
+            id: id.to_string(),
+            uri: uri::asset_uri(id),
+            principal: principal.to_string(),
+            kind,
+            file_name: name,
+            path,
+            size_bytes,
+            created_at: self.clock.now_ms(),
+            probe,
+        };
+        let store = self.store.clone();
+        let to_store = rec.clone();
+        tokio::task::spawn_blocking(move || {
+            store.put_asset(&to_store)?;
+            store.flush()
+        })
+        .await
+        .map_err(|e| ServiceError::Internal(format!("store task failed: {e}")))??;
+        tracing::info!(
+            asset_id = %rec.id,
+            principal = %rec.principal,
+            kind = rec.kind.as_str(),
+            size_bytes,
+            "asset added"
+        );
+        Ok(rec)
+    }
+}
+
+/// PNG by signature (fully decoded to prove it is readable), otherwise a video per the prober.
+fn classify(path: &Path, prober: &dyn Prober) -> Result<(AssetKind, AssetProbe), ServiceError> {
+    let mut head = [0u8; 8];
+    let n = std::fs::File::open(path)?.read(&mut head)?;
+    if n == 8 && head == PNG_SIGNATURE {
+        return probe_png(path).map(|p| (AssetKind::Image, p));
+    }
+    let probe = prober
+        .probe_video(path)
+        .map_err(|e| ServiceError::AssetInvalid {
+            reason: format!("not a readable video or PNG image ({e})"),
+        })?;
+    if probe.width.is_none() {
+        return Err(ServiceError::AssetInvalid {
+            reason: "the file has no video stream".into(),
+        });
+    }
+    Ok((AssetKind::Video, probe))
+}
+
+fn probe_png(path: &Path) -> Result<AssetProbe, ServiceError> {
+    let invalid = |reason: String| ServiceError::AssetInvalid { reason };
+    let file = std::io::BufReader::new(std::fs::File::open(path)?);
+    let mut decoder = png::Decoder::new(file);
+    decoder.set_transformations(png::Transformations::EXPAND);
+    let mut reader = decoder
+        .read_info()
+        .map_err(|e| invalid(format!("unreadable PNG header: {e}")))?;
+    let (w, h) = (reader.info().width, reader.info().height);
+    if w == 0 || h == 0 || w > MAX_PNG_SIDE || h > MAX_PNG_SIDE {
+        return Err(invalid(format!(
+            "PNG is {w}x{h}; watermarks must be 1..={MAX_PNG_SIDE} pixels per side"
+        )));
+    }
+    let mut buf = vec![0u8; reader.output_buffer_size()];
+    reader
+        .next_frame(&mut buf)
+        .map_err(|e| invalid(format!("corrupt PNG image data: {e}")))?;
+    Ok(AssetProbe {
+        width: Some(w),
+        height: Some(h),
+        format: Some("png".into()),
+        ..AssetProbe::default()
+    })
+}
+
+/// Keeps a safe base name (letters, digits, `.`, `_`, `-`; at most 100 characters); falls back
+/// to `upload.<ext>` by kind.
+pub fn sanitize_file_name(name: &str, kind: AssetKind) -> String {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or("");
+    let cleaned: String = base
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(100)
+        .collect();
+    let cleaned = cleaned.trim_start_matches('.').to_string();
+    if cleaned.is_empty() || cleaned.chars().all(|c| c == '_' || c == '.') {
+        match kind {
+            AssetKind::Image => "upload.png".into(),
+            AssetKind::Video => "upload.bin".into(),
+        }
+    } else {
+        cleaned
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_are_sanitised() {
+        assert_eq!(sanitize_file_name("../../etc/passwd", AssetKind::Video), "passwd");
+        assert_eq!(sanitize_file_name("my clip (1).mp4", AssetKind::Video), "my_clip__1_.mp4");
+        assert_eq!(sanitize_file_name("", AssetKind::Image), "upload.png");
+        assert_eq!(sanitize_file_name("..", AssetKind::Video), "upload.bin");
+        assert_eq!(sanitize_file_name(".hidden", AssetKind::Video), "hidden");
+    }
+}

@@ -1,0 +1,51 @@
+//! `vidforge serve`: opens the store, recovers interrupted renders, starts the workers and the
+//! sweeper, and serves HTTP (uploads, downloads, `/mcp`).
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::app;
+use crate::config::{Config, ConfigArgs, display_path};
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+}
+
+pub fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
+    let mut config = Config::load(&args.config)?;
+    config.check_bind_safety()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("vidforge-io")
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        // Port 0 picks a free port; links must name the real one.
+        config.listen = listener.local_addr()?;
+        let listen = config.listen;
+        let data_dir = display_path(&config.data_dir);
+        let auth = if config.auth_required() {
+            format!("{} bearer token(s)", config.tokens.len())
+        } else {
+            "none (anonymous principal, loopback only)".to_string()
+        };
+        let service = tokio::task::spawn_blocking(move || app::start_service(config))
+            .await
+            .context("service start panicked")??;
+        println!("vidforge listening on http://{listen}");
+        println!("vidforge data dir {data_dir}");
+        println!("vidforge auth {auth}");
+        println!("vidforge backend {}", service.backend_name());
+        tracing::info!(%listen, data_dir = %data_dir, "serving");
+        app::serve(&service, listener, app::shutdown_signal()).await?;
+        tokio::task::spawn_blocking(move || service.shutdown())
+            .await
+            .context("shutdown panicked")?;
+        Ok(())
+    })
+}

@@ -1,0 +1,237 @@
+//! Boot recovery, the approval-deadline timer and the sweeper.
+//!
+//! The store is the truth: at start every non-terminal render is resumed (queued, running and
+//! previewing renders restart from the beginning, since they are deterministic from their
+//! arguments; awaiting renders keep their stored deadline). Every `tick_interval` undecided
+//! approvals past their deadline end with `watermark_approval_timeout`; every `sweep_interval`
+//! expired results, tombstones and idempotency keys are deleted. All times come from the
+//! injected clock.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::catalog::ErrorCode;
+use crate::clock::{add_ms, rfc3339};
+use crate::error::ServiceError;
+use crate::service::{Shared, lock};
+use crate::store::{Change, Outcome, RenderRecord, RenderState};
+
+/// What one sweep removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    /// Renders whose result and preview files were deleted (record kept as a tombstone).
+    pub results_deleted: usize,
+    /// Tombstones deleted after their grace period.
+    pub records_deleted: usize,
+    /// Idempotency keys past their TTL.
+    pub idempotency_deleted: usize,
+    /// Result/preview directories with no record.
+    pub orphans_deleted: usize,
+}
+
+/// "30 minutes", "90 seconds": for messages.
+pub fn human_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 && s % 3600 == 0 {
+        plural(s / 3600, "hour")
+    } else if s >= 60 && s % 60 == 0 {
+        plural(s / 60, "minute")
+    } else {
+        plural(s, "second")
+    }
+}
+
+fn plural(n: u64, unit: &str) -> String {
+    if n == 1 {
+        format!("1 {unit}")
+    } else {
+        format!("{n} {unit}s")
+    }
+}
+
+pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
+    let mut records = shared.store.renders()?;
+    records.sort_by_key(|r| r.created_at);
+    let now = shared.now();
+    let mut requeue = Vec::new();
+    let mut awaiting = 0usize;
+    for rec in records.into_iter().filter(|r| !r.is_terminal()) {
+        let approved = rec.decision().is_some_and(|d| d.approved);
+        let restart = match rec.state {
+            RenderState::Queued | RenderState::Rendering | RenderState::Previewing => true,
+            RenderState::AwaitingApproval => approved,
+            _ => false,
+        };
+        if !restart {
+            awaiting += 1;
+            shared.index(&rec);
+            continue;
+        }
+        let updated = shared.update(&rec.id, |r| {
+            if r.is_terminal() {
+                return Ok(Change::Keep(()));
+            }
+            if r.cancel_requested {
+                r.state = RenderState::Cancelled;
+                r.finished_at = Some(now);
+            } else {
+                r.state = RenderState::Queued;
+                r.progress = None;
+                if !approved {
+                    r.preview_path = None;
+                    r.approval = None;
+                }
+            }
+            Ok(Change::Write(()))
+        })?;
+        let _ = std::fs::remove_dir_all(shared.result_dir(&rec.id));
+        if !approved {
+            let _ = std::fs::remove_dir_all(shared.preview_dir(&rec.id));
+        }
+        if let Some(u) = updated
+            && u.record.state == RenderState::Queued
+        {
+            requeue.push(u.record.id);
+        }
+    }
+    shared.store.flush()?;
+    for id in &requeue {
+        shared.enqueue(id);
+    }
+    tracing::info!(
+        requeued = requeue.len(),
+        awaiting_approval = awaiting,
+        "boot recovery done"
+    );
+    expire_due_approvals(shared)?;
+    sweep(shared)?;
+    Ok(())
+}
+
+pub(crate) fn spawn_maintenance(shared: &Arc<Shared>) -> Result<JoinHandle<()>, ServiceError> {
+    let shared = shared.clone();
+    std::thread::Builder::new()
+        .name("vidforge-maintenance".into())
+        .spawn(move || {
+            let mut last_sweep = Instant::now();
+            loop {
+                let tick_start = Instant::now();
+                while tick_start.elapsed() < shared.config.tick_interval {
+                    if shared.shutdown.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                if let Err(e) = expire_due_approvals(&shared) {
+                    tracing::error!(error = %e, "approval deadline check failed");
+                }
+                if last_sweep.elapsed() >= shared.config.sweep_interval {
+                    last_sweep = Instant::now();
+                    match sweep(&shared) {
+                        Ok(r) if r != SweepReport::default() => {
+                            tracing::info!(?r, "sweep removed expired data")
+                        }
+                        Ok(_) => {}
+                        Err(e) => tracing::error!(error = %e, "sweep failed"),
+                    }
+                }
+            }
+        })
+        .map_err(ServiceError::from)
+}
+
+pub(crate) fn expire_due_approvals(shared: &Shared) -> Result<usize, ServiceError> {
+    let now = shared.now();
+    let due: Vec<String> = lock(&shared.active)
+        .iter()
+        .filter(|(_, a)| {
+            a.state == RenderState::AwaitingApproval && a.deadline.is_some_and(|d| now >= d)
+        })
+        .map(|(id, _)| id.clone())
+        .collect();
+    let timeout = human_duration(shared.config.approval_timeout);
+    let mut expired = 0;
+    for id in due {
+        let updated = shared.update_durable(&id, |r| {
+            let deadline = match &r.approval {
+                Some(a) if a.decision.is_none() => a.deadline,
+                _ => return Ok(Change::Keep(false)),
+            };
+            if r.state != RenderState::AwaitingApproval || now < deadline {
+                return Ok(Change::Keep(false));
+            }
+            r.state = RenderState::Failed;
+            r.finished_at = Some(now);
+            r.outcome = Some(Outcome::Error {
+                code: ErrorCode::WatermarkApprovalTimeout,
+                message: format!(
+                    "No watermark decision arrived within {timeout}; the render was not finalized."
+                ),
+                reason: Some(format!("The approval deadline {} passed.", rfc3339(deadline))),
+                field: Some("watermark".into()),
+                retry_after_ms: None,
+            });
+            Ok(Change::Write(true))
+        })?;
+        if updated.is_some_and(|u| u.value) {
+            tracing::info!(render_id = %id, "watermark approval timed out");
+            expired += 1;
+        }
+    }
+    Ok(expired)
+}
+
+fn remove_files(shared: &Shared, id: &str) {
+    for dir in [shared.result_dir(id), shared.preview_dir(id)] {
+        if let Err(e) = std::fs::remove_dir_all(&dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot delete expired files");
+        }
+    }
+}
+
+pub(crate) fn sweep(shared: &Shared) -> Result<SweepReport, ServiceError> {
+    let now = shared.now();
+    let cfg = &shared.config;
+    let mut report = SweepReport::default();
+    let records = shared.store.renders()?;
+    for rec in records.iter().filter(|r| r.is_terminal()) {
+        let expires = rec.result_expires_at(cfg.result_ttl);
+        if now >= add_ms(expires, cfg.tombstone_grace) {
+            remove_files(shared, &rec.id);
+            shared.store.delete_render(&rec.id)?;
+            report.records_deleted += 1;
+        } else if now >= expires && !rec.result_deleted {
+            remove_files(shared, &rec.id);
+            shared.update(&rec.id, |r: &mut RenderRecord| {
+                r.result_deleted = true;
+                Ok(Change::Write(()))
+            })?;
+            report.results_deleted += 1;
+        }
+    }
+    let cutoff = now.saturating_sub(cfg.idempotency_ttl.as_millis() as u64);
+    report.idempotency_deleted = shared.store.remove_idempotency_before(cutoff)?;
+
+    // Directories whose record is gone (e.g. a crash between deleting files and the record).
+    for root in [cfg.results_dir(), cfg.previews_dir()] {
+        let Ok(entries) = std::fs::read_dir(&root) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if shared.store.get_render(&name)?.is_none()
+                && std::fs::remove_dir_all(entry.path()).is_ok()
+            {
+                report.orphans_deleted += 1;
+            }
+        }
+    }
+    if report != SweepReport::default() {
+        shared.store.flush()?;
+    }
+    Ok(report)
+}

@@ -1,0 +1,129 @@
+//! Production wiring of the engine seam to `vidforge-media`.
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+
+use vidforge_media as media;
+
+use crate::config::BackendSetting;
+use crate::engine::{
+    EngineError, EngineProgress, EngineReport, EngineStage, FailureKind, Prober, RenderPlan,
+    Renderer,
+};
+use crate::store::{AssetProbe, OutputFormat, Resolution};
+
+/// [`Renderer`] backed by `vidforge_media::Engine`.
+pub struct MediaRenderer {
+    engine: media::Engine,
+}
+
+impl MediaRenderer {
+    /// Initialises the engine (GPU adapter selection happens here).
+    pub fn new(backend: BackendSetting) -> Result<Self, EngineError> {
+        let choice = match backend {
+            BackendSetting::Auto => media::BackendChoice::Auto,
+            BackendSetting::Wgpu => media::BackendChoice::Wgpu,
+            BackendSetting::Cpu => media::BackendChoice::Cpu,
+        };
+        let engine = media::Engine::new(choice).map_err(map_error)?;
+        Ok(MediaRenderer { engine })
+    }
+}
+
+fn map_error(e: media::MediaError) -> EngineError {
+    let kind = match e.kind() {
+        media::ErrorKind::SourceNotFound => FailureKind::SourceNotFound,
+        media::ErrorKind::UnsupportedCodec => FailureKind::UnsupportedCodec,
+        media::ErrorKind::InvalidInput => FailureKind::InvalidInput,
+        media::ErrorKind::RenderFailed => FailureKind::RenderFailed,
+        media::ErrorKind::Cancelled => FailureKind::Cancelled,
+    };
+    EngineError::new(kind, e.to_string())
+}
+
+fn job(plan: &RenderPlan) -> media::RenderJob {
+    media::RenderJob {
+        input: plan.input.clone(),
+        output: plan.output.clone(),
+        resolution: match plan.resolution {
+            Resolution::P720 => media::Resolution::P720,
+            Resolution::P1080 => media::Resolution::P1080,
+            Resolution::P4k => media::Resolution::P4k,
+        },
+        format: match plan.format {
+            OutputFormat::Mp4 => media::OutputFormat::Mp4,
+            OutputFormat::Webm => media::OutputFormat::Webm,
+            OutputFormat::Mov => media::OutputFormat::Mov,
+        },
+        watermark: plan.watermark.as_ref().map(|w| media::WatermarkSpec {
+            image: w.image.clone(),
+            position: w.position,
+            opacity: w.opacity,
+        }),
+        encoder: Default::default(),
+    }
+}
+
+impl Renderer for MediaRenderer {
+    fn backend_name(&self) -> String {
+        self.engine.backend_name()
+    }
+
+    fn render(
+        &self,
+        plan: &RenderPlan,
+        progress: &mut dyn FnMut(EngineProgress),
+        cancel: &AtomicBool,
+    ) -> Result<EngineReport, EngineError> {
+        let mut forward = |p: media::Progress| {
+            progress(EngineProgress {
+                stage: match p.stage {
+                    media::Stage::Preparing => EngineStage::Preparing,
+                    media::Stage::Rendering => EngineStage::Rendering,
+                    media::Stage::Finalizing => EngineStage::Finalizing,
+                },
+                frames_done: p.frames_done,
+                frames_total: p.frames_total,
+            })
+        };
+        let r = self
+            .engine
+            .render(&job(plan), &mut forward, cancel)
+            .map_err(map_error)?;
+        Ok(EngineReport {
+            frames: r.frames,
+            duration_seconds: r.duration_seconds,
+            width: r.width,
+            height: r.height,
+            size_bytes: r.size_bytes,
+            backend: r.backend,
+            elapsed: r.elapsed,
+            fps: r.fps,
+        })
+    }
+
+    fn render_preview(&self, plan: &RenderPlan, png_out: &Path) -> Result<(u32, u32), EngineError> {
+        self.engine
+            .render_preview(&job(plan), png_out)
+            .map_err(map_error)
+    }
+}
+
+/// [`Prober`] backed by `vidforge_media::probe`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct MediaProber;
+
+impl Prober for MediaProber {
+    fn probe_video(&self, path: &Path) -> Result<AssetProbe, EngineError> {
+        let info = media::probe(path).map_err(map_error)?;
+        let video = info.video.as_ref();
+        Ok(AssetProbe {
+            width: video.map(|v| v.width),
+            height: video.map(|v| v.height),
+            duration_seconds: Some(info.duration_seconds).filter(|d| d.is_finite() && *d > 0.0),
+            video_codec: video.map(|v| v.codec.clone()),
+            audio_codec: info.audio.as_ref().map(|a| a.codec.clone()),
+            format: Some(info.format.clone()),
+        })
+    }
+}
