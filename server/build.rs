@@ -15,7 +15,9 @@ fn main() {
         .unwrap_or_else(|| "unknown".to_string());
     println!("cargo:rustc-env=VIDFORGE_GIT_SHA={sha}");
     // Rebuild when HEAD moves (a commit or a checkout).
-    if let Ok(out) = Command::new("git").args(["rev-parse", "--git-dir"]).output()
+    if let Ok(out) = Command::new("git")
+        .args(["rev-parse", "--git-dir"])
+        .output()
         && out.status.success()
     {
         let git_dir = String::from_utf8_lossy(&out.stdout).trim().to_string();

@@ -5,15 +5,19 @@
 //   2. converts colour between source and output specs (an affine on YUV),
 //   3. alpha-blends the prepared watermark with the integer rule shared by every backend:
 //      out = (dst * (255 - a) + wm * a + 127) / 255.
-// Each invocation writes one u32 = 4 consecutive bytes of the tightly packed output planes,
-// so writes never race and the readback needs no de-striding. Every plane starts on a word.
+//
+// Work layout: every workgroup handles 64 words (256 samples) of ONE row of ONE plane, chosen
+// from the workgroup id alone. Plane parameters, row weights and loop bounds are therefore
+// uniform across the workgroup (scalar loads, no divergence); only the column varies per
+// invocation. Each invocation writes one u32 = 4 consecutive samples, so writes never race.
+// Output rows are padded to whole words (`row_words`); the host strips the padding.
 
 struct Plane {
     out_w: u32,
     out_h: u32,
-    // First output word of this plane and its length in bytes.
+    // First output word of this plane and the words per output row.
     word_start: u32,
-    len: u32,
+    row_words: u32,
     // Byte address of display-space sample (0, 0) of this plane in `src`, and the address step
     // for +1 display column / +1 display row (negative or +-width when rotated).
     src_off: i32,
@@ -48,8 +52,8 @@ struct Params {
     chroma_geom: vec4<i32>,
     // Display origins of the source U and V planes.
     chroma_offs: vec4<i32>,
-    // Total words, colour mode (0 identity, 1 per-plane scale, 2 full), invocations per
-    // dispatch row, unused.
+    // Output luma rows, colour mode (0 identity, 1 per-plane scale, 2 full), workgroups per
+    // chroma plane row, output chroma rows.
     misc: vec4<u32>,
 }
 
@@ -69,24 +73,15 @@ fn wm_byte(addr: u32) -> u32 {
 }
 
 // Separable resample of one plane at output sample (x, y), reading the plane whose display
-// origin is `origin` (U and V share geometry, so the same weights serve both).
+// origin is `origin` (U and V share geometry, so the same weights serve both). Columns are the
+// outer loop: their weights differ per invocation (gathers), row weights are uniform.
 fn filtered(p: Plane, origin: i32, x: u32, y: u32) -> f32 {
     let cs = bitcast<i32>(weights[p.col_start + x]);
     let rs = bitcast<i32>(weights[p.row_start + y]);
     let cw = p.col_w + x * p.taps_x;
     let rw = p.row_w + y * p.taps_y;
-    var row_addr = origin + rs * p.src_sy + cs * p.src_sx;
-    var acc = 0.0;
-    for (var j = 0u; j < p.taps_y; j++) {
-        var a = row_addr;
-        var s = 0.0;
-        for (var t = 0u; t < p.taps_x; t++) {
-            s = fma(bitcast<f32>(weights[cw + t]), src_byte(a), s);
-            a += p.src_sx;
-        }
-        acc = fma(bitcast<f32>(weights[rw + j]), s, acc);
-        row_addr += p.src_sy;
-    }
+    let col_addr = origin + rs * p.src_sy + cs * p.src_sx;
+    let acc = bitcast<f32>(weights[cw]) * bitcast<f32>(weights[rw]) * src_byte(col_addr);
     return acc;
 }
 
@@ -152,32 +147,23 @@ fn sample(p: Plane, pi: u32, x: u32, y: u32) -> u32 {
 }
 
 @compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let word = gid.y * params.misc.z + gid.x;
-    if (word >= params.misc.x) {
-        return;
-    }
-    var pi = 0u;
-    if (word >= params.planes[2].word_start) {
-        pi = 2u;
-    } else if (word >= params.planes[1].word_start) {
-        pi = 1u;
-    }
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    // Row slots 0..luma_rows are luma rows; the rest are chroma rows, where the first
+    // `misc.z` workgroups of a slot do U and the next `misc.z` do V.
+    let luma_rows = params.misc.x;
+    let is_chroma = wg.y >= luma_rows;
+    let is_v = is_chroma && wg.x >= params.misc.z;
+    let pi = select(select(0u, 1u, is_chroma), 2u, is_v);
+    let row = select(wg.y, wg.y - luma_rows, is_chroma);
+    let group = select(wg.x, wg.x - params.misc.z, is_v);
     let p = params.planes[pi];
-    let first = (word - p.word_start) * 4u;
-    var y = first / p.out_w;
-    var x = first - y * p.out_w;
-    var packed = 0u;
-    for (var k = 0u; k < 4u; k++) {
-        if (first + k >= p.len) {
-            break;
-        }
-        packed |= sample(p, pi, x, y) << (k * 8u);
-        x += 1u;
-        if (x == p.out_w) {
-            x = 0u;
-            y += 1u;
-        }
-    }
-    dst[word] = packed;
+    let word = group * 64u + lid;
+    let valid = row < p.out_h && word < p.row_words;
+    let x0 = word * 4u;
+    let xm = p.out_w - 1u;
+    let packed = u32(filtered(p, p.src_off, min(x0, xm), row))
+        | (u32(filtered(p, p.src_off, min(x0 + 1u, xm), row)) << 8u)
+        | (u32(filtered(p, p.src_off, min(x0 + 2u, xm), row)) << 16u)
+        | (u32(filtered(p, p.src_off, min(x0 + 3u, xm), row)) << 24u);
+    dst[select(0u, p.word_start + row * p.row_words + word, valid)] = packed;
 }

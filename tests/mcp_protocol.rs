@@ -160,10 +160,10 @@ fn invalid_arguments_are_tool_errors_with_the_envelope() {
     // A well-formed URI for an asset that does not exist.
     let reply = mcp.tool(
         "vidforge_render_video",
-        json!({"source_asset_uri": "vidforge://assets/a_nothere", "output_format": "mp4", "resolution": "720p"}),
+        json!({"source_asset_uri": "vidforge://assets/a_01JVXD00000000000000000000", "output_format": "mp4", "resolution": "720p"}),
         Caps::NONE,
     );
-    assert_eq!(reply.result()["structuredContent"]["code"], "source_not_found");
+    assert_eq!(reply.result()["structuredContent"]["code"], "source_not_found", "{}", reply.body);
 }
 
 #[test]
@@ -210,17 +210,17 @@ fn capabilities_are_served_as_resource_and_tool() {
 #[test]
 fn bearer_tokens_gate_access_and_isolate_principals() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(&dir.path().join("data"), &["--token", "tok-alice=alice", "--token", "tok-bob=bob"]);
+    let server = Server::start(&dir.path().join("data"), &["--token", "token-alice-1=alice", "--token", "token-bob-22=bob"]);
 
     let mut anonymous = server.mcp();
     let reply = anonymous.call("tools/list", json!({}), Caps::NONE);
     assert_eq!(reply.status, 401);
 
     let clip = make_clip(dir.path(), "clip.mp4", 160, 90, 0.4, false);
-    let alice_asset = upload(&server, Some("tok-alice"), &clip);
+    let alice_asset = upload(&server, Some("token-alice-1"), &clip);
 
     // Bob cannot render Alice's asset: it behaves exactly like a missing one.
-    let mut bob = server.mcp().with_token("tok-bob");
+    let mut bob = server.mcp().with_token("token-bob-22");
     let reply = bob.tool(
         "vidforge_render_video",
         json!({"source_asset_uri": alice_asset, "output_format": "mp4", "resolution": "720p"}),
@@ -229,7 +229,7 @@ fn bearer_tokens_gate_access_and_isolate_principals() {
     assert_eq!(reply.result()["structuredContent"]["code"], "source_not_found");
 
     // Alice's task is invisible to Bob: the same -32602 as an unknown id.
-    let mut alice = server.mcp().with_token("tok-alice");
+    let mut alice = server.mcp().with_token("token-alice-1");
     let created = alice.tool(
         "vidforge_render_video",
         json!({"source_asset_uri": alice_asset, "output_format": "mp4", "resolution": "720p"}),

@@ -47,7 +47,7 @@ struct PlaneParams {
     out_w: u32,
     out_h: u32,
     word_start: u32,
-    len: u32,
+    row_words: u32,
     src_off: i32,
     src_sx: i32,
     src_sy: i32,
@@ -84,11 +84,21 @@ const PENDING: u8 = 0;
 const READY: u8 = 1;
 const FAILED: u8 = 2;
 
-/// Byte layout of the three planes in a buffer.
+/// Byte layout of the three source planes, packed back to back (the shader addresses bytes).
 #[derive(Clone, Copy, Debug)]
 struct PlaneLayout {
     offsets: [u64; 3],
     lens: [u64; 3],
+    size: u64,
+}
+
+/// Word layout of the output planes: each row padded to whole u32 words, so one invocation
+/// owns one word.
+#[derive(Clone, Copy, Debug)]
+struct OutLayout {
+    dims: [(u32, u32); 3],
+    row_words: [u32; 3],
+    word_starts: [u64; 3],
     size: u64,
 }
 
@@ -109,7 +119,7 @@ struct Shared {
     input: wgpu::Buffer,
     output: wgpu::Buffer,
     in_layout: PlaneLayout,
-    out_layout: PlaneLayout,
+    out_layout: OutLayout,
     dispatch: (u32, u32),
     src_size: (u32, u32),
     out_size: (u32, u32),
@@ -141,7 +151,6 @@ fn align4(n: u64) -> u64 {
 }
 
 impl PlaneLayout {
-    /// Planes packed back to back (input: byte addressed by the shader).
     fn packed(w: u32, h: u32) -> Self {
         let (cw, ch) = Yuv420Frame::chroma_size(w, h);
         let y = w as u64 * h as u64;
@@ -153,16 +162,35 @@ impl PlaneLayout {
         }
     }
 
-    /// Planes each starting on a 4-byte word (output: one invocation per word).
-    fn word_aligned(w: u32, h: u32) -> Self {
+}
+
+impl OutLayout {
+    fn new(w: u32, h: u32) -> Self {
         let (cw, ch) = Yuv420Frame::chroma_size(w, h);
-        let y = w as u64 * h as u64;
-        let c = cw as u64 * ch as u64;
+        let dims = [(w, h), (cw, ch), (cw, ch)];
+        let row_words = dims.map(|(w, _)| w.div_ceil(4));
+        let words = [0, 1, 2].map(|i| row_words[i] as u64 * dims[i].1 as u64);
         Self {
-            offsets: [0, align4(y), align4(y) + align4(c)],
-            lens: [y, c, c],
-            size: (align4(y) + 2 * align4(c)).max(4),
+            dims,
+            row_words,
+            word_starts: [0, words[0], words[0] + words[1]],
+            size: (words.iter().sum::<u64>() * 4).max(4),
         }
+    }
+
+    /// Copies plane `i` out of a mapped readback buffer, dropping the row padding.
+    fn extract(&self, bytes: &[u8], i: usize) -> Vec<u8> {
+        let (w, h) = (self.dims[i].0 as usize, self.dims[i].1 as usize);
+        let stride = self.row_words[i] as usize * 4;
+        let start = self.word_starts[i] as usize * 4;
+        if stride == w {
+            return bytes[start..start + w * h].to_vec();
+        }
+        let mut out = Vec::with_capacity(w * h);
+        for row in 0..h {
+            out.extend_from_slice(&bytes[start + row * stride..][..w]);
+        }
+        out
     }
 }
 
@@ -269,7 +297,7 @@ impl GpuCompositor {
         }
 
         let in_layout = PlaneLayout::packed(sw, sh);
-        let out_layout = PlaneLayout::word_aligned(ow, oh);
+        let out_layout = OutLayout::new(ow, oh);
         let max_binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
         for (what, size) in [("input frame", in_layout.size), ("output frame", out_layout.size)] {
             if size > max_binding {
@@ -309,8 +337,7 @@ impl GpuCompositor {
             return Err(invalid("watermark exceeds the device's storage binding limit"));
         }
 
-        let total_words = to_u32(out_layout.size / 4, "output words")?;
-        let word_starts = out_layout.offsets.map(|o| (o / 4) as u32);
+        to_u32(out_layout.size / 4, "output words")?;
         let mut planes = [PlaneParams::default(); 3];
         let coded = [(sw as i64, sh as i64), (scw as i64, sch as i64), (scw as i64, sch as i64)];
         let addressing: [(i64, i64, i64); 3] = std::array::from_fn(|i| {
@@ -333,8 +360,8 @@ impl GpuCompositor {
             *plane = PlaneParams {
                 out_w: w,
                 out_h: h,
-                word_start: word_starts[i],
-                len: to_u32(out_layout.lens[i], "output plane size")?,
+                word_start: to_u32(out_layout.word_starts[i], "output plane offset")?,
+                row_words: out_layout.row_words[i],
                 src_off: to_i32(origin, "plane origin")?,
                 src_sx: to_i32(step_x, "plane step")?,
                 src_sy: to_i32(step_y, "plane step")?,
@@ -368,12 +395,16 @@ impl GpuCompositor {
         let chroma_geom = [dcw as i32, dch as i32, c_sx as i32, c_sy as i32];
         let chroma_offs = [addressing[1].0 as i32, addressing[2].0 as i32, 0, 0];
 
-        let workgroups = total_words.div_ceil(WORKGROUP_SIZE);
-        let max_groups = limits.max_compute_workgroups_per_dimension.max(1);
-        let gx = workgroups.clamp(1, max_groups);
-        let gy = workgroups.div_ceil(gx).max(1);
-        if gy > max_groups {
-            return Err(invalid("output frame needs more workgroups than the device can dispatch"));
+        // One workgroup row per output row: luma rows, then chroma rows holding U then V.
+        let luma_groups = out_layout.row_words[0].div_ceil(WORKGROUP_SIZE);
+        let chroma_groups = out_layout.row_words[1].div_ceil(WORKGROUP_SIZE);
+        let gx = luma_groups.max(2 * chroma_groups);
+        let gy = oh + och;
+        let max_groups = limits.max_compute_workgroups_per_dimension;
+        if gx > max_groups || gy > max_groups {
+            return Err(invalid(format!(
+                "a {ow}x{oh} output needs a {gx}x{gy} dispatch, beyond the device's {max_groups}"
+            )));
         }
         let params = Params {
             planes,
@@ -381,7 +412,7 @@ impl GpuCompositor {
             luma_to_chroma,
             chroma_geom,
             chroma_offs,
-            misc: [total_words, affine.mode as u32, gx * WORKGROUP_SIZE, 0],
+            misc: [oh, affine.mode as u32, chroma_groups, och],
         };
         debug_assert!(affine.mode != ColorMode::Full || (affine.rows[1][0] == 0.0 && affine.rows[2][0] == 0.0));
 
@@ -693,18 +724,12 @@ impl Shared {
             .readback
             .get_mapped_range(..)
             .map_err(|e| GpuError::Map(format!("readback buffer: {e}")))
-            .map(|view| {
-                let plane = |i: usize| {
-                    let start = self.out_layout.offsets[i] as usize;
-                    view[start..start + self.out_layout.lens[i] as usize].to_vec()
-                };
-                Yuv420Frame {
-                    width: self.out_size.0,
-                    height: self.out_size.1,
-                    y: plane(0),
-                    u: plane(1),
-                    v: plane(2),
-                }
+            .map(|view| Yuv420Frame {
+                width: self.out_size.0,
+                height: self.out_size.1,
+                y: self.out_layout.extract(&view, 0),
+                u: self.out_layout.extract(&view, 1),
+                v: self.out_layout.extract(&view, 2),
             });
         // Unmap even on failure, so the slot can be submitted again.
         slot.readback.unmap();

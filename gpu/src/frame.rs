@@ -200,6 +200,10 @@ fn even_floor(v: f64) -> u32 {
     ((v.max(0.0) as u32) / 2) * 2
 }
 
+fn even_round(v: f64) -> u32 {
+    ((v.max(0.0) / 2.0).round() as u32) * 2
+}
+
 /// Places a `wm_w x wm_h` watermark in an `out_w x out_h` frame: scaled with the frame (same
 /// relative size at 720p and 4k), capped to [`WATERMARK_MAX_FRACTION`] of the frame, inset by a
 /// margin, at `position`. Returns `None` when the result would be empty.
@@ -218,8 +222,10 @@ pub fn place_watermark(
     let max_w = out_w as f64 * WATERMARK_MAX_FRACTION;
     let max_h = out_h as f64 * WATERMARK_MAX_FRACTION;
     scale = scale.min(max_w / wm_w as f64).min(max_h / wm_h as f64);
-    let width = even_floor((wm_w as f64 * scale).round());
-    let height = even_floor((wm_h as f64 * scale).round());
+    // Nearest even size (flooring lost up to 2 px, which the frame's growth then multiplied),
+    // never beyond the cap.
+    let width = even_round(wm_w as f64 * scale).min(even_floor(max_w));
+    let height = even_round(wm_h as f64 * scale).min(even_floor(max_h));
     if width == 0 || height == 0 {
         return None;
     }

@@ -1,2 +1,47 @@
 //! vidforge's media engine: FFmpeg demux/decode/encode/mux, the CPU compositor, the staged
 //! pipeline, probing and previews. Knows nothing of MCP, tasks or JSON.
+//!
+//! ```no_run
+//! use std::sync::atomic::AtomicBool;
+//! use vidforge_media::{BackendChoice, Engine, EncoderSettings, OutputFormat, RenderJob, Resolution};
+//! let engine = Engine::new(BackendChoice::Auto)?;
+//! let job = RenderJob {
+//!     input: "in.mov".into(),
+//!     output: "out.mp4".into(),
+//!     resolution: Resolution::P720,
+//!     format: OutputFormat::Mp4,
+//!     watermark: None,
+//!     encoder: EncoderSettings::default(),
+//! };
+//! let report = engine.render(&job, &mut |p| eprintln!("{p:?}"), &AtomicBool::new(false))?;
+//! println!("{} frames at {:.0} fps", report.frames, report.fps);
+//! # Ok::<(), vidforge_media::MediaError>(())
+//! ```
+
+pub mod compose;
+mod encode;
+mod engine;
+mod error;
+pub mod fixtures;
+mod pipeline;
+mod probe;
+mod scale;
+mod source;
+mod tempout;
+mod types;
+mod watermark;
+
+pub use ffmpeg_next as ffmpeg;
+pub use vidforge_gpu as gpu;
+pub use vidforge_gpu::{ColorSpec, Position, Rotation, Yuv420Frame};
+
+pub use compose::{ComposeSpec, Compositor, CpuCompositor, WgpuCompositor};
+pub use engine::{Engine, decode_frames, output_size};
+pub use error::{ErrorKind, MediaError};
+pub use probe::{AudioStreamInfo, ProbeInfo, VideoStreamInfo, probe};
+pub use source::{MAX_DIMENSION, init};
+pub use types::{
+    BackendChoice, EncoderSettings, OutputFormat, Progress, RenderJob, RenderReport, Resolution,
+    Stage, StageTimes, WatermarkSpec,
+};
+pub use watermark::load_watermark_png;

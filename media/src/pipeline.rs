@@ -68,10 +68,6 @@ impl FrameReader {
         &mut self.input
     }
 
-    pub fn decoder_mut(&mut self) -> &mut decoder::Video {
-        &mut self.decoder
-    }
-
     /// Restarts decoding after a seek.
     pub fn reset_after_seek(&mut self) {
         self.decoder.flush();
@@ -269,7 +265,7 @@ fn compose_stage(
     busy += t.elapsed();
     // Timing of frames inside the compositor (the GPU delays output by a few frames).
     let mut timing: VecDeque<(Option<i64>, i64)> = VecDeque::new();
-    let mut emit = |frame: Yuv420Frame, timing: &mut VecDeque<(Option<i64>, i64)>| {
+    let emit = |frame: Yuv420Frame, timing: &mut VecDeque<(Option<i64>, i64)>| {
         let (pts, duration) = timing.pop_front().unwrap_or((None, 0));
         send(&tx, Composed::Video {
             frame,
@@ -377,6 +373,24 @@ fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
         .unwrap_or_else(|| "unknown panic".to_string())
 }
 
+fn join_stage<T>(name: &str, r: std::thread::Result<StageResult<T>>) -> StageResult<T> {
+    match r {
+        Ok(r) => r,
+        Err(p) => Err(StageFail::Error(MediaError::failed(format!(
+            "{name} stage panicked: {}",
+            panic_message(p)
+        )))),
+    }
+}
+
+fn real_error<T>(r: StageResult<T>) -> Result<Option<T>, MediaError> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(StageFail::PeerGone) => Ok(None),
+        Err(StageFail::Error(e)) => Err(e),
+    }
+}
+
 /// Runs the three stages to completion. Progress is reported on the calling thread.
 pub(crate) fn run(
     reader: FrameReader,
@@ -423,52 +437,19 @@ pub(crate) fn run(
             });
         }
 
-        let join = |name: &str, r: std::thread::Result<StageResult<Duration>>| match r {
-            Ok(r) => r,
-            Err(p) => Err(StageFail::Error(MediaError::failed(format!(
-                "{name} stage panicked: {}",
-                panic_message(p)
-            )))),
-        };
-        let rd = join("decode", d.join());
-        let rc = join("compose", c.join());
-        let re = match e.join() {
-            Ok(r) => r,
-            Err(p) => Err(StageFail::Error(MediaError::failed(format!(
-                "encode stage panicked: {}",
-                panic_message(p)
-            )))),
-        };
+        let rd = join_stage("decode", d.join());
+        let rc = join_stage("compose", c.join());
+        let re = join_stage("encode", e.join());
         if cancel.load(Ordering::Relaxed) {
             return Err(MediaError::Cancelled);
         }
-        let mut first_error = None;
-        let mut peer_gone = false;
-        for fail in [rd.as_ref().err(), rc.as_ref().err(), re.as_ref().err()]
-            .into_iter()
-            .flatten()
-        {
-            match fail {
-                StageFail::Error(_) if first_error.is_none() => first_error = Some(()),
-                StageFail::PeerGone => peer_gone = true,
-                _ => {}
-            }
-        }
-        if first_error.is_some() {
-            for r in [rd.err(), rc.err(), re.as_ref().err().map(|_| StageFail::PeerGone)] {
-                if let Some(StageFail::Error(e)) = r {
-                    return Err(e);
-                }
-            }
-            if let Err(StageFail::Error(e)) = re {
-                return Err(e);
-            }
-        }
-        if peer_gone {
-            return Err(MediaError::failed("a render stage stopped unexpectedly"));
-        }
+        // The first stage with a real error (upstream first) is the cause; the others only
+        // saw their queues disconnect.
+        let rd = real_error(rd)?;
+        let rc = real_error(rc)?;
+        let re = real_error(re)?;
         match (rd, rc, re) {
-            (Ok(decode), Ok(compose), Ok(enc)) => Ok(PipelineOutcome {
+            (Some(decode), Some(compose), Some(enc)) => Ok(PipelineOutcome {
                 stage_times: StageTimes {
                     decode,
                     compose,

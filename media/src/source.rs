@@ -31,7 +31,6 @@ pub(crate) struct Source {
 #[derive(Clone, Debug)]
 pub(crate) struct VideoMeta {
     pub index: usize,
-    pub codec_id: codec::Id,
     pub codec_name: String,
     pub width: u32,
     pub height: u32,
@@ -165,8 +164,59 @@ fn rational_f64(r: Rational) -> Option<f64> {
     (r.numerator() > 0 && r.denominator() > 0).then(|| r.numerator() as f64 / r.denominator() as f64)
 }
 
+/// What [`open_any`] found: a video to render, or a file with sound but no picture.
+pub(crate) enum Opened {
+    Video(Box<Source>),
+    AudioOnly {
+        format_name: String,
+        size_bytes: u64,
+        duration_seconds: f64,
+        audio: AudioMeta,
+    },
+}
+
 /// Opens `path` and picks the streams to render. Typed errors for every way that can fail.
 pub(crate) fn open(path: &Path) -> Result<Source, MediaError> {
+    match open_any(path)? {
+        Opened::Video(s) => Ok(*s),
+        Opened::AudioOnly {
+            format_name, audio, ..
+        } => Err(MediaError::unsupported(format!(
+            "{} has no video stream (audio-only {format_name} file with {} audio)",
+            path.display(),
+            audio.codec_name
+        ))),
+    }
+}
+
+fn best_audio(input: &Input) -> Option<AudioMeta> {
+    input
+        .streams()
+        .best(media::Type::Audio)
+        .filter(|s| s.parameters().id() != codec::Id::None)
+        .map(|s| {
+            let p = s.parameters();
+            // SAFETY: codecpar valid.
+            let (rate, channels) =
+                unsafe { ((*p.as_ptr()).sample_rate, (*p.as_ptr()).ch_layout.nb_channels) };
+            AudioMeta {
+                index: s.index(),
+                codec_id: p.id(),
+                codec_name: codec_name(p.id()),
+                sample_rate: rate.max(0) as u32,
+                channels: channels.max(0) as u32,
+                time_base: s.time_base(),
+            }
+        })
+        .filter(|a| a.sample_rate > 0 && a.channels > 0)
+}
+
+fn container_duration(input: &Input) -> Option<f64> {
+    (input.duration() > 0).then(|| input.duration() as f64 / ffi::AV_TIME_BASE as f64)
+}
+
+/// Like [`open`], but a file with audio and no video is not an error.
+pub(crate) fn open_any(path: &Path) -> Result<Opened, MediaError> {
     crate::init();
     let size_bytes = check_readable("input file", path)?;
     let mut input = match ffmpeg::format::input(path) {
@@ -229,18 +279,18 @@ pub(crate) fn open(path: &Path) -> Result<Source, MediaError> {
             (default, w * h)
         });
     let Some(vs) = video_stream else {
-        let has_audio = input
-            .streams()
-            .any(|s| s.parameters().medium() == media::Type::Audio);
+        if let Some(audio) = best_audio(&input) {
+            return Ok(Opened::AudioOnly {
+                duration_seconds: container_duration(&input).unwrap_or(0.0),
+                format_name,
+                size_bytes,
+                audio,
+            });
+        }
         let has_picture = input
             .streams()
             .any(|s| s.parameters().medium() == media::Type::Video);
-        return Err(if has_audio {
-            MediaError::unsupported(format!(
-                "{} has no video stream (audio-only {format_name} file)",
-                path.display()
-            ))
-        } else if has_picture {
+        return Err(if has_picture {
             MediaError::unsupported(format!(
                 "{} has only a cover picture, no video stream",
                 path.display()
@@ -318,9 +368,9 @@ pub(crate) fn open(path: &Path) -> Result<Source, MediaError> {
     let stream_duration = (vs.duration() > 0)
         .then(|| vs.duration() as f64 * f64::from(time_base))
         .filter(|d| d.is_finite() && *d > 0.0);
-    let container_duration = (input.duration() > 0)
-        .then(|| input.duration() as f64 / ffi::AV_TIME_BASE as f64);
-    let duration_seconds = container_duration.or(stream_duration).unwrap_or(0.0);
+    let duration_seconds = container_duration(&input)
+        .or(stream_duration)
+        .unwrap_or(0.0);
     let frames_estimate = if vs.frames() > 0 {
         Some(vs.frames() as u64)
     } else {
@@ -337,7 +387,6 @@ pub(crate) fn open(path: &Path) -> Result<Source, MediaError> {
     };
     let video = VideoMeta {
         index: vs.index(),
-        codec_id,
         codec_name: codec_str,
         width,
         height,
@@ -354,25 +403,7 @@ pub(crate) fn open(path: &Path) -> Result<Source, MediaError> {
         color_range,
     };
 
-    let audio = input
-        .streams()
-        .best(media::Type::Audio)
-        .filter(|s| s.parameters().id() != codec::Id::None)
-        .map(|s| {
-            let p = s.parameters();
-            // SAFETY: codecpar valid.
-            let (rate, channels) =
-                unsafe { ((*p.as_ptr()).sample_rate, (*p.as_ptr()).ch_layout.nb_channels) };
-            AudioMeta {
-                index: s.index(),
-                codec_id: p.id(),
-                codec_name: codec_name(p.id()),
-                sample_rate: rate.max(0) as u32,
-                channels: channels.max(0) as u32,
-                time_base: s.time_base(),
-            }
-        })
-        .filter(|a| a.sample_rate > 0 && a.channels > 0);
+    let audio = best_audio(&input);
 
     // SAFETY: plain field read.
     let start_time_us = unsafe { (*input.as_ptr()).start_time };
@@ -389,7 +420,7 @@ pub(crate) fn open(path: &Path) -> Result<Source, MediaError> {
             unsafe { (*s.as_mut_ptr()).discard = ffi::AVDiscard::AVDISCARD_ALL };
         }
     }
-    Ok(Source {
+    Ok(Opened::Video(Box::new(Source {
         input,
         path: path.to_path_buf(),
         format_name,
@@ -398,7 +429,7 @@ pub(crate) fn open(path: &Path) -> Result<Source, MediaError> {
         start_time_us,
         video,
         audio,
-    })
+    })))
 }
 
 /// Display size of a `w x h` coded picture with sample aspect `sar`, after `rotation`.

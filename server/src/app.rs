@@ -7,6 +7,7 @@ use std::sync::Arc;
 use axum::Router;
 use tokio::net::TcpListener;
 
+use crate::auth::{Auth, require_auth};
 use crate::clock;
 use crate::config::Config;
 use crate::http;
@@ -28,13 +29,14 @@ pub fn start_service(config: Config) -> anyhow::Result<RenderService> {
     Ok(service)
 }
 
-/// Every route the server answers: [`http::http_routes`] plus the MCP endpoint.
+/// Every route the server answers: [`http::http_routes`] plus the MCP endpoint at `/mcp`,
+/// both behind the bearer-token middleware (except `/healthz`).
 pub fn router(service: &RenderService) -> Router {
-    #[allow(clippy::let_and_return)]
-    let router = http::http_routes(service.clone());
-    // MCP layer (lead-owned, server/src/mcp): enable once `crate::mcp::router` exists.
-    // let router = router.merge(crate::mcp::router(service.clone(), service.config()));
-    router
+    let auth = Auth::from_config(service.config());
+    // `layer` wraps only the routes already on the router, so authenticate /mcp before merging.
+    let mcp = crate::mcp::router(service.clone(), service.config())
+        .layer(axum::middleware::from_fn_with_state(auth, require_auth));
+    http::http_routes(service.clone()).merge(mcp)
 }
 
 /// Serves [`router`] on `listener` until `shutdown` resolves, then drains connections.

@@ -67,7 +67,10 @@ impl RenderArgs {
     /// Checks the typed fields (for callers that build [`RenderArgs`] directly).
     pub fn validate(&self) -> Result<(), ServiceError> {
         if self.source_asset.is_empty() {
-            return Err(ServiceError::invalid("source_asset_uri", "must not be empty"));
+            return Err(ServiceError::invalid(
+                "source_asset_uri",
+                "must not be empty",
+            ));
         }
         if let Some(w) = &self.watermark {
             if Position::parse(&w.position).is_none() {
@@ -102,7 +105,9 @@ impl RenderArgs {
 
     /// The watermark position as the compositor's type (validated at creation).
     pub fn watermark_position(&self) -> Option<Position> {
-        self.watermark.as_ref().and_then(|w| Position::parse(&w.position))
+        self.watermark
+            .as_ref()
+            .and_then(|w| Position::parse(&w.position))
     }
 }
 
@@ -118,12 +123,22 @@ fn parse_watermark(w: &Map<String, Value>) -> Result<WatermarkArgs, ServiceError
                 "must be one of top_left, top_right, bottom_left, bottom_right, center",
             )
         })?,
-        Some(_) => return Err(ServiceError::invalid("watermark.position", "must be a string")),
+        Some(_) => {
+            return Err(ServiceError::invalid(
+                "watermark.position",
+                "must be a string",
+            ));
+        }
     };
     let opacity = match w.get("opacity") {
         None | Some(Value::Null) => DEFAULT_OPACITY,
         Some(Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
-        Some(_) => return Err(ServiceError::invalid("watermark.opacity", "must be a number")),
+        Some(_) => {
+            return Err(ServiceError::invalid(
+                "watermark.opacity",
+                "must be a number",
+            ));
+        }
     };
     Ok(WatermarkArgs {
         image_asset: image_asset.to_string(),
@@ -153,8 +168,14 @@ fn required_str<'a>(
 ) -> Result<&'a str, ServiceError> {
     match obj.get(key) {
         Some(Value::String(s)) => Ok(s),
-        Some(_) => Err(ServiceError::invalid(format!("{prefix}{key}"), "must be a string")),
-        None => Err(ServiceError::invalid(format!("{prefix}{key}"), "is required")),
+        Some(_) => Err(ServiceError::invalid(
+            format!("{prefix}{key}"),
+            "must be a string",
+        )),
+        None => Err(ServiceError::invalid(
+            format!("{prefix}{key}"),
+            "is required",
+        )),
     }
 }
 
@@ -217,7 +238,10 @@ mod tests {
         let r = RenderArgs::from_tool_arguments(&v).unwrap();
         assert_eq!(r.source_asset, a);
         let w = r.watermark.clone().unwrap();
-        assert_eq!((w.image_asset.as_str(), w.position.as_str(), w.opacity), (l.as_str(), "bottom_right", 1.0));
+        assert_eq!(
+            (w.image_asset.as_str(), w.position.as_str(), w.opacity),
+            (l.as_str(), "bottom_right", 1.0)
+        );
         let mut explicit = v.clone();
         explicit["watermark"]["position"] = json!("bottom_right");
         explicit["watermark"]["opacity"] = json!(1.0);

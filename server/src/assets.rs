@@ -106,7 +106,10 @@ impl AssetCatalog {
                 return Err(e);
             }
         };
-        match self.finish(principal, file_name, &id, &partial, written).await {
+        match self
+            .finish(principal, file_name, &id, &partial, written)
+            .await
+        {
             Ok(rec) => Ok(rec),
             Err(e) => {
                 let _ = tokio::fs::remove_file(&partial).await;
@@ -123,11 +126,11 @@ impl AssetCatalog {
         path: &Path,
         file_name: Option<&str>,
     ) -> Result<AssetRecord, ServiceError> {
-        let file = tokio::fs::File::open(path).await.map_err(|e| {
-            ServiceError::AssetInvalid {
+        let file = tokio::fs::File::open(path)
+            .await
+            .map_err(|e| ServiceError::AssetInvalid {
                 reason: format!("cannot open {}: {e}", path.display()),
-            }
-        })?;
+            })?;
         let name = file_name
             .map(str::to_string)
             .or_else(|| path.file_name().map(|n| n.to_string_lossy().into_owned()))
@@ -177,9 +180,11 @@ impl AssetCatalog {
     ) -> Result<AssetRecord, ServiceError> {
         let probe_path = partial.to_path_buf();
         let prober = self.prober.clone();
-        let (kind, probe) = tokio::task::spawn_blocking(move || classify(&probe_path, &*prober))
-            .await
-            .map_err(|e| ServiceError::Internal(format!("probe task failed: {e}")))??;
+        let shown_name = file_name.to_string();
+        let (kind, probe) =
+            tokio::task::spawn_blocking(move || classify(&probe_path, &shown_name, &*prober))
+                .await
+                .map_err(|e| ServiceError::Internal(format!("probe task failed: {e}")))??;
         let name = sanitize_file_name(file_name, kind);
         let asset_dir = self.dir.join(id);
         tokio::fs::create_dir_all(&asset_dir).await?;
@@ -216,7 +221,12 @@ impl AssetCatalog {
 }
 
 /// PNG by signature (fully decoded to prove it is readable), otherwise a video per the prober.
-fn classify(path: &Path, prober: &dyn Prober) -> Result<(AssetKind, AssetProbe), ServiceError> {
+/// Reasons name the uploader's file, not the temporary path.
+fn classify(
+    path: &Path,
+    shown_name: &str,
+    prober: &dyn Prober,
+) -> Result<(AssetKind, AssetProbe), ServiceError> {
     let mut head = [0u8; 8];
     let n = std::fs::File::open(path)?.read(&mut head)?;
     if n == 8 && head == PNG_SIGNATURE {
@@ -225,7 +235,7 @@ fn classify(path: &Path, prober: &dyn Prober) -> Result<(AssetKind, AssetProbe),
     let probe = prober
         .probe_video(path)
         .map_err(|e| ServiceError::AssetInvalid {
-            reason: format!("not a readable video or PNG image ({e})"),
+            reason: e.message.replace(&path.display().to_string(), shown_name),
         })?;
     if probe.width.is_none() {
         return Err(ServiceError::AssetInvalid {
@@ -293,8 +303,14 @@ mod tests {
 
     #[test]
     fn file_names_are_sanitised() {
-        assert_eq!(sanitize_file_name("../../etc/passwd", AssetKind::Video), "passwd");
-        assert_eq!(sanitize_file_name("my clip (1).mp4", AssetKind::Video), "my_clip__1_.mp4");
+        assert_eq!(
+            sanitize_file_name("../../etc/passwd", AssetKind::Video),
+            "passwd"
+        );
+        assert_eq!(
+            sanitize_file_name("my clip (1).mp4", AssetKind::Video),
+            "my_clip__1_.mp4"
+        );
         assert_eq!(sanitize_file_name("", AssetKind::Image), "upload.png");
         assert_eq!(sanitize_file_name("..", AssetKind::Video), "upload.bin");
         assert_eq!(sanitize_file_name(".hidden", AssetKind::Video), "hidden");

@@ -117,8 +117,10 @@ pub fn unauthorized(err: AuthError) -> Response {
         "message": format!("{err}: send Authorization: Bearer <token>"),
     });
     let mut resp = (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
-    resp.headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+    resp.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static(challenge),
+    );
     resp
 }
 
@@ -152,10 +154,22 @@ mod tests {
         c.tokens.insert("alice-token-1".into(), "alice".into());
         c.tokens.insert("bob-token-22".into(), "bob".into());
         let a = Auth::from_config(&c);
-        assert_eq!(a.authenticate(&headers("Bearer alice-token-1")).unwrap().0, "alice");
-        assert_eq!(a.authenticate(&headers("bearer bob-token-22")).unwrap().0, "bob");
-        assert_eq!(a.authenticate(&headers("Bearer nope")), Err(AuthError::Invalid));
-        assert_eq!(a.authenticate(&headers("Basic xyz")), Err(AuthError::Invalid));
+        assert_eq!(
+            a.authenticate(&headers("Bearer alice-token-1")).unwrap().0,
+            "alice"
+        );
+        assert_eq!(
+            a.authenticate(&headers("bearer bob-token-22")).unwrap().0,
+            "bob"
+        );
+        assert_eq!(
+            a.authenticate(&headers("Bearer nope")),
+            Err(AuthError::Invalid)
+        );
+        assert_eq!(
+            a.authenticate(&headers("Basic xyz")),
+            Err(AuthError::Invalid)
+        );
         assert_eq!(a.authenticate(&HeaderMap::new()), Err(AuthError::Missing));
         let anon = Auth::from_config(&Config::default());
         assert_eq!(anon.authenticate(&HeaderMap::new()).unwrap().0, "local");

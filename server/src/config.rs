@@ -171,17 +171,32 @@ impl Config {
             self.tokens = v;
         }
         set(&mut self.render_slots, f.render_slots);
-        set(&mut self.per_principal_concurrent, f.per_principal_concurrent);
+        set(
+            &mut self.per_principal_concurrent,
+            f.per_principal_concurrent,
+        );
         set(&mut self.queue_capacity, f.queue_capacity);
         if let Some(v) = f.max_upload_bytes {
             self.max_upload_bytes = v.bytes("max_upload_bytes")?;
         }
         for (slot, value, name) in [
-            (&mut self.approval_timeout, f.approval_timeout, "approval_timeout"),
+            (
+                &mut self.approval_timeout,
+                f.approval_timeout,
+                "approval_timeout",
+            ),
             (&mut self.task_ttl, f.task_ttl, "task_ttl"),
             (&mut self.result_ttl, f.result_ttl, "result_ttl"),
-            (&mut self.idempotency_ttl, f.idempotency_ttl, "idempotency_ttl"),
-            (&mut self.tombstone_grace, f.tombstone_grace, "tombstone_grace"),
+            (
+                &mut self.idempotency_ttl,
+                f.idempotency_ttl,
+                "idempotency_ttl",
+            ),
+            (
+                &mut self.tombstone_grace,
+                f.tombstone_grace,
+                "tombstone_grace",
+            ),
             (&mut self.sweep_interval, f.sweep_interval, "sweep_interval"),
             (&mut self.tick_interval, f.tick_interval, "tick_interval"),
         ] {
@@ -212,17 +227,32 @@ impl Config {
             self.tokens = tokens;
         }
         set(&mut self.render_slots, a.render_slots);
-        set(&mut self.per_principal_concurrent, a.per_principal_concurrent);
+        set(
+            &mut self.per_principal_concurrent,
+            a.per_principal_concurrent,
+        );
         set(&mut self.queue_capacity, a.queue_capacity);
         if let Some(v) = &a.max_upload_bytes {
             self.max_upload_bytes = parse_bytes(v, "max_upload_bytes")?;
         }
         for (slot, value, name) in [
-            (&mut self.approval_timeout, &a.approval_timeout, "approval_timeout"),
+            (
+                &mut self.approval_timeout,
+                &a.approval_timeout,
+                "approval_timeout",
+            ),
             (&mut self.task_ttl, &a.task_ttl, "task_ttl"),
             (&mut self.result_ttl, &a.result_ttl, "result_ttl"),
-            (&mut self.idempotency_ttl, &a.idempotency_ttl, "idempotency_ttl"),
-            (&mut self.sweep_interval, &a.sweep_interval, "sweep_interval"),
+            (
+                &mut self.idempotency_ttl,
+                &a.idempotency_ttl,
+                "idempotency_ttl",
+            ),
+            (
+                &mut self.sweep_interval,
+                &a.sweep_interval,
+                "sweep_interval",
+            ),
         ] {
             if let Some(v) = value {
                 *slot = parse_duration(v, name)?;
@@ -372,7 +402,12 @@ pub struct ConfigArgs {
     #[arg(long, env = "VIDFORGE_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
     /// Bearer token and its principal as TOKEN=PRINCIPAL; repeatable (env: comma-separated).
-    #[arg(long = "token", env = "VIDFORGE_TOKENS", value_delimiter = ',', hide_env_values = true)]
+    #[arg(
+        long = "token",
+        env = "VIDFORGE_TOKENS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
     pub tokens: Vec<String>,
     /// Renders that run at once.
     #[arg(long, env = "VIDFORGE_RENDER_SLOTS")]
@@ -405,10 +440,18 @@ pub struct ConfigArgs {
     #[arg(long, env = "VIDFORGE_BACKEND", value_enum)]
     pub backend: Option<BackendSetting>,
     /// Allowed browser origins (comma-separated).
-    #[arg(long = "allowed-origin", env = "VIDFORGE_ALLOWED_ORIGINS", value_delimiter = ',')]
+    #[arg(
+        long = "allowed-origin",
+        env = "VIDFORGE_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
     pub allowed_origins: Vec<String>,
     /// Allowed Host header values (comma-separated).
-    #[arg(long = "allowed-host", env = "VIDFORGE_ALLOWED_HOSTS", value_delimiter = ',')]
+    #[arg(
+        long = "allowed-host",
+        env = "VIDFORGE_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
     pub allowed_hosts: Vec<String>,
     /// Base URL for download links.
     #[arg(long, env = "VIDFORGE_PUBLIC_BASE_URL")]
@@ -525,7 +568,9 @@ pub fn parse_duration(s: &str, field: &'static str) -> Result<Duration, ConfigEr
         field,
         reason: format!("'{s}' is not a duration like 500ms, 90s, 30m, 24h or 7d"),
     };
-    let split = t.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let value: f64 = num.parse().map_err(|_| err())?;
     let secs = match unit.trim() {
@@ -593,7 +638,10 @@ mod tests {
         let mut c = Config::default();
         c.listen = "0.0.0.0:8080".parse().unwrap();
         let e = c.check_bind_safety().unwrap_err();
-        assert!(e.to_string().contains("refusing to listen on 0.0.0.0:8080"), "{e}");
+        assert!(
+            e.to_string().contains("refusing to listen on 0.0.0.0:8080"),
+            "{e}"
+        );
         c.tokens.insert("0123456789".into(), "alice".into());
         c.check_bind_safety().unwrap();
         c.listen = "[::1]:9000".parse().unwrap();
@@ -632,7 +680,10 @@ backend = "cpu"
         assert_eq!(c.approval_timeout, Duration::from_secs(120));
         assert_eq!(c.result_ttl, Duration::from_secs(8 * 86_400));
         assert_eq!(c.backend, BackendSetting::Cpu);
-        assert_eq!(c.tokens.get("tok-alice-123").map(String::as_str), Some("alice"));
+        assert_eq!(
+            c.tokens.get("tok-alice-123").map(String::as_str),
+            Some("alice")
+        );
     }
 
     #[test]
@@ -644,9 +695,15 @@ backend = "cpu"
             config: Some(path),
             ..Default::default()
         };
-        assert!(matches!(Config::load(&args), Err(ConfigError::Parse { .. })));
+        assert!(matches!(
+            Config::load(&args),
+            Err(ConfigError::Parse { .. })
+        ));
         assert!(parse_duration("10 parsecs", "x").is_err());
-        assert_eq!(parse_duration("500ms", "x").unwrap(), Duration::from_millis(500));
+        assert_eq!(
+            parse_duration("500ms", "x").unwrap(),
+            Duration::from_millis(500)
+        );
         assert!(parse_bytes("-1", "x").is_err());
         assert_eq!(parse_bytes("2GiB", "x").unwrap(), 2 << 30);
         let args = ConfigArgs {

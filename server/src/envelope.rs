@@ -131,11 +131,9 @@ pub fn default_repair(code: ErrorCode, ctx: RepairContext<'_>) -> Option<Repair>
             }
             r
         }),
-        ErrorCode::ApprovalNotPending | ErrorCode::ApprovalAlreadyRecorded => {
-            ctx.render_id.map(|id| {
-                Repair::new("check_render_status", tools::GET_RENDER_STATUS, status(id))
-            })
-        }
+        ErrorCode::ApprovalNotPending | ErrorCode::ApprovalAlreadyRecorded => ctx
+            .render_id
+            .map(|id| Repair::new("check_render_status", tools::GET_RENDER_STATUS, status(id))),
         ErrorCode::IdempotencyConflict => Some(
             Repair::new("use_new_idempotency_key", tools::RENDER_VIDEO, args()).alternative(
                 "Re-send the original arguments with this key to get the existing render, or \
@@ -310,16 +308,19 @@ mod tests {
         assert_eq!(v["repair"]["tool"], "vidforge_render_video");
         assert_eq!(v["repair"]["arguments"], args);
         assert!(v["request_id"].as_str().unwrap().starts_with("req_"));
-        assert!(v["fingerprint"].as_str().unwrap().starts_with("vidforge@1.0.0+"));
+        assert!(
+            v["fingerprint"]
+                .as_str()
+                .unwrap()
+                .starts_with("vidforge@1.0.0+")
+        );
         let d = env.to_jsonrpc_data();
         assert_eq!(d["machine_code"], "watermark_rejected");
         assert_eq!(d["human_message"], "declined");
         assert!(d.get("code").is_none());
 
-        let q = Envelope::from_service_error(
-            &ServiceError::quota("full"),
-            RepairContext::default(),
-        );
+        let q =
+            Envelope::from_service_error(&ServiceError::quota("full"), RepairContext::default());
         assert_eq!(q.to_json()["retry_after_ms"], 30_000);
         assert_eq!(q.to_json()["temporary"], true);
     }

@@ -33,9 +33,7 @@ pub enum ServiceError {
     #[error("render is {}, not awaiting a watermark decision", state.fallback_state())]
     ApprovalNotPending { state: RenderState },
     /// A different decision was already recorded.
-    #[error(
-        "a different watermark decision was already recorded (approved: {recorded_approved})"
-    )]
+    #[error("a different watermark decision was already recorded (approved: {recorded_approved})")]
     ApprovalAlreadyRecorded { recorded_approved: bool },
     /// The idempotency key was used with different arguments.
     #[error("idempotency_key was already used with different arguments")]
@@ -101,11 +99,16 @@ impl ServiceError {
             }
             ServiceError::ApprovalAlreadyRecorded { recorded_approved } => Some(format!(
                 "recorded decision: {}",
-                if *recorded_approved { "approved" } else { "rejected" }
+                if *recorded_approved {
+                    "approved"
+                } else {
+                    "rejected"
+                }
             )),
-            ServiceError::ResultExpired { expired_at } => {
-                Some(format!("retention ended at {}", crate::clock::rfc3339(*expired_at)))
-            }
+            ServiceError::ResultExpired { expired_at } => Some(format!(
+                "retention ended at {}",
+                crate::clock::rfc3339(*expired_at)
+            )),
             ServiceError::AssetTooLarge { limit_bytes } => {
                 Some(format!("limit is {limit_bytes} bytes"))
             }

@@ -38,10 +38,7 @@ pub const FILENAME_HEADER: &str = "x-filename";
 pub fn http_routes(service: RenderService) -> Router {
     let auth = Auth::from_config(service.config());
     let protected = Router::new()
-        .route(
-            "/assets",
-            post(upload).layer(DefaultBodyLimit::disable()),
-        )
+        .route("/assets", post(upload).layer(DefaultBodyLimit::disable()))
         .route("/videos/{id}/{file}", get(download))
         .route("/renders/{id}/{file}", get(preview))
         .layer(axum::middleware::from_fn_with_state(auth, require_auth));
@@ -285,10 +282,7 @@ pub async fn serve_file(
     let (status, start, count) = match range {
         ByteRange::Full => (StatusCode::OK, 0, len),
         ByteRange::Partial { start, end } => {
-            builder = builder.header(
-                header::CONTENT_RANGE,
-                format!("bytes {start}-{end}/{len}"),
-            );
+            builder = builder.header(header::CONTENT_RANGE, format!("bytes {start}-{end}/{len}"));
             (StatusCode::PARTIAL_CONTENT, start, end - start + 1)
         }
         ByteRange::Unsatisfiable => {
@@ -321,11 +315,26 @@ mod tests {
     fn ranges() {
         use ByteRange::*;
         assert_eq!(parse_range(None, 100), Full);
-        assert_eq!(parse_range(Some("bytes=0-9"), 100), Partial { start: 0, end: 9 });
-        assert_eq!(parse_range(Some("bytes=90-"), 100), Partial { start: 90, end: 99 });
-        assert_eq!(parse_range(Some("bytes=90-500"), 100), Partial { start: 90, end: 99 });
-        assert_eq!(parse_range(Some("bytes=-10"), 100), Partial { start: 90, end: 99 });
-        assert_eq!(parse_range(Some("bytes=-1000"), 100), Partial { start: 0, end: 99 });
+        assert_eq!(
+            parse_range(Some("bytes=0-9"), 100),
+            Partial { start: 0, end: 9 }
+        );
+        assert_eq!(
+            parse_range(Some("bytes=90-"), 100),
+            Partial { start: 90, end: 99 }
+        );
+        assert_eq!(
+            parse_range(Some("bytes=90-500"), 100),
+            Partial { start: 90, end: 99 }
+        );
+        assert_eq!(
+            parse_range(Some("bytes=-10"), 100),
+            Partial { start: 90, end: 99 }
+        );
+        assert_eq!(
+            parse_range(Some("bytes=-1000"), 100),
+            Partial { start: 0, end: 99 }
+        );
         assert_eq!(parse_range(Some("bytes=100-"), 100), Unsatisfiable);
         assert_eq!(parse_range(Some("bytes=-0"), 100), Unsatisfiable);
         assert_eq!(parse_range(Some("bytes=5-1"), 100), Full);

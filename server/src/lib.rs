@@ -6,7 +6,7 @@
 //! approval deadlines, sweeper) → [`http`] (uploads, downloads) and the MCP layer → [`app`] /
 //! [`cli`].
 
-// TEMP-MEDIA pub mod app;
+pub mod app;
 pub mod args;
 pub mod assets;
 pub mod auth;
@@ -20,8 +20,8 @@ pub mod error;
 pub mod http;
 pub mod ids;
 pub mod maintenance;
-// pub mod mcp; // MCP protocol layer (lead-owned): enable when server/src/mcp/ exists.
-// TEMP-MEDIA pub mod media_backend;
+pub mod mcp;
+pub mod media_backend;
 pub mod service;
 pub mod store;
 pub mod uri;

@@ -169,7 +169,10 @@ pub(crate) fn expire_due_approvals(shared: &Shared) -> Result<usize, ServiceErro
                 message: format!(
                     "No watermark decision arrived within {timeout}; the render was not finalized."
                 ),
-                reason: Some(format!("The approval deadline {} passed.", rfc3339(deadline))),
+                reason: Some(format!(
+                    "The approval deadline {} passed.",
+                    rfc3339(deadline)
+                )),
                 field: Some("watermark".into()),
                 retry_after_ms: None,
             });

@@ -246,7 +246,9 @@ impl RenderService {
     /// `tick_interval`, sweeper every `sweep_interval`).
     pub fn start(parts: ServiceParts) -> Result<RenderService, ServiceError> {
         let mut config = parts.config;
-        config.validate().map_err(|e| ServiceError::Internal(e.to_string()))?;
+        config
+            .validate()
+            .map_err(|e| ServiceError::Internal(e.to_string()))?;
         config.data_dir = std::path::absolute(&config.data_dir)?;
         config.ensure_dirs()?;
         let store = Store::open(&config.db_dir())?;
@@ -385,11 +387,10 @@ impl RenderService {
                 mime_type,
                 ..
             }) => {
-                let meta = std::fs::metadata(video_path).map_err(|_| {
-                    ServiceError::ResultExpired {
+                let meta =
+                    std::fs::metadata(video_path).map_err(|_| ServiceError::ResultExpired {
                         expired_at: self.result_expires_at(&rec),
-                    }
-                })?;
+                    })?;
                 Ok(ResultFile {
                     path: video_path.clone(),
                     file_name: video_file_name.clone(),
@@ -422,7 +423,9 @@ impl RenderService {
     fn check_retention(&self, rec: &RenderRecord) -> Result<(), ServiceError> {
         let expires = self.result_expires_at(rec);
         if rec.result_deleted || self.shared.now() >= expires {
-            return Err(ServiceError::ResultExpired { expired_at: expires });
+            return Err(ServiceError::ResultExpired {
+                expired_at: expires,
+            });
         }
         Ok(())
     }
@@ -485,7 +488,10 @@ impl RenderService {
         path: &Path,
         file_name: Option<&str>,
     ) -> Result<AssetRecord, ServiceError> {
-        self.shared.assets.add_path(principal, path, file_name).await
+        self.shared
+            .assets
+            .add_path(principal, path, file_name)
+            .await
     }
 
     /// The asset behind `vidforge://assets/<id>` (or a bare id) if `principal` owns it;
@@ -733,7 +739,11 @@ fn decide_blocking(
     })
 }
 
-fn cancel_blocking(shared: &Shared, principal: &str, id: &str) -> Result<RenderRecord, ServiceError> {
+fn cancel_blocking(
+    shared: &Shared,
+    principal: &str,
+    id: &str,
+) -> Result<RenderRecord, ServiceError> {
     shared.load_owned(principal, id)?;
     let now = shared.now();
     let updated = shared

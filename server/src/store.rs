@@ -714,7 +714,10 @@ mod tests {
         assert_eq!(json["state"], "failed");
         assert_eq!(json["args"]["resolution"], "4k");
         assert_eq!(json["outcome"]["code"], "watermark_rejected");
-        assert_eq!(rec.repair_arguments(), serde_json::json!({"source_asset_uri": "vidforge://assets/a_X"}));
+        assert_eq!(
+            rec.repair_arguments(),
+            serde_json::json!({"source_asset_uri": "vidforge://assets/a_X"})
+        );
     }
 
     #[test]
@@ -761,7 +764,11 @@ mod tests {
             .unwrap();
         assert!(!kept.written);
         assert_eq!(kept.record.attempts, 201);
-        assert!(s.update_render::<(), StoreError>("nope", |_| Ok(Change::Keep(()))).unwrap().is_none());
+        assert!(
+            s.update_render::<(), StoreError>("nope", |_| Ok(Change::Keep(())))
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]

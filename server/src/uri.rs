@@ -66,6 +66,9 @@ mod tests {
         assert_eq!(parse_preview_uri(&preview_uri(&r)), Some(r.as_str()));
         assert_eq!(parse_asset_uri("vidforge://assets/../../x"), None);
         assert_eq!(parse_asset_uri("file:///etc/passwd"), None);
-        assert_eq!(parse_video_uri(&format!("vidforge://videos/{r}/final.avi")), None);
+        assert_eq!(
+            parse_video_uri(&format!("vidforge://videos/{r}/final.avi")),
+            None
+        );
     }
 }

@@ -14,7 +14,9 @@ use crossbeam_channel::RecvTimeoutError;
 use crate::args::watermark_params_hash;
 use crate::catalog::{self, ErrorCode};
 use crate::clock::add_ms;
-use crate::engine::{EngineError, EngineProgress, EngineStage, FailureKind, PlanWatermark, RenderPlan};
+use crate::engine::{
+    EngineError, EngineProgress, EngineStage, FailureKind, PlanWatermark, RenderPlan,
+};
 use crate::error::ServiceError;
 use crate::service::{Shared, lock};
 use crate::store::{
@@ -138,13 +140,19 @@ fn build_plan(shared: &Shared, rec: &RenderRecord) -> Result<RenderPlan, EngineE
             .map(|a| a.path))
     };
     let input = owned_asset(&rec.args.source_asset)?.ok_or_else(|| {
-        EngineError::new(FailureKind::SourceNotFound, "the source asset no longer exists")
+        EngineError::new(
+            FailureKind::SourceNotFound,
+            "the source asset no longer exists",
+        )
     })?;
     let watermark = match &rec.args.watermark {
         None => None,
         Some(w) => {
             let image = owned_asset(&w.image_asset)?.ok_or_else(|| {
-                EngineError::new(FailureKind::SourceNotFound, "the watermark image asset no longer exists")
+                EngineError::new(
+                    FailureKind::SourceNotFound,
+                    "the watermark image asset no longer exists",
+                )
             })?;
             let position = rec.args.watermark_position().ok_or_else(|| {
                 EngineError::new(FailureKind::InvalidInput, "invalid watermark position")
@@ -173,8 +181,15 @@ fn run_preview(shared: &Shared, rec: &RenderRecord, plan: &RenderPlan) -> Result
     std::fs::create_dir_all(&dir)?;
     let png = dir.join(PREVIEW_FILE_NAME);
     let started = Instant::now();
-    let result = catch_unwind(AssertUnwindSafe(|| shared.renderer.render_preview(plan, &png)))
-        .unwrap_or_else(|_| Err(EngineError::new(FailureKind::RenderFailed, "the engine panicked")));
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        shared.renderer.render_preview(plan, &png)
+    }))
+    .unwrap_or_else(|_| {
+        Err(EngineError::new(
+            FailureKind::RenderFailed,
+            "the engine panicked",
+        ))
+    });
     match result {
         Ok((w, h)) => {
             let now = shared.now();
@@ -272,7 +287,12 @@ fn run_render(
     let result = catch_unwind(AssertUnwindSafe(|| {
         shared.renderer.render(plan, &mut on_progress, cancel)
     }))
-    .unwrap_or_else(|_| Err(EngineError::new(FailureKind::RenderFailed, "the engine panicked")));
+    .unwrap_or_else(|_| {
+        Err(EngineError::new(
+            FailureKind::RenderFailed,
+            "the engine panicked",
+        ))
+    });
 
     match result {
         Ok(report) => {

@@ -359,7 +359,7 @@ pub fn assert_schema(schema: &str, def: &str, value: &Value) {
         "$ref": format!("#/$defs/{def}"),
     });
     let validator = jsonschema::validator_for(&root).expect("schema compiles");
-    let errors: Vec<String> = validator.iter_errors(value).map(|e| format!("{} at {}", e, e.instance_path())).collect();
+    let errors: Vec<String> = validator.iter_errors(value).map(|e| format!("{} at {}", e, e.instance_path)).collect();
     assert!(errors.is_empty(), "{def} ({file}) rejects {value}:\n{}", errors.join("\n"));
 }
 

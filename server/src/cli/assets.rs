@@ -100,9 +100,9 @@ async fn add_direct(args: &AddArgs) -> anyhow::Result<serde_json::Value> {
     if config.auth_required() && !config.tokens.values().any(|p| *p == principal) {
         bail!("principal '{principal}' has no token in the configuration");
     }
-    config.ensure_dirs().with_context(|| {
-        format!("cannot create the data dir {}", config.data_dir.display())
-    })?;
+    config
+        .ensure_dirs()
+        .with_context(|| format!("cannot create the data dir {}", config.data_dir.display()))?;
     let data_dir = std::path::absolute(&config.data_dir)?;
     let store = Store::open(&data_dir.join("db"))?;
     let catalog = AssetCatalog::new(
@@ -134,7 +134,11 @@ async fn upload_to_server(server: &str, args: &AddArgs) -> anyhow::Result<serde_
     let name = args
         .name
         .clone()
-        .or_else(|| args.file.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .or_else(|| {
+            args.file
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+        })
         .unwrap_or_else(|| "upload".into());
     let encoded: String = name
         .bytes()

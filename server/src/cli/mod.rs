@@ -2,9 +2,9 @@
 
 use clap::{Parser, Subcommand};
 
-// TEMP-MEDIA pub mod assets;
+pub mod assets;
 pub mod render;
-// TEMP-MEDIA pub mod serve;
+pub mod serve;
 
 /// GPU-accelerated video render service driven over MCP.
 #[derive(Debug, Parser)]
@@ -20,10 +20,10 @@ pub enum Command {
     Render(render::RenderArgs),
     /// Print what the engine sees in a media file.
     Probe(render::ProbeArgs),
-    // TEMP-MEDIA /// Run the MCP server (HTTP: /mcp, uploads, downloads).
-    // TEMP-MEDIA Serve(serve::ServeArgs),
-    // TEMP-MEDIA /// Manage uploaded assets.
-    // TEMP-MEDIA Assets(assets::AssetsArgs),
+    /// Run the MCP server (HTTP: /mcp, uploads, downloads).
+    Serve(serve::ServeArgs),
+    /// Manage uploaded assets.
+    Assets(assets::AssetsArgs),
 }
 
 /// Logs to stderr; `RUST_LOG` overrides the default `info` level.
@@ -40,7 +40,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Render(args) => render::run_render(args),
         Command::Probe(args) => render::run_probe(args),
-        // TEMP-MEDIA Command::Serve(args) => serve::run_serve(args),
-        // TEMP-MEDIA Command::Assets(args) => assets::run_assets(args),
+        Command::Serve(args) => serve::run_serve(args),
+        Command::Assets(args) => assets::run_assets(args),
     }
 }

@@ -1,17 +1,314 @@
 //! `vidforge render` and `vidforge probe`.
 
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
 use clap::Args;
+use vidforge_media::{
+    BackendChoice, EncoderSettings, Engine, OutputFormat, Position, Progress, RenderJob,
+    Resolution, Stage, WatermarkSpec,
+};
 
-#[derive(Debug, Args)]
-pub struct RenderArgs {}
-
-#[derive(Debug, Args)]
-pub struct ProbeArgs {}
-
-pub fn run_render(_args: RenderArgs) -> anyhow::Result<()> {
-    anyhow::bail!("render is not built yet")
+fn parse_resolution(s: &str) -> Result<Resolution, String> {
+    Resolution::parse(s).ok_or_else(|| format!("unknown resolution '{s}' (720p, 1080p, 4k)"))
 }
 
-pub fn run_probe(_args: ProbeArgs) -> anyhow::Result<()> {
-    anyhow::bail!("probe is not built yet")
+fn parse_format(s: &str) -> Result<OutputFormat, String> {
+    OutputFormat::parse(s).ok_or_else(|| format!("unknown format '{s}' (mp4, webm, mov)"))
+}
+
+fn parse_position(s: &str) -> Result<Position, String> {
+    Position::parse(s).ok_or_else(|| {
+        format!("unknown position '{s}' (top_left, top_right, bottom_left, bottom_right, center)")
+    })
+}
+
+fn parse_backend(s: &str) -> Result<BackendChoice, String> {
+    BackendChoice::parse(s).ok_or_else(|| format!("unknown backend '{s}' (auto, wgpu, cpu)"))
+}
+
+fn parse_opacity(s: &str) -> Result<f32, String> {
+    let v: f32 = s.parse().map_err(|_| format!("opacity '{s}' is not a number"))?;
+    if !(0.0..=1.0).contains(&v) {
+        return Err(format!("opacity {v} is outside 0..=1"));
+    }
+    Ok(v)
+}
+
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// Input video (any container/codec FFmpeg reads).
+    pub input: PathBuf,
+    /// Output file; its extension picks the format when --format is not given.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Fit inside 720p, 1080p or 4k (vertical video stays vertical).
+    #[arg(short, long, default_value = "1080p", value_parser = parse_resolution)]
+    pub resolution: Resolution,
+    /// mp4 (H.264/AAC), webm (VP9/Opus) or mov (H.264/AAC).
+    #[arg(short, long, value_parser = parse_format)]
+    pub format: Option<OutputFormat>,
+    /// Watermark PNG (with alpha).
+    #[arg(long)]
+    pub watermark: Option<PathBuf>,
+    /// Watermark position.
+    #[arg(long, default_value = "bottom_right", value_parser = parse_position)]
+    pub position: Position,
+    /// Watermark opacity, 0..1.
+    #[arg(long, default_value = "0.6", value_parser = parse_opacity)]
+    pub opacity: f32,
+    /// Compositor: auto (hardware GPU if any, else CPU), wgpu (any adapter), cpu.
+    #[arg(long, default_value = "auto", value_parser = parse_backend)]
+    pub backend: BackendChoice,
+    /// x264 preset (mp4/mov).
+    #[arg(long, default_value = "veryfast")]
+    pub preset: String,
+    /// Constant rate factor: x264 0..51 (default 23), VP9 0..63 (default 32).
+    #[arg(long)]
+    pub crf: Option<u8>,
+    /// Encoder threads (0 = automatic).
+    #[arg(long, default_value_t = 0)]
+    pub threads: u32,
+    /// Write a watermark preview PNG of one frame here instead of rendering.
+    #[arg(long)]
+    pub preview: Option<PathBuf>,
+    /// No progress line.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// Media file to describe.
+    pub input: PathBuf,
+}
+
+/// A single carriage-return progress line on stderr, redrawn at most ten times a second.
+struct ProgressLine {
+    started: Instant,
+    last_draw: Option<Instant>,
+    enabled: bool,
+}
+
+impl ProgressLine {
+    fn update(&mut self, p: Progress) {
+        if !self.enabled {
+            return;
+        }
+        let now = Instant::now();
+        let final_stage = p.stage == Stage::Finalizing;
+        if !final_stage
+            && self
+                .last_draw
+                .is_some_and(|t| now.duration_since(t) < Duration::from_millis(100))
+        {
+            return;
+        }
+        self.last_draw = Some(now);
+        let secs = self.started.elapsed().as_secs_f64().max(1e-3);
+        let fps = p.frames_done as f64 / secs;
+        let line = match (p.stage, p.frames_total) {
+            (Stage::Preparing, _) => "preparing...".to_string(),
+            (stage, Some(total)) if total > 0 => {
+                let frac = (p.frames_done as f64 / total as f64).min(1.0);
+                let width = 30;
+                let filled = (frac * width as f64).round() as usize;
+                let eta = if fps > 0.0 && total > p.frames_done {
+                    format!(" eta {:.0}s", (total - p.frames_done) as f64 / fps)
+                } else {
+                    String::new()
+                };
+                format!(
+                    "[{}{}] {:3.0}% {}/{} frames {:.1} fps{eta}{}",
+                    "#".repeat(filled),
+                    ".".repeat(width - filled),
+                    frac * 100.0,
+                    p.frames_done,
+                    total,
+                    fps,
+                    if stage == Stage::Finalizing { " finalizing" } else { "" }
+                )
+            }
+            (stage, _) => format!(
+                "{} frames {:.1} fps{}",
+                p.frames_done,
+                fps,
+                if stage == Stage::Finalizing { " finalizing" } else { "" }
+            ),
+        };
+        let mut err = std::io::stderr().lock();
+        let _ = write!(err, "\r\x1b[2K{line}");
+        let _ = err.flush();
+    }
+
+    fn done(&mut self) {
+        if self.enabled && self.last_draw.is_some() {
+            let _ = writeln!(std::io::stderr());
+        }
+    }
+}
+
+/// Ctrl-C sets `cancel` (the engine then removes its partial output); a second one exits.
+fn cancel_on_ctrl_c(cancel: Arc<AtomicBool>) {
+    let _ = std::thread::Builder::new()
+        .name("ctrl-c".into())
+        .spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    cancel.store(true, Ordering::Relaxed);
+                    eprintln!("\ncancelling...");
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        std::process::exit(130);
+                    }
+                }
+            });
+        });
+}
+
+pub fn run_render(args: RenderArgs) -> anyhow::Result<()> {
+    let format = match args.format {
+        Some(f) => f,
+        None => OutputFormat::from_path(&args.output).with_context(|| {
+            format!(
+                "cannot tell the format from {}: pass --format mp4|webm|mov",
+                args.output.display()
+            )
+        })?,
+    };
+    if let Some(ext_format) = OutputFormat::from_path(&args.output)
+        && ext_format != format
+    {
+        tracing::warn!(
+            "writing {format} into {} (extension says {ext_format})",
+            args.output.display()
+        );
+    }
+    let mut encoder = EncoderSettings {
+        h264_preset: args.preset.clone(),
+        threads: args.threads,
+        ..Default::default()
+    };
+    if let Some(crf) = args.crf {
+        match format {
+            OutputFormat::Webm if crf > 63 => bail!("--crf {crf}: VP9 takes 0..=63"),
+            OutputFormat::Webm => encoder.vp9_crf = crf,
+            _ if crf > 51 => bail!("--crf {crf}: x264 takes 0..=51"),
+            _ => encoder.h264_crf = crf,
+        }
+    }
+    let job = RenderJob {
+        input: args.input.clone(),
+        output: args.output.clone(),
+        resolution: args.resolution,
+        format,
+        watermark: args.watermark.as_ref().map(|image| WatermarkSpec {
+            image: image.clone(),
+            position: args.position,
+            opacity: args.opacity,
+        }),
+        encoder,
+    };
+    let engine = Engine::new(args.backend).context("starting the render engine")?;
+
+    if let Some(png) = &args.preview {
+        let (w, h) = engine
+            .render_preview(&job, png)
+            .with_context(|| format!("previewing {}", args.input.display()))?;
+        println!("preview {w}x{h} written to {}", png.display());
+        return Ok(());
+    }
+
+    let cancel = Arc::new(AtomicBool::new(false));
+    cancel_on_ctrl_c(cancel.clone());
+    let mut bar = ProgressLine {
+        started: Instant::now(),
+        last_draw: None,
+        enabled: !args.quiet,
+    };
+    let result = engine.render(&job, &mut |p| bar.update(p), &cancel);
+    bar.done();
+    let report =
+        result.with_context(|| format!("rendering {} -> {}", args.input.display(), args.output.display()))?;
+    println!(
+        "{}: {}x{} {}, {} frames, {:.2} s, {:.1} MB in {:.2} s ({:.1} fps, backend {})",
+        args.output.display(),
+        report.width,
+        report.height,
+        format,
+        report.frames,
+        report.duration_seconds,
+        report.size_bytes as f64 / 1e6,
+        report.elapsed.as_secs_f64(),
+        report.fps,
+        report.backend
+    );
+    println!(
+        "  stage busy time: decode {:.2} s, compose {:.2} s, encode {:.2} s",
+        report.stage_times.decode.as_secs_f64(),
+        report.stage_times.compose.as_secs_f64(),
+        report.stage_times.encode.as_secs_f64()
+    );
+    Ok(())
+}
+
+pub fn run_probe(args: ProbeArgs) -> anyhow::Result<()> {
+    let info = vidforge_media::probe(&args.input)
+        .with_context(|| format!("probing {}", args.input.display()))?;
+    println!("{}", args.input.display());
+    println!("  container: {}", info.format);
+    println!(
+        "  duration:  {}",
+        if info.duration_seconds > 0.0 {
+            format!("{:.3} s", info.duration_seconds)
+        } else {
+            "unknown".into()
+        }
+    );
+    println!("  size:      {} bytes", info.size_bytes);
+    match &info.video {
+        Some(v) => {
+            println!(
+                "  video:     {} {}x{} ({}), {:.3} fps, {} frames",
+                v.codec,
+                v.width,
+                v.height,
+                v.pix_fmt.as_deref().unwrap_or("unknown pixel format"),
+                v.fps,
+                v.frames.map_or("unknown".to_string(), |n| n.to_string())
+            );
+            println!(
+                "             display {}x{}, rotation {}°, sample aspect {}:{}, {}-bit, colour {} / {} range",
+                v.display_width,
+                v.display_height,
+                v.rotation_degrees,
+                v.sample_aspect_ratio.0,
+                v.sample_aspect_ratio.1,
+                v.bit_depth.map_or("?".to_string(), |b| b.to_string()),
+                v.color_matrix,
+                v.color_range
+            );
+        }
+        None => println!("  video:     none"),
+    }
+    match &info.audio {
+        Some(a) => println!(
+            "  audio:     {} {} Hz, {} channel{}",
+            a.codec,
+            a.sample_rate,
+            a.channels,
+            if a.channels == 1 { "" } else { "s" }
+        ),
+        None => println!("  audio:     none"),
+    }
+    Ok(())
 }

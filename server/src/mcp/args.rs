@@ -25,20 +25,31 @@ fn object<'a>(v: &'a Value, field: &str) -> Result<&'a Map<String, Value>, Envel
         .ok_or_else(|| invalid(field, format!("`{field}` must be an object")))
 }
 
-fn reject_unknown(map: &Map<String, Value>, allowed: &[&str], prefix: &str) -> Result<(), Envelope> {
+fn reject_unknown(
+    map: &Map<String, Value>,
+    allowed: &[&str],
+    prefix: &str,
+) -> Result<(), Envelope> {
     for key in map.keys() {
         if !allowed.contains(&key.as_str()) {
             let field = format!("{prefix}{key}");
             return Err(invalid(
                 &field,
-                format!("unknown property `{field}`; allowed: {}", allowed.join(", ")),
+                format!(
+                    "unknown property `{field}`; allowed: {}",
+                    allowed.join(", ")
+                ),
             ));
         }
     }
     Ok(())
 }
 
-fn required_str<'a>(map: &'a Map<String, Value>, key: &str, prefix: &str) -> Result<&'a str, Envelope> {
+fn required_str<'a>(
+    map: &'a Map<String, Value>,
+    key: &str,
+    prefix: &str,
+) -> Result<&'a str, Envelope> {
     let field = format!("{prefix}{key}");
     match map.get(key) {
         Some(Value::String(s)) => Ok(s),
@@ -79,7 +90,10 @@ fn optional_note(v: Option<&Value>) -> Result<Option<String>, Envelope> {
     match v {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if s.chars().count() <= MAX_NOTE_CHARS => Ok(Some(s.clone())),
-        Some(_) => Err(invalid("note", format!("`note` must be a string of at most {MAX_NOTE_CHARS} characters"))),
+        Some(_) => Err(invalid(
+            "note",
+            format!("`note` must be a string of at most {MAX_NOTE_CHARS} characters"),
+        )),
     }
 }
 
@@ -97,16 +111,26 @@ pub fn approval_from_elicitation(v: &Value) -> Result<Option<(bool, Option<Strin
             let content = map
                 .get("content")
                 .and_then(Value::as_object)
-                .ok_or_else(|| invalid("content", "an accepted elicitation must carry `content`"))?;
+                .ok_or_else(|| {
+                    invalid("content", "an accepted elicitation must carry `content`")
+                })?;
             let approved = content
                 .get("approved")
                 .and_then(Value::as_bool)
-                .ok_or_else(|| invalid("content.approved", "`content.approved` must be a boolean"))?;
+                .ok_or_else(|| {
+                    invalid("content.approved", "`content.approved` must be a boolean")
+                })?;
             Ok(Some((approved, optional_note(content.get("note"))?)))
         }
-        Some("decline") => Ok(Some((false, Some("The user declined the approval request.".into())))),
+        Some("decline") => Ok(Some((
+            false,
+            Some("The user declined the approval request.".into()),
+        ))),
         Some("cancel") => Ok(None),
-        _ => Err(invalid("action", "`action` must be accept, decline or cancel")),
+        _ => Err(invalid(
+            "action",
+            "`action` must be accept, decline or cancel",
+        )),
     }
 }
 
@@ -120,7 +144,8 @@ mod tests {
         assert!(approval_args(&json!({"render_id": "task_1", "approved": true})).is_ok());
         let env = approval_args(&json!({"render_id": "task_1", "approved": "yes"})).unwrap_err();
         assert_eq!(env.details["field"], "approved");
-        let env = approval_args(&json!({"render_id": "task_1", "approved": true, "x": 1})).unwrap_err();
+        let env =
+            approval_args(&json!({"render_id": "task_1", "approved": true, "x": 1})).unwrap_err();
         assert_eq!(env.details["field"], "x");
         assert!(render_id_only(&json!({})).is_err());
     }
@@ -128,9 +153,20 @@ mod tests {
     #[test]
     fn elicitation_actions_map_to_decisions() {
         let accept = json!({"action": "accept", "content": {"approved": false, "note": "too big"}});
-        assert_eq!(approval_from_elicitation(&accept).unwrap(), Some((false, Some("too big".into()))));
-        assert_eq!(approval_from_elicitation(&json!({"action": "cancel"})).unwrap(), None);
-        assert_eq!(approval_from_elicitation(&json!({"action": "decline"})).unwrap().map(|d| d.0), Some(false));
+        assert_eq!(
+            approval_from_elicitation(&accept).unwrap(),
+            Some((false, Some("too big".into())))
+        );
+        assert_eq!(
+            approval_from_elicitation(&json!({"action": "cancel"})).unwrap(),
+            None
+        );
+        assert_eq!(
+            approval_from_elicitation(&json!({"action": "decline"}))
+                .unwrap()
+                .map(|d| d.0),
+            Some(false)
+        );
         assert!(approval_from_elicitation(&json!({"action": "accept", "content": {}})).is_err());
     }
 }

@@ -12,7 +12,11 @@ use crate::envelope::fingerprint;
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 pub const PROTOCOL_REVISION: &str = "2026-07-28";
 
-pub fn summary(approval_timeout: std::time::Duration, task_ttl: std::time::Duration, result_ttl: std::time::Duration) -> Value {
+pub fn summary(
+    approval_timeout: std::time::Duration,
+    task_ttl: std::time::Duration,
+    result_ttl: std::time::Duration,
+) -> Value {
     let approval_minutes = approval_timeout.as_secs() / 60;
     json!({
         "server": {

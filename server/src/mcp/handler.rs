@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult,
-    DiscoverResult, ErrorCode as RpcCode, GetTaskParams, GetTaskResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerConfig,
-    SubscriptionFilter, UpdateTaskParams,
+    DiscoverResult, ErrorCode as RpcCode, GetTaskParams, GetTaskResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ServerConfig, SubscriptionFilter, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -19,14 +19,14 @@ use serde_json::{Value, json};
 use crate::catalog::{self, ErrorCode};
 use crate::error::ServiceError;
 use crate::service::RenderService;
-use crate::uri;
 use crate::store::{Outcome, OutputFormat, ProgressStage, RenderArgs, RenderRecord, RenderState};
+use crate::uri;
 
 use super::capabilities::{self, TASKS_EXTENSION};
 use super::tools;
 use super::wire;
-use crate::envelope::{Envelope, Repair, RepairContext, default_repair};
 use super::{Principal, RequestedTaskIds};
+use crate::envelope::{Envelope, Repair, RepairContext, default_repair};
 
 /// State shared by every per-request handler.
 pub struct McpShared {
@@ -136,10 +136,6 @@ fn tool_ok(text: String, structured: Value) -> Result<CallToolResponse, McpError
 }
 
 impl VidforgeMcp {
-    fn now_ms(&self) -> u64 {
-        self.shared.service.now_ms()
-    }
-
     fn task_expired(&self, rec: &RenderRecord) -> bool {
         self.shared.service.task_expired(rec)
     }
@@ -195,7 +191,11 @@ impl VidforgeMcp {
                     "duration_seconds": duration_seconds,
                     "size_bytes": size_bytes,
                 });
-                let wm = if *watermark_applied { "with approved watermark" } else { "without watermark" };
+                let wm = if *watermark_applied {
+                    "with approved watermark"
+                } else {
+                    "without watermark"
+                };
                 Some(json!({
                     "resultType": "complete",
                     "isError": false,
@@ -309,7 +309,9 @@ impl VidforgeMcp {
         match rec.state {
             RenderState::AwaitingApproval => {
                 let requests = match (&rec.args.watermark, elicitation_form) {
-                    (Some(wm), true) => wire::approval_input_requests(&rec.id, &wm.position, wm.opacity),
+                    (Some(wm), true) => {
+                        wire::approval_input_requests(&rec.id, &wm.position, wm.opacity)
+                    }
                     // Only modes this polling request declared may appear.
                     _ => json!({}),
                 };
@@ -349,7 +351,11 @@ impl VidforgeMcp {
         }
         match rec.state {
             RenderState::AwaitingApproval => {
-                let deadline = rec.approval.as_ref().map(|a| a.deadline).unwrap_or(rec.updated_at);
+                let deadline = rec
+                    .approval
+                    .as_ref()
+                    .map(|a| a.deadline)
+                    .unwrap_or(rec.updated_at);
                 out["status_message"] = json!(format!(
                     "Waiting for watermark approval; times out {}.",
                     wire::rfc3339(deadline)
@@ -364,7 +370,13 @@ impl VidforgeMcp {
             }
             RenderState::Succeeded => {
                 if let Some(result) = self.terminal_tool_result(rec) {
-                    for key in ["video_uri", "duration_seconds", "size_bytes", "resolution", "watermark_applied"] {
+                    for key in [
+                        "video_uri",
+                        "duration_seconds",
+                        "size_bytes",
+                        "resolution",
+                        "watermark_applied",
+                    ] {
                         out[key] = result["structuredContent"][key].clone();
                     }
                 }
@@ -388,7 +400,6 @@ impl VidforgeMcp {
             Err(e) => return Err(internal(e)),
         };
         if self.task_expired(&rec) {
-
             let env = Envelope::new(
                 ErrorCode::TaskExpired,
                 format!(
@@ -493,7 +504,11 @@ impl VidforgeMcp {
         }
     }
 
-    fn call_status(&self, principal: &str, arguments: &Value) -> Result<CallToolResponse, McpError> {
+    fn call_status(
+        &self,
+        principal: &str,
+        arguments: &Value,
+    ) -> Result<CallToolResponse, McpError> {
         let id = match super::args::render_id_only(arguments) {
             Ok(id) => id,
             Err(env) => return tool_error(env),
@@ -501,7 +516,10 @@ impl VidforgeMcp {
         match self.shared.service.get(principal, &id) {
             Ok(rec) => {
                 let status = self.fallback_status(&rec);
-                let text = status["status_message"].as_str().unwrap_or_default().to_string();
+                let text = status["status_message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
                 tool_ok(text, status)
             }
             Err(e) => tool_error(service_envelope(&e, Some(&id))),
@@ -527,7 +545,10 @@ impl VidforgeMcp {
                 let state = outcome.record.state.fallback_state();
                 let verb = if approved { "approved" } else { "rejected" };
                 tool_ok(
-                    format!("Watermark {verb} for {id}; poll {}.", tools::GET_RENDER_STATUS),
+                    format!(
+                        "Watermark {verb} for {id}; poll {}.",
+                        tools::GET_RENDER_STATUS
+                    ),
                     json!({
                         "render_id": id,
                         "approved": approved,
@@ -540,16 +561,27 @@ impl VidforgeMcp {
         }
     }
 
-    async fn call_cancel(&self, principal: &str, arguments: &Value) -> Result<CallToolResponse, McpError> {
+    async fn call_cancel(
+        &self,
+        principal: &str,
+        arguments: &Value,
+    ) -> Result<CallToolResponse, McpError> {
         let id = match super::args::render_id_only(arguments) {
             Ok(id) => id,
             Err(env) => return tool_error(env),
         };
         match self.shared.service.cancel(principal, &id).await {
             Ok(rec) => {
-                let state = if rec.is_terminal() { rec.state.fallback_state() } else { "cancelling" };
+                let state = if rec.is_terminal() {
+                    rec.state.fallback_state()
+                } else {
+                    "cancelling"
+                };
                 tool_ok(
-                    format!("Cancellation of {id} acknowledged; confirm with {}.", tools::GET_RENDER_STATUS),
+                    format!(
+                        "Cancellation of {id} acknowledged; confirm with {}.",
+                        tools::GET_RENDER_STATUS
+                    ),
                     json!({ "acknowledged": true, "state": state }),
                 )
             }
@@ -592,7 +624,12 @@ impl VidforgeMcp {
         )
     }
 
-    async fn read_preview(&self, principal: &str, uri: &str, id: &str) -> Result<ReadResourceResult, McpError> {
+    async fn read_preview(
+        &self,
+        principal: &str,
+        uri: &str,
+        id: &str,
+    ) -> Result<ReadResourceResult, McpError> {
         let path = match self.shared.service.preview_path(principal, id) {
             Ok((_, p)) => p,
             Err(_) => return Err(Self::resource_not_found(uri)),
@@ -603,7 +640,13 @@ impl VidforgeMcp {
         Self::blob_contents(uri, "image/png", &bytes)
     }
 
-    async fn read_video(&self, principal: &str, uri: &str, id: &str, format: OutputFormat) -> Result<ReadResourceResult, McpError> {
+    async fn read_video(
+        &self,
+        principal: &str,
+        uri: &str,
+        id: &str,
+        format: OutputFormat,
+    ) -> Result<ReadResourceResult, McpError> {
         let rec = match self.shared.service.get(principal, id) {
             Ok(rec) => rec,
             Err(_) => return Err(Self::resource_not_found(uri)),
@@ -618,19 +661,33 @@ impl VidforgeMcp {
                 let env = Envelope::from_service_error(&e, RepairContext::for_record(&rec, &args))
                     .field("uri")
                     .value(uri);
-                return Err(McpError::new(RpcCode::INVALID_PARAMS, "Result expired.", Some(env.to_jsonrpc_data())));
+                return Err(McpError::new(
+                    RpcCode::INVALID_PARAMS,
+                    "Result expired.",
+                    Some(env.to_jsonrpc_data()),
+                ));
             }
             Err(_) => return Err(Self::resource_not_found(uri)),
         };
-        let size = tokio::fs::metadata(&path).await.map(|m| m.len()).map_err(|_| Self::resource_not_found(uri))?;
+        let size = tokio::fs::metadata(&path)
+            .await
+            .map(|m| m.len())
+            .map_err(|_| Self::resource_not_found(uri))?;
         if size > catalog::MAX_INLINE_RESOURCE_BYTES {
             let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("final");
-            let env = Envelope::new(ErrorCode::ResultTooLargeToInline, ErrorCode::ResultTooLargeToInline.description())
-                .field("uri")
-                .value(uri)
-                .detail("download_url", json!(self.download_url(&rec, file_name)))
-                .detail("size_bytes", json!(size));
-            return Err(McpError::new(RpcCode::INVALID_PARAMS, "Result too large to inline.", Some(env.to_jsonrpc_data())));
+            let env = Envelope::new(
+                ErrorCode::ResultTooLargeToInline,
+                ErrorCode::ResultTooLargeToInline.description(),
+            )
+            .field("uri")
+            .value(uri)
+            .detail("download_url", json!(self.download_url(&rec, file_name)))
+            .detail("size_bytes", json!(size));
+            return Err(McpError::new(
+                RpcCode::INVALID_PARAMS,
+                "Result too large to inline.",
+                Some(env.to_jsonrpc_data()),
+            ));
         }
         let bytes = tokio::fs::read(&path).await.map_err(internal)?;
         Self::blob_contents(uri, rec.args.output_format.mime_type(), &bytes)
@@ -742,7 +799,17 @@ impl ServerHandler for VidforgeMcp {
         })];
         for rec in self.recent_renders(&principal) {
             match (&rec.state, &rec.outcome) {
-                (RenderState::Succeeded, Some(Outcome::Success { video_file_name, mime_type, size_bytes, resolution, finished_at, .. })) => {
+                (
+                    RenderState::Succeeded,
+                    Some(Outcome::Success {
+                        video_file_name,
+                        mime_type,
+                        size_bytes,
+                        resolution,
+                        finished_at,
+                        ..
+                    }),
+                ) => {
                     let ext = rec.args.output_format.extension();
                     resources.push(json!({
                         "uri": uri::video_uri(&rec.id, rec.args.output_format),
@@ -851,10 +918,20 @@ impl ServerHandler for VidforgeMcp {
             // `cancel`: the user dismissed the form without deciding; keep waiting.
             Ok(None) => return Ok(()),
             Err(env) => {
-                return Err(McpError::new(RpcCode::INVALID_PARAMS, env.message.clone(), Some(env.to_jsonrpc_data())));
+                return Err(McpError::new(
+                    RpcCode::INVALID_PARAMS,
+                    env.message.clone(),
+                    Some(env.to_jsonrpc_data()),
+                ));
             }
         };
-        if rec.state != RenderState::AwaitingApproval && rec.approval.as_ref().and_then(|a| a.decision.as_ref()).is_none() {
+        if rec.state != RenderState::AwaitingApproval
+            && rec
+                .approval
+                .as_ref()
+                .and_then(|a| a.decision.as_ref())
+                .is_none()
+        {
             // Nothing outstanding: the response answers no current input request.
             return Ok(());
         }
@@ -867,7 +944,11 @@ impl ServerHandler for VidforgeMcp {
             Ok(_) => Ok(()),
             Err(e) => {
                 let env = service_envelope(&e, Some(&id));
-                Err(McpError::new(RpcCode::INVALID_PARAMS, env.message.clone(), Some(env.to_jsonrpc_data())))
+                Err(McpError::new(
+                    RpcCode::INVALID_PARAMS,
+                    env.message.clone(),
+                    Some(env.to_jsonrpc_data()),
+                ))
             }
         }
     }
@@ -887,7 +968,10 @@ impl ServerHandler for VidforgeMcp {
             .map_err(internal)
     }
 
-    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
         // Tools are static, so a tools list-changed subscription is honoured but never fires;
         // task status notifications are handled beside rmcp (see `listen`).
         Some(requested.clone())

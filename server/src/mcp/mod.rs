@@ -47,8 +47,8 @@ pub const INSTRUCTIONS: &str = "vidforge renders uploaded video assets (vidforge
 #[derive(Clone, Debug)]
 pub struct RequestedTaskIds(pub Vec<String>);
 
-/// The `/mcp` router: rmcp's streamable HTTP service wrapped in vidforge's wire layer.
-/// Authentication is applied by the caller around the whole app.
+/// The `/mcp` router: bearer auth, then vidforge's wire layer, then rmcp's streamable HTTP
+/// service.
 pub fn router(service: RenderService, config: &Config) -> axum::Router {
     let shared = Arc::new(McpShared {
         capabilities_summary: capabilities::summary(
@@ -92,15 +92,30 @@ pub fn router(service: RenderService, config: &Config) -> axum::Router {
     axum::Router::new()
         .route_service("/mcp", mcp)
         .layer(axum::middleware::from_fn(wire_layer))
+        .layer(axum::middleware::from_fn_with_state(
+            crate::auth::Auth::from_config(config),
+            crate::auth::require_auth,
+        ))
 }
 
 fn server_info() -> Value {
     json!({ "name": "vidforge", "version": env!("CARGO_PKG_VERSION") })
 }
 
-fn rpc_error_response(status: StatusCode, id: Value, code: i64, message: &str, data: Value) -> Response {
+fn rpc_error_response(
+    status: StatusCode,
+    id: Value,
+    code: i64,
+    message: &str,
+    data: Value,
+) -> Response {
     let body = json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message, "data": data } });
-    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 fn declares_tasks(request: &Value) -> bool {
@@ -115,10 +130,19 @@ async fn wire_layer(request: Request, next: Next) -> Response {
         return next.run(request).await;
     }
     let (mut parts, body) = request.into_parts();
-    let bytes = match http_body_util::Limited::new(body, MAX_MCP_BODY_BYTES).collect().await {
+    let bytes = match http_body_util::Limited::new(body, MAX_MCP_BODY_BYTES)
+        .collect()
+        .await
+    {
         Ok(collected) => collected.to_bytes(),
         Err(_) => {
-            return rpc_error_response(StatusCode::PAYLOAD_TOO_LARGE, Value::Null, -32600, "Request body too large.", json!({ "max_bytes": MAX_MCP_BODY_BYTES }));
+            return rpc_error_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                Value::Null,
+                -32600,
+                "Request body too large.",
+                json!({ "max_bytes": MAX_MCP_BODY_BYTES }),
+            );
         }
     };
     let mut task_ids: Option<Vec<String>> = None;
@@ -127,8 +151,18 @@ async fn wire_layer(request: Request, next: Next) -> Response {
         && let Some(ids) = message["params"]["notifications"].get("taskIds")
     {
         let id = message.get("id").cloned().unwrap_or(Value::Null);
-        let Some(ids) = ids.as_array().and_then(|a| a.iter().map(|v| v.as_str().map(String::from)).collect::<Option<Vec<_>>>()) else {
-            return rpc_error_response(StatusCode::BAD_REQUEST, id, -32602, "notifications.taskIds must be an array of strings.", json!({ "field": "notifications.taskIds" }));
+        let Some(ids) = ids.as_array().and_then(|a| {
+            a.iter()
+                .map(|v| v.as_str().map(String::from))
+                .collect::<Option<Vec<_>>>()
+        }) else {
+            return rpc_error_response(
+                StatusCode::BAD_REQUEST,
+                id,
+                -32602,
+                "notifications.taskIds must be an array of strings.",
+                json!({ "field": "notifications.taskIds" }),
+            );
         };
         // The tasks extension governs taskIds subscriptions too (-32021 without it).
         if !declares_tasks(&message) {
@@ -143,7 +177,9 @@ async fn wire_layer(request: Request, next: Next) -> Response {
         parts.extensions.insert(RequestedTaskIds(ids.clone()));
         task_ids = Some(ids);
     }
-    let response = next.run(Request::from_parts(parts, Body::from(bytes))).await;
+    let response = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
     rewrite_response(response, task_ids).await
 }
 
@@ -161,12 +197,15 @@ fn rewrite_message(message: &mut Value, task_ids: Option<&[String]>) {
     if let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) {
         let meta = result.entry("_meta").or_insert_with(|| json!({}));
         if let Some(meta) = meta.as_object_mut() {
-            meta.entry("io.modelcontextprotocol/serverInfo").or_insert_with(server_info);
+            meta.entry("io.modelcontextprotocol/serverInfo")
+                .or_insert_with(server_info);
         }
     }
     if let Some(ids) = task_ids
         && message["method"] == "notifications/subscriptions/acknowledged"
-        && let Some(notifications) = message["params"].get_mut("notifications").and_then(Value::as_object_mut)
+        && let Some(notifications) = message["params"]
+            .get_mut("notifications")
+            .and_then(Value::as_object_mut)
     {
         notifications.insert("taskIds".into(), json!(ids));
     }
@@ -185,13 +224,20 @@ async fn rewrite_response(response: Response, task_ids: Option<Vec<String>>) -> 
         };
         rewrite_message(&mut message, task_ids.as_deref());
         let out = Bytes::from(message.to_string());
-        parts.headers.insert(header::CONTENT_LENGTH, HeaderValue::from(out.len()));
+        parts
+            .headers
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(out.len()));
         return Response::from_parts(parts, Body::from(out));
     }
     if ct.starts_with("text/event-stream") {
         let (parts, body) = response.into_parts();
-        let mut rewriter = SseRewriter { buffer: String::new(), task_ids };
-        let stream = body.into_data_stream().map(move |chunk| chunk.map(|bytes| rewriter.push(&bytes)));
+        let mut rewriter = SseRewriter {
+            buffer: String::new(),
+            task_ids,
+        };
+        let stream = body
+            .into_data_stream()
+            .map(move |chunk| chunk.map(|bytes| rewriter.push(&bytes)));
         return Response::from_parts(parts, Body::from_stream(stream));
     }
     response
@@ -238,7 +284,10 @@ mod tests {
 
     #[test]
     fn sse_rewriter_handles_split_events() {
-        let mut r = SseRewriter { buffer: String::new(), task_ids: Some(vec!["task_1".into()]) };
+        let mut r = SseRewriter {
+            buffer: String::new(),
+            task_ids: Some(vec!["task_1".into()]),
+        };
         let ack = r#"{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{}}}"#;
         let first = r.push(format!("event: message\ndata: {}", &ack[..20]).as_bytes());
         assert!(first.is_empty());
@@ -252,6 +301,9 @@ mod tests {
     fn results_gain_server_info() {
         let mut m = json!({"jsonrpc": "2.0", "id": 1, "result": {"resultType": "complete"}});
         rewrite_message(&mut m, None);
-        assert_eq!(m["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "vidforge");
+        assert_eq!(
+            m["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+            "vidforge"
+        );
     }
 }

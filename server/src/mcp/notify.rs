@@ -16,8 +16,9 @@ pub fn task_status_notification(
     detailed: Value,
     subscription_id: &RequestId,
 ) -> Result<ServerNotification, McpError> {
-    let task: DetailedTask = serde_json::from_value(detailed)
-        .map_err(|e| McpError::internal_error(format!("building a task notification: {e}"), None))?;
+    let task: DetailedTask = serde_json::from_value(detailed).map_err(|e| {
+        McpError::internal_error(format!("building a task notification: {e}"), None)
+    })?;
     let mut notification = ServerNotification::TaskStatusNotification(TaskStatusNotification::new(
         TaskStatusNotificationParams::new(task),
     ));

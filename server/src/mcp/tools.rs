@@ -8,7 +8,9 @@ use serde_json::{Value, json};
 
 use crate::catalog::{self, ErrorCode};
 
-pub use crate::envelope::tools::{APPROVE_WATERMARK, CANCEL_RENDER, GET_RENDER_STATUS, RENDER_VIDEO};
+pub use crate::envelope::tools::{
+    APPROVE_WATERMARK, CANCEL_RENDER, GET_RENDER_STATUS, RENDER_VIDEO,
+};
 pub const GET_CAPABILITIES: &str = "vidforge_get_capabilities";
 
 /// Deterministic `tools/list` order.
@@ -20,7 +22,13 @@ pub const TOOL_ORDER: [&str; 5] = [
     GET_CAPABILITIES,
 ];
 
-pub const POSITIONS: [&str; 5] = ["top_left", "top_right", "bottom_left", "bottom_right", "center"];
+pub const POSITIONS: [&str; 5] = [
+    "top_left",
+    "top_right",
+    "bottom_left",
+    "bottom_right",
+    "center",
+];
 pub const FORMATS: [&str; 3] = ["mp4", "webm", "mov"];
 pub const RESOLUTIONS: [&str; 3] = ["720p", "1080p", "4k"];
 pub const ACCEPTED_STATES: [&str; 3] = ["queued", "rendering", "awaiting_watermark_approval"];

@@ -76,6 +76,9 @@ mod tests {
         let r = approval_input_requests("task_1", "top_left", 0.6);
         let req = &r[APPROVAL_INPUT_KEY];
         assert_eq!(req["method"], "elicitation/create");
-        assert_eq!(req["params"]["requestedSchema"]["required"], json!(["approved"]));
+        assert_eq!(
+            req["params"]["requestedSchema"]["required"],
+            json!(["approved"])
+        );
     }
 }

@@ -1,0 +1,359 @@
+//! The engine: backend selection, renders, previews.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use ffmpeg_next as ffmpeg;
+use ffmpeg::ffi;
+use ffmpeg::format::Pixel;
+use ffmpeg::frame;
+use vidforge_gpu::{AdapterPreference, GpuContext, Yuv420Frame};
+
+use crate::compose::{ComposeSpec, Compositor, CpuCompositor, SourceConverter, WgpuCompositor};
+use crate::encode::Muxer;
+use crate::error::MediaError;
+use crate::pipeline::{self, FrameReader};
+use crate::scale::{Sws, SwsKey};
+use crate::source::{self, Source};
+use crate::tempout::TempOutput;
+use crate::types::{BackendChoice, Progress, RenderJob, RenderReport, Resolution, Stage};
+use crate::watermark;
+
+/// Frames the GPU compositor keeps in flight (overlaps upload, compute and readback).
+const GPU_FRAMES_IN_FLIGHT: usize = 3;
+/// A preview decodes at most this many frames after its seek point.
+const PREVIEW_MAX_FRAMES: usize = 300;
+
+/// Output size for a display size: fit inside the resolution's box (turned upright for
+/// vertical video), aspect preserved, even dimensions. Small sources are enlarged.
+pub fn output_size(display_width: u32, display_height: u32, resolution: Resolution) -> (u32, u32) {
+    let (bw, bh) = resolution.box_size();
+    let (bw, bh) = if display_height > display_width {
+        (bh, bw)
+    } else {
+        (bw, bh)
+    };
+    let (dw, dh) = (display_width.max(1) as f64, display_height.max(1) as f64);
+    let s = (bw as f64 / dw).min(bh as f64 / dh);
+    let even = |v: f64, max: u32| (((v / 2.0).round() as u32) * 2).clamp(2, max);
+    (even(dw * s, bw), even(dh * s, bh))
+}
+
+/// Renders videos. Cheap to clone; holds the GPU context (created once) when a GPU backend
+/// is in use.
+#[derive(Clone)]
+pub struct Engine {
+    gpu: Option<GpuContext>,
+    choice: BackendChoice,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("choice", &self.choice)
+            .field("backend", &self.backend_name())
+            .finish()
+    }
+}
+
+impl Engine {
+    /// `Auto`: a hardware adapter if any, else the CPU compositor. `Wgpu`: any adapter,
+    /// software included; an error when there is none. `Cpu`: no GPU at all.
+    pub fn new(choice: BackendChoice) -> Result<Engine, MediaError> {
+        crate::init();
+        let gpu = match choice {
+            BackendChoice::Cpu => None,
+            BackendChoice::Wgpu => Some(GpuContext::new(AdapterPreference::AllowSoftware).map_err(
+                |e| MediaError::failed(format!("the wgpu backend has no adapter: {e}")),
+            )?),
+            BackendChoice::Auto => match GpuContext::new(AdapterPreference::HardwareOnly) {
+                Ok(ctx) => Some(ctx),
+                Err(e) => {
+                    tracing::info!("no hardware GPU adapter, using the CPU compositor ({e})");
+                    None
+                }
+            },
+        };
+        if let Some(ctx) = &gpu {
+            let a = ctx.adapter();
+            tracing::info!(
+                adapter = %a.name, backend = %a.backend, device_type = %a.device_type,
+                software = a.is_software, "GPU compositor ready"
+            );
+        }
+        Ok(Engine { gpu, choice })
+    }
+
+    /// `cpu` or the GPU adapter's name.
+    pub fn backend_name(&self) -> String {
+        match &self.gpu {
+            Some(ctx) => ctx.adapter().name.clone(),
+            None => "cpu".to_string(),
+        }
+    }
+
+    /// The GPU context in use, if any.
+    pub fn gpu_context(&self) -> Option<&GpuContext> {
+        self.gpu.as_ref()
+    }
+
+    /// A compositor of this engine's backend for `spec`.
+    pub fn compositor(&self, spec: ComposeSpec) -> Box<dyn Compositor> {
+        match &self.gpu {
+            Some(ctx) => Box::new(WgpuCompositor::new(ctx, spec, GPU_FRAMES_IN_FLIGHT)),
+            None => Box::new(CpuCompositor::new(spec)),
+        }
+    }
+
+    fn compose_spec(&self, job: &RenderJob, src: &Source) -> Result<ComposeSpec, MediaError> {
+        let (w, h) = output_size(
+            src.video.display_width,
+            src.video.display_height,
+            job.resolution,
+        );
+        let wm = match &job.watermark {
+            Some(spec) => watermark::prepare(spec, w, h)?,
+            None => None,
+        };
+        Ok(ComposeSpec {
+            out_width: w,
+            out_height: h,
+            rotation: src.video.rotation,
+            watermark: wm,
+        })
+    }
+
+    /// Renders `job.input` to `job.output`. Progress is reported on this thread; setting
+    /// `cancel` stops the render within a few frames. On any error or cancel no output file
+    /// (and no temporary file) is left behind.
+    pub fn render(
+        &self,
+        job: &RenderJob,
+        progress: &mut dyn FnMut(Progress),
+        cancel: &AtomicBool,
+    ) -> Result<RenderReport, MediaError> {
+        let started = Instant::now();
+        progress(Progress {
+            stage: Stage::Preparing,
+            frames_done: 0,
+            frames_total: None,
+        });
+        if let Some(wm) = &job.watermark {
+            watermark::check_opacity(wm.opacity)?;
+        }
+        let tmp = TempOutput::new(&job.output)?;
+        let src = source::open(&job.input)?;
+        let spec = self.compose_spec(job, &src)?;
+        let decoder = src.video_decoder()?;
+        let frames_total = src.video.frames_estimate;
+        let backend = self.backend_name();
+        tracing::info!(
+            input = %job.input.display(),
+            output = %job.output.display(),
+            source = %format!("{}x{} {}", src.video.width, src.video.height, src.video.codec_name),
+            rotation = src.video.rotation.degrees(),
+            out = %format!("{}x{} {}", spec.out_width, spec.out_height, job.format),
+            watermark = spec.watermark.is_some(),
+            backend = %backend,
+            "render start"
+        );
+        let muxer = Muxer::open(
+            tmp.path(),
+            job.format,
+            &job.encoder,
+            spec.out_width,
+            spec.out_height,
+            &src,
+        )?;
+        if cancel.load(Ordering::Relaxed) {
+            return Err(MediaError::Cancelled);
+        }
+        progress(Progress {
+            stage: Stage::Rendering,
+            frames_done: 0,
+            frames_total,
+        });
+        let (out_w, out_h) = (spec.out_width, spec.out_height);
+        let reader = FrameReader::new(src, decoder, muxer.has_audio());
+        let gpu = self.gpu.clone();
+        let make: Box<dyn FnOnce() -> Result<Box<dyn Compositor>, MediaError> + Send> =
+            Box::new(move || {
+                Ok(match gpu {
+                    Some(ctx) => Box::new(WgpuCompositor::new(&ctx, spec, GPU_FRAMES_IN_FLIGHT))
+                        as Box<dyn Compositor>,
+                    None => Box::new(CpuCompositor::new(spec)),
+                })
+            });
+        let outcome = pipeline::run(reader, make, muxer, cancel, progress, frames_total)?;
+        tmp.commit()?;
+        let size_bytes = std::fs::metadata(&job.output).map(|m| m.len()).unwrap_or(0);
+        let duration_seconds = ffmpeg::format::input(&job.output)
+            .ok()
+            .map(|i| i.duration())
+            .filter(|d| *d > 0)
+            .map(|d| d as f64 / ffi::AV_TIME_BASE as f64)
+            .unwrap_or(outcome.encode.video_seconds);
+        let elapsed = started.elapsed();
+        let frames = outcome.encode.frames;
+        let fps = frames as f64 / elapsed.as_secs_f64().max(1e-9);
+        tracing::info!(
+            output = %job.output.display(),
+            frames,
+            fps = format!("{fps:.1}"),
+            elapsed_ms = elapsed.as_millis() as u64,
+            size_bytes,
+            decode_ms = outcome.stage_times.decode.as_millis() as u64,
+            compose_ms = outcome.stage_times.compose.as_millis() as u64,
+            encode_ms = outcome.stage_times.encode.as_millis() as u64,
+            "render finished"
+        );
+        Ok(RenderReport {
+            frames,
+            duration_seconds,
+            width: out_w,
+            height: out_h,
+            size_bytes,
+            backend,
+            elapsed,
+            fps,
+            stage_times: outcome.stage_times,
+        })
+    }
+
+    /// Writes a PNG of one representative frame (about a third into the video) at output
+    /// size with the watermark applied, through the same compositor as renders. Returns the
+    /// PNG's size.
+    pub fn render_preview(&self, job: &RenderJob, png_out: &Path) -> Result<(u32, u32), MediaError> {
+        if let Some(wm) = &job.watermark {
+            watermark::check_opacity(wm.opacity)?;
+        }
+        let tmp = TempOutput::new(png_out)?;
+        let src = source::open(&job.input)?;
+        let spec = self.compose_spec(job, &src)?;
+        let frame = preview_frame(src, &job.input)?;
+        let out = self.compositor(spec).compose_single(&frame)?;
+        write_png(&out, tmp.path())?;
+        tmp.commit()?;
+        Ok((out.width, out.height))
+    }
+
+    /// Decodes the first `max_frames` frames of `job.input` and composes them as a render
+    /// would (no encoding). For tests and benchmarks of the compositors.
+    pub fn compose_frames(&self, job: &RenderJob, max_frames: usize) -> Result<Vec<Yuv420Frame>, MediaError> {
+        let src = source::open(&job.input)?;
+        let spec = self.compose_spec(job, &src)?;
+        let decoder = src.video_decoder()?;
+        let mut reader = FrameReader::new(src, decoder, false);
+        let mut comp = self.compositor(spec);
+        let mut out = Vec::new();
+        let mut n = 0;
+        while n < max_frames {
+            let Some(f) = reader.next_video()? else { break };
+            n += 1;
+            out.extend(comp.push(&f)?);
+        }
+        out.extend(comp.finish()?);
+        Ok(out)
+    }
+}
+
+/// Decodes up to `max_frames` frames of `path` as 8-bit yuv420p at their coded size and in
+/// their own colour (BT.601/BT.709 matrix and range kept; rotation not applied). For tests
+/// and inspection of outputs.
+pub fn decode_frames(path: &Path, max_frames: usize) -> Result<Vec<Yuv420Frame>, MediaError> {
+    let src = source::open(path)?;
+    let decoder = src.video_decoder()?;
+    let mut reader = FrameReader::new(src, decoder, false);
+    let mut conv: Option<SourceConverter> = None;
+    let mut out = Vec::new();
+    while out.len() < max_frames {
+        let Some(f) = reader.next_video()? else { break };
+        if conv.is_none() {
+            conv = Some(SourceConverter::for_frame(&f)?);
+        }
+        let Some(c) = conv.as_mut() else { break };
+        let (w, h) = c.size();
+        let mut dst = crate::scale::blank_frame(w, h);
+        c.convert(&f, &mut dst)?;
+        out.push(dst);
+    }
+    Ok(out)
+}
+
+/// The frame about a third into the video (after a keyframe seek), else the first one.
+fn preview_frame(src: Source, path: &Path) -> Result<frame::Video, MediaError> {
+    let duration = src.duration_seconds;
+    let tb = src.video.time_base;
+    let start_us = src.start_time_us;
+    let target_pts = src.start_offset(tb)
+        + if f64::from(tb) > 0.0 {
+            (duration / 3.0 / f64::from(tb)) as i64
+        } else {
+            0
+        };
+    let decoder = src.video_decoder()?;
+    let mut reader = FrameReader::new(src, decoder, false);
+    if duration > 0.5 {
+        let ts_us = start_us + (duration / 3.0 * ffi::AV_TIME_BASE as f64) as i64;
+        if reader.input_mut().seek(ts_us, ..ts_us).is_ok() {
+            reader.reset_after_seek();
+            let mut last = None;
+            for _ in 0..PREVIEW_MAX_FRAMES {
+                match reader.next_video() {
+                    Ok(Some(f)) => {
+                        let reached = f.timestamp().is_none_or(|t| t >= target_pts);
+                        last = Some(f);
+                        if reached {
+                            break;
+                        }
+                    }
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            if let Some(f) = last {
+                return Ok(f);
+            }
+        }
+        // The seek went nowhere useful: start over from the beginning.
+        let src = source::open(path)?;
+        let decoder = src.video_decoder()?;
+        reader = FrameReader::new(src, decoder, false);
+    }
+    reader
+        .next_video()?
+        .ok_or_else(|| MediaError::invalid(format!("{} has no decodable frame", path.display())))
+}
+
+/// BT.709 limited yuv420p -> RGB24 PNG.
+fn write_png(img: &Yuv420Frame, path: &Path) -> Result<(), MediaError> {
+    let (w, h) = (img.width, img.height);
+    let key = SwsKey {
+        src_fmt: Pixel::YUV420P,
+        src_w: w,
+        src_h: h,
+        dst_fmt: Pixel::RGB24,
+        dst_w: w,
+        dst_h: h,
+        flags: ffi::SWS_BICUBIC | ffi::SWS_FULL_CHR_H_INT | ffi::SWS_ACCURATE_RND,
+        src_space: ffi::SWS_CS_ITU709,
+        src_full: false,
+        dst_space: ffi::SWS_CS_ITU709,
+        dst_full: true,
+    };
+    let mut sws = Sws::new(key)?;
+    let stride = w as usize * 3;
+    let mut rgb = vec![0u8; stride * h as usize];
+    sws.yuv420_to_packed(img, &mut rgb, stride)?;
+    let io = |e: &dyn std::fmt::Display| {
+        MediaError::failed(format!("writing preview PNG {}: {e}", path.display()))
+    };
+    let file = std::fs::File::create(path).map_err(|e| io(&e))?;
+    let mut enc = png::Encoder::new(std::io::BufWriter::new(file), w, h);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    let mut writer = enc.write_header().map_err(|e| io(&e))?;
+    writer.write_image_data(&rgb).map_err(|e| io(&e))?;
+    writer.finish().map_err(|e| io(&e))?;
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! `probe`: what the engine sees in a media file.
+
+use std::path::Path;
+
+use crate::error::MediaError;
+use crate::source::{self, Opened};
+
+/// A media file as the engine sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProbeInfo {
+    /// FFmpeg demuxer name (e.g. `mov,mp4,m4a,3gp,3g2,mj2`, `matroska,webm`).
+    pub format: String,
+    /// 0.0 when unknown.
+    pub duration_seconds: f64,
+    pub size_bytes: u64,
+    /// `None` for audio-only files.
+    pub video: Option<VideoStreamInfo>,
+    pub audio: Option<AudioStreamInfo>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct VideoStreamInfo {
+    pub codec: String,
+    /// Coded size.
+    pub width: u32,
+    pub height: u32,
+    /// Upright size after rotation and sample aspect ratio.
+    pub display_width: u32,
+    pub display_height: u32,
+    /// Clockwise rotation applied to make the picture upright (0, 90, 180, 270).
+    pub rotation_degrees: u32,
+    /// Sample (pixel) aspect ratio as num:den.
+    pub sample_aspect_ratio: (i32, i32),
+    /// Average frame rate (0.0 when unknown).
+    pub fps: f64,
+    /// Frame count from the container, or estimated from duration x frame rate.
+    pub frames: Option<u64>,
+    pub pix_fmt: Option<String>,
+    pub bit_depth: Option<u32>,
+    /// Colour matrix tag (`bt709`, `bt470bg`, `unknown`, ...).
+    pub color_matrix: String,
+    /// `tv` (limited), `pc` (full) or `unknown`.
+    pub color_range: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct AudioStreamInfo {
+    pub codec: String,
+    pub sample_rate: u32,
+    pub channels: u32,
+}
+
+/// Opens `path` and describes it. Files without a video stream but with audio succeed with
+/// `video: None`; missing, empty, corrupt, text and still-image files are typed errors.
+pub fn probe(path: &Path) -> Result<ProbeInfo, MediaError> {
+    let audio_info = |a: &source::AudioMeta| AudioStreamInfo {
+        codec: a.codec_name.clone(),
+        sample_rate: a.sample_rate,
+        channels: a.channels,
+    };
+    match source::open_any(path)? {
+        Opened::AudioOnly {
+            format_name,
+            size_bytes,
+            duration_seconds,
+            audio,
+        } => Ok(ProbeInfo {
+            format: format_name,
+            duration_seconds,
+            size_bytes,
+            video: None,
+            audio: Some(audio_info(&audio)),
+        }),
+        Opened::Video(src) => {
+            let v = &src.video;
+            let color_matrix = v.color_space.name().unwrap_or("unknown").to_string();
+            let color_range = match v.color_range {
+                ffmpeg_next::color::Range::MPEG => "tv",
+                ffmpeg_next::color::Range::JPEG => "pc",
+                _ => "unknown",
+            }
+            .to_string();
+            Ok(ProbeInfo {
+                format: src.format_name.clone(),
+                duration_seconds: src.duration_seconds,
+                size_bytes: src.size_bytes,
+                video: Some(VideoStreamInfo {
+                    codec: v.codec_name.clone(),
+                    width: v.width,
+                    height: v.height,
+                    display_width: v.display_width,
+                    display_height: v.display_height,
+                    rotation_degrees: v.rotation.degrees(),
+                    sample_aspect_ratio: v.sar,
+                    fps: v.avg_fps,
+                    frames: v.frames_estimate,
+                    pix_fmt: v.pix_fmt.clone(),
+                    bit_depth: v.bit_depth,
+                    color_matrix,
+                    color_range,
+                }),
+                audio: src.audio.as_ref().map(audio_info),
+            })
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! The wgpu compositor (lavapipe in CI) against the CPU compositor: same frames within
+//! 40 dB PSNR, flat colours kept end to end. Skips loudly without an adapter unless
+//! VIDFORGE_REQUIRE_GPU=1.
+
+mod common;
+
+use common::*;
+use vidforge_media::fixtures::{self, ClipSpec, Pattern};
+use vidforge_media::{
+    BackendChoice, Engine, OutputFormat, Position, Resolution, WatermarkSpec, decode_frames,
+};
+
+fn gpu_engine() -> Option<Engine> {
+    // SAFETY-free env defaults for lavapipe runs; callers may override.
+    if std::env::var_os("WGPU_BACKEND").is_none() {
+        // SAFETY: set before any thread reads the environment in this test process.
+        unsafe { std::env::set_var("WGPU_BACKEND", "vulkan") };
+    }
+    if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
+        // SAFETY: as above.
+        unsafe { std::env::set_var("XDG_RUNTIME_DIR", "/tmp") };
+    }
+    match Engine::new(BackendChoice::Wgpu) {
+        Ok(e) => {
+            let a = e.gpu_context().expect("wgpu engine has a context").adapter().clone();
+            eprintln!(
+                "GPU test running on adapter '{}' ({}, {}, software: {})",
+                a.name, a.backend, a.device_type, a.is_software
+            );
+            assert!(!a.name.is_empty());
+            assert_eq!(e.backend_name(), a.name);
+            Some(e)
+        }
+        Err(err) => {
+            if std::env::var("VIDFORGE_REQUIRE_GPU").as_deref() == Ok("1") {
+                panic!("VIDFORGE_REQUIRE_GPU=1 but no GPU adapter: {err}");
+            }
+            eprintln!("!!!!! SKIPPING GPU TEST: no wgpu adapter ({err}) !!!!!");
+            None
+        }
+    }
+}
+
+#[test]
+fn gpu_and_cpu_compositors_agree() {
+    let Some(gpu) = gpu_engine() else { return };
+    let cpu = cpu();
+    let dir = tempdir();
+    let png = fixtures::watermark_png(dir.path(), 200, 100, [230, 20, 40, 200]).expect("png");
+    let cases = [
+        // Downscale + watermark, the common case.
+        (ClipSpec::h264(640, 360), Resolution::P720, None),
+        // Upscale of a rotated 10-bit source.
+        (
+            ClipSpec {
+                pix_fmt: "yuv420p10le".into(),
+                ..ClipSpec::h264(320, 240)
+            },
+            Resolution::P720,
+            Some(90),
+        ),
+        // Full-range source.
+        (
+            ClipSpec {
+                pix_fmt: "yuvj420p".into(),
+                ..ClipSpec::h264(1280, 720)
+            },
+            Resolution::P720,
+            None,
+        ),
+    ];
+    for (spec, res, rotate) in cases {
+        let src = clip(
+            dir.path(),
+            ClipSpec {
+                seconds: 0.2,
+                audio: false,
+                rotate,
+                ..spec
+            },
+        );
+        let j = with_watermark(
+            job(&src, &dir.path().join("unused.mp4"), res, OutputFormat::Mp4),
+            WatermarkSpec {
+                image: png.clone(),
+                position: Position::BottomRight,
+                opacity: 0.6,
+            },
+        );
+        let a = gpu.compose_frames(&j, 3).expect("gpu compose");
+        let b = cpu.compose_frames(&j, 3).expect("cpu compose");
+        assert_eq!(a.len(), 3);
+        assert_eq!(b.len(), 3);
+        for (fa, fb) in a.iter().zip(&b) {
+            assert_eq!((fa.width, fa.height), (fb.width, fb.height));
+            let p = psnr(fa, fb);
+            assert!(p >= 40.0, "{}: PSNR {p:.1} dB", src.display());
+        }
+    }
+}
+
+#[test]
+fn gpu_render_keeps_flat_colour_end_to_end() {
+    let Some(gpu) = gpu_engine() else { return };
+    let dir = tempdir();
+    // BT.709-tagged flat colour: output code values must match the source's.
+    let src = clip(
+        dir.path(),
+        ClipSpec {
+            seconds: 0.3,
+            pattern: Pattern::Lavfi(
+                "color=c=0x3366cc:s={w}x{h}:r={fps}:d={secs},scale=out_color_matrix=bt709".into(),
+            ),
+            extra_args: ["-colorspace", "bt709", "-color_primaries", "bt709", "-color_trc", "bt709"]
+                .map(String::from)
+                .to_vec(),
+            ..ClipSpec::h264(640, 360)
+        },
+    );
+    for format in [OutputFormat::Mp4, OutputFormat::Webm] {
+        let out = dir.path().join(format!("gpu.{}", format.extension()));
+        let report = render(&gpu, &job(&src, &out, Resolution::P720, format));
+        assert_eq!(report.backend, gpu.backend_name());
+        assert_eq!((report.width, report.height), (1280, 720));
+        assert_eq!(report.frames, 9);
+        let s = &decode_frames(&src, 1).expect("decode src")[0];
+        let o = &decode_frames(&out, 1).expect("decode out")[0];
+        let sm = mean_yuv(s, 160, 90, 320, 180);
+        let om = mean_yuv(o, 320, 180, 640, 360);
+        for c in 0..3 {
+            assert!((sm[c] - om[c]).abs() <= 2.0, "{format}: {sm:?} vs {om:?}");
+        }
+    }
+}

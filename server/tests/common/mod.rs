@@ -1,0 +1,309 @@
+//! Shared helpers for the server's integration tests: a scripted renderer (deterministic,
+//! holdable, so scheduling can be tested without encoding video), real fixture assets made with
+//! the ffmpeg CLI, and a service harness with an adjustable clock.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use vidforge::clock::OffsetClock;
+use vidforge::config::Config;
+use vidforge::engine::{
+    EngineError, EngineProgress, EngineReport, EngineStage, FailureKind, RenderPlan, Renderer,
+};
+use vidforge::media_backend::MediaProber;
+use vidforge::service::{RenderService, ServiceParts};
+use vidforge::store::{AssetRecord, RenderRecord, RenderState, Resolution};
+use vidforge_media::fixtures::{self, ClipSpec};
+
+/// A renderer that "renders" `frames` frames with `frame_delay` each, optionally holds before
+/// finishing (until released or cancelled), and writes a small real output file.
+pub struct ScriptedRenderer {
+    pub frames: u64,
+    pub frame_delay: Duration,
+    pub hold: AtomicBool,
+    pub fail_next: Mutex<Option<EngineError>>,
+    pub renders_started: AtomicUsize,
+    pub previews: AtomicUsize,
+    pub progress_calls: AtomicUsize,
+}
+
+impl ScriptedRenderer {
+    pub fn new(frames: u64, frame_delay: Duration) -> Arc<Self> {
+        Arc::new(ScriptedRenderer {
+            frames,
+            frame_delay,
+            hold: AtomicBool::new(false),
+            fail_next: Mutex::new(None),
+            renders_started: AtomicUsize::new(0),
+            previews: AtomicUsize::new(0),
+            progress_calls: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn hold(&self, on: bool) {
+        self.hold.store(on, Ordering::SeqCst);
+    }
+}
+
+fn size_for(r: Resolution) -> (u32, u32) {
+    match r {
+        Resolution::P720 => (1280, 720),
+        Resolution::P1080 => (1920, 1080),
+        Resolution::P4k => (3840, 2160),
+    }
+}
+
+impl Renderer for ScriptedRenderer {
+    fn backend_name(&self) -> String {
+        "scripted".into()
+    }
+
+    fn render(
+        &self,
+        plan: &RenderPlan,
+        progress: &mut dyn FnMut(EngineProgress),
+        cancel: &AtomicBool,
+    ) -> Result<EngineReport, EngineError> {
+        let started = Instant::now();
+        self.renders_started.fetch_add(1, Ordering::SeqCst);
+        if !plan.input.is_file() {
+            return Err(EngineError::new(
+                FailureKind::SourceNotFound,
+                "input missing",
+            ));
+        }
+        let mut report = |stage, done| {
+            self.progress_calls.fetch_add(1, Ordering::SeqCst);
+            progress(EngineProgress {
+                stage,
+                frames_done: done,
+                frames_total: Some(self.frames),
+            })
+        };
+        report(EngineStage::Preparing, 0);
+        let mut done = 0;
+        loop {
+            if cancel.load(Ordering::SeqCst) {
+                return Err(EngineError::new(FailureKind::Cancelled, "cancelled"));
+            }
+            if done < self.frames {
+                std::thread::sleep(self.frame_delay);
+                done += 1;
+                report(EngineStage::Rendering, done);
+            } else if self.hold.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(5));
+            } else {
+                break;
+            }
+        }
+        if let Some(e) = self.fail_next.lock().unwrap().take() {
+            return Err(e);
+        }
+        report(EngineStage::Finalizing, done);
+        let body = format!(
+            "scripted render of {} at {} wm={}",
+            plan.input.display(),
+            plan.resolution.as_str(),
+            plan.watermark.is_some()
+        )
+        .repeat(64);
+        let tmp = plan.output.with_extension("partial");
+        std::fs::write(&tmp, &body)
+            .map_err(|e| EngineError::new(FailureKind::RenderFailed, e.to_string()))?;
+        std::fs::rename(&tmp, &plan.output)
+            .map_err(|e| EngineError::new(FailureKind::RenderFailed, e.to_string()))?;
+        let (width, height) = size_for(plan.resolution);
+        let elapsed = started.elapsed();
+        Ok(EngineReport {
+            frames: done,
+            duration_seconds: done as f64 / 30.0,
+            width,
+            height,
+            size_bytes: body.len() as u64,
+            backend: "scripted".into(),
+            elapsed,
+            fps: done as f64 / elapsed.as_secs_f64().max(1e-6),
+        })
+    }
+
+    fn render_preview(&self, plan: &RenderPlan, png_out: &Path) -> Result<(u32, u32), EngineError> {
+        self.previews.fetch_add(1, Ordering::SeqCst);
+        if !plan.input.is_file() {
+            return Err(EngineError::new(
+                FailureKind::SourceNotFound,
+                "input missing",
+            ));
+        }
+        let dir = png_out.parent().expect("preview has a parent dir");
+        let made = fixtures::watermark_png(dir, 32, 18, [10, 200, 30, 255])
+            .map_err(|e| EngineError::new(FailureKind::RenderFailed, e.to_string()))?;
+        std::fs::rename(made, png_out)
+            .map_err(|e| EngineError::new(FailureKind::RenderFailed, e.to_string()))?;
+        Ok((32, 18))
+    }
+}
+
+/// Fixture files shared by every test in a binary (generated once).
+pub struct Fixtures {
+    _dir: tempfile::TempDir,
+    pub clip: PathBuf,
+    pub logo: PathBuf,
+    pub garbage: PathBuf,
+}
+
+pub fn fixtures() -> &'static Fixtures {
+    static F: OnceLock<Fixtures> = OnceLock::new();
+    F.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let clip = fixtures::clip(
+            dir.path(),
+            &ClipSpec {
+                width: 160,
+                height: 120,
+                fps: 15,
+                seconds: 0.4,
+                audio: true,
+                ..ClipSpec::default()
+            },
+        )
+        .expect("ffmpeg CLI generates the fixture clip");
+        let logo = fixtures::watermark_png(dir.path(), 40, 20, [255, 255, 255, 200]).expect("png");
+        let garbage = fixtures::garbage_file(dir.path(), "mp4", 4096).expect("garbage");
+        Fixtures {
+            _dir: dir,
+            clip,
+            logo,
+            garbage,
+        }
+    })
+}
+
+/// A running service over a temp data dir, a scripted renderer and an adjustable clock.
+pub struct Harness {
+    pub dir: tempfile::TempDir,
+    pub service: RenderService,
+    pub clock: Arc<OffsetClock>,
+    pub renderer: Arc<ScriptedRenderer>,
+    pub config: Config,
+}
+
+pub fn test_config(dir: &Path) -> Config {
+    let mut c = Config::with_data_dir(dir);
+    c.render_slots = 1;
+    c.per_principal_concurrent = 2;
+    c.tick_interval = Duration::from_millis(50);
+    c
+}
+
+impl Harness {
+    pub fn start(renderer: Arc<ScriptedRenderer>, configure: impl FnOnce(&mut Config)) -> Harness {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = test_config(dir.path());
+        configure(&mut config);
+        let clock = Arc::new(OffsetClock::new());
+        let service = start_service(&config, clock.clone(), renderer.clone());
+        Harness {
+            dir,
+            service,
+            clock,
+            renderer,
+            config,
+        }
+    }
+
+    /// Stops the service (dropping it releases the database lock) and starts a new one on
+    /// the same data dir and clock.
+    pub fn restart(self, renderer: Arc<ScriptedRenderer>) -> Harness {
+        let Harness {
+            dir,
+            service,
+            clock,
+            config,
+            ..
+        } = self;
+        drop(service);
+        let service = start_service(&config, clock.clone(), renderer.clone());
+        Harness {
+            dir,
+            service,
+            clock,
+            renderer,
+            config,
+        }
+    }
+
+    pub async fn video(&self, principal: &str) -> AssetRecord {
+        self.service
+            .add_asset_path(principal, &fixtures().clip, None)
+            .await
+            .expect("video asset")
+    }
+
+    pub async fn logo(&self, principal: &str) -> AssetRecord {
+        self.service
+            .add_asset_path(principal, &fixtures().logo, Some("logo.png"))
+            .await
+            .expect("png asset")
+    }
+
+    /// Polls until `pred` holds for the record (panics after 15 s).
+    pub async fn wait(
+        &self,
+        principal: &str,
+        id: &str,
+        what: &str,
+        pred: impl Fn(&RenderRecord) -> bool,
+    ) -> RenderRecord {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let rec = self.service.get(principal, id).expect("record exists");
+            if pred(&rec) {
+                return rec;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; record: {rec:#?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    pub async fn wait_state(&self, principal: &str, id: &str, state: RenderState) -> RenderRecord {
+        self.wait(principal, id, state.as_str(), |r| r.state == state)
+            .await
+    }
+}
+
+pub fn start_service(
+    config: &Config,
+    clock: Arc<OffsetClock>,
+    renderer: Arc<ScriptedRenderer>,
+) -> RenderService {
+    RenderService::start(ServiceParts {
+        config: config.clone(),
+        clock,
+        renderer,
+        prober: Arc::new(MediaProber),
+    })
+    .expect("service starts")
+}
+
+/// Tool arguments for a render of `video`, optionally watermarked with `logo`.
+pub fn render_args(video: &AssetRecord, logo: Option<&AssetRecord>, key: Option<&str>) -> Value {
+    let mut v = json!({
+        "source_asset_uri": video.uri,
+        "output_format": "mp4",
+        "resolution": "720p",
+    });
+    if let Some(l) = logo {
+        v["watermark"] = json!({"image_asset_uri": l.uri, "position": "top_left", "opacity": 0.5});
+    }
+    if let Some(k) = key {
+        v["idempotency_key"] = json!(k);
+    }
+    v
+}
