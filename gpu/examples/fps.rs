@@ -63,6 +63,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Warm-up: first dispatch compiles/allocates lazily on some drivers.
     gpu.compose_one(&frames[0])?;
+    let cpu_start = cpu_seconds();
     let start = Instant::now();
     let mut done = 0u64;
     let mut submitted = 0u64;
@@ -74,10 +75,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     done += gpu.finish()?.len() as u64;
     let secs = start.elapsed().as_secs_f64();
+    let cpu = cpu_seconds().zip(cpu_start).map(|(end, begin)| end - begin);
     println!(
-        "{sw}x{sh} -> {ow}x{oh} (+watermark): {done} frames in {secs:.2} s = {:.1} fps ({:.2} ms/frame)",
+        "{sw}x{sh} -> {ow}x{oh} (+watermark): {done} frames in {secs:.2} s = {:.1} fps ({:.2} ms/frame){}",
         done as f64 / secs,
-        secs * 1000.0 / done.max(1) as f64
+        secs * 1000.0 / done.max(1) as f64,
+        // On a software adapter the "GPU" is this process's threads: CPU time per frame is the
+        // cost that stays meaningful on a busy machine.
+        cpu.map(|c| format!(", process CPU {:.2} ms/frame", c * 1000.0 / done.max(1) as f64))
+            .unwrap_or_default()
     );
     Ok(())
+}
+
+/// User + system CPU time of this process (Linux), in seconds.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
 }

@@ -2,10 +2,10 @@
 //! watermark applied out. Two backends behind one trait: FFmpeg's swscale on the CPU, and the
 //! wgpu compositor of the gpu crate.
 
-use ffmpeg_next as ffmpeg;
 use ffmpeg::ffi;
 use ffmpeg::format::Pixel;
 use ffmpeg::frame;
+use ffmpeg_next as ffmpeg;
 use vidforge_gpu::{
     ColorSpec, ComposeConfig, GpuCompositor, GpuContext, Matrix, PreparedWatermark, Range,
     Rotation, Yuv420Frame, blend_watermark,
@@ -58,7 +58,9 @@ fn sws_space_of(matrix: Matrix) -> i32 {
 fn check_frame(frame: &frame::Video) -> Result<(), MediaError> {
     let (w, h) = (frame.width(), frame.height());
     if w == 0 || h == 0 || w > crate::source::MAX_DIMENSION || h > crate::source::MAX_DIMENSION {
-        return Err(MediaError::invalid(format!("decoded frame has unusable size {w}x{h}")));
+        return Err(MediaError::invalid(format!(
+            "decoded frame has unusable size {w}x{h}"
+        )));
     }
     if frame.format() == Pixel::None {
         return Err(MediaError::invalid("decoded frame has no pixel format"));
@@ -101,12 +103,22 @@ impl Compositor for CpuCompositor {
     fn push(&mut self, frame: &frame::Video) -> Result<Option<Yuv420Frame>, MediaError> {
         check_frame(frame)?;
         let (fw, fh) = (frame.width(), frame.height());
-        let color = frame_color(frame.color_space(), frame.color_range(), frame.format(), fw, fh);
+        let color = frame_color(
+            frame.color_space(),
+            frame.color_range(),
+            frame.format(),
+            fw,
+            fh,
+        );
         let (ow, oh) = (self.spec.out_width, self.spec.out_height);
         let rot = self.spec.rotation;
         let (sw, sh) = if rot.swaps_axes() { (oh, ow) } else { (ow, oh) };
         let enlarging = (sw as u64 * sh as u64) > (fw as u64 * fh as u64);
-        let flags = if enlarging { ffi::SWS_BICUBIC } else { ffi::SWS_AREA };
+        let flags = if enlarging {
+            ffi::SWS_BICUBIC
+        } else {
+            ffi::SWS_AREA
+        };
         let key = SwsKey {
             src_fmt: frame.format(),
             src_w: fw,
@@ -176,7 +188,11 @@ impl SourceConverter {
         );
         let spec = color.spec.unwrap_or(ColorSpec {
             matrix: Matrix::Bt709,
-            range: if color.full_range { Range::Full } else { Range::Limited },
+            range: if color.full_range {
+                Range::Full
+            } else {
+                Range::Limited
+            },
         });
         Ok(SourceConverter {
             width: frame.width(),
@@ -195,7 +211,11 @@ impl SourceConverter {
         self.spec
     }
 
-    pub fn convert(&mut self, frame: &frame::Video, dst: &mut Yuv420Frame) -> Result<(), MediaError> {
+    pub fn convert(
+        &mut self,
+        frame: &frame::Video,
+        dst: &mut Yuv420Frame,
+    ) -> Result<(), MediaError> {
         check_frame(frame)?;
         let color = frame_color(
             frame.color_space(),

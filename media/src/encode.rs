@@ -6,11 +6,11 @@ use std::ffi::c_void;
 use std::path::Path;
 use std::ptr;
 
-use ffmpeg_next as ffmpeg;
 use ffmpeg::ffi;
 use ffmpeg::format::Pixel;
 use ffmpeg::format::context::Output;
 use ffmpeg::{Dictionary, Packet, Rational, codec, encoder, frame};
+use ffmpeg_next as ffmpeg;
 use vidforge_gpu::Yuv420Frame;
 
 use crate::error::MediaError;
@@ -110,7 +110,9 @@ impl Muxer {
             }
         };
         let codec = encoder::find_by_name(codec_name).ok_or_else(|| {
-            MediaError::failed(format!("encoder {codec_name} is not available in this FFmpeg build"))
+            MediaError::failed(format!(
+                "encoder {codec_name} is not available in this FFmpeg build"
+            ))
         })?;
         let vmeta = &src.video;
         let ist_tb = vmeta.time_base;
@@ -273,7 +275,10 @@ impl Muxer {
         // encoder still holds a reference.
         let r = unsafe { ffi::av_frame_make_writable(v.frame.as_mut_ptr()) };
         if r < 0 {
-            return Err(MediaError::ffmpeg("allocating an encoder frame", ffmpeg::Error::from(r)));
+            return Err(MediaError::ffmpeg(
+                "allocating an encoder frame",
+                ffmpeg::Error::from(r),
+            ));
         }
         let (cw, ch) = Yuv420Frame::chroma_size(img.width, img.height);
         let planes: [(&[u8], usize, usize); 3] = [
@@ -619,14 +624,21 @@ impl AudioTranscoder {
         // SAFETY: plain field reads of a decoded frame.
         let (fmt, mut layout, rate, channels) = unsafe {
             let p = f.as_ptr();
-            ((*p).format, (*p).channel_layout, (*p).sample_rate, (*p).channels)
+            (
+                (*p).format,
+                (*p).channel_layout,
+                (*p).sample_rate,
+                (*p).channels,
+            )
         };
         if layout == 0 || layout.count_ones() as i32 != channels {
             // SAFETY: pure function.
             layout = unsafe { ffi::av_get_default_channel_layout(channels) } as u64;
         }
         if rate <= 0 || channels <= 0 || layout == 0 {
-            return Err(MediaError::invalid("audio frame without a sample rate or channels"));
+            return Err(MediaError::invalid(
+                "audio frame without a sample rate or channels",
+            ));
         }
         let key = (fmt, layout, rate);
         if self.swr.as_ref().is_none_or(|s| s.key != key) {
@@ -660,7 +672,13 @@ impl AudioTranscoder {
             let start = self
                 .dec_frame
                 .timestamp()
-                .map(|t| rescale(t - self.offset, self.ist_tb, Rational::new(1, self.out_rate)))
+                .map(|t| {
+                    rescale(
+                        t - self.offset,
+                        self.ist_tb,
+                        Rational::new(1, self.out_rate),
+                    )
+                })
                 .unwrap_or(0);
             self.next_pts = Some(start);
         }
@@ -679,7 +697,10 @@ impl AudioTranscoder {
             )
         };
         if got < 0 {
-            return Err(MediaError::ffmpeg("resampling audio", ffmpeg::Error::from(got)));
+            return Err(MediaError::ffmpeg(
+                "resampling audio",
+                ffmpeg::Error::from(got),
+            ));
         }
         self.fifo_write(out, got)
     }
@@ -693,7 +714,13 @@ impl AudioTranscoder {
             let out = self.ensure_tmp(cap)?;
             // SAFETY: null input flushes; output planes hold `cap` samples.
             let got = unsafe {
-                ffi::swr_convert(swr, out.as_ptr() as *mut *mut u8, cap as i32, ptr::null_mut(), 0)
+                ffi::swr_convert(
+                    swr,
+                    out.as_ptr() as *mut *mut u8,
+                    cap as i32,
+                    ptr::null_mut(),
+                    0,
+                )
             };
             if got <= 0 {
                 return Ok(());
@@ -741,7 +768,11 @@ impl AudioTranscoder {
                 if (*p).data[0].is_null() {
                     return Err(MediaError::failed("allocating an audio frame"));
                 }
-                ffi::av_audio_fifo_read(self.fifo.0, (*p).data.as_mut_ptr() as *mut *mut c_void, n as i32)
+                ffi::av_audio_fifo_read(
+                    self.fifo.0,
+                    (*p).data.as_mut_ptr() as *mut *mut c_void,
+                    n as i32,
+                )
             };
             if r < n as i32 {
                 return Err(MediaError::failed("audio FIFO read failed"));
@@ -775,4 +806,3 @@ impl AudioTranscoder {
         }
     }
 }
-

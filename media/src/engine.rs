@@ -4,10 +4,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use ffmpeg_next as ffmpeg;
 use ffmpeg::ffi;
 use ffmpeg::format::Pixel;
 use ffmpeg::frame;
+use ffmpeg_next as ffmpeg;
 use vidforge_gpu::{AdapterPreference, GpuContext, Yuv420Frame};
 
 use crate::compose::{ComposeSpec, Compositor, CpuCompositor, SourceConverter, WgpuCompositor};
@@ -64,9 +64,11 @@ impl Engine {
         crate::init();
         let gpu = match choice {
             BackendChoice::Cpu => None,
-            BackendChoice::Wgpu => Some(GpuContext::new(AdapterPreference::AllowSoftware).map_err(
-                |e| MediaError::failed(format!("the wgpu backend has no adapter: {e}")),
-            )?),
+            BackendChoice::Wgpu => Some(
+                GpuContext::new(AdapterPreference::AllowSoftware).map_err(|e| {
+                    MediaError::failed(format!("the wgpu backend has no adapter: {e}"))
+                })?,
+            ),
             BackendChoice::Auto => match GpuContext::new(AdapterPreference::HardwareOnly) {
                 Ok(ctx) => Some(ctx),
                 Err(e) => {
@@ -224,7 +226,11 @@ impl Engine {
     /// Writes a PNG of one representative frame (about a third into the video) at output
     /// size with the watermark applied, through the same compositor as renders. Returns the
     /// PNG's size.
-    pub fn render_preview(&self, job: &RenderJob, png_out: &Path) -> Result<(u32, u32), MediaError> {
+    pub fn render_preview(
+        &self,
+        job: &RenderJob,
+        png_out: &Path,
+    ) -> Result<(u32, u32), MediaError> {
         if let Some(wm) = &job.watermark {
             watermark::check_opacity(wm.opacity)?;
         }
@@ -240,7 +246,11 @@ impl Engine {
 
     /// Decodes the first `max_frames` frames of `job.input` and composes them as a render
     /// would (no encoding). For tests and benchmarks of the compositors.
-    pub fn compose_frames(&self, job: &RenderJob, max_frames: usize) -> Result<Vec<Yuv420Frame>, MediaError> {
+    pub fn compose_frames(
+        &self,
+        job: &RenderJob,
+        max_frames: usize,
+    ) -> Result<Vec<Yuv420Frame>, MediaError> {
         let src = source::open(&job.input)?;
         let spec = self.compose_spec(job, &src)?;
         let decoder = src.video_decoder()?;

@@ -241,7 +241,17 @@ pub fn text_file(dir: &Path, ext: &str) -> io::Result<PathBuf> {
 pub fn audio_only(dir: &Path) -> io::Result<PathBuf> {
     let path = unique(dir, "audio", "m4a");
     run(Command::new("ffmpeg")
-        .args(["-v", "error", "-y", "-f", "lavfi", "-i", "sine=f=440:d=1", "-c:a", "aac"])
+        .args([
+            "-v",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            "sine=f=440:d=1",
+            "-c:a",
+            "aac",
+        ])
         .arg(&path))?;
     Ok(path)
 }
@@ -250,7 +260,17 @@ pub fn audio_only(dir: &Path) -> io::Result<PathBuf> {
 pub fn still_image(dir: &Path) -> io::Result<PathBuf> {
     let path = unique(dir, "still", "png");
     run(Command::new("ffmpeg")
-        .args(["-v", "error", "-y", "-f", "lavfi", "-i", "testsrc2=s=64x48", "-frames:v", "1"])
+        .args([
+            "-v",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc2=s=64x48",
+            "-frames:v",
+            "1",
+        ])
         .arg(&path))?;
     Ok(path)
 }
@@ -301,7 +321,14 @@ pub type ProbeStream = BTreeMap<String, String>;
 /// ffprobe's view of the streams (frames counted by decoding, so it is slow on long files).
 pub fn ffprobe_streams(path: &Path) -> io::Result<Vec<ProbeStream>> {
     let out = run(Command::new("ffprobe")
-        .args(["-v", "error", "-count_frames", "-show_streams", "-of", "default"])
+        .args([
+            "-v",
+            "error",
+            "-count_frames",
+            "-show_streams",
+            "-of",
+            "default",
+        ])
         .arg(path))?;
     let mut streams = Vec::new();
     let mut cur: Option<ProbeStream> = None;
@@ -322,7 +349,14 @@ pub fn ffprobe_streams(path: &Path) -> io::Result<Vec<ProbeStream>> {
 /// ffprobe's container duration in seconds.
 pub fn ffprobe_duration(path: &Path) -> io::Result<f64> {
     let out = run(Command::new("ffprobe")
-        .args(["-v", "error", "-show_entries", "format=duration", "-of", "csv=p=0"])
+        .args([
+            "-v",
+            "error",
+            "-show_entries",
+            "format=duration",
+            "-of",
+            "csv=p=0",
+        ])
         .arg(path))?;
     out.trim()
         .parse()

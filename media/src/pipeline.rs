@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
-use ffmpeg_next as ffmpeg;
 use ffmpeg::format::context::Input;
 use ffmpeg::{Packet, decoder, frame};
+use ffmpeg_next as ffmpeg;
 use vidforge_gpu::Yuv420Frame;
 
 use crate::compose::Compositor;
@@ -267,11 +267,14 @@ fn compose_stage(
     let mut timing: VecDeque<(Option<i64>, i64)> = VecDeque::new();
     let emit = |frame: Yuv420Frame, timing: &mut VecDeque<(Option<i64>, i64)>| {
         let (pts, duration) = timing.pop_front().unwrap_or((None, 0));
-        send(&tx, Composed::Video {
-            frame,
-            pts,
-            duration,
-        })
+        send(
+            &tx,
+            Composed::Video {
+                frame,
+                pts,
+                duration,
+            },
+        )
     };
     loop {
         let msg = rx.recv().map_err(|_| StageFail::PeerGone)?;
@@ -421,7 +424,9 @@ pub(crate) fn run(
             .map_err(|e| spawn_err("compose", e))?;
         let e = std::thread::Builder::new()
             .name("vf-encode".into())
-            .spawn_scoped(s, move || encode_stage(muxer, cmp_rx, recycle_tx, ev_tx, cancel))
+            .spawn_scoped(s, move || {
+                encode_stage(muxer, cmp_rx, recycle_tx, ev_tx, cancel)
+            })
             .map_err(|e| spawn_err("encode", e))?;
 
         // Ends when the encode thread drops its sender (done, failed or panicked).

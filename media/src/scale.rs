@@ -3,10 +3,10 @@
 
 use std::ptr;
 
-use ffmpeg_next as ffmpeg;
 use ffmpeg::ffi;
 use ffmpeg::format::Pixel;
 use ffmpeg::frame;
+use ffmpeg_next as ffmpeg;
 use vidforge_gpu::{Rotation, Yuv420Frame};
 
 use crate::error::MediaError;
@@ -116,24 +116,38 @@ impl Sws {
     }
 
     /// Scales `src` into a tightly packed yuv420p frame of the key's destination size.
-    pub fn scale_to_yuv420(&mut self, src: &frame::Video, dst: &mut Yuv420Frame) -> Result<(), MediaError> {
+    pub fn scale_to_yuv420(
+        &mut self,
+        src: &frame::Video,
+        dst: &mut Yuv420Frame,
+    ) -> Result<(), MediaError> {
         check_frame(src, &self.key)?;
         if self.key.dst_fmt != Pixel::YUV420P
             || dst.width != self.key.dst_w
             || dst.height != self.key.dst_h
         {
-            return Err(MediaError::failed("swscale destination does not match its context"));
+            return Err(MediaError::failed(
+                "swscale destination does not match its context",
+            ));
         }
         let (cw, ch) = Yuv420Frame::chroma_size(dst.width, dst.height);
         let (w, h) = (dst.width as usize, dst.height as usize);
-        if dst.y.len() < w * h || dst.u.len() < (cw * ch) as usize || dst.v.len() < (cw * ch) as usize {
+        if dst.y.len() < w * h
+            || dst.u.len() < (cw * ch) as usize
+            || dst.v.len() < (cw * ch) as usize
+        {
             return Err(MediaError::failed("destination planes too small"));
         }
         // SAFETY: the planes were just checked to hold the destination size at these strides.
         unsafe {
             self.scale_raw(
                 src,
-                [dst.y.as_mut_ptr(), dst.u.as_mut_ptr(), dst.v.as_mut_ptr(), ptr::null_mut()],
+                [
+                    dst.y.as_mut_ptr(),
+                    dst.u.as_mut_ptr(),
+                    dst.v.as_mut_ptr(),
+                    ptr::null_mut(),
+                ],
                 [dst.width as i32, cw as i32, cw as i32, 0],
             );
         }
@@ -141,10 +155,17 @@ impl Sws {
     }
 
     /// Scales a yuv420p `Yuv420Frame` into a packed single-plane destination (RGB24 for PNGs).
-    pub fn yuv420_to_packed(&mut self, src: &Yuv420Frame, dst: &mut [u8], dst_stride: usize) -> Result<(), MediaError> {
+    pub fn yuv420_to_packed(
+        &mut self,
+        src: &Yuv420Frame,
+        dst: &mut [u8],
+        dst_stride: usize,
+    ) -> Result<(), MediaError> {
         let k = self.key;
         if k.src_fmt != Pixel::YUV420P || src.width != k.src_w || src.height != k.src_h {
-            return Err(MediaError::failed("swscale source does not match its context"));
+            return Err(MediaError::failed(
+                "swscale source does not match its context",
+            ));
         }
         if dst.len() < dst_stride * k.dst_h as usize {
             return Err(MediaError::failed("destination buffer too small"));
@@ -152,7 +173,12 @@ impl Sws {
         let cw = src.width.div_ceil(2) as i32;
         let planes = [src.y.as_ptr(), src.u.as_ptr(), src.v.as_ptr(), ptr::null()];
         let strides = [src.width as i32, cw, cw, 0];
-        let dptr = [dst.as_mut_ptr(), ptr::null_mut(), ptr::null_mut(), ptr::null_mut()];
+        let dptr = [
+            dst.as_mut_ptr(),
+            ptr::null_mut(),
+            ptr::null_mut(),
+            ptr::null_mut(),
+        ];
         let dstride = [dst_stride as i32, 0, 0, 0];
         // SAFETY: source planes are the tight planes of `src` (sizes guaranteed by the type's
         // invariant and checked dimensions); destination checked above.
@@ -192,7 +218,9 @@ pub(crate) fn copy_yuv420(src: &frame::Video, dst: &mut Yuv420Frame) -> Result<(
         || src.width() != dst.width
         || src.height() != dst.height
     {
-        return Err(MediaError::failed("frame is not yuv420p at the expected size"));
+        return Err(MediaError::failed(
+            "frame is not yuv420p at the expected size",
+        ));
     }
     let (cw, ch) = Yuv420Frame::chroma_size(dst.width, dst.height);
     let planes: [(&mut Vec<u8>, usize, usize); 3] = [
@@ -204,7 +232,9 @@ pub(crate) fn copy_yuv420(src: &frame::Video, dst: &mut Yuv420Frame) -> Result<(
         let stride = src.stride(i);
         let data = src.data(i);
         if plane.len() < w * h || stride < w || data.len() < stride * (h - 1) + w {
-            return Err(MediaError::failed("decoded plane smaller than its frame size"));
+            return Err(MediaError::failed(
+                "decoded plane smaller than its frame size",
+            ));
         }
         for row in 0..h {
             plane[row * w..(row + 1) * w].copy_from_slice(&data[row * stride..row * stride + w]);
@@ -248,7 +278,13 @@ pub(crate) fn rotate_plane(src: &[u8], w: usize, h: usize, dst: &mut [u8], rot: 
 /// Rotates a whole frame; `dst` must already have the rotated size.
 pub(crate) fn rotate_frame(src: &Yuv420Frame, dst: &mut Yuv420Frame, rot: Rotation) {
     let (cw, ch) = Yuv420Frame::chroma_size(src.width, src.height);
-    rotate_plane(&src.y, src.width as usize, src.height as usize, &mut dst.y, rot);
+    rotate_plane(
+        &src.y,
+        src.width as usize,
+        src.height as usize,
+        &mut dst.y,
+        rot,
+    );
     rotate_plane(&src.u, cw as usize, ch as usize, &mut dst.u, rot);
     rotate_plane(&src.v, cw as usize, ch as usize, &mut dst.v, rot);
 }

@@ -4,10 +4,10 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use ffmpeg_next as ffmpeg;
 use ffmpeg::ffi;
 use ffmpeg::format::context::Input;
 use ffmpeg::{Rational, codec, decoder, media};
+use ffmpeg_next as ffmpeg;
 use vidforge_gpu::{ColorSpec, Matrix, Range, Rotation};
 
 use crate::error::MediaError;
@@ -161,7 +161,8 @@ fn stream_rotation(stream: &ffmpeg::format::stream::Stream) -> Rotation {
 }
 
 fn rational_f64(r: Rational) -> Option<f64> {
-    (r.numerator() > 0 && r.denominator() > 0).then(|| r.numerator() as f64 / r.denominator() as f64)
+    (r.numerator() > 0 && r.denominator() > 0)
+        .then(|| r.numerator() as f64 / r.denominator() as f64)
 }
 
 /// What [`open_any`] found: a video to render, or a file with sound but no picture.
@@ -197,8 +198,12 @@ fn best_audio(input: &Input) -> Option<AudioMeta> {
         .map(|s| {
             let p = s.parameters();
             // SAFETY: codecpar valid.
-            let (rate, channels) =
-                unsafe { ((*p.as_ptr()).sample_rate, (*p.as_ptr()).ch_layout.nb_channels) };
+            let (rate, channels) = unsafe {
+                (
+                    (*p.as_ptr()).sample_rate,
+                    (*p.as_ptr()).ch_layout.nb_channels,
+                )
+            };
             AudioMeta {
                 index: s.index(),
                 codec_id: p.id(),
@@ -273,9 +278,9 @@ pub(crate) fn open_any(path: &Path) -> Result<Opened, MediaError> {
             let p = s.parameters();
             // SAFETY: parameters pointer is valid for the stream's lifetime.
             let (w, h) = unsafe { ((*p.as_ptr()).width as i64, (*p.as_ptr()).height as i64) };
-            let default = s
-                .disposition()
-                .contains(ffmpeg::format::stream::Disposition::DEFAULT) as i64;
+            let default =
+                s.disposition()
+                    .contains(ffmpeg::format::stream::Disposition::DEFAULT) as i64;
             (default, w * h)
         });
     let Some(vs) = video_stream else {
@@ -336,11 +341,15 @@ pub(crate) fn open_any(path: &Path) -> Result<Opened, MediaError> {
         // SAFETY: av_get_pix_fmt_name/av_pix_fmt_desc_get accept any value and return NULL for
         // unknown ones.
         unsafe {
-            let fmt: ffi::AVPixelFormat = std::mem::transmute::<i32, ffi::AVPixelFormat>(raw_format);
+            let fmt: ffi::AVPixelFormat =
+                std::mem::transmute::<i32, ffi::AVPixelFormat>(raw_format);
             let name = ffi::av_get_pix_fmt_name(fmt);
             let desc = ffi::av_pix_fmt_desc_get(fmt);
-            let name = (!name.is_null())
-                .then(|| std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned());
+            let name = (!name.is_null()).then(|| {
+                std::ffi::CStr::from_ptr(name)
+                    .to_string_lossy()
+                    .into_owned()
+            });
             let depth = (!desc.is_null()).then(|| (*desc).comp[0].depth as u32);
             (name, depth)
         }
@@ -356,7 +365,11 @@ pub(crate) fn open_any(path: &Path) -> Result<Opened, MediaError> {
             vs.as_ptr() as *mut _,
             std::ptr::null_mut(),
         );
-        if r.num > 0 && r.den > 0 { (r.num, r.den) } else { (1, 1) }
+        if r.num > 0 && r.den > 0 {
+            (r.num, r.den)
+        } else {
+            (1, 1)
+        }
     };
     let (dw, dh) = display_size(width, height, sar, rotation);
 
@@ -449,12 +462,13 @@ impl Source {
             .input
             .stream(self.video.index)
             .ok_or_else(|| MediaError::failed("video stream vanished"))?;
-        let mut ctx = codec::context::Context::from_parameters(stream.parameters()).map_err(|e| {
-            MediaError::unsupported(format!(
-                "cannot set up a decoder for '{}': {e}",
-                self.video.codec_name
-            ))
-        })?;
+        let mut ctx =
+            codec::context::Context::from_parameters(stream.parameters()).map_err(|e| {
+                MediaError::unsupported(format!(
+                    "cannot set up a decoder for '{}': {e}",
+                    self.video.codec_name
+                ))
+            })?;
         ctx.set_threading(ffmpeg::codec::threading::Config {
             kind: ffmpeg::codec::threading::Type::Frame,
             count: 0,
@@ -532,7 +546,11 @@ pub(crate) fn frame_color(
         _ if hd => (ffi::SWS_CS_ITU709 as i32, Some(Matrix::Bt709)),
         _ => (ffi::SWS_CS_ITU601 as i32, Some(Matrix::Bt601)),
     };
-    let range = if full_range { Range::Full } else { Range::Limited };
+    let range = if full_range {
+        Range::Full
+    } else {
+        Range::Limited
+    };
     FrameColor {
         sws_space,
         full_range,

@@ -65,7 +65,12 @@ impl OutputFormat {
     pub const ALL: [OutputFormat; 3] = [OutputFormat::Mp4, OutputFormat::Webm, OutputFormat::Mov];
 
     pub fn parse(s: &str) -> Option<Self> {
-        match s.trim().trim_start_matches('.').to_ascii_lowercase().as_str() {
+        match s
+            .trim()
+            .trim_start_matches('.')
+            .to_ascii_lowercase()
+            .as_str()
+        {
             "mp4" | "m4v" => Some(OutputFormat::Mp4),
             "webm" => Some(OutputFormat::Webm),
             "mov" | "qt" => Some(OutputFormat::Mov),

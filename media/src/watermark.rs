@@ -2,7 +2,9 @@
 
 use std::path::Path;
 
-use vidforge_gpu::{ColorSpec, PreparedWatermark, WatermarkImage, place_watermark, prepare_watermark};
+use vidforge_gpu::{
+    ColorSpec, PreparedWatermark, WatermarkImage, place_watermark, prepare_watermark,
+};
 
 use crate::error::MediaError;
 use crate::types::WatermarkSpec;
@@ -15,8 +17,8 @@ const MAX_WATERMARK_SIDE: u32 = 8192;
 pub fn load_watermark_png(path: &Path) -> Result<WatermarkImage, MediaError> {
     crate::source::check_readable("watermark image", path)?;
     let bad = |what: String| MediaError::invalid(format!("watermark {}: {what}", path.display()));
-    let file = std::fs::File::open(path)
-        .map_err(|e| MediaError::not_found("watermark image", path, e))?;
+    let file =
+        std::fs::File::open(path).map_err(|e| MediaError::not_found("watermark image", path, e))?;
     let mut decoder = png::Decoder::new(std::io::BufReader::new(file));
     decoder.set_transformations(png::Transformations::normalize_to_color8());
     let mut reader = decoder
@@ -37,7 +39,9 @@ pub fn load_watermark_png(path: &Path) -> Result<WatermarkImage, MediaError> {
         .map_err(|e| bad(format!("corrupt PNG data ({e})")))?;
     let (color, depth) = (frame.color_type, frame.bit_depth);
     if depth != png::BitDepth::Eight {
-        return Err(bad(format!("unexpected bit depth {depth:?} after expansion")));
+        return Err(bad(format!(
+            "unexpected bit depth {depth:?} after expansion"
+        )));
     }
     let pixels = (w * h) as usize;
     let line = frame.line_size;
@@ -89,6 +93,8 @@ pub(crate) fn prepare(
 ) -> Result<Option<PreparedWatermark>, MediaError> {
     check_opacity(spec.opacity)?;
     let img = load_watermark_png(&spec.image)?;
-    Ok(place_watermark(out_w, out_h, img.width, img.height, spec.position)
-        .map(|placement| prepare_watermark(&img, placement, spec.opacity, ColorSpec::OUTPUT)))
+    Ok(
+        place_watermark(out_w, out_h, img.width, img.height, spec.position)
+            .map(|placement| prepare_watermark(&img, placement, spec.opacity, ColorSpec::OUTPUT)),
+    )
 }

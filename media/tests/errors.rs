@@ -65,9 +65,16 @@ fn cancel_mid_render_leaves_nothing() {
         )
         .expect_err("cancelled render must fail");
     assert_eq!(err.kind(), ErrorKind::Cancelled, "{err}");
-    assert!(last_done < 40, "cancel took effect late: {last_done} frames");
+    assert!(
+        last_done < 40,
+        "cancel took effect late: {last_done} frames"
+    );
     assert!(t.elapsed().as_secs() < 10);
-    assert!(leftovers(&out_dir, &[]).is_empty(), "{:?}", leftovers(&out_dir, &[]));
+    assert!(
+        leftovers(&out_dir, &[]).is_empty(),
+        "{:?}",
+        leftovers(&out_dir, &[])
+    );
 
     // Already cancelled before starting.
     let err = cpu()
@@ -89,16 +96,52 @@ fn bad_inputs_get_typed_errors() {
     let d = dir.path();
     let engine = cpu();
     let cases: Vec<(&str, std::path::PathBuf, ErrorKind)> = vec![
-        ("missing", d.join("does-not-exist.mp4"), ErrorKind::SourceNotFound),
+        (
+            "missing",
+            d.join("does-not-exist.mp4"),
+            ErrorKind::SourceNotFound,
+        ),
         ("directory", out_dir.clone(), ErrorKind::SourceNotFound),
-        ("zero-length", fixtures::empty_file(d, "mp4").expect("fx"), ErrorKind::InvalidInput),
-        ("garbage", fixtures::garbage_file(d, "mp4", 200_000).expect("fx"), ErrorKind::InvalidInput),
-        ("garbage-mkv", fixtures::garbage_file(d, "mkv", 5_000).expect("fx"), ErrorKind::InvalidInput),
-        ("text", fixtures::text_file(d, "txt").expect("fx"), ErrorKind::UnsupportedCodec),
-        ("text-as-mp4", fixtures::text_file(d, "mp4").expect("fx"), ErrorKind::UnsupportedCodec),
-        ("still-png", fixtures::still_image(d).expect("fx"), ErrorKind::UnsupportedCodec),
-        ("audio-only", fixtures::audio_only(d).expect("fx"), ErrorKind::UnsupportedCodec),
-        ("oversized", fixtures::oversized_clip(d).expect("fx"), ErrorKind::InvalidInput),
+        (
+            "zero-length",
+            fixtures::empty_file(d, "mp4").expect("fx"),
+            ErrorKind::InvalidInput,
+        ),
+        (
+            "garbage",
+            fixtures::garbage_file(d, "mp4", 200_000).expect("fx"),
+            ErrorKind::InvalidInput,
+        ),
+        (
+            "garbage-mkv",
+            fixtures::garbage_file(d, "mkv", 5_000).expect("fx"),
+            ErrorKind::InvalidInput,
+        ),
+        (
+            "text",
+            fixtures::text_file(d, "txt").expect("fx"),
+            ErrorKind::UnsupportedCodec,
+        ),
+        (
+            "text-as-mp4",
+            fixtures::text_file(d, "mp4").expect("fx"),
+            ErrorKind::UnsupportedCodec,
+        ),
+        (
+            "still-png",
+            fixtures::still_image(d).expect("fx"),
+            ErrorKind::UnsupportedCodec,
+        ),
+        (
+            "audio-only",
+            fixtures::audio_only(d).expect("fx"),
+            ErrorKind::UnsupportedCodec,
+        ),
+        (
+            "oversized",
+            fixtures::oversized_clip(d).expect("fx"),
+            ErrorKind::InvalidInput,
+        ),
     ];
     for (name, path, kind) in cases {
         let err = render_err(&engine, &path, &out_dir);
@@ -131,7 +174,10 @@ fn truncated_files_error_or_render_what_they_can() {
     assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
     // Header only.
     let stub = fixtures::truncated_copy(dir.path(), &plain, 0.01).expect("truncate");
-    assert_eq!(render_err(&engine, &stub, &out_dir).kind(), ErrorKind::InvalidInput);
+    assert_eq!(
+        render_err(&engine, &stub, &out_dir).kind(),
+        ErrorKind::InvalidInput
+    );
 
     // moov first (faststart): the index survives, the media data is cut short.
     let fast = clip(
@@ -171,7 +217,12 @@ fn unwritable_output_is_render_failed_and_leaves_nothing() {
     );
     let err = cpu()
         .render(
-            &job(&src, &dir.path().join("no/such/dir/out.mp4"), Resolution::P720, OutputFormat::Mp4),
+            &job(
+                &src,
+                &dir.path().join("no/such/dir/out.mp4"),
+                Resolution::P720,
+                OutputFormat::Mp4,
+            ),
             &mut |_| {},
             &AtomicBool::new(false),
         )
@@ -196,7 +247,12 @@ fn parallel_renders_share_one_engine() {
                 let engine = engine.clone();
                 let src = src.clone();
                 let out = dir.path().join(format!("par-{i}.webm"));
-                s.spawn(move || render(&engine, &job(&src, &out, Resolution::P720, OutputFormat::Webm)))
+                s.spawn(move || {
+                    render(
+                        &engine,
+                        &job(&src, &out, Resolution::P720, OutputFormat::Webm),
+                    )
+                })
             })
             .collect();
         for h in handles {

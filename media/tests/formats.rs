@@ -22,7 +22,10 @@ fn check_output(
     assert_eq!(v.get("color_space").map(String::as_str), Some("bt709"));
     assert_eq!(v.get("color_range").map(String::as_str), Some("tv"));
     let got = num(v, "nb_read_frames") as i64;
-    assert!((got - frames as i64).abs() <= 1, "{got} frames, expected {frames}");
+    assert!(
+        (got - frames as i64).abs() <= 1,
+        "{got} frames, expected {frames}"
+    );
     match (audio, stream(&streams, "audio")) {
         (true, Some(a)) => assert_eq!(a["codec_name"], format.audio_codec()),
         (false, None) => {}
@@ -62,7 +65,10 @@ fn p1080_and_4k_upscale_short_clip() {
     };
     let src = clip(dir.path(), spec.clone());
     let engine = cpu();
-    for (res, size) in [(Resolution::P1080, (1920, 1080)), (Resolution::P4k, (3840, 2160))] {
+    for (res, size) in [
+        (Resolution::P1080, (1920, 1080)),
+        (Resolution::P4k, (3840, 2160)),
+    ] {
         let out = dir.path().join(format!("out-{res}.mp4"));
         let report = render(&engine, &job(&src, &out, res, OutputFormat::Mp4));
         assert_eq!((report.width, report.height), size);
@@ -97,19 +103,31 @@ fn audio_is_transcoded_across_containers() {
     let mp4 = clip(dir.path(), ClipSpec::h264(320, 240));
     let engine = cpu();
     let a = dir.path().join("from-webm.mp4");
-    render(&engine, &job(&webm, &a, Resolution::P720, OutputFormat::Mp4));
+    render(
+        &engine,
+        &job(&webm, &a, Resolution::P720, OutputFormat::Mp4),
+    );
     check_output(&a, OutputFormat::Mp4, (960, 720), 30, true);
     let b = dir.path().join("from-mp4.webm");
-    render(&engine, &job(&mp4, &b, Resolution::P720, OutputFormat::Webm));
+    render(
+        &engine,
+        &job(&mp4, &b, Resolution::P720, OutputFormat::Webm),
+    );
     check_output(&b, OutputFormat::Webm, (960, 720), 30, true);
     for out in [&a, &b] {
         let info = probe(out).expect("probe");
         let audio = info.audio.as_ref().expect("audio");
         assert_eq!(audio.channels, 2);
-        assert!((info.duration_seconds - 1.0).abs() < 0.1, "{out:?}: {info:?}");
+        assert!(
+            (info.duration_seconds - 1.0).abs() < 0.1,
+            "{out:?}: {info:?}"
+        );
     }
     // Opus is always 48 kHz.
-    assert_eq!(probe(&b).expect("probe").audio.expect("audio").sample_rate, 48000);
+    assert_eq!(
+        probe(&b).expect("probe").audio.expect("audio").sample_rate,
+        48000
+    );
 }
 
 #[test]
@@ -125,15 +143,25 @@ fn progress_reports_stages_and_counts() {
             &std::sync::atomic::AtomicBool::new(false),
         )
         .expect("render");
-    assert_eq!(seen.first().map(|p| p.stage), Some(vidforge_media::Stage::Preparing));
-    assert_eq!(seen.last().map(|p| p.stage), Some(vidforge_media::Stage::Finalizing));
+    assert_eq!(
+        seen.first().map(|p| p.stage),
+        Some(vidforge_media::Stage::Preparing)
+    );
+    assert_eq!(
+        seen.last().map(|p| p.stage),
+        Some(vidforge_media::Stage::Finalizing)
+    );
     assert_eq!(seen.last().map(|p| p.frames_done), Some(report.frames));
     let rendering: Vec<_> = seen
         .iter()
         .filter(|p| p.stage == vidforge_media::Stage::Rendering)
         .collect();
     assert!(rendering.len() > 5, "per-frame progress expected: {seen:?}");
-    assert!(rendering.windows(2).all(|w| w[0].frames_done <= w[1].frames_done));
+    assert!(
+        rendering
+            .windows(2)
+            .all(|w| w[0].frames_done <= w[1].frames_done)
+    );
     assert_eq!(rendering.last().and_then(|p| p.frames_total), Some(30));
     assert!(report.stage_times.encode > std::time::Duration::ZERO);
 }

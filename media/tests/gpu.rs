@@ -22,7 +22,11 @@ fn gpu_engine() -> Option<Engine> {
     }
     match Engine::new(BackendChoice::Wgpu) {
         Ok(e) => {
-            let a = e.gpu_context().expect("wgpu engine has a context").adapter().clone();
+            let a = e
+                .gpu_context()
+                .expect("wgpu engine has a context")
+                .adapter()
+                .clone();
             eprintln!(
                 "GPU test running on adapter '{}' ({}, {}, software: {})",
                 a.name, a.backend, a.device_type, a.is_software
@@ -111,9 +115,16 @@ fn gpu_render_keeps_flat_colour_end_to_end() {
             pattern: Pattern::Lavfi(
                 "color=c=0x3366cc:s={w}x{h}:r={fps}:d={secs},scale=out_color_matrix=bt709".into(),
             ),
-            extra_args: ["-colorspace", "bt709", "-color_primaries", "bt709", "-color_trc", "bt709"]
-                .map(String::from)
-                .to_vec(),
+            extra_args: [
+                "-colorspace",
+                "bt709",
+                "-color_primaries",
+                "bt709",
+                "-color_trc",
+                "bt709",
+            ]
+            .map(String::from)
+            .to_vec(),
             ..ClipSpec::h264(640, 360)
         },
     );

@@ -21,7 +21,10 @@ fn odd_size_source_gives_even_output_in_the_box() {
         },
     );
     let out = dir.path().join("odd.mp4");
-    let r = render(&cpu(), &job(&src, &out, Resolution::P720, OutputFormat::Mp4));
+    let r = render(
+        &cpu(),
+        &job(&src, &out, Resolution::P720, OutputFormat::Mp4),
+    );
     assert_eq!((r.width % 2, r.height % 2), (0, 0));
     assert_eq!(r.height, 720);
     let aspect = r.width as f64 / r.height as f64;
@@ -61,9 +64,16 @@ fn rotated_sources_come_out_upright_and_vertical() {
         // FFmpeg's own autorotation agrees on which way is up.
         let info = probe(&src).expect("probe");
         let v = info.video.expect("video");
-        assert_eq!((v.display_width, v.display_height), (180, 320), "{transpose}");
+        assert_eq!(
+            (v.display_width, v.display_height),
+            (180, 320),
+            "{transpose}"
+        );
         let out = dir.path().join(format!("upright-{rotate}.mp4"));
-        let r = render(&engine, &job(&src, &out, Resolution::P720, OutputFormat::Mp4));
+        let r = render(
+            &engine,
+            &job(&src, &out, Resolution::P720, OutputFormat::Mp4),
+        );
         // 9:16 inside the rotated 720p box.
         assert_eq!((r.width, r.height), (720, 1280), "{transpose}");
         let frames = decode_frames(&out, 1).expect("decode output");
@@ -71,7 +81,10 @@ fn rotated_sources_come_out_upright_and_vertical() {
         assert_eq!((f.width, f.height), (720, 1280));
         let top = mean_yuv(f, 0, 0, 720, 600)[0];
         let bottom = mean_yuv(f, 0, 680, 720, 600)[0];
-        assert!(top > 225.0 && bottom < 25.0, "{transpose}: top {top}, bottom {bottom}");
+        assert!(
+            top > 225.0 && bottom < 25.0,
+            "{transpose}: top {top}, bottom {bottom}"
+        );
     }
 }
 
@@ -91,19 +104,30 @@ fn anamorphic_source_uses_display_aspect() {
     assert_eq!(v.sample_aspect_ratio, (4, 3));
     assert_eq!((v.display_width, v.display_height), (640, 360));
     let out = dir.path().join("ana.mp4");
-    let r = render(&cpu(), &job(&src, &out, Resolution::P720, OutputFormat::Mp4));
+    let r = render(
+        &cpu(),
+        &job(&src, &out, Resolution::P720, OutputFormat::Mp4),
+    );
     assert_eq!((r.width, r.height), (1280, 720));
     let streams = fixtures::ffprobe_streams(&out).expect("ffprobe");
     let sar = stream(&streams, "video")
         .and_then(|s| s.get("sample_aspect_ratio").cloned())
         .unwrap_or_default();
-    assert!(sar == "1:1" || sar == "N/A" || sar.is_empty(), "output SAR {sar}");
+    assert!(
+        sar == "1:1" || sar == "N/A" || sar.is_empty(),
+        "output SAR {sar}"
+    );
 }
 
 const COLOUR: [u8; 3] = [0x33, 0x66, 0xcc];
 
 /// Source colour (as RGB, from its own decoded code values) vs output colour (BT.709 limited).
-fn assert_same_colour(src: &std::path::Path, src_bt709: bool, src_full: bool, out: &std::path::Path) {
+fn assert_same_colour(
+    src: &std::path::Path,
+    src_bt709: bool,
+    src_full: bool,
+    out: &std::path::Path,
+) {
     let s = &decode_frames(src, 1).expect("decode source")[0];
     let o = &decode_frames(out, 1).expect("decode output")[0];
     let (sw, sh) = (s.width as usize, s.height as usize);
@@ -139,11 +163,19 @@ fn colour_is_kept_for_601_709_full_range_and_10_bit_sources() {
             "tagged-709",
             ClipSpec {
                 pattern: Pattern::Lavfi(
-                    "color=c=0x3366cc:s={w}x{h}:r={fps}:d={secs},scale=out_color_matrix=bt709".into(),
+                    "color=c=0x3366cc:s={w}x{h}:r={fps}:d={secs},scale=out_color_matrix=bt709"
+                        .into(),
                 ),
-                extra_args: ["-colorspace", "bt709", "-color_primaries", "bt709", "-color_trc", "bt709"]
-                    .map(String::from)
-                    .to_vec(),
+                extra_args: [
+                    "-colorspace",
+                    "bt709",
+                    "-color_primaries",
+                    "bt709",
+                    "-color_trc",
+                    "bt709",
+                ]
+                .map(String::from)
+                .to_vec(),
                 ..base.clone()
             },
             true,
@@ -175,10 +207,16 @@ fn colour_is_kept_for_601_709_full_range_and_10_bit_sources() {
             assert_eq!(info.video.as_ref().and_then(|v| v.bit_depth), Some(10));
         }
         if name == "full-range" {
-            assert_eq!(info.video.as_ref().map(|v| v.color_range.as_str()), Some("pc"));
+            assert_eq!(
+                info.video.as_ref().map(|v| v.color_range.as_str()),
+                Some("pc")
+            );
         }
         let out = dir.path().join(format!("{name}.mp4"));
-        render(&engine, &job(&src, &out, Resolution::P720, OutputFormat::Mp4));
+        render(
+            &engine,
+            &job(&src, &out, Resolution::P720, OutputFormat::Mp4),
+        );
         let streams = fixtures::ffprobe_streams(&out).expect("ffprobe");
         let v = stream(&streams, "video").expect("video");
         assert_eq!(v["pix_fmt"], "yuv420p", "{name}: 8-bit 4:2:0 out");
@@ -213,9 +251,15 @@ fn variable_frame_rate_timestamps_are_kept() {
         let r = render(&cpu(), &job(&src, &out, Resolution::P720, format));
         assert_eq!(r.frames, 30);
         let dur = fixtures::ffprobe_duration(&out).expect("duration");
-        assert!((dur - src_dur).abs() < 0.07, "{format}: {dur} vs source {src_dur}");
+        assert!(
+            (dur - src_dur).abs() < 0.07,
+            "{format}: {dur} vs source {src_dur}"
+        );
         let streams = fixtures::ffprobe_streams(&out).expect("ffprobe");
-        assert_eq!(num(stream(&streams, "video").expect("video"), "nb_read_frames"), 30);
+        assert_eq!(
+            num(stream(&streams, "video").expect("video"), "nb_read_frames"),
+            30
+        );
     }
 }
 
@@ -243,7 +287,10 @@ fn probe_describes_streams() {
     assert_eq!(v.pix_fmt.as_deref(), Some("yuv420p"));
     assert_eq!(v.bit_depth, Some(8));
     let a = info.audio.expect("audio");
-    assert_eq!((a.codec.as_str(), a.sample_rate, a.channels), ("aac", 48000, 2));
+    assert_eq!(
+        (a.codec.as_str(), a.sample_rate, a.channels),
+        ("aac", 48000, 2)
+    );
 
     let audio = fixtures::audio_only(dir.path()).expect("audio fixture");
     let info = probe(&audio).expect("probe audio-only");

@@ -5,7 +5,9 @@ mod common;
 
 use common::*;
 use vidforge_media::fixtures::{self, ClipSpec, Pattern};
-use vidforge_media::gpu::{ColorSpec, Placement, WatermarkImage, place_watermark, prepare_watermark};
+use vidforge_media::gpu::{
+    ColorSpec, Placement, WatermarkImage, place_watermark, prepare_watermark,
+};
 use vidforge_media::{OutputFormat, Position, Resolution, WatermarkSpec, decode_frames};
 
 const WM_RGBA: [u8; 4] = [230, 20, 40, 200];
@@ -49,7 +51,10 @@ fn watermark_at_requested_corner_with_requested_opacity() {
     let png = fixtures::watermark_png(dir.path(), 200, 100, WM_RGBA).expect("png");
     let engine = cpu();
     let plain = dir.path().join("plain.mp4");
-    render(&engine, &job(&src, &plain, Resolution::P720, OutputFormat::Mp4));
+    render(
+        &engine,
+        &job(&src, &plain, Resolution::P720, OutputFormat::Mp4),
+    );
     let base = &decode_frames(&plain, 1).expect("decode")[0];
     assert_eq!((base.width, base.height), (1280, 720));
 
@@ -67,7 +72,12 @@ fn watermark_at_requested_corner_with_requested_opacity() {
         let f = &decode_frames(&out, 1).expect("decode")[0];
         let p = place_watermark(1280, 720, 200, 100, position).expect("placement");
         // Inside, away from the edges (codec ringing).
-        let (ix, iy, iw, ih) = (p.x as usize + 8, p.y as usize + 8, p.width as usize - 16, p.height as usize - 16);
+        let (ix, iy, iw, ih) = (
+            p.x as usize + 8,
+            p.y as usize + 8,
+            p.width as usize - 16,
+            p.height as usize - 16,
+        );
         let bg = mean_yuv(base, ix, iy, iw, ih);
         let want = expected_inside(p, bg);
         let got = mean_yuv(f, ix, iy, iw, ih);
@@ -78,19 +88,35 @@ fn watermark_at_requested_corner_with_requested_opacity() {
             );
         }
         // The watermark is clearly visible (red over green-grey).
-        assert!(got[2] - bg[2] > 20.0, "{position:?}: not visible: {got:?} vs {bg:?}");
+        assert!(
+            got[2] - bg[2] > 20.0,
+            "{position:?}: not visible: {got:?} vs {bg:?}"
+        );
         // Outside the rectangle nothing changes: a band just right/below the rect and the
         // whole opposite half of the frame.
         let checks = [
-            ((p.x + p.width + 8).min(1270) as usize, p.y as usize, 2usize.max(8), p.height as usize),
-            (p.x as usize, (p.y + p.height + 8).min(710) as usize, p.width as usize, 8),
+            (
+                (p.x + p.width + 8).min(1270) as usize,
+                p.y as usize,
+                2usize.max(8),
+                p.height as usize,
+            ),
+            (
+                p.x as usize,
+                (p.y + p.height + 8).min(710) as usize,
+                p.width as usize,
+                8,
+            ),
         ];
         for (x, y, w, h) in checks {
             if x + w <= 1280 && y + h <= 720 {
                 let a = mean_yuv(base, x & !1, y & !1, w & !1, h & !1);
                 let b = mean_yuv(f, x & !1, y & !1, w & !1, h & !1);
                 for c in 0..3 {
-                    assert!((a[c] - b[c]).abs() <= 1.5, "{position:?} outside changed: {a:?} vs {b:?}");
+                    assert!(
+                        (a[c] - b[c]).abs() <= 1.5,
+                        "{position:?} outside changed: {a:?} vs {b:?}"
+                    );
                 }
             }
         }
@@ -112,7 +138,12 @@ fn preview_png_shows_the_composition_quickly() {
     let png = fixtures::watermark_png(dir.path(), 200, 100, [255, 255, 255, 255]).expect("png");
     let engine = cpu();
     let j = with_watermark(
-        job(&src, &dir.path().join("unused.mp4"), Resolution::P720, OutputFormat::Mp4),
+        job(
+            &src,
+            &dir.path().join("unused.mp4"),
+            Resolution::P720,
+            OutputFormat::Mp4,
+        ),
         WatermarkSpec {
             image: png,
             position: Position::TopRight,
@@ -122,7 +153,11 @@ fn preview_png_shows_the_composition_quickly() {
     let out = dir.path().join("preview.png");
     let t = std::time::Instant::now();
     let (w, h) = engine.render_preview(&j, &out).expect("preview");
-    assert!(t.elapsed().as_secs_f64() < 3.0, "preview took {:?}", t.elapsed());
+    assert!(
+        t.elapsed().as_secs_f64() < 3.0,
+        "preview took {:?}",
+        t.elapsed()
+    );
     assert_eq!((w, h), (1280, 720));
     let decoder = png::Decoder::new(std::fs::File::open(&out).expect("open png"));
     let mut reader = decoder.read_info().expect("png info");
@@ -135,13 +170,24 @@ fn preview_png_shows_the_composition_quickly() {
     };
     let p = place_watermark(1280, 720, 200, 100, Position::TopRight).expect("placement");
     let inside = px((p.x + p.width / 2) as usize, (p.y + p.height / 2) as usize);
-    assert!(inside.iter().all(|&c| c >= 250), "watermark pixel {inside:?}");
+    assert!(
+        inside.iter().all(|&c| c >= 250),
+        "watermark pixel {inside:?}"
+    );
     let outside = px(100, 600);
     for (c, want) in outside.iter().zip([0x40u8, 0x90, 0x70]) {
-        assert!((*c as i32 - want as i32).abs() <= 3, "background pixel {outside:?}");
+        assert!(
+            (*c as i32 - want as i32).abs() <= 3,
+            "background pixel {outside:?}"
+        );
     }
     // Nothing else was written.
-    assert_eq!(leftovers(dir.path(), &[]).len(), 3, "{:?}", leftovers(dir.path(), &[]));
+    assert_eq!(
+        leftovers(dir.path(), &[]).len(),
+        3,
+        "{:?}",
+        leftovers(dir.path(), &[])
+    );
 }
 
 #[test]
@@ -185,7 +231,11 @@ fn bad_watermarks_are_invalid_input() {
     let err = engine
         .render_preview(&missing, &dir.path().join("p.png"))
         .expect_err("missing watermark");
-    assert_eq!(err.kind(), vidforge_media::ErrorKind::SourceNotFound, "{err}");
+    assert_eq!(
+        err.kind(),
+        vidforge_media::ErrorKind::SourceNotFound,
+        "{err}"
+    );
 }
 
 #[test]

@@ -581,7 +581,7 @@ pub fn parse_duration(s: &str, field: &'static str) -> Result<Duration, ConfigEr
         "d" => value * 86_400.0,
         _ => return Err(err()),
     };
-    if !secs.is_finite() || secs < 0.0 || secs > 1e12 {
+    if !secs.is_finite() || !(0.0..=1e12).contains(&secs) {
         return Err(err());
     }
     Ok(Duration::from_secs_f64(secs))
@@ -635,8 +635,10 @@ mod tests {
 
     #[test]
     fn non_loopback_without_tokens_is_refused() {
-        let mut c = Config::default();
-        c.listen = "0.0.0.0:8080".parse().unwrap();
+        let mut c = Config {
+            listen: "0.0.0.0:8080".parse().unwrap(),
+            ..Config::default()
+        };
         let e = c.check_bind_safety().unwrap_err();
         assert!(
             e.to_string().contains("refusing to listen on 0.0.0.0:8080"),

@@ -34,9 +34,9 @@ pub struct SweepReport {
 /// "30 minutes", "90 seconds": for messages.
 pub fn human_duration(d: Duration) -> String {
     let s = d.as_secs();
-    if s >= 3600 && s % 3600 == 0 {
+    if s >= 3600 && s.is_multiple_of(3600) {
         plural(s / 3600, "hour")
-    } else if s >= 60 && s % 60 == 0 {
+    } else if s >= 60 && s.is_multiple_of(60) {
         plural(s / 60, "minute")
     } else {
         plural(s, "second")

@@ -11,7 +11,10 @@ use vidforge_media::{
 };
 
 pub fn tempdir() -> tempfile::TempDir {
-    assert!(fixtures::ffmpeg_available(), "these tests need the ffmpeg CLI on PATH");
+    assert!(
+        fixtures::ffmpeg_available(),
+        "these tests need the ffmpeg CLI on PATH"
+    );
     tempfile::tempdir().expect("temp dir")
 }
 
@@ -96,12 +99,24 @@ pub fn psnr(a: &Yuv420Frame, b: &Yuv420Frame) -> f64 {
 
 /// YUV code values -> non-linear RGB 0..1 for a (matrix, full range) pair.
 pub fn yuv_to_rgb(yuv: [f64; 3], bt709: bool, full: bool) -> [f64; 3] {
-    let (kr, kb) = if bt709 { (0.2126, 0.0722) } else { (0.299, 0.114) };
+    let (kr, kb) = if bt709 {
+        (0.2126, 0.0722)
+    } else {
+        (0.299, 0.114)
+    };
     let kg = 1.0 - kr - kb;
     let (y, pb, pr) = if full {
-        (yuv[0] / 255.0, (yuv[1] - 128.0) / 255.0, (yuv[2] - 128.0) / 255.0)
+        (
+            yuv[0] / 255.0,
+            (yuv[1] - 128.0) / 255.0,
+            (yuv[2] - 128.0) / 255.0,
+        )
     } else {
-        ((yuv[0] - 16.0) / 219.0, (yuv[1] - 128.0) / 224.0, (yuv[2] - 128.0) / 224.0)
+        (
+            (yuv[0] - 16.0) / 219.0,
+            (yuv[1] - 128.0) / 224.0,
+            (yuv[2] - 128.0) / 224.0,
+        )
     };
     let r = y + 2.0 * (1.0 - kr) * pr;
     let b = y + 2.0 * (1.0 - kb) * pb;
@@ -110,8 +125,13 @@ pub fn yuv_to_rgb(yuv: [f64; 3], bt709: bool, full: bool) -> [f64; 3] {
 }
 
 /// The stream of `kind` ("video"/"audio") in ffprobe's output.
-pub fn stream<'a>(streams: &'a [fixtures::ProbeStream], kind: &str) -> Option<&'a fixtures::ProbeStream> {
-    streams.iter().find(|s| s.get("codec_type").map(String::as_str) == Some(kind))
+pub fn stream<'a>(
+    streams: &'a [fixtures::ProbeStream],
+    kind: &str,
+) -> Option<&'a fixtures::ProbeStream> {
+    streams
+        .iter()
+        .find(|s| s.get("codec_type").map(String::as_str) == Some(kind))
 }
 
 pub fn num(s: &fixtures::ProbeStream, key: &str) -> i64 {

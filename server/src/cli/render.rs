@@ -32,7 +32,9 @@ fn parse_backend(s: &str) -> Result<BackendChoice, String> {
 }
 
 fn parse_opacity(s: &str) -> Result<f32, String> {
-    let v: f32 = s.parse().map_err(|_| format!("opacity '{s}' is not a number"))?;
+    let v: f32 = s
+        .parse()
+        .map_err(|_| format!("opacity '{s}' is not a number"))?;
     if !(0.0..=1.0).contains(&v) {
         return Err(format!("opacity {v} is outside 0..=1"));
     }
@@ -130,14 +132,22 @@ impl ProgressLine {
                     p.frames_done,
                     total,
                     fps,
-                    if stage == Stage::Finalizing { " finalizing" } else { "" }
+                    if stage == Stage::Finalizing {
+                        " finalizing"
+                    } else {
+                        ""
+                    }
                 )
             }
             (stage, _) => format!(
                 "{} frames {:.1} fps{}",
                 p.frames_done,
                 fps,
-                if stage == Stage::Finalizing { " finalizing" } else { "" }
+                if stage == Stage::Finalizing {
+                    " finalizing"
+                } else {
+                    ""
+                }
             ),
         };
         let mut err = std::io::stderr().lock();
@@ -237,8 +247,13 @@ pub fn run_render(args: RenderArgs) -> anyhow::Result<()> {
     };
     let result = engine.render(&job, &mut |p| bar.update(p), &cancel);
     bar.done();
-    let report =
-        result.with_context(|| format!("rendering {} -> {}", args.input.display(), args.output.display()))?;
+    let report = result.with_context(|| {
+        format!(
+            "rendering {} -> {}",
+            args.input.display(),
+            args.output.display()
+        )
+    })?;
     println!(
         "{}: {}x{} {}, {} frames, {:.2} s, {:.1} MB in {:.2} s ({:.1} fps, backend {})",
         args.output.display(),
