@@ -1,16 +1,23 @@
-// vidforge compose pass: ONE dispatch turns a planar 8-bit YUV 4:2:0 source frame into the
-// output frame. Per output sample it
-//   1. resamples its own plane (separable filter, weights precomputed per output column/row,
-//      rotation folded into the source addressing),
-//   2. converts colour between source and output specs (an affine on YUV),
+// vidforge compose pass: ONE compute pass turns a planar 8-bit YUV 4:2:0 source frame into
+// the output frame (two dispatches of this entry point, luma then chroma, each specialised by
+// the pipeline constants below). Per output sample it
+//   1. resamples its own plane with a separable filter: exact-coverage box ("area") on
+//      shrinking axes, cubic convolution (B = 0, C = 0.6) on enlarging ones, centre-aligned
+//      (output o covers source [o * r, (o + 1) * r]), rotation folded into the addressing;
+//   2. converts colour between source and output specs (an affine on YUV);
 //   3. alpha-blends the prepared watermark with the integer rule shared by every backend:
 //      out = (dst * (255 - a) + wm * a + 127) / 255.
 //
+// Filter weights are computed from the sample position rather than read from tables: on
+// software adapters (lavapipe) every divergent storage load costs a per-lane loop, while
+// arithmetic is vectorised, and on GPUs either is cheap. The CPU-side twin of this math is
+// `filter::axis_filter`.
+//
 // Work layout: every workgroup handles 64 words (256 samples) of ONE row of ONE plane, chosen
-// from the workgroup id alone. Plane parameters, row weights and loop bounds are therefore
-// uniform across the workgroup (scalar loads, no divergence); only the column varies per
-// invocation. Each invocation writes one u32 = 4 consecutive samples, so writes never race.
-// Output rows are padded to whole words (`row_words`); the host strips the padding.
+// from the workgroup id alone, so plane parameters and the row's filter are uniform across
+// it. Each invocation writes one u32 = 4 consecutive samples, so writes never race. Output
+// rows are padded to whole words (`row_words`); the host strips the padding. Invocations past
+// a row's end compute clamped samples and store them in a scratch word after the frame.
 
 struct Plane {
     out_w: u32,
@@ -18,28 +25,28 @@ struct Plane {
     // First output word of this plane and the words per output row.
     word_start: u32,
     row_words: u32,
-    // Byte address of display-space sample (0, 0) of this plane in `src`, and the address step
-    // for +1 display column / +1 display row (negative or +-width when rotated).
+    // Byte address in `src` of display sample (0, 0), and the address steps for +1 display
+    // column / +1 display row (negative or +-width when rotated).
     src_off: i32,
     src_sx: i32,
     src_sy: i32,
-    // The other chroma plane's display origin (used when colour conversion mixes U and V).
-    other_off: i32,
-    // Offsets (in u32 words) into `weights`: per-column start sample, per-column weights, ...
-    col_start: u32,
-    col_w: u32,
-    taps_x: u32,
-    row_start: u32,
-    row_w: u32,
-    taps_y: u32,
-    // Watermark rectangle in this plane's samples (empty when there is none) and byte
-    // offsets of its values and alphas in `wm`.
+    // The other chroma plane's display origin (colour conversion mixes U and V).
+    oth_off: i32,
+    // Source size in display orientation.
+    src_w: u32,
+    src_h: u32,
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
+    _pad3: u32,
+    // Watermark rectangle in this plane's samples (0x0 when none) and the byte offset in `wm`
+    // of its (value, alpha) byte pairs, row-major.
     wm_x: u32,
     wm_y: u32,
     wm_w: u32,
     wm_h: u32,
-    wm_val: u32,
-    wm_alpha: u32,
+    wm_off: u32,
+    _pad4: u32,
 }
 
 struct Params {
@@ -48,122 +55,257 @@ struct Params {
     mat: array<vec4<f32>, 3>,
     // Output luma (x, y) -> source display chroma position: (x * a.x + a.y, y * a.z + a.w).
     luma_to_chroma: vec4<f32>,
-    // Source display chroma width, height, and its address steps (sx, sy).
-    chroma_geom: vec4<i32>,
-    // Display origins of the source U and V planes.
-    chroma_offs: vec4<i32>,
-    // Output luma rows, colour mode (0 identity, 1 per-plane scale, 2 full), workgroups per
-    // chroma plane row, output chroma rows.
+    // Output luma rows, colour mode, workgroups per chroma plane row (used: the U/V split),
+    // output chroma rows. Rows and mode are informational: the pipeline constants rule.
     misc: vec4<u32>,
+    // Source display chroma width and height, scratch word index, unused.
+    misc2: vec4<u32>,
 }
 
+// Pipeline constants: each (plane group, config) gets its own specialised pipeline, so the
+// filter loops have constant bounds (unrolled) and unused features compile away.
+// Chroma (U and V) instead of luma.
+override IS_CHROMA: bool = false;
+// Colour conversion: 0 identity, 1 per-plane scale + offset, 2 full matrix.
+override MODE: u32 = 0u;
+override HAS_WATERMARK: bool = false;
+// Kernel per axis (0 area, 1 bicubic) and taps per axis.
+override KERN_X: u32 = 0u;
+override KERN_Y: u32 = 0u;
+override TAPS_X: u32 = 1u;
+override TAPS_Y: u32 = 1u;
+// Unrotated source rows are contiguous bytes: an invocation then loads the few words holding
+// its four samples' windows once per source row (ROW_WORDS of them, at most MAX_ROW_WORDS)
+// instead of one word per tap.
+override FAST_ROWS: bool = false;
+override ROW_WORDS: u32 = 1u;
+const MAX_ROW_WORDS: u32 = 8u;
+
 @group(0) @binding(0) var<uniform> params: Params;
-@group(0) @binding(1) var<storage, read> weights: array<u32>;
-@group(0) @binding(2) var<storage, read> src: array<u32>;
-@group(0) @binding(3) var<storage, read> wm: array<u32>;
-@group(0) @binding(4) var<storage, read_write> dst: array<u32>;
+@group(0) @binding(1) var<storage, read> src: array<u32>;
+@group(0) @binding(2) var<storage, read> wm: array<u32>;
+@group(0) @binding(3) var<storage, read_write> dst: array<u32>;
 
 fn src_byte(addr: i32) -> f32 {
     let a = u32(addr);
     return f32((src[a >> 2u] >> ((a & 3u) << 3u)) & 0xffu);
 }
 
-fn wm_byte(addr: u32) -> u32 {
-    return (wm[addr >> 2u] >> ((addr & 3u) << 3u)) & 0xffu;
+// Where an output sample's filter window starts, and the footprint position relative to it.
+struct Window {
+    start: i32,
+    // Area: footprint start within source sample `start` (0..1).
+    // Bicubic: filter centre relative to `start` (1..2).
+    frac: f32,
+    ratio: f32,
+}
+
+fn window(o: u32, n_src: u32, n_dst: u32, kernel: u32) -> Window {
+    let ratio = f32(n_src) / f32(n_dst);
+    // Area: footprint [o * r, (o + 1) * r]. Bicubic: centre (o + 0.5) * r - 0.5, taps from
+    // floor(centre) - 1.
+    let pos = select(f32(o) * ratio, (f32(o) + 0.5) * ratio - 0.5, kernel == 1u);
+    let fl = floor(pos);
+    let back = select(0.0, 1.0, kernel == 1u);
+    return Window(i32(fl) - i32(back), pos - fl + back, ratio);
+}
+
+fn weight(w: Window, kernel: u32, t: u32) -> f32 {
+    let ft = f32(t);
+    // Area: how much of source sample t (spanning [t, t + 1]) the footprint covers.
+    let area = clamp(min(w.frac + w.ratio, ft + 1.0) - max(w.frac, ft), 0.0, 1.0);
+    // Cubic convolution, B = 0, C = 0.6 (swscale's SWS_BICUBIC defaults).
+    let d = abs(ft - w.frac);
+    let near = (1.4 * d - 2.4) * d * d + 1.0;
+    let far = ((-0.6 * d + 3.0) * d - 4.8) * d + 2.4;
+    let cubic = select(select(0.0, far, d < 2.0), near, d < 1.0);
+    return select(area, cubic, kernel == 1u);
 }
 
 // Separable resample of one plane at output sample (x, y), reading the plane whose display
-// origin is `origin` (U and V share geometry, so the same weights serve both). Columns are the
-// outer loop: their weights differ per invocation (gathers), row weights are uniform.
+// origin is `origin` (U and V share geometry). Edge samples repeat: clamped taps keep their
+// weight; weights are normalised by their sum.
 fn filtered(p: Plane, origin: i32, x: u32, y: u32) -> f32 {
-    let cs = bitcast<i32>(weights[p.col_start + x]);
-    let rs = bitcast<i32>(weights[p.row_start + y]);
-    let cw = p.col_w + x * p.taps_x;
-    let rw = p.row_w + y * p.taps_y;
-    let col_addr = origin + rs * p.src_sy + cs * p.src_sx;
-    let acc = bitcast<f32>(weights[cw]) * bitcast<f32>(weights[rw]) * src_byte(col_addr);
-    return acc;
+    let wx = window(x, p.src_w, p.out_w, KERN_X);
+    let wy = window(y, p.src_h, p.out_h, KERN_Y);
+    let last_x = i32(p.src_w) - 1;
+    let last_y = i32(p.src_h) - 1;
+    var sum_y = 0.0;
+    for (var j = 0u; j < TAPS_Y; j++) {
+        sum_y += weight(wy, KERN_Y, j);
+    }
+    var acc = 0.0;
+    var sum_x = 0.0;
+    for (var t = 0u; t < TAPS_X; t++) {
+        let kx = weight(wx, KERN_X, t);
+        let col = origin + clamp(wx.start + i32(t), 0, last_x) * p.src_sx;
+        var s = 0.0;
+        for (var j = 0u; j < TAPS_Y; j++) {
+            let row = clamp(wy.start + i32(j), 0, last_y);
+            s = fma(weight(wy, KERN_Y, j), src_byte(col + row * p.src_sy), s);
+        }
+        acc = fma(kx, s, acc);
+        sum_x += kx;
+    }
+    return acc / (sum_x * sum_y);
+}
+
+// Byte `k` of the words loaded for one source row.
+fn pick(words: array<u32, MAX_ROW_WORDS>, k: i32) -> f32 {
+    let wi = u32(k) >> 2u;
+    var w = words[0];
+    for (var i = 1u; i < ROW_WORDS; i++) {
+        w = select(w, words[i], wi == i);
+    }
+    return f32((w >> ((u32(k) & 3u) << 3u)) & 0xffu);
+}
+
+// The four samples x .. x + 3 of one row (x + k clamped to the row), sharing word loads.
+fn filtered4(p: Plane, origin: i32, x: u32, y: u32) -> vec4<f32> {
+    let last_out = p.out_w - 1u;
+    let xs = min(vec4<u32>(x, x + 1u, x + 2u, x + 3u), vec4<u32>(last_out));
+    if (!FAST_ROWS) {
+        return vec4<f32>(filtered(p, origin, xs.x, y), filtered(p, origin, xs.y, y),
+                         filtered(p, origin, xs.z, y), filtered(p, origin, xs.w, y));
+    }
+    let w0 = window(xs.x, p.src_w, p.out_w, KERN_X);
+    let w1 = window(xs.y, p.src_w, p.out_w, KERN_X);
+    let w2 = window(xs.z, p.src_w, p.out_w, KERN_X);
+    let w3 = window(xs.w, p.src_w, p.out_w, KERN_X);
+    let wy = window(y, p.src_h, p.out_h, KERN_Y);
+    let last_x = i32(p.src_w) - 1;
+    let last_y = i32(p.src_h) - 1;
+    let starts = vec4<i32>(w0.start, w1.start, w2.start, w3.start);
+    // Windows only move right, so the lowest clamped index needed is the first one.
+    let base = clamp(w0.start, 0, last_x);
+    var sum_x = vec4<f32>(0.0);
+    for (var t = 0u; t < TAPS_X; t++) {
+        sum_x += vec4<f32>(weight(w0, KERN_X, t), weight(w1, KERN_X, t), weight(w2, KERN_X, t), weight(w3, KERN_X, t));
+    }
+    var acc = vec4<f32>(0.0);
+    var sum_y = 0.0;
+    for (var j = 0u; j < TAPS_Y; j++) {
+        let ky = weight(wy, KERN_Y, j);
+        sum_y += ky;
+        let addr = u32(origin + clamp(wy.start + i32(j), 0, last_y) * p.src_sy + base);
+        var words: array<u32, MAX_ROW_WORDS>;
+        for (var i = 0u; i < ROW_WORDS; i++) {
+            words[i] = src[(addr >> 2u) + i];
+        }
+        let skew = i32(addr & 3u) - base;
+        var s = vec4<f32>(0.0);
+        for (var t = 0u; t < TAPS_X; t++) {
+            let k = clamp(starts + i32(t), vec4<i32>(0), vec4<i32>(last_x)) + skew;
+            let kx = vec4<f32>(weight(w0, KERN_X, t), weight(w1, KERN_X, t), weight(w2, KERN_X, t), weight(w3, KERN_X, t));
+            s += kx * vec4<f32>(pick(words, k.x), pick(words, k.y), pick(words, k.z), pick(words, k.w));
+        }
+        acc += ky * s;
+    }
+    return acc / (sum_x * sum_y);
 }
 
 // Bilinear source chroma (U, V) at an output luma position. Only used when the colour matrix
 // changes, where chroma enters luma with small coefficients: bilinear is plenty there.
 fn chroma_at_luma(x: u32, y: u32) -> vec2<f32> {
     let m = params.luma_to_chroma;
-    let g = params.chroma_geom;
-    let o = params.chroma_offs;
-    let fx = clamp(f32(x) * m.x + m.y, 0.0, f32(g.x - 1));
-    let fy = clamp(f32(y) * m.z + m.w, 0.0, f32(g.y - 1));
-    let x0 = i32(fx);
-    let y0 = i32(fy);
-    let x1 = min(x0 + 1, g.x - 1);
-    let y1 = min(y0 + 1, g.y - 1);
-    let tx = fx - f32(x0);
-    let ty = fy - f32(y0);
-    let a00 = x0 * g.z + y0 * g.w;
-    let a10 = x1 * g.z + y0 * g.w;
-    let a01 = x0 * g.z + y1 * g.w;
-    let a11 = x1 * g.z + y1 * g.w;
-    let u = mix(mix(src_byte(o.x + a00), src_byte(o.x + a10), tx),
-                mix(src_byte(o.x + a01), src_byte(o.x + a11), tx), ty);
-    let v = mix(mix(src_byte(o.y + a00), src_byte(o.y + a10), tx),
-                mix(src_byte(o.y + a01), src_byte(o.y + a11), tx), ty);
+    let dims = vec2<i32>(i32(params.misc2.x), i32(params.misc2.y));
+    let f = clamp(vec2<f32>(f32(x) * m.x + m.y, f32(y) * m.z + m.w), vec2<f32>(0.0), vec2<f32>(dims - 1));
+    let i0 = vec2<i32>(f);
+    let i1 = min(i0 + 1, dims - 1);
+    let t = f - vec2<f32>(i0);
+    let pu = params.planes[1];
+    let a00 = i0.x * pu.src_sx + i0.y * pu.src_sy;
+    let a10 = i1.x * pu.src_sx + i0.y * pu.src_sy;
+    let a01 = i0.x * pu.src_sx + i1.y * pu.src_sy;
+    let a11 = i1.x * pu.src_sx + i1.y * pu.src_sy;
+    let ou = pu.src_off;
+    let ov = pu.oth_off;
+    let u = mix(mix(src_byte(ou + a00), src_byte(ou + a10), t.x), mix(src_byte(ou + a01), src_byte(ou + a11), t.x), t.y);
+    let v = mix(mix(src_byte(ov + a00), src_byte(ov + a10), t.x), mix(src_byte(ov + a01), src_byte(ov + a11), t.x), t.y);
     return vec2<f32>(u, v);
 }
 
-fn sample(p: Plane, pi: u32, x: u32, y: u32) -> u32 {
-    let mode = params.misc.y;
-    let own = filtered(p, p.src_off, x, y);
+// Colour conversion of one output sample, rounded to a code value.
+fn convert(p: Plane, pi: u32, own: f32, other: f32, x: u32, y: u32) -> u32 {
     var val = own;
-    if (mode != 0u) {
+    if (MODE != 0u) {
         let m = params.mat[pi];
-        if (mode == 1u) {
+        if (MODE == 1u) {
             val = fma(m[pi], own, m.w);
-        } else if (pi == 0u) {
+        } else if (!IS_CHROMA) {
             let c = chroma_at_luma(x, y);
             val = m.x * own + m.y * c.x + m.z * c.y + m.w;
         } else {
             // Chroma never depends on luma (m.x == 0), only on both chroma planes.
-            let other = filtered(p, p.other_off, x, y);
-            var u = own;
-            var v = other;
-            if (pi == 2u) {
-                u = other;
-                v = own;
-            }
-            val = m.y * u + m.z * v + m.w;
+            let uv = select(vec2<f32>(own, other), vec2<f32>(other, own), pi == 2u);
+            val = m.y * uv.x + m.z * uv.y + m.w;
         }
     }
-    var out = u32(clamp(floor(val + 0.5), 0.0, 255.0));
-    // Unsigned wrap makes positions left of / above the rectangle fail the test too.
-    let dx = x - p.wm_x;
+    return u32(clamp(floor(val + 0.5), 0.0, 255.0));
+}
+
+// (value, alpha) of the watermark pair at byte `off` of the three loaded words.
+fn wm_pair(w: vec3<u32>, off: u32) -> vec2<u32> {
+    let word = select(select(w.x, w.y, off >= 4u), w.z, off >= 8u);
+    let pair = word >> ((off & 3u) << 3u);
+    return vec2<u32>(pair & 0xffu, (pair >> 8u) & 0xffu);
+}
+
+// Blends the watermark into the samples x .. x + 3 of row y. Their four (value, alpha) pairs
+// are contiguous in `wm`, so three word loads serve all four.
+fn blend4(p: Plane, x: u32, y: u32, v: vec4<u32>) -> vec4<u32> {
+    if (!HAS_WATERMARK) {
+        return v;
+    }
+    let dx = vec4<i32>(i32(x), i32(x) + 1, i32(x) + 2, i32(x) + 3) - i32(p.wm_x);
+    // Unsigned wrap makes rows above the rectangle fail the test too.
     let dy = y - p.wm_y;
-    if (dx < p.wm_w && dy < p.wm_h) {
-        let i = dy * p.wm_w + dx;
-        let a = wm_byte(p.wm_alpha + i);
-        let s = wm_byte(p.wm_val + i);
-        out = (out * (255u - a) + s * a + 127u) / 255u;
+    let inside = dx >= vec4<i32>(0) & dx < vec4<i32>(i32(p.wm_w)) & vec4<bool>(dy < p.wm_h);
+    var out = v;
+    if (any(inside)) {
+        // Clamped columns keep the four pairs within three words; outside ones get alpha 0.
+        let col = vec4<u32>(clamp(dx, vec4<i32>(0), vec4<i32>(i32(p.wm_w) - 1)));
+        let bytes = vec4<u32>(p.wm_off + 2u * dy * p.wm_w) + 2u * col;
+        let first = bytes.x >> 2u;
+        let w = vec3<u32>(wm[first], wm[first + 1u], wm[first + 2u]);
+        let rel = bytes - vec4<u32>(first << 2u);
+        let p0 = wm_pair(w, rel.x);
+        let p1 = wm_pair(w, rel.y);
+        let p2 = wm_pair(w, rel.z);
+        let p3 = wm_pair(w, rel.w);
+        let a = select(vec4<u32>(0u), vec4<u32>(p0.y, p1.y, p2.y, p3.y), inside);
+        // n / 255 for n <= 255 * 255 + 127 without an integer division (which CPUs and
+        // software rasterisers cannot vectorise): (n + (n >> 8) + 1) >> 8, exact on that range.
+        let n = v * (255u - a) + vec4<u32>(p0.x, p1.x, p2.x, p3.x) * a + 127u;
+        out = (n + (n >> vec4<u32>(8u)) + 1u) >> vec4<u32>(8u);
     }
     return out;
 }
 
+// One dispatch per plane group (luma, then chroma) inside one compute pass.
 @compute @workgroup_size(64)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-    // Row slots 0..luma_rows are luma rows; the rest are chroma rows, where the first
-    // `misc.z` workgroups of a slot do U and the next `misc.z` do V.
-    let luma_rows = params.misc.x;
-    let is_chroma = wg.y >= luma_rows;
-    let is_v = is_chroma && wg.x >= params.misc.z;
-    let pi = select(select(0u, 1u, is_chroma), 2u, is_v);
-    let row = select(wg.y, wg.y - luma_rows, is_chroma);
-    let group = select(wg.x, wg.x - params.misc.z, is_v);
+    // Chroma rows: the first `misc.z` workgroups of a row do U, the next `misc.z` do V.
+    let is_v = IS_CHROMA && wg.x >= params.misc.z;
+    let pi = select(select(0u, 1u, IS_CHROMA), 2u, is_v);
+    let word = select(wg.x, wg.x - params.misc.z, is_v) * 64u + lid;
     let p = params.planes[pi];
-    let word = group * 64u + lid;
+    let row = wg.y;
     let valid = row < p.out_h && word < p.row_words;
-    let x0 = word * 4u;
-    let xm = p.out_w - 1u;
-    let packed = u32(filtered(p, p.src_off, min(x0, xm), row))
-        | (u32(filtered(p, p.src_off, min(x0 + 1u, xm), row)) << 8u)
-        | (u32(filtered(p, p.src_off, min(x0 + 2u, xm), row)) << 16u)
-        | (u32(filtered(p, p.src_off, min(x0 + 3u, xm), row)) << 24u);
-    dst[select(0u, p.word_start + row * p.row_words + word, valid)] = packed;
+    let y = min(row, p.out_h - 1u);
+    let x = word * 4u;
+    let own = filtered4(p, p.src_off, x, y);
+    // The other chroma plane is only needed when the matrix changes.
+    var other = vec4<f32>(0.0);
+    if (MODE == 2u && IS_CHROMA) {
+        other = filtered4(p, p.oth_off, x, y);
+    }
+    let last = p.out_w - 1u;
+    let v = blend4(p, x, y, vec4<u32>(
+        convert(p, pi, own.x, other.x, min(x, last), y),
+        convert(p, pi, own.y, other.y, min(x + 1u, last), y),
+        convert(p, pi, own.z, other.z, min(x + 2u, last), y),
+        convert(p, pi, own.w, other.w, min(x + 3u, last), y)));
+    let packed = v.x | (v.y << 8u) | (v.z << 16u) | (v.w << 24u);
+    dst[select(params.misc2.z, p.word_start + row * p.row_words + word, valid)] = packed;
 }

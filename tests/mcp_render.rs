@@ -264,3 +264,66 @@ fn tasks_survive_kill_9_and_finish_after_restart() {
     let done = mcp.wait_task(&id, Caps::TASKS, WAIT, |t| status_of(t) == "completed");
     assert_eq!(done["result"]["isError"], false, "{done}");
 }
+
+#[test]
+fn listen_streams_task_status_notifications() {
+    use std::io::{BufRead, BufReader};
+    let f = fixture(&[]);
+    let mut mcp = f.server.mcp();
+    let created = mcp.tool("vidforge_render_video", render_args(&f, true), Caps::TASKS);
+    let id = created.result()["taskId"].as_str().unwrap().to_string();
+
+    // Without the extension, a taskIds subscription is refused with -32021.
+    let refused = mcp.call("subscriptions/listen", json!({"notifications": {"taskIds": [id]}}), Caps::NONE);
+    assert_eq!(refused.status, 400);
+    assert_rpc_error(&refused, -32021);
+
+    let body = mcp.envelope("subscriptions/listen", json!({"notifications": {"taskIds": [id]}}), Caps::TASKS);
+    let listen_id = body["id"].clone();
+    let resp = reqwest::blocking::Client::builder()
+        .timeout(WAIT)
+        .build()
+        .unwrap()
+        .post(&mcp.url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", PROTOCOL)
+        .header("Mcp-Method", "subscriptions/listen")
+        .body(body.to_string())
+        .send()
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let mut lines = BufReader::new(resp).lines();
+    let mut messages = Vec::new();
+    let mut approved = false;
+    while let Some(Ok(line)) = lines.next() {
+        let Some(data) = line.strip_prefix("data:") else { continue };
+        let Ok(message) = serde_json::from_str::<Value>(data.trim()) else { continue };
+        if messages.is_empty() {
+            // The first frame is the acknowledgement, naming the honoured task ids.
+            assert_eq!(message["method"], "notifications/subscriptions/acknowledged", "{message}");
+            assert_eq!(message["params"]["notifications"]["taskIds"], json!([id]));
+            assert_eq!(message["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], listen_id);
+        } else {
+            assert_eq!(message["method"], "notifications/tasks", "{message}");
+            assert_eq!(message["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], listen_id);
+            assert_eq!(message["params"]["taskId"], json!(id));
+            assert_schema("tasks", "TaskStatusNotificationParams", &message["params"]);
+            if message["params"]["status"] == "input_required" && !approved {
+                let mut other = f.server.mcp();
+                let approve = other.tool("vidforge_approve_watermark", json!({"render_id": id, "approved": true}), Caps::NONE);
+                assert_eq!(approve.result()["isError"], false);
+                approved = true;
+            }
+        }
+        let done = message["params"]["status"] == "completed";
+        messages.push(message);
+        if done {
+            break;
+        }
+    }
+    let last = messages.last().unwrap();
+    assert_eq!(last["params"]["status"], "completed", "{messages:?}");
+    assert_eq!(last["params"]["result"]["isError"], false);
+    assert!(approved, "the stream showed input_required");
+}

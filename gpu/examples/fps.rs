@@ -12,8 +12,7 @@ use vidforge_gpu::{
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .init();
     let mut args = std::env::args().skip(1);
@@ -35,7 +34,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let logo = WatermarkImage {
         width: 300,
         height: 120,
-        rgba: (0..300 * 120).flat_map(|i| [255, (i % 256) as u8, 60, 200]).collect(),
+        rgba: (0..300 * 120)
+            .flat_map(|i| [255, (i % 256) as u8, 60, 200])
+            .collect(),
     };
     let placement = place_watermark(ow, oh, logo.width, logo.height, Position::BottomRight)
         .ok_or("watermark does not fit")?;
@@ -82,8 +83,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         secs * 1000.0 / done.max(1) as f64,
         // On a software adapter the "GPU" is this process's threads: CPU time per frame is the
         // cost that stays meaningful on a busy machine.
-        cpu.map(|c| format!(", process CPU {:.2} ms/frame", c * 1000.0 / done.max(1) as f64))
-            .unwrap_or_default()
+        cpu.map(|c| format!(
+            ", process CPU {:.2} ms/frame",
+            c * 1000.0 / done.max(1) as f64
+        ))
+        .unwrap_or_default()
     );
     Ok(())
 }

@@ -1,10 +1,12 @@
-//! The pipelined compositor: planar YUV in, planar YUV out, one fused compute dispatch per frame.
+//! The pipelined compositor: planar YUV in, planar YUV out, one fused compute pass per frame.
 //!
 //! Per frame: the planes are written into a mapped upload buffer of a ring slot, then one
-//! command buffer copies them to the device input buffer, runs the compose dispatch and copies
-//! the output into that slot's readback buffer, which is mapped asynchronously. With
-//! `frames_in_flight` slots the GPU works on later frames while the caller consumes earlier
-//! ones; outputs come back strictly in submission order.
+//! command buffer copies them to the device input buffer, runs the compose pass (two
+//! dispatches of specialised pipelines: luma, then chroma; each output sample is scaled,
+//! colour-converted and watermarked in one go) and copies the output into that slot's
+//! readback buffer, which is mapped asynchronously. With `frames_in_flight` slots the GPU
+//! works on later frames while the caller consumes earlier ones; outputs come back strictly in
+//! submission order.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -13,9 +15,9 @@ use std::time::Duration;
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::context::GpuContext;
+use crate::context::{GpuContext, PipelineKey};
 use crate::error::GpuError;
-use crate::filter::{self, AxisFilter, ColorMode, MAX_TAPS};
+use crate::filter::{self, Kernel, MAX_TAPS};
 use crate::frame::{ColorSpec, PreparedWatermark, Rotation, Yuv420Frame};
 
 /// Everything that stays fixed for a run of frames.
@@ -40,6 +42,8 @@ pub const MAX_FRAMES_IN_FLIGHT: usize = 16;
 const FRAME_TIMEOUT: Duration = Duration::from_secs(60);
 /// Must match `@workgroup_size` in compose.wgsl.
 const WORKGROUP_SIZE: u32 = 64;
+/// Must match `MAX_ROW_WORDS` in compose.wgsl.
+const MAX_ROW_WORDS: u32 = 8;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, Pod, Zeroable)]
@@ -51,19 +55,16 @@ struct PlaneParams {
     src_off: i32,
     src_sx: i32,
     src_sy: i32,
-    other_off: i32,
-    col_start: u32,
-    col_w: u32,
-    taps_x: u32,
-    row_start: u32,
-    row_w: u32,
-    taps_y: u32,
+    oth_off: i32,
+    src_w: u32,
+    src_h: u32,
+    _pad: [u32; 4],
     wm_x: u32,
     wm_y: u32,
     wm_w: u32,
     wm_h: u32,
-    wm_val: u32,
-    wm_alpha: u32,
+    wm_off: u32,
+    _pad4: u32,
 }
 
 #[repr(C)]
@@ -72,38 +73,91 @@ struct Params {
     planes: [PlaneParams; 3],
     mat: [[f32; 4]; 3],
     luma_to_chroma: [f32; 4],
-    chroma_geom: [i32; 4],
-    chroma_offs: [i32; 4],
     misc: [u32; 4],
+    misc2: [u32; 4],
 }
 
-// The WGSL uniform layout: 3 * 80 + 3 * 16 + 4 * 16 bytes, no implicit padding.
-const _: () = assert!(std::mem::size_of::<Params>() == 352);
+// The WGSL uniform layout: 3 * 80 + 3 * 16 + 3 * 16 bytes, no implicit padding.
+const _: () = assert!(std::mem::size_of::<Params>() == 336);
 
 const PENDING: u8 = 0;
 const READY: u8 = 1;
 const FAILED: u8 = 2;
 
-/// Byte layout of the three source planes, packed back to back (the shader addresses bytes).
+/// The source planes packed back to back in one storage buffer (the shader addresses bytes).
 #[derive(Clone, Copy, Debug)]
-struct PlaneLayout {
+struct InLayout {
+    luma: (u32, u32),
+    chroma: (u32, u32),
     offsets: [u64; 3],
-    lens: [u64; 3],
     size: u64,
 }
 
+impl InLayout {
+    fn new(w: u32, h: u32) -> Self {
+        let (cw, ch) = Yuv420Frame::chroma_size(w, h);
+        let y = w as u64 * h as u64;
+        let c = cw as u64 * ch as u64;
+        Self {
+            luma: (w, h),
+            chroma: (cw, ch),
+            offsets: [0, y, y + c],
+            // Copies move whole words; the shader's row loads may read a few words past the
+            // last plane (unused bytes), so keep them inside the buffer.
+            size: ((y + 2 * c).div_ceil(4) + MAX_ROW_WORDS as u64) * 4,
+        }
+    }
+
+    fn plane_dims(&self, plane: usize) -> (u32, u32) {
+        if plane == 0 { self.luma } else { self.chroma }
+    }
+}
+
 /// Word layout of the output planes: each row padded to whole u32 words, so one invocation
-/// owns one word.
+/// owns one word; one scratch word after the frame absorbs the stores of idle invocations.
 #[derive(Clone, Copy, Debug)]
 struct OutLayout {
     dims: [(u32, u32); 3],
     row_words: [u32; 3],
     word_starts: [u64; 3],
+    scratch_word: u64,
     size: u64,
 }
 
-/// One ring entry: CPU-visible buffers only (the device-side input/output buffers are shared,
-/// queue order serialises their use).
+impl OutLayout {
+    fn new(w: u32, h: u32) -> Self {
+        let (cw, ch) = Yuv420Frame::chroma_size(w, h);
+        let dims = [(w, h), (cw, ch), (cw, ch)];
+        let row_words = dims.map(|(w, _)| w.div_ceil(4));
+        let words = [0, 1, 2].map(|i| row_words[i] as u64 * dims[i].1 as u64);
+        let scratch_word = words.iter().sum::<u64>();
+        Self {
+            dims,
+            row_words,
+            word_starts: [0, words[0], words[0] + words[1]],
+            scratch_word,
+            size: (scratch_word + 1) * 4,
+        }
+    }
+
+    /// Copies plane `i` out of a mapped readback buffer, dropping the row padding.
+    fn extract(&self, bytes: &[u8], i: usize) -> Vec<u8> {
+        let (w, h) = (self.dims[i].0 as usize, self.dims[i].1 as usize);
+        let stride = self.row_words[i] as usize * 4;
+        let start = self.word_starts[i] as usize * 4;
+        if stride == w {
+            return bytes[start..start + w * h].to_vec();
+        }
+        let mut out = Vec::with_capacity(w * h);
+        for row in 0..h {
+            out.extend_from_slice(&bytes[start + row * stride..][..w]);
+        }
+        out
+    }
+}
+
+/// One ring entry: CPU-visible buffers only (the device-side input and output buffers are
+/// shared; queue order serialises their use).
 struct Slot {
     upload: wgpu::Buffer,
     readback: wgpu::Buffer,
@@ -118,14 +172,13 @@ struct Shared {
     bind_group: wgpu::BindGroup,
     input: wgpu::Buffer,
     output: wgpu::Buffer,
-    in_layout: PlaneLayout,
+    in_layout: InLayout,
     out_layout: OutLayout,
-    dispatch: (u32, u32),
-    src_size: (u32, u32),
+    /// (pipeline, workgroups x, workgroups y) for luma, then chroma.
+    dispatches: [(wgpu::ComputePipeline, u32, u32); 2],
     out_size: (u32, u32),
     // Kept alive for the bind group.
     _params: wgpu::Buffer,
-    _weights: wgpu::Buffer,
     _wm: wgpu::Buffer,
 }
 
@@ -146,79 +199,26 @@ fn invalid(reason: impl Into<String>) -> GpuError {
     }
 }
 
-fn align4(n: u64) -> u64 {
-    n.div_ceil(4) * 4
-}
-
-impl PlaneLayout {
-    fn packed(w: u32, h: u32) -> Self {
-        let (cw, ch) = Yuv420Frame::chroma_size(w, h);
-        let y = w as u64 * h as u64;
-        let c = cw as u64 * ch as u64;
-        Self {
-            offsets: [0, y, y + c],
-            lens: [y, c, c],
-            size: align4(y + 2 * c).max(4),
-        }
-    }
-
-}
-
-impl OutLayout {
-    fn new(w: u32, h: u32) -> Self {
-        let (cw, ch) = Yuv420Frame::chroma_size(w, h);
-        let dims = [(w, h), (cw, ch), (cw, ch)];
-        let row_words = dims.map(|(w, _)| w.div_ceil(4));
-        let words = [0, 1, 2].map(|i| row_words[i] as u64 * dims[i].1 as u64);
-        Self {
-            dims,
-            row_words,
-            word_starts: [0, words[0], words[0] + words[1]],
-            size: (words.iter().sum::<u64>() * 4).max(4),
-        }
-    }
-
-    /// Copies plane `i` out of a mapped readback buffer, dropping the row padding.
-    fn extract(&self, bytes: &[u8], i: usize) -> Vec<u8> {
-        let (w, h) = (self.dims[i].0 as usize, self.dims[i].1 as usize);
-        let stride = self.row_words[i] as usize * 4;
-        let start = self.word_starts[i] as usize * 4;
-        if stride == w {
-            return bytes[start..start + w * h].to_vec();
-        }
-        let mut out = Vec::with_capacity(w * h);
-        for row in 0..h {
-            out.extend_from_slice(&bytes[start + row * stride..][..w]);
-        }
-        out
-    }
-}
-
-/// Display-space addressing of a `w x h` coded plane at byte `base`: (origin, step x, step y).
+/// Display-space addressing of a `w x h` coded plane stored at byte `base`: the byte of
+/// display sample (0, 0), and the byte steps for +1 display column and +1 display row.
 fn plane_addressing(rotation: Rotation, base: i64, w: i64, h: i64) -> (i64, i64, i64) {
     match rotation {
+        // Display (dx, dy) shows coded (dx, dy).
         Rotation::None => (base, 1, w),
+        // Turned clockwise: display (dx, dy) shows coded (dy, h - 1 - dx).
         Rotation::Cw90 => (base + (h - 1) * w, -w, 1),
         Rotation::Cw180 => (base + (h - 1) * w + w - 1, -1, -w),
+        // Display (dx, dy) shows coded (w - 1 - dy, dx).
         Rotation::Cw270 => (base + w - 1, w, -1),
     }
 }
 
 fn to_i32(v: i64, what: &str) -> Result<i32, GpuError> {
-    i32::try_from(v).map_err(|_| invalid(format!("{what} ({v}) exceeds the shader's 32-bit addressing")))
+    i32::try_from(v).map_err(|_| invalid(format!("{what} ({v}) exceeds 32 bits")))
 }
 
 fn to_u32(v: u64, what: &str) -> Result<u32, GpuError> {
     u32::try_from(v).map_err(|_| invalid(format!("{what} ({v}) exceeds 32 bits")))
-}
-
-/// Appends an axis filter's starts and weights to the weight table; returns their offsets.
-fn push_axis(table: &mut Vec<u32>, f: &AxisFilter) -> Result<(u32, u32), GpuError> {
-    let starts = to_u32(table.len() as u64, "weight table")?;
-    table.extend(f.starts.iter().map(|&s| s as u32));
-    let weights = to_u32(table.len() as u64, "weight table")?;
-    table.extend(f.weights.iter().map(|w| w.to_bits()));
-    Ok((starts, weights))
 }
 
 fn validate_watermark(wm: &PreparedWatermark, out_w: u32, out_h: u32) -> Result<(), GpuError> {
@@ -251,9 +251,13 @@ fn validate_watermark(wm: &PreparedWatermark, out_w: u32, out_h: u32) -> Result<
 }
 
 impl GpuCompositor {
-    /// Builds the buffers, weight tables and bind group for `cfg`. Keeps up to
+    /// Builds the buffers and bind group for `cfg`. Keeps up to
     /// `frames_in_flight` (1..=16) frames on the GPU at once.
-    pub fn new(ctx: &GpuContext, cfg: ComposeConfig, frames_in_flight: usize) -> Result<Self, GpuError> {
+    pub fn new(
+        ctx: &GpuContext,
+        cfg: ComposeConfig,
+        frames_in_flight: usize,
+    ) -> Result<Self, GpuError> {
         if !(1..=MAX_FRAMES_IN_FLIGHT).contains(&frames_in_flight) {
             return Err(invalid(format!(
                 "frames_in_flight must be 1..={MAX_FRAMES_IN_FLIGHT}, got {frames_in_flight}"
@@ -282,81 +286,79 @@ impl GpuCompositor {
         let (dcw, dch) = cfg.rotation.display_size(scw, sch);
         let (ocw, och) = Yuv420Frame::chroma_size(ow, oh);
 
-        let luma_x = filter::axis_filter(dw, ow);
-        let luma_y = filter::axis_filter(dh, oh);
-        let chroma_x = filter::axis_filter(dcw, ocw);
-        let chroma_y = filter::axis_filter(dch, och);
-        for f in [&luma_x, &luma_y, &chroma_x, &chroma_y] {
-            if f.taps > MAX_TAPS {
-                return Err(invalid(format!(
-                    "scaling {dw}x{dh} to {ow}x{oh} shrinks more than the compositor supports \
-                     ({} taps per axis, max {MAX_TAPS})",
-                    f.taps
-                )));
-            }
-        }
-
-        let in_layout = PlaneLayout::packed(sw, sh);
+        let in_layout = InLayout::new(sw, sh);
         let out_layout = OutLayout::new(ow, oh);
-        let max_binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
-        for (what, size) in [("input frame", in_layout.size), ("output frame", out_layout.size)] {
-            if size > max_binding {
-                return Err(invalid(format!(
-                    "{what} needs {size} bytes, more than the device's {max_binding}-byte storage binding limit"
-                )));
-            }
+        let max_binding = limits
+            .max_storage_buffer_binding_size
+            .min(limits.max_buffer_size);
+        if out_layout.size > max_binding || in_layout.size > max_binding {
+            return Err(invalid(format!(
+                "a {sw}x{sh} -> {ow}x{oh} frame needs {} / {} byte buffers, beyond the device's \
+                 {max_binding}-byte storage binding limit",
+                in_layout.size, out_layout.size
+            )));
         }
-        to_i32(in_layout.size as i64, "input frame size")?;
+        // The shader addresses source bytes with i32 and output words with u32.
+        to_i32(in_layout.size as i64, "source frame size")?;
+        to_u32(out_layout.scratch_word, "output words")?;
 
-        let mut table = Vec::new();
-        let (l_cs, l_cw) = push_axis(&mut table, &luma_x)?;
-        let (l_rs, l_rw) = push_axis(&mut table, &luma_y)?;
-        let (c_cs, c_cw) = push_axis(&mut table, &chroma_x)?;
-        let (c_rs, c_rw) = push_axis(&mut table, &chroma_y)?;
-        if table.len() as u64 * 4 > max_binding {
-            return Err(invalid("weight tables exceed the device's storage binding limit"));
+        // The filter's widest window per axis (the shader computes the weights themselves).
+        let taps = [(dw, ow), (dh, oh), (dcw, ocw), (dch, och)]
+            .map(|(s, d)| filter::axis_filter(s, d).taps);
+        if let Some(&t) = taps.iter().find(|&&t| t > MAX_TAPS) {
+            return Err(invalid(format!(
+                "scaling {dw}x{dh} to {ow}x{oh} shrinks more than the compositor supports \
+                 ({t} taps per axis, max {MAX_TAPS})"
+            )));
         }
+        let kernel = |s: u32, d: u32| (filter::kernel_for(s, d) == Kernel::Bicubic) as u32;
 
-        // Watermark bytes: Y, U, V, alpha Y, alpha C, back to back.
+        // Watermark: per plane, (value, alpha) byte pairs row-major, planes back to back, so
+        // four adjacent samples are 8 contiguous bytes.
         let mut wm_bytes = Vec::new();
-        let mut wm_rects = [(0u32, 0u32, 0u32, 0u32, 0u32, 0u32); 3];
+        let mut wm_rects = [[0u32; 5]; 3];
         if let Some(wm) = &cfg.watermark {
             let p = wm.placement;
-            let mut offs = [0u32; 5];
-            for (i, plane) in [&wm.y, &wm.u, &wm.v, &wm.alpha_y, &wm.alpha_c].into_iter().enumerate() {
-                offs[i] = to_u32(wm_bytes.len() as u64, "watermark size")?;
-                wm_bytes.extend_from_slice(plane);
-            }
-            wm_rects[0] = (p.x, p.y, p.width, p.height, offs[0], offs[3]);
             let (cx, cy, cw, ch) = (p.x / 2, p.y / 2, p.width / 2, p.height / 2);
-            wm_rects[1] = (cx, cy, cw, ch, offs[1], offs[4]);
-            wm_rects[2] = (cx, cy, cw, ch, offs[2], offs[4]);
+            let planes = [
+                (&wm.y, &wm.alpha_y, [p.x, p.y, p.width, p.height]),
+                (&wm.u, &wm.alpha_c, [cx, cy, cw, ch]),
+                (&wm.v, &wm.alpha_c, [cx, cy, cw, ch]),
+            ];
+            for (i, (values, alphas, [x, y, w, h])) in planes.into_iter().enumerate() {
+                let off = to_u32(wm_bytes.len() as u64, "watermark size")?;
+                wm_rects[i] = [x, y, w, h, off];
+                wm_bytes.extend(values.iter().zip(alphas.iter()).flat_map(|(&v, &a)| [v, a]));
+            }
         }
-        wm_bytes.resize(align4(wm_bytes.len() as u64).max(4) as usize, 0);
+        // Whole words, plus the two words a row-end load may read past the last pair.
+        wm_bytes.resize((wm_bytes.len().div_ceil(4) + 2) * 4, 0);
         if wm_bytes.len() as u64 > max_binding {
-            return Err(invalid("watermark exceeds the device's storage binding limit"));
+            return Err(invalid(
+                "the watermark exceeds the device's storage binding limit",
+            ));
         }
 
-        to_u32(out_layout.size / 4, "output words")?;
-        let mut planes = [PlaneParams::default(); 3];
-        let coded = [(sw as i64, sh as i64), (scw as i64, sch as i64), (scw as i64, sch as i64)];
         let addressing: [(i64, i64, i64); 3] = std::array::from_fn(|i| {
-            plane_addressing(cfg.rotation, in_layout.offsets[i] as i64, coded[i].0, coded[i].1)
+            let (w, h) = in_layout.plane_dims(i);
+            plane_addressing(
+                cfg.rotation,
+                in_layout.offsets[i] as i64,
+                w as i64,
+                h as i64,
+            )
         });
+        let mut planes = [PlaneParams::default(); 3];
         for (i, plane) in planes.iter_mut().enumerate() {
-            let (w, h) = if i == 0 { (ow, oh) } else { (ocw, och) };
-            let (cs, cwt, rs, rwt, tx, ty) = if i == 0 {
-                (l_cs, l_cw, l_rs, l_rw, luma_x.taps, luma_y.taps)
-            } else {
-                (c_cs, c_cw, c_rs, c_rw, chroma_x.taps, chroma_y.taps)
-            };
+            let (w, h) = out_layout.dims[i];
+            let (sdw, sdh) = if i == 0 { (dw, dh) } else { (dcw, dch) };
             let (origin, step_x, step_y) = addressing[i];
             let other = match i {
                 1 => addressing[2].0,
                 2 => addressing[1].0,
                 _ => 0,
             };
-            let (wx, wy, ww, wh, wv, wa) = wm_rects[i];
+            let [wx, wy, ww, wh, wo] = wm_rects[i];
             *plane = PlaneParams {
                 out_w: w,
                 out_h: h,
@@ -365,73 +367,99 @@ impl GpuCompositor {
                 src_off: to_i32(origin, "plane origin")?,
                 src_sx: to_i32(step_x, "plane step")?,
                 src_sy: to_i32(step_y, "plane step")?,
-                other_off: to_i32(other, "plane origin")?,
-                col_start: cs,
-                col_w: cwt,
-                taps_x: tx as u32,
-                row_start: rs,
-                row_w: rwt,
-                taps_y: ty as u32,
+                oth_off: to_i32(other, "plane origin")?,
+                src_w: sdw,
+                src_h: sdh,
+                _pad: [0; 4],
                 wm_x: wx,
                 wm_y: wy,
                 wm_w: ww,
                 wm_h: wh,
-                wm_val: wv,
-                wm_alpha: wa,
+                wm_off: wo,
+                _pad4: 0,
             };
         }
 
         let affine = filter::color_affine(cfg.src_color, cfg.out_color);
-        let mat = affine.rows.map(|r| r.map(|v| v as f32));
+        debug_assert!(affine.rows[1][0].abs() < 1e-9 && affine.rows[2][0].abs() < 1e-9);
         let rx = dw as f64 / ow as f64;
         let ry = dh as f64 / oh as f64;
+        // Output luma centre -> source display luma ((o + 0.5) * r - 0.5) -> chroma sample
+        // ((l - 0.5) / 2, centre-sited).
         let luma_to_chroma = [
             (rx / 2.0) as f32,
             ((0.5 * rx - 1.0) / 2.0) as f32,
             (ry / 2.0) as f32,
             ((0.5 * ry - 1.0) / 2.0) as f32,
         ];
-        let (_, c_sx, c_sy) = addressing[1];
-        let chroma_geom = [dcw as i32, dch as i32, c_sx as i32, c_sy as i32];
-        let chroma_offs = [addressing[1].0 as i32, addressing[2].0 as i32, 0, 0];
 
-        // One workgroup row per output row: luma rows, then chroma rows holding U then V.
+        // Two dispatches in one pass, one workgroup row per output row: luma, then chroma
+        // with U in the first half of each row of workgroups and V in the second.
         let luma_groups = out_layout.row_words[0].div_ceil(WORKGROUP_SIZE);
         let chroma_groups = out_layout.row_words[1].div_ceil(WORKGROUP_SIZE);
-        let gx = luma_groups.max(2 * chroma_groups);
-        let gy = oh + och;
         let max_groups = limits.max_compute_workgroups_per_dimension;
-        if gx > max_groups || gy > max_groups {
+        if luma_groups.max(2 * chroma_groups) > max_groups || oh > max_groups {
             return Err(invalid(format!(
-                "a {ow}x{oh} output needs a {gx}x{gy} dispatch, beyond the device's {max_groups}"
+                "a {ow}x{oh} output needs more workgroups than the device's {max_groups} per dimension"
             )));
         }
+        // Unrotated rows are contiguous: load whole words per source row when they are few.
+        let row_words = |(s, d): (u32, u32), taps: usize| {
+            let words = filter::row_words(s, d, taps);
+            if cfg.rotation == Rotation::None && words <= MAX_ROW_WORDS {
+                words
+            } else {
+                0
+            }
+        };
+        let key = |is_chroma: bool, axes: [(u32, u32); 2], taps: [usize; 2]| PipelineKey {
+            is_chroma,
+            mode: affine.mode as u32,
+            has_watermark: cfg.watermark.is_some(),
+            kern_x: kernel(axes[0].0, axes[0].1),
+            kern_y: kernel(axes[1].0, axes[1].1),
+            taps_x: taps[0] as u32,
+            taps_y: taps[1] as u32,
+            row_words: row_words(axes[0], taps[0]),
+        };
+        let dispatches = [
+            (
+                ctx.pipeline(key(false, [(dw, ow), (dh, oh)], [taps[0], taps[1]]))?,
+                luma_groups,
+                oh,
+            ),
+            (
+                ctx.pipeline(key(true, [(dcw, ocw), (dch, och)], [taps[2], taps[3]]))?,
+                2 * chroma_groups,
+                och,
+            ),
+        ];
         let params = Params {
             planes,
-            mat,
+            mat: affine.rows.map(|r| r.map(|v| v as f32)),
             luma_to_chroma,
-            chroma_geom,
-            chroma_offs,
             misc: [oh, affine.mode as u32, chroma_groups, och],
+            misc2: [dcw, dch, out_layout.scratch_word as u32, 0],
         };
-        debug_assert!(affine.mode != ColorMode::Full || (affine.rows[1][0] == 0.0 && affine.rows[2][0] == 0.0));
 
         let device = &ctx.inner.device;
+        let queue = &ctx.inner.queue;
         let oom_scope = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let val_scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let init_buffer = |label: &str, contents: &[u8], usage: wgpu::BufferUsages| {
-            let buffer = device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(label),
-                size: contents.len() as u64,
-                usage: usage | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
-            ctx.inner.queue.write_buffer(&buffer, 0, contents);
-            buffer
-        };
-        let params_buf = init_buffer("compose params", bytemuck::bytes_of(&params), wgpu::BufferUsages::UNIFORM);
-        let weights_buf = init_buffer("compose weights", bytemuck::cast_slice(&table), wgpu::BufferUsages::STORAGE);
-        let wm_buf = init_buffer("compose watermark", &wm_bytes, wgpu::BufferUsages::STORAGE);
+        let params_buf = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("compose params"),
+            size: std::mem::size_of::<Params>() as u64,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        queue.write_buffer(&params_buf, 0, bytemuck::bytes_of(&params));
+        let wm_buf = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("compose watermark"),
+            size: wm_bytes.len() as u64,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        queue.write_buffer(&wm_buf, 0, &wm_bytes);
         let input = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("compose input"),
             size: in_layout.size,
@@ -454,18 +482,14 @@ impl GpuCompositor {
                 },
                 wgpu::BindGroupEntry {
                     binding: 1,
-                    resource: weights_buf.as_entire_binding(),
-                },
-                wgpu::BindGroupEntry {
-                    binding: 2,
                     resource: input.as_entire_binding(),
                 },
                 wgpu::BindGroupEntry {
-                    binding: 3,
+                    binding: 2,
                     resource: wm_buf.as_entire_binding(),
                 },
                 wgpu::BindGroupEntry {
-                    binding: 4,
+                    binding: 3,
                     resource: output.as_entire_binding(),
                 },
             ],
@@ -477,16 +501,16 @@ impl GpuCompositor {
             output,
             in_layout,
             out_layout,
-            dispatch: (gx, gy),
-            src_size: (sw, sh),
+            dispatches,
             out_size: (ow, oh),
             _params: params_buf,
-            _weights: weights_buf,
             _wm: wm_buf,
         };
         let slots: Vec<Slot> = (0..frames_in_flight).map(|_| shared.new_slot()).collect();
         if let Some(e) = pollster::block_on(val_scope.pop()) {
-            return Err(GpuError::Device(format!("creating compositor resources: {e}")));
+            return Err(GpuError::Device(format!(
+                "creating compositor resources: {e}"
+            )));
         }
         if let Some(e) = pollster::block_on(oom_scope.pop()) {
             return Err(GpuError::OutOfMemory(format!(
@@ -499,8 +523,8 @@ impl GpuCompositor {
             src = format!("{sw}x{sh}"),
             rotation = cfg.rotation.degrees(),
             out = format!("{ow}x{oh}"),
-            luma_kernel = ?(luma_x.kernel, luma_y.kernel),
-            taps = ?(luma_x.taps, luma_y.taps, chroma_x.taps, chroma_y.taps),
+            kernels = ?(kernel(dw, ow), kernel(dh, oh)),
+            taps = ?taps,
             colour = ?affine.mode,
             watermark = cfg.watermark.is_some(),
             frames_in_flight,
@@ -528,7 +552,9 @@ impl GpuCompositor {
             None
         };
         let Some(index) = self.free.pop() else {
-            return Err(GpuError::Device("no free frame slot after draining the oldest".into()));
+            return Err(GpuError::Device(
+                "no free frame slot after draining the oldest".into(),
+            ));
         };
         match self.shared.run(&mut self.slots[index], frame) {
             Ok(()) => self.in_flight.push_back(index),
@@ -606,7 +632,7 @@ impl Shared {
     }
 
     fn check_frame(&self, frame: &Yuv420Frame) -> Result<(), GpuError> {
-        let (w, h) = self.src_size;
+        let (w, h) = self.in_layout.luma;
         let mismatch = |detail: String| GpuError::FrameSizeMismatch {
             expected_width: w,
             expected_height: h,
@@ -617,12 +643,18 @@ impl Shared {
         if (frame.width, frame.height) != (w, h) {
             return Err(mismatch("dimensions differ".into()));
         }
+        let (cw, ch) = self.in_layout.chroma;
+        let want = [
+            w as usize * h as usize,
+            cw as usize * ch as usize,
+            cw as usize * ch as usize,
+        ];
         let lens = [frame.y.len(), frame.u.len(), frame.v.len()];
         for (i, name) in ["Y", "U", "V"].into_iter().enumerate() {
-            if lens[i] as u64 != self.in_layout.lens[i] {
+            if lens[i] != want[i] {
                 return Err(mismatch(format!(
                     "{name} plane has {} bytes, expected {} (tightly packed)",
-                    lens[i], self.in_layout.lens[i]
+                    lens[i], want[i]
                 )));
             }
         }
@@ -637,7 +669,11 @@ impl Shared {
     }
 
     /// Blocks until `state` leaves PENDING, driving the device up to `submission`.
-    fn wait_for(&self, state: &AtomicU8, submission: Option<&wgpu::SubmissionIndex>) -> Result<(), GpuError> {
+    fn wait_for(
+        &self,
+        state: &AtomicU8,
+        submission: Option<&wgpu::SubmissionIndex>,
+    ) -> Result<(), GpuError> {
         let device = &self.ctx.inner.device;
         // One Wait normally suffices (callbacks run before it returns); loop defensively.
         for _ in 0..3 {
@@ -659,7 +695,9 @@ impl Shared {
             }
             _ => {
                 self.check_lost()?;
-                Err(GpuError::Poll("the GPU finished but the buffer mapping never completed".into()))
+                Err(GpuError::Poll(
+                    "the GPU finished but the buffer mapping never completed".into(),
+                ))
             }
         }
     }
@@ -676,7 +714,8 @@ impl Shared {
                 .map_err(|e| GpuError::Map(format!("upload buffer: {e}")))?;
             for (i, plane) in [&frame.y, &frame.u, &frame.v].into_iter().enumerate() {
                 let start = self.in_layout.offsets[i] as usize;
-                view.slice(start..start + plane.len()).copy_from_slice(plane);
+                view.slice(start..start + plane.len())
+                    .copy_from_slice(plane);
             }
         }
         slot.upload.unmap();
@@ -689,16 +728,20 @@ impl Shared {
         let scope = inner.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let mut encoder = inner
             .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("compose") });
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("compose"),
+            });
         encoder.copy_buffer_to_buffer(&slot.upload, 0, &self.input, 0, self.in_layout.size);
         {
             let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("compose"),
                 timestamp_writes: None,
             });
-            pass.set_pipeline(&inner.pipeline);
             pass.set_bind_group(0, &self.bind_group, &[]);
-            pass.dispatch_workgroups(self.dispatch.0, self.dispatch.1, 1);
+            for (pipeline, x, y) in &self.dispatches {
+                pass.set_pipeline(pipeline);
+                pass.dispatch_workgroups(*x, *y, 1);
+            }
         }
         encoder.copy_buffer_to_buffer(&self.output, 0, &slot.readback, 0, self.out_layout.size);
         let submission = inner.queue.submit([encoder.finish()]);

@@ -1,6 +1,7 @@
-//! Adapter selection, device creation and the compiled compose pipeline, shared by every
-//! compositor made from one context.
+//! Adapter selection, device creation and the compose pipelines, shared by every compositor
+//! made from one context.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::error::GpuError;
@@ -31,13 +32,34 @@ pub(crate) struct ContextInner {
     pub(crate) queue: wgpu::Queue,
     pub(crate) summary: AdapterSummary,
     pub(crate) limits: wgpu::Limits,
-    pub(crate) pipeline: wgpu::ComputePipeline,
     pub(crate) layout: wgpu::BindGroupLayout,
+    module: wgpu::ShaderModule,
+    pipeline_layout: wgpu::PipelineLayout,
+    /// Specialised compose pipelines, compiled on first use.
+    pipelines: Mutex<HashMap<PipelineKey, wgpu::ComputePipeline>>,
     /// Set by the device-lost callback.
     pub(crate) lost: Arc<Mutex<Option<String>>>,
 }
 
-/// A wgpu device + queue with the compose pipeline compiled once. Cheap to clone (an `Arc`),
+/// The pipeline-overridable constants of compose.wgsl: one pipeline per plane group and
+/// configuration, so filter loops have constant bounds and unused features compile away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct PipelineKey {
+    pub is_chroma: bool,
+    pub mode: u32,
+    pub has_watermark: bool,
+    pub kern_x: u32,
+    pub kern_y: u32,
+    pub taps_x: u32,
+    pub taps_y: u32,
+    /// 0: generic per-tap loads (rotated sources); else words per source row to load.
+    pub row_words: u32,
+}
+
+/// Most specialised pipelines a context keeps.
+const PIPELINE_CACHE_LIMIT: usize = 64;
+
+/// A wgpu device + queue with a cache of compiled compose pipelines. Cheap to clone (an `Arc`),
 /// `Send + Sync`: one context can feed many compositors on many threads.
 #[derive(Clone)]
 pub struct GpuContext {
@@ -52,7 +74,13 @@ impl std::fmt::Debug for GpuContext {
     }
 }
 
-const SOFTWARE_NAMES: [&str; 5] = ["llvmpipe", "lavapipe", "softpipe", "swiftshader", "basic render"];
+const SOFTWARE_NAMES: [&str; 5] = [
+    "llvmpipe",
+    "lavapipe",
+    "softpipe",
+    "swiftshader",
+    "basic render",
+];
 
 fn summarize(info: &wgpu::AdapterInfo) -> AdapterSummary {
     let lower = info.name.to_lowercase();
@@ -172,9 +200,9 @@ impl GpuContext {
         }));
 
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let (pipeline, layout) = build_pipeline(&device);
+        let (module, layout, pipeline_layout) = build_layouts(&device);
         if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(GpuError::Device(format!("compiling the compose pipeline: {e}")));
+            return Err(GpuError::Device(format!("compiling compose.wgsl: {e}")));
         }
 
         tracing::info!(
@@ -190,8 +218,10 @@ impl GpuContext {
                 queue,
                 summary,
                 limits,
-                pipeline,
                 layout,
+                module,
+                pipeline_layout,
+                pipelines: Mutex::new(HashMap::new()),
                 lost,
             }),
         })
@@ -202,13 +232,69 @@ impl GpuContext {
         &self.inner.summary
     }
 
+    /// The compose pipeline for `key`, compiled on first use and cached.
+    pub(crate) fn pipeline(&self, key: PipelineKey) -> Result<wgpu::ComputePipeline, GpuError> {
+        let inner = &self.inner;
+        let mut cache = inner
+            .pipelines
+            .lock()
+            .map_err(|_| GpuError::Device("pipeline cache poisoned by a panic".into()))?;
+        if let Some(p) = cache.get(&key) {
+            return Ok(p.clone());
+        }
+        let b = |v: bool| if v { 1.0 } else { 0.0 };
+        let constants = [
+            ("IS_CHROMA", b(key.is_chroma)),
+            ("MODE", key.mode as f64),
+            ("HAS_WATERMARK", b(key.has_watermark)),
+            ("KERN_X", key.kern_x as f64),
+            ("KERN_Y", key.kern_y as f64),
+            ("TAPS_X", key.taps_x as f64),
+            ("TAPS_Y", key.taps_y as f64),
+            ("FAST_ROWS", b(key.row_words > 0)),
+            ("ROW_WORDS", key.row_words.max(1) as f64),
+        ];
+        let scope = inner.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let pipeline = inner
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some("compose"),
+                layout: Some(&inner.pipeline_layout),
+                module: &inner.module,
+                entry_point: Some("main"),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: &constants,
+                    zero_initialize_workgroup_memory: false,
+                },
+                cache: None,
+            });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(GpuError::Device(format!(
+                "compiling the compose pipeline {key:?}: {e}"
+            )));
+        }
+        tracing::debug!(?key, "compiled compose pipeline");
+        // Bounded: a long-lived server meets many output sizes; recompiling is cheap.
+        if cache.len() >= PIPELINE_CACHE_LIMIT {
+            cache.clear();
+        }
+        cache.insert(key, pipeline.clone());
+        Ok(pipeline)
+    }
+
     /// The device-lost message, when the device has been lost.
     pub(crate) fn lost(&self) -> Option<String> {
         self.inner.lost.lock().ok().and_then(|s| s.clone())
     }
 }
 
-fn build_pipeline(device: &wgpu::Device) -> (wgpu::ComputePipeline, wgpu::BindGroupLayout) {
+fn build_layouts(
+    device: &wgpu::Device,
+) -> (
+    wgpu::ShaderModule,
+    wgpu::BindGroupLayout,
+    wgpu::PipelineLayout,
+) {
     let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
         label: Some("compose.wgsl"),
         source: wgpu::ShaderSource::Wgsl(include_str!("../../shaders/compose.wgsl").into()),
@@ -238,8 +324,7 @@ fn build_pipeline(device: &wgpu::Device) -> (wgpu::ComputePipeline, wgpu::BindGr
             },
             storage(1, true),
             storage(2, true),
-            storage(3, true),
-            storage(4, false),
+            storage(3, false),
         ],
     });
     let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
@@ -247,13 +332,5 @@ fn build_pipeline(device: &wgpu::Device) -> (wgpu::ComputePipeline, wgpu::BindGr
         bind_group_layouts: &[Some(&layout)],
         immediate_size: 0,
     });
-    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: Some("compose"),
-        layout: Some(&pipeline_layout),
-        module: &module,
-        entry_point: Some("main"),
-        compilation_options: Default::default(),
-        cache: None,
-    });
-    (pipeline, layout)
+    (module, layout, pipeline_layout)
 }

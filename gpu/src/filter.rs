@@ -1,5 +1,8 @@
-//! CPU-side precomputation for the compose shader: separable resampling weights per output
-//! column/row, and the YUV -> YUV colour affine. Pure functions, unit-tested without a GPU.
+//! The compositor's resampling and colour math on the CPU: the kernel choice, each output
+//! sample's window (the shader evaluates the same weights itself; computing them is cheaper
+//! than fetching them on software adapters), the window sizes that specialise the shader, and
+//! the YUV -> YUV colour affine. Pure functions, unit-tested without a GPU; [`axis_filter`]
+//! is also a ready-made reference for tests and CPU fallbacks.
 //!
 //! Conventions (chosen to match FFmpeg's swscale with default chroma positions):
 //! - Each plane is resampled on its own grid, centre-aligned: output sample `o` covers source
@@ -106,8 +109,16 @@ pub fn axis_filter(src: u32, dst: u32) -> AxisFilter {
             let c = ((o as f64 + 0.5) * src as f64 / dst as f64 - 0.5).round() as i64;
             raw.push((c.clamp(0, last), 1.0));
         }
-        let lo = raw.iter().map(|&(i, _)| i.clamp(0, last)).min().unwrap_or(0);
-        let hi = raw.iter().map(|&(i, _)| i.clamp(0, last)).max().unwrap_or(0);
+        let lo = raw
+            .iter()
+            .map(|&(i, _)| i.clamp(0, last))
+            .min()
+            .unwrap_or(0);
+        let hi = raw
+            .iter()
+            .map(|&(i, _)| i.clamp(0, last))
+            .max()
+            .unwrap_or(0);
         let mut ws = vec![0f64; (hi - lo + 1) as usize];
         for &(i, w) in &raw {
             ws[(i.clamp(0, last) - lo) as usize] += w;
@@ -135,6 +146,32 @@ pub fn axis_filter(src: u32, dst: u32) -> AxisFilter {
         taps,
         weights,
     }
+}
+
+/// First source index of output `o`'s window as the shader computes it (area: `floor(o * r)`;
+/// bicubic: `floor((o + 0.5) * r - 0.5) - 1`), before clamping.
+pub fn window_start(kernel: Kernel, src: u32, dst: u32, o: u32) -> i64 {
+    let r = src as f64 / dst as f64;
+    match kernel {
+        Kernel::Area => (o as f64 * r).floor() as i64,
+        Kernel::Bicubic => ((o as f64 + 0.5) * r - 0.5).floor() as i64 - 1,
+    }
+}
+
+/// Words of one source row an invocation must load to cover the windows of its four adjacent
+/// output samples (`taps` wide each), including up to 3 bytes of misalignment and a 2-sample
+/// margin for the shader's f32 positions.
+pub fn row_words(src: u32, dst: u32, taps: usize) -> u32 {
+    let kernel = kernel_for(src, dst);
+    let last = src.max(1) as i64 - 1;
+    let mut span = 1i64;
+    for first_out in (0..dst).step_by(4) {
+        let last_out = (first_out + 3).min(dst.saturating_sub(1));
+        let lo = window_start(kernel, src, dst, first_out).clamp(0, last);
+        let hi = (window_start(kernel, src, dst, last_out) + taps as i64 - 1).clamp(0, last);
+        span = span.max(hi - lo + 1);
+    }
+    ((span + 2 + 3) as u64).div_ceil(4) as u32
 }
 
 /// How the shader converts colour.
@@ -172,16 +209,8 @@ fn rgb_to_ypbpr(matrix: Matrix) -> [[f64; 3]; 3] {
     let kg = 1.0 - kr - kb;
     [
         [kr, kg, kb],
-        [
-            -kr / (2.0 * (1.0 - kb)),
-            -kg / (2.0 * (1.0 - kb)),
-            0.5,
-        ],
-        [
-            0.5,
-            -kg / (2.0 * (1.0 - kr)),
-            -kb / (2.0 * (1.0 - kr)),
-        ],
+        [-kr / (2.0 * (1.0 - kb)), -kg / (2.0 * (1.0 - kb)), 0.5],
+        [0.5, -kg / (2.0 * (1.0 - kr)), -kb / (2.0 * (1.0 - kr))],
     ]
 }
 
@@ -231,7 +260,11 @@ pub fn color_affine(src: ColorSpec, out: ColorSpec) -> ColorAffine {
         for j in 0..3 {
             // Clean up float noise so identity-like entries are exact.
             let c = core[i][j];
-            let c = if (c - c.round()).abs() < 1e-12 { c.round() } else { c };
+            let c = if (c - c.round()).abs() < 1e-12 {
+                c.round()
+            } else {
+                c
+            };
             let m = o_scale[i] * c / s_scale[j];
             rows[i][j] = m;
             offset -= m * s_off[j];
@@ -262,7 +295,10 @@ mod tests {
         assert_eq!(f.weights.len(), dst as usize * f.taps);
         for o in 0..dst as usize {
             let s = f.starts[o];
-            assert!(s >= 0 && s as usize + f.taps <= src as usize, "window {o} out of range");
+            assert!(
+                s >= 0 && s as usize + f.taps <= src as usize,
+                "window {o} out of range"
+            );
             let sum: f32 = f.weights[o * f.taps..][..f.taps].iter().sum();
             assert!((sum - 1.0).abs() < 1e-5, "weights of {o} sum to {sum}");
         }
@@ -322,6 +358,18 @@ mod tests {
     }
 
     #[test]
+    fn row_words_cover_the_windows() {
+        // Same size: 4 bytes + misalignment + margin.
+        assert_eq!(row_words(1920, 1920, 1), 3);
+        // 1.5x shrink: 4 outputs span 7 source bytes.
+        assert_eq!(row_words(1920, 1280, 2), 3);
+        // 2x enlarge, 4 taps: 6 source bytes.
+        assert_eq!(row_words(1920, 3840, 4), 3);
+        // Tiny sources are clamped to themselves.
+        assert_eq!(row_words(1, 4, 1), 2);
+    }
+
+    #[test]
     fn colour_identity_and_range() {
         let a = color_affine(ColorSpec::OUTPUT, ColorSpec::OUTPUT);
         assert_eq!(a.mode, ColorMode::Identity);
@@ -354,7 +402,10 @@ mod tests {
             let want = ColorSpec::OUTPUT.rgb_to_yuv(rgb[0], rgb[1], rgb[2]);
             let got = a.apply(s);
             for c in 0..3 {
-                assert!((got[c] - want[c] as f64).abs() < 1e-3, "{rgb:?}: {got:?} vs {want:?}");
+                assert!(
+                    (got[c] - want[c] as f64).abs() < 1e-3,
+                    "{rgb:?}: {got:?} vs {want:?}"
+                );
             }
         }
     }

@@ -237,7 +237,10 @@ pub fn place_watermark(
         Position::TopRight => (right, margin),
         Position::BottomLeft => (margin, bottom),
         Position::BottomRight => (right, bottom),
-        Position::Center => (even_floor((out_w - width) as f64 / 2.0), even_floor((out_h - height) as f64 / 2.0)),
+        Position::Center => (
+            even_floor((out_w - width) as f64 / 2.0),
+            even_floor((out_h - height) as f64 / 2.0),
+        ),
     };
     Some(Placement {
         x,
@@ -458,7 +461,10 @@ mod tests {
         for &(w, h) in &[(1280, 720), (1920, 1080), (3840, 2160), (720, 1280)] {
             for pos in Position::ALL {
                 let p = place_watermark(w, h, 200, 100, pos).unwrap();
-                assert!(p.x + p.width <= w && p.y + p.height <= h, "{w}x{h} {pos:?} {p:?}");
+                assert!(
+                    p.x + p.width <= w && p.y + p.height <= h,
+                    "{w}x{h} {pos:?} {p:?}"
+                );
                 assert_eq!(p.x % 2 + p.y % 2 + p.width % 2 + p.height % 2, 0);
             }
         }

@@ -1,6 +1,16 @@
 //! vidforge's GPU compositor: one fused wgpu compute pass scales a planar YUV frame to the
 //! output size and alpha-composites the watermark. Knows nothing of FFmpeg, files or tasks.
 //!
+//! - Frames cross the bus as planar 8-bit YUV 4:2:0 (1.5 B/px), in and out.
+//! - Per output sample, in one pass: resample its own plane (exact-coverage area filter when
+//!   shrinking, cubic B=0/C=0.6 when enlarging, centre-aligned per plane, i.e. swscale's
+//!   `SWS_AREA` / `SWS_BICUBIC` with default chroma siting), rotate by 90/180/270 (folded into
+//!   the addressing), convert colour between [`ColorSpec`]s, and blend the
+//!   [`PreparedWatermark`] with the integer rule of [`blend_watermark`] (bit-exact).
+//! - [`GpuCompositor`] keeps a ring of `frames_in_flight` upload/readback buffers, so the GPU
+//!   works ahead while the caller encodes; outputs come back in submission order.
+//! - The WGSL lives in `shaders/compose.wgsl`; [`filter`] holds the same math on the CPU.
+//!
 //! ```no_run
 //! use vidforge_gpu::{AdapterPreference, ColorSpec, ComposeConfig, GpuCompositor, GpuContext,
 //!                    Rotation, Yuv420Frame};
@@ -32,3 +42,15 @@ pub use frame::{
     ColorSpec, Matrix, Placement, Position, PreparedWatermark, Range, Rotation, WatermarkImage,
     Yuv420Frame, blend_watermark, place_watermark, prepare_watermark,
 };
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn handles_cross_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        fn send<T: Send>() {}
+        send_sync::<crate::GpuContext>();
+        send::<crate::GpuCompositor>();
+        send_sync::<crate::GpuError>();
+    }
+}

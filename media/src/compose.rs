@@ -6,6 +6,7 @@ use ffmpeg::ffi;
 use ffmpeg::format::Pixel;
 use ffmpeg::frame;
 use ffmpeg_next as ffmpeg;
+use vidforge_gpu::filter::{ColorAffine, ColorMode, color_affine};
 use vidforge_gpu::{
     ColorSpec, ComposeConfig, GpuCompositor, GpuContext, Matrix, PreparedWatermark, Range,
     Rotation, Yuv420Frame, blend_watermark,
@@ -69,14 +70,21 @@ fn check_frame(frame: &frame::Video) -> Result<(), MediaError> {
 }
 
 /// swscale straight from the decoded frame to yuv420p at output size (area filter when
-/// shrinking, bicubic when enlarging; source matrix/range converted to BT.709 limited), planes
-/// rotated when needed, then the CPU watermark blend over the watermark rectangle only.
+/// shrinking, bicubic when enlarging), planes rotated when needed, the source's BT.601/BT.709
+/// matrix and range converted to BT.709 limited with the same affine the GPU shader uses,
+/// then the CPU watermark blend over the watermark rectangle only.
+///
+/// The colour step runs on the scaled frame rather than inside swscale because swscale
+/// converts YUV matrices through an 8-bit RGB intermediate (an extra pass, sharper chroma,
+/// rounding loss); other matrices (BT.2020, ...) still take that route.
 pub struct CpuCompositor {
     spec: ComposeSpec,
     sws: Option<Sws>,
     /// Pre-rotation scaler output, only used for rotated sources.
     scratch: Option<Yuv420Frame>,
     spare: Vec<Yuv420Frame>,
+    /// Chroma contributions of one luma row (colour conversion scratch).
+    row: Vec<f32>,
 }
 
 impl CpuCompositor {
@@ -86,6 +94,7 @@ impl CpuCompositor {
             sws: None,
             scratch: None,
             spare: Vec::new(),
+            row: Vec::new(),
         }
     }
 
@@ -119,6 +128,16 @@ impl Compositor for CpuCompositor {
         } else {
             ffi::SWS_AREA
         };
+        // Representable colour passes through swscale untouched (scaling only).
+        let (dst_space, dst_full, affine) = match color.spec {
+            Some(spec) => (
+                color.sws_space,
+                color.full_range,
+                Some(color_affine(spec, ColorSpec::OUTPUT))
+                    .filter(|a| a.mode != ColorMode::Identity),
+            ),
+            None => (ffi::SWS_CS_ITU709, false, None),
+        };
         let key = SwsKey {
             src_fmt: frame.format(),
             src_w: fw,
@@ -129,8 +148,8 @@ impl Compositor for CpuCompositor {
             flags,
             src_space: color.sws_space,
             src_full: color.full_range,
-            dst_space: ffi::SWS_CS_ITU709,
-            dst_full: false,
+            dst_space,
+            dst_full,
         };
         let mut out = self.take_buffer(ow, oh);
         if rot == Rotation::None {
@@ -143,6 +162,9 @@ impl Compositor for CpuCompositor {
             Sws::cached(&mut self.sws, key)?.scale_to_yuv420(frame, &mut scratch)?;
             scale::rotate_frame(&scratch, &mut out, rot);
             self.scratch = Some(scratch);
+        }
+        if let Some(affine) = &affine {
+            convert_color(&mut out, affine, &mut self.row);
         }
         if let Some(wm) = &self.spec.watermark {
             blend_watermark(&mut out, wm);
@@ -162,6 +184,73 @@ impl Compositor for CpuCompositor {
 
     fn backend(&self) -> String {
         "cpu".to_string()
+    }
+}
+
+fn to_code(v: f32) -> u8 {
+    (v + 0.5).floor().clamp(0.0, 255.0) as u8
+}
+
+/// Applies a YUV->YUV colour affine in place, like the GPU shader: each chroma sample from
+/// both chroma planes; each luma sample from itself plus bilinear (centre-sited) chroma.
+pub(crate) fn convert_color(f: &mut Yuv420Frame, a: &ColorAffine, row: &mut Vec<f32>) {
+    let r = a.rows.map(|r| r.map(|v| v as f32));
+    match a.mode {
+        ColorMode::Identity => {}
+        ColorMode::Diagonal => {
+            for (i, plane) in [&mut f.y, &mut f.u, &mut f.v].into_iter().enumerate() {
+                let lut: Vec<u8> = (0..256)
+                    .map(|v| to_code(r[i][i] * v as f32 + r[i][3]))
+                    .collect();
+                for p in plane.iter_mut() {
+                    *p = lut[*p as usize];
+                }
+            }
+        }
+        ColorMode::Full => {
+            let (w, h) = (f.width as usize, f.height as usize);
+            let (cw, ch) = Yuv420Frame::chroma_size(f.width, f.height);
+            let (cw, ch) = (cw as usize, ch as usize);
+            row.clear();
+            row.resize(cw, 0.0);
+            // Luma first: it reads the chroma planes before they change.
+            for y in 0..h {
+                // Chroma row position of this luma row (centre siting): y/2 - 0.25.
+                let pos = (y as f32 * 0.5 - 0.25).max(0.0);
+                let c0 = (pos as usize).min(ch - 1);
+                let c1 = (c0 + 1).min(ch - 1);
+                let t = pos - c0 as f32;
+                let (u0, u1) = (&f.u[c0 * cw..][..cw], &f.u[c1 * cw..][..cw]);
+                let (v0, v1) = (&f.v[c0 * cw..][..cw], &f.v[c1 * cw..][..cw]);
+                for (cx, out) in row.iter_mut().enumerate() {
+                    let u = u0[cx] as f32 + (u1[cx] as f32 - u0[cx] as f32) * t;
+                    let v = v0[cx] as f32 + (v1[cx] as f32 - v0[cx] as f32) * t;
+                    *out = r[0][1] * u + r[0][2] * v + r[0][3];
+                }
+                let luma = &mut f.y[y * w..][..w];
+                for (x, p) in luma.iter_mut().enumerate() {
+                    // Horizontal chroma position x/2 - 0.25: 1/4-3/4 weights.
+                    let k = x / 2;
+                    let c = if x % 2 == 0 {
+                        let left = row[k.saturating_sub(1)];
+                        if k == 0 {
+                            row[0]
+                        } else {
+                            0.25 * left + 0.75 * row[k]
+                        }
+                    } else {
+                        let right = row[(k + 1).min(cw - 1)];
+                        0.75 * row[k] + 0.25 * right
+                    };
+                    *p = to_code(r[0][0] * *p as f32 + c);
+                }
+            }
+            for (u, v) in f.u.iter_mut().zip(f.v.iter_mut()) {
+                let (fu, fv) = (*u as f32, *v as f32);
+                *u = to_code(r[1][1] * fu + r[1][2] * fv + r[1][3]);
+                *v = to_code(r[2][1] * fu + r[2][2] * fv + r[2][3]);
+            }
+        }
     }
 }
 
@@ -307,5 +396,47 @@ impl Compositor for WgpuCompositor {
 
     fn backend(&self) -> String {
         self.ctx.adapter().name.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_conversion_matches_the_affine_on_flat_frames() {
+        let src = ColorSpec {
+            matrix: Matrix::Bt601,
+            range: Range::Full,
+        };
+        let a = color_affine(src, ColorSpec::OUTPUT);
+        assert_eq!(a.mode, ColorMode::Full);
+        let mut row = Vec::new();
+        for yuv in [[16u8, 128, 128], [200, 60, 190], [90, 200, 40]] {
+            let mut f = Yuv420Frame::filled(6, 4, yuv);
+            convert_color(&mut f, &a, &mut row);
+            let want = a
+                .apply(yuv.map(f64::from))
+                .map(|v| (v + 0.5).floor().clamp(0.0, 255.0) as u8);
+            assert!(
+                f.y.iter().all(|&v| v == want[0]),
+                "{yuv:?}: {:?} vs {want:?}",
+                f.y
+            );
+            assert!(f.u.iter().all(|&v| v == want[1]));
+            assert!(f.v.iter().all(|&v| v == want[2]));
+        }
+        // Range only: a lookup per plane.
+        let d = color_affine(
+            ColorSpec {
+                matrix: Matrix::Bt709,
+                range: Range::Full,
+            },
+            ColorSpec::OUTPUT,
+        );
+        assert_eq!(d.mode, ColorMode::Diagonal);
+        let mut f = Yuv420Frame::filled(2, 2, [0, 128, 255]);
+        convert_color(&mut f, &d, &mut row);
+        assert_eq!((f.y[0], f.u[0], f.v[0]), (16, 128, 240));
     }
 }

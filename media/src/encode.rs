@@ -193,14 +193,17 @@ impl Muxer {
                     ost_tb: a.time_base,
                 })
             }
-            Some(a) => Some(AudioOut::Transcode(Box::new(AudioTranscoder::new(
-                &mut octx,
-                format,
-                settings,
-                src,
-                a,
-                global_header,
-            )?))),
+            Some(a) => {
+                match AudioTranscoder::new(&mut octx, format, settings, src, a, global_header) {
+                    Ok(t) => Some(AudioOut::Transcode(Box::new(t))),
+                    // Sound FFmpeg cannot decode should not cost the whole video.
+                    Err(e @ MediaError::UnsupportedCodec { .. }) => {
+                        tracing::warn!("{}: dropping the audio track: {e}", src.path.display());
+                        None
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
         };
 
         let mut header_opts = Dictionary::new();

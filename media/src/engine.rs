@@ -367,3 +367,35 @@ fn write_png(img: &Yuv420Frame, path: &Path) -> Result<(), MediaError> {
     writer.finish().map_err(|e| io(&e))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_size_fits_the_box_and_keeps_orientation() {
+        use Resolution::*;
+        assert_eq!(output_size(1920, 1080, P720), (1280, 720));
+        assert_eq!(output_size(3840, 2160, P1080), (1920, 1080));
+        // Small sources are enlarged to the requested class.
+        assert_eq!(output_size(640, 360, P4k), (3840, 2160));
+        assert_eq!(output_size(320, 240, P1080), (1440, 1080));
+        // Vertical stays vertical: the box turns with it.
+        assert_eq!(output_size(1080, 1920, P720), (720, 1280));
+        assert_eq!(output_size(1080, 1920, P4k), (2160, 3840));
+        // Square uses the short side.
+        assert_eq!(output_size(500, 500, P720), (720, 720));
+        // Ultra-wide: width-bound, even height.
+        let (w, h) = output_size(2560, 1080, P720);
+        assert_eq!(w, 1280);
+        assert_eq!(h % 2, 0);
+        assert!((h as i32 - 540).abs() <= 2);
+        // Odd sizes round to even and never exceed the box.
+        for (sw, sh) in [(321, 241), (1, 1), (16384, 3), (3, 16384)] {
+            let (w, h) = output_size(sw, sh, P720);
+            assert_eq!((w % 2, h % 2), (0, 0));
+            assert!(w >= 2 && h >= 2);
+            assert!(w.max(h) <= 1280 && w.min(h) <= 720, "{sw}x{sh} -> {w}x{h}");
+        }
+    }
+}

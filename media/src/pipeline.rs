@@ -409,6 +409,10 @@ pub(crate) fn run(
     let (ev_tx, ev_rx) = bounded::<Event>(64);
 
     std::thread::scope(|s| {
+        // Owned by this closure so that a panicking progress callback drops it while
+        // unwinding: the encode thread then sees the disconnect instead of blocking on a full
+        // queue while the scope waits for it.
+        let ev_rx = ev_rx;
         let spawn_err = |what: &str, e: std::io::Error| {
             MediaError::failed(format!("cannot start the {what} thread: {e}"))
         };

@@ -259,14 +259,15 @@ pub(crate) fn rotate_plane(src: &[u8], w: usize, h: usize, dst: &mut [u8], rot: 
             for by in (0..h).step_by(B) {
                 for bx in (0..w).step_by(B) {
                     for y in by..(by + B).min(h) {
-                        let srow = &src[y * w..(y + 1) * w];
-                        for x in bx..(bx + B).min(w) {
+                        let xe = (bx + B).min(w);
+                        for (x, &px) in src[y * w + bx..y * w + xe].iter().enumerate() {
+                            let x = bx + x;
                             let (ox, oy) = if rot == Rotation::Cw90 {
                                 (h - 1 - y, x)
                             } else {
                                 (y, w - 1 - x)
                             };
-                            dst[oy * ow + ox] = srow[x];
+                            dst[oy * ow + ox] = px;
                         }
                     }
                 }

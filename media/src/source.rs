@@ -478,7 +478,7 @@ impl Source {
         // cannot frame-thread; FFmpeg picks one of the allowed kinds per codec.
         unsafe {
             let p = ctx.as_mut_ptr();
-            (*p).thread_type = ffi::FF_THREAD_FRAME as i32 | ffi::FF_THREAD_SLICE as i32;
+            (*p).thread_type = ffi::FF_THREAD_FRAME | ffi::FF_THREAD_SLICE;
             (*p).pkt_timebase = stream.time_base().into();
         }
         let dec = ctx.decoder().video().map_err(|e| {
@@ -538,13 +538,13 @@ pub(crate) fn frame_color(
         );
     let hd = height >= 720 || width >= 1280;
     let (sws_space, matrix) = match space {
-        S::BT709 => (ffi::SWS_CS_ITU709 as i32, Some(Matrix::Bt709)),
-        S::BT470BG | S::SMPTE170M => (ffi::SWS_CS_ITU601 as i32, Some(Matrix::Bt601)),
-        S::FCC => (ffi::SWS_CS_FCC as i32, None),
-        S::SMPTE240M => (ffi::SWS_CS_SMPTE240M as i32, None),
-        S::BT2020NCL | S::BT2020CL => (ffi::SWS_CS_BT2020 as i32, None),
-        _ if hd => (ffi::SWS_CS_ITU709 as i32, Some(Matrix::Bt709)),
-        _ => (ffi::SWS_CS_ITU601 as i32, Some(Matrix::Bt601)),
+        S::BT709 => (ffi::SWS_CS_ITU709, Some(Matrix::Bt709)),
+        S::BT470BG | S::SMPTE170M => (ffi::SWS_CS_ITU601, Some(Matrix::Bt601)),
+        S::FCC => (ffi::SWS_CS_FCC, None),
+        S::SMPTE240M => (ffi::SWS_CS_SMPTE240M, None),
+        S::BT2020NCL | S::BT2020CL => (ffi::SWS_CS_BT2020, None),
+        _ if hd => (ffi::SWS_CS_ITU709, Some(Matrix::Bt709)),
+        _ => (ffi::SWS_CS_ITU601, Some(Matrix::Bt601)),
     };
     let range = if full_range {
         Range::Full

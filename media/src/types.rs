@@ -276,3 +276,29 @@ pub struct RenderReport {
     pub fps: f64,
     pub stage_times: StageTimes,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for r in Resolution::ALL {
+            assert_eq!(Resolution::parse(r.as_str()), Some(r));
+        }
+        assert_eq!(Resolution::parse("2160p"), Some(Resolution::P4k));
+        assert_eq!(Resolution::parse("8k"), None);
+        for f in OutputFormat::ALL {
+            assert_eq!(OutputFormat::parse(f.as_str()), Some(f));
+            assert_eq!(
+                OutputFormat::from_path(Path::new(&format!("a/b.{}", f.extension()))),
+                Some(f)
+            );
+        }
+        assert_eq!(OutputFormat::Mov.mime_type(), "video/quicktime");
+        assert_eq!(OutputFormat::from_path(Path::new("x.avi")), None);
+        for b in [BackendChoice::Auto, BackendChoice::Wgpu, BackendChoice::Cpu] {
+            assert_eq!(BackendChoice::parse(b.as_str()), Some(b));
+        }
+    }
+}

@@ -98,7 +98,7 @@ fn watermark_at_requested_corner_with_requested_opacity() {
             (
                 (p.x + p.width + 8).min(1270) as usize,
                 p.y as usize,
-                2usize.max(8),
+                8,
                 p.height as usize,
             ),
             (

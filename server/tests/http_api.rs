@@ -285,3 +285,67 @@ async fn auth_upload_download_ranges_and_expiry() {
     assert_eq!(env["repair"]["arguments"], expected);
     assert_eq!(env["details"]["value"], id.as_str());
 }
+
+/// `vidforge serve` as a process: an acknowledged upload survives `kill -9`, and a second
+/// server on the same data dir is refused with a clear message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_upload_survives_kill_9() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vidforge"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--backend",
+            "cpu",
+            "--data-dir",
+        ])
+        .arg(&data)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let base = first
+        .strip_prefix("vidforge listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line: {first}"))
+        .to_string();
+
+    let second = Command::new(env!("CARGO_BIN_EXE_vidforge"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(err.contains("locked by another process"), "{err}");
+
+    let r = reqwest::Client::new()
+        .post(format!("{base}/assets?name=clip.mp4"))
+        .body(std::fs::read(&fixtures().clip).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    let v: Value = r.json().await.unwrap();
+    child.kill().unwrap(); // SIGKILL: no shutdown code runs.
+    child.wait().unwrap();
+
+    let store = vidforge::store::Store::open(&data.join("db")).unwrap();
+    let asset = store
+        .get_asset(v["asset_id"].as_str().unwrap())
+        .unwrap()
+        .expect("the acknowledged asset is durable");
+    assert_eq!(asset.principal, "local");
+    assert_eq!(
+        std::fs::metadata(&asset.path).unwrap().len(),
+        std::fs::metadata(&fixtures().clip).unwrap().len()
+    );
+}

@@ -500,7 +500,7 @@ async fn cancel_queued_running_awaiting_and_terminal() {
         .unwrap()
         .record
         .id;
-    h.wait(&"alice", &running, "running", |r| {
+    h.wait("alice", &running, "running", |r| {
         r.state == RenderState::Rendering
     })
     .await;
@@ -603,7 +603,7 @@ async fn boot_recovery_requeues_and_rearms() {
         .unwrap()
         .record
         .id;
-    h.wait(&"alice", &running, "running", |r| {
+    h.wait("alice", &running, "running", |r| {
         r.state == RenderState::Rendering
     })
     .await;
@@ -631,8 +631,9 @@ async fn boot_recovery_requeues_and_rearms() {
         .unwrap()
         .record
         .id;
-    h.wait(&"alice", &interrupted, "running", |r| {
-        r.state == RenderState::Rendering
+    // Frames flowing means the worker has prepared the result directory.
+    h.wait("alice", &interrupted, "frames flowing", |r| {
+        r.state == RenderState::Rendering && r.progress.as_ref().is_some_and(|p| p.frames_done > 0)
     })
     .await;
     std::fs::write(

@@ -69,7 +69,15 @@ pub fn lavfi_frame(source: &str, w: u32, h: u32) -> Option<Yuv420Frame> {
     let out = Command::new("ffmpeg")
         .args(["-hide_banner", "-loglevel", "error", "-f", "lavfi", "-i"])
         .arg(format!("{source}=size={w}x{h}:rate=25"))
-        .args(["-frames:v", "1", "-pix_fmt", "yuv420p", "-f", "rawvideo", "-"])
+        .args([
+            "-frames:v",
+            "1",
+            "-pix_fmt",
+            "yuv420p",
+            "-f",
+            "rawvideo",
+            "-",
+        ])
         .output()
         .ok()?;
     if !out.status.success() {
@@ -83,7 +91,15 @@ pub fn lavfi_frame(source: &str, w: u32, h: u32) -> Option<Yuv420Frame> {
 pub fn ffmpeg_scale(frame: &Yuv420Frame, ow: u32, oh: u32, flags: &str) -> Option<Yuv420Frame> {
     use std::io::Write;
     let mut child = Command::new("ffmpeg")
-        .args(["-hide_banner", "-loglevel", "error", "-f", "rawvideo", "-pix_fmt", "yuv420p"])
+        .args([
+            "-hide_banner",
+            "-loglevel",
+            "error",
+            "-f",
+            "rawvideo",
+            "-pix_fmt",
+            "yuv420p",
+        ])
         .arg("-s")
         .arg(format!("{}x{}", frame.width, frame.height))
         .args(["-i", "-", "-vf"])
@@ -100,7 +116,10 @@ pub fn ffmpeg_scale(frame: &Yuv420Frame, ow: u32, oh: u32, flags: &str) -> Optio
     let out = child.wait_with_output().ok()?;
     writer.join().ok()?.ok()?;
     if !out.status.success() {
-        eprintln!("ffmpeg scale failed: {}", String::from_utf8_lossy(&out.stderr));
+        eprintln!(
+            "ffmpeg scale failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         return None;
     }
     split_planes(&out.stdout, ow, oh)
@@ -130,7 +149,11 @@ pub fn synthetic_frame(w: u32, h: u32) -> Yuv420Frame {
             let (fx, fy) = (x as f64 / w as f64, y as f64 / h as f64);
             let r = ((fx - 0.5).powi(2) + (fy - 0.5).powi(2)).sqrt();
             let ring = (r * 60.0).sin() * 40.0;
-            let edge = if (x / 97 + y / 61) % 2 == 0 { 30.0 } else { -30.0 };
+            let edge = if (x / 97 + y / 61) % 2 == 0 {
+                30.0
+            } else {
+                -30.0
+            };
             f.y[(y * w + x) as usize] = (110.0 + 60.0 * fx + ring + edge).clamp(16.0, 235.0) as u8;
         }
     }
@@ -225,4 +248,32 @@ pub fn psnr(a: &[u8], b: &[u8]) -> f64 {
 pub fn psnr_planes(a: &Yuv420Frame, b: &Yuv420Frame) -> [f64; 3] {
     assert_eq!((a.width, a.height), (b.width, b.height));
     [psnr(&a.y, &b.y), psnr(&a.u, &b.u), psnr(&a.v, &b.v)]
+}
+
+/// Asserts two frames are identical, reporting the first differing sample (not the planes).
+pub fn assert_same(got: &Yuv420Frame, want: &Yuv420Frame, what: &str) {
+    assert_eq!(
+        (got.width, got.height),
+        (want.width, want.height),
+        "{what}: size"
+    );
+    let cw = got.width.div_ceil(2) as usize;
+    let planes = [
+        (&got.y, &want.y, got.width as usize),
+        (&got.u, &want.u, cw),
+        (&got.v, &want.v, cw),
+    ];
+    for (i, (g, w, stride)) in planes.into_iter().enumerate() {
+        assert_eq!(g.len(), w.len(), "{what}: plane {i} length");
+        if let Some(at) = g.iter().zip(w.iter()).position(|(a, b)| a != b) {
+            let bad = g.iter().zip(w.iter()).filter(|(a, b)| a != b).count();
+            panic!(
+                "{what}: plane {i} differs at ({}, {}): {} vs {} ({bad} samples differ)",
+                at % stride,
+                at / stride,
+                g[at],
+                w[at]
+            );
+        }
+    }
 }

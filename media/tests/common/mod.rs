@@ -53,7 +53,7 @@ pub fn leftovers(dir: &Path, keep: &[&Path]) -> Vec<PathBuf> {
     std::fs::read_dir(dir)
         .expect("read dir")
         .map(|e| e.expect("entry").path())
-        .filter(|p| !keep.iter().any(|k| *k == p.as_path()))
+        .filter(|p| !keep.contains(&p.as_path()))
         .collect()
 }
 

@@ -7,6 +7,9 @@ use clap::Args;
 use crate::app;
 use crate::config::{Config, ConfigArgs, display_path};
 
+/// How long open connections may finish after a shutdown request.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     #[command(flatten)]
@@ -42,10 +45,33 @@ pub fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         println!("vidforge auth {auth}");
         println!("vidforge backend {}", service.backend_name());
         tracing::info!(%listen, data_dir = %data_dir, "serving");
-        app::serve(&service, listener, app::shutdown_signal()).await?;
+        // Long-lived streams (subscriptions/listen) would hold a graceful shutdown open
+        // forever: give open connections SHUTDOWN_GRACE, then close them.
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            app::shutdown_signal().await;
+            let _ = stop_tx.send(true);
+        });
+        let mut graceful_rx = stop_rx.clone();
+        let graceful = async move {
+            let _ = graceful_rx.wait_for(|stop| *stop).await;
+        };
+        let mut deadline_rx = stop_rx;
+        let deadline = async move {
+            let _ = deadline_rx.wait_for(|stop| *stop).await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        };
+        tokio::select! {
+            served = app::serve(&service, listener, graceful) => served?,
+            _ = deadline => tracing::warn!(
+                "connections still open {}s after the shutdown request; closing them",
+                SHUTDOWN_GRACE.as_secs()
+            ),
+        }
         tokio::task::spawn_blocking(move || service.shutdown())
             .await
             .context("shutdown panicked")?;
+        tracing::info!("stopped");
         Ok(())
     })
 }

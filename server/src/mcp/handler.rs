@@ -990,29 +990,37 @@ impl ServerHandler for VidforgeMcp {
         };
         let principal = principal(request)?;
         let declared = declared(request);
+        // Subscribe before the snapshot so no change between the two is lost.
         let mut changes = self.shared.service.subscribe();
         let peer = request.peer.clone();
         let subscription_id = request.id.clone();
+        // The last (status, statusMessage) sent per task: identical repeats are skipped.
+        let mut last_sent: std::collections::HashMap<String, (Value, Value)> = Default::default();
+        // Each subscribed task's current state first, so a subscriber that arrives while a
+        // task already waits for input learns it without a further change.
+        let mut pending: Vec<String> = task_ids.clone();
         loop {
+            for id in pending.drain(..) {
+                // Re-checks ownership every time: another principal's id never fires.
+                let Ok(rec) = self.shared.service.get(&principal, &id) else { continue };
+                let detailed = self.detailed_task(&rec, declared.elicitation_form);
+                let key = (detailed["status"].clone(), detailed["statusMessage"].clone());
+                if last_sent.get(&id) == Some(&key) {
+                    continue;
+                }
+                last_sent.insert(id, key);
+                let notification = super::notify::task_status_notification(detailed, &subscription_id)?;
+                if peer.send_notification(notification).await.is_err() {
+                    return Ok(());
+                }
+            }
             tokio::select! {
                 _ = context.cancelled() => return Ok(()),
-                changed = changes.recv() => {
-                    let id = match changed {
-                        Ok(id) => id,
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                        Err(_) => return Ok(()),
-                    };
-                    if !task_ids.contains(&id) {
-                        continue;
-                    }
-                    // Re-checks ownership on every change: another principal's id never fires.
-                    let Ok(rec) = self.shared.service.get(&principal, &id) else { continue };
-                    let detailed = self.detailed_task(&rec, declared.elicitation_form);
-                    let notification = super::notify::task_status_notification(detailed, &subscription_id)?;
-                    if peer.send_notification(notification).await.is_err() {
-                        return Ok(());
-                    }
-                }
+                changed = changes.recv() => match changed {
+                    Ok(id) if task_ids.contains(&id) => pending.push(id),
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(_) => return Ok(()),
+                },
             }
         }
     }
