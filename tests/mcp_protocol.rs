@@ -25,7 +25,10 @@ fn discover_advertises_tasks_extension_and_caching() {
     assert!(r["capabilities"].get("tasks").is_none());
     assert!(r["ttlMs"].as_u64().unwrap() > 0);
     assert!(r["cacheScope"].is_string());
-    assert_eq!(r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "vidforge");
+    assert_eq!(
+        r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "vidforge"
+    );
 }
 
 #[test]
@@ -34,7 +37,12 @@ fn tools_list_is_deterministic_and_complete() {
     let mut mcp = server.mcp();
     let first = mcp.call("tools/list", json!({}), Caps::NONE);
     assert_result("core", "ListToolsResult", &first);
-    let names: Vec<&str> = first.result()["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = first.result()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
     assert_eq!(
         names,
         [
@@ -50,13 +58,33 @@ fn tools_list_is_deterministic_and_complete() {
     let render = &first.result()["tools"][0];
     assert_eq!(render["annotations"]["idempotentHint"], false);
     assert_eq!(render["inputSchema"]["additionalProperties"], false);
-    let codes: Vec<&str> = render["_meta"]["com.vidforge/errors"].as_array().unwrap().iter().map(|e| e["code"].as_str().unwrap()).collect();
+    let codes: Vec<&str> = render["_meta"]["com.vidforge/errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["code"].as_str().unwrap())
+        .collect();
     assert_eq!(
         codes,
-        ["source_not_found", "unsupported_codec", "watermark_rejected", "watermark_approval_timeout", "render_quota_exceeded", "render_failed"]
+        [
+            "source_not_found",
+            "unsupported_codec",
+            "watermark_rejected",
+            "watermark_approval_timeout",
+            "render_quota_exceeded",
+            "render_failed"
+        ]
     );
-    assert!(render["description"].as_str().unwrap().contains("30 minutes"));
-    assert_eq!(first.result()["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "vidforge");
+    assert!(
+        render["description"]
+            .as_str()
+            .unwrap()
+            .contains("30 minutes")
+    );
+    assert_eq!(
+        first.result()["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "vidforge"
+    );
 }
 
 fn header_set(method: &str) -> Vec<(String, String)> {
@@ -83,7 +111,11 @@ fn header_and_meta_errors_have_spec_codes_and_statuses() {
     assert_rpc_error(&reply, -32020);
 
     // Mcp-Name differs from the tool name.
-    let body = mcp.envelope("tools/call", json!({"name": "vidforge_get_capabilities", "arguments": {}}), Caps::NONE);
+    let body = mcp.envelope(
+        "tools/call",
+        json!({"name": "vidforge_get_capabilities", "arguments": {}}),
+        Caps::NONE,
+    );
     let mut headers = header_set("tools/call");
     headers.push(("Mcp-Name".into(), "vidforge_render_video".into()));
     let reply = mcp.raw(&body, &headers);
@@ -99,7 +131,13 @@ fn header_and_meta_errors_have_spec_codes_and_statuses() {
     // Unsupported version (header and _meta agree).
     let mut body = mcp.envelope("tools/list", json!({}), Caps::NONE);
     body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("1900-01-01");
-    let reply = mcp.raw(&body, &[("MCP-Protocol-Version".into(), "1900-01-01".into()), ("Mcp-Method".into(), "tools/list".into())]);
+    let reply = mcp.raw(
+        &body,
+        &[
+            ("MCP-Protocol-Version".into(), "1900-01-01".into()),
+            ("Mcp-Method".into(), "tools/list".into()),
+        ],
+    );
     assert_eq!(reply.status, 400);
     assert_rpc_error(&reply, -32022);
     assert_eq!(reply.error()["data"]["requested"], "1900-01-01");
@@ -154,7 +192,12 @@ fn invalid_arguments_are_tool_errors_with_the_envelope() {
     let env = &r["structuredContent"];
     assert_eq!(env["code"], "invalid_arguments");
     assert_eq!(env["temporary"], false);
-    assert!(env["fingerprint"].as_str().unwrap().starts_with("vidforge@"));
+    assert!(
+        env["fingerprint"]
+            .as_str()
+            .unwrap()
+            .starts_with("vidforge@")
+    );
     assert!(env["request_id"].as_str().unwrap().starts_with("req_"));
 
     // A well-formed URI for an asset that does not exist.
@@ -163,7 +206,12 @@ fn invalid_arguments_are_tool_errors_with_the_envelope() {
         json!({"source_asset_uri": "vidforge://assets/a_01JVXD00000000000000000000", "output_format": "mp4", "resolution": "720p"}),
         Caps::NONE,
     );
-    assert_eq!(reply.result()["structuredContent"]["code"], "source_not_found", "{}", reply.body);
+    assert_eq!(
+        reply.result()["structuredContent"]["code"],
+        "source_not_found",
+        "{}",
+        reply.body
+    );
 }
 
 #[test]
@@ -180,21 +228,37 @@ fn unknown_ids_are_invalid_params_and_mcp_name_must_match() {
     assert_eq!(reply.status, 400);
     assert_rpc_error(&reply, -32020);
 
-    let reply = mcp.tool("vidforge_get_render_status", json!({"render_id": "task_nope"}), Caps::NONE);
+    let reply = mcp.tool(
+        "vidforge_get_render_status",
+        json!({"render_id": "task_nope"}),
+        Caps::NONE,
+    );
     assert_eq!(reply.result()["isError"], true);
-    assert_eq!(reply.result()["structuredContent"]["code"], "render_not_found");
+    assert_eq!(
+        reply.result()["structuredContent"]["code"],
+        "render_not_found"
+    );
 }
 
 #[test]
 fn capabilities_are_served_as_resource_and_tool() {
     let (_dir, server) = server();
     let mut mcp = server.mcp();
-    let read = mcp.call("resources/read", json!({"uri": "vidforge://capabilities"}), Caps::NONE);
+    let read = mcp.call(
+        "resources/read",
+        json!({"uri": "vidforge://capabilities"}),
+        Caps::NONE,
+    );
     assert_result("core", "ReadResourceResult", &read);
     let text = read.result()["contents"][0]["text"].as_str().unwrap();
     let summary: Value = serde_json::from_str(text).unwrap();
     assert_eq!(summary["server"]["spec_target"]["revision"], PROTOCOL);
-    assert!(summary["server"]["fingerprint"].as_str().unwrap().starts_with("vidforge@1.0.0+"));
+    assert!(
+        summary["server"]["fingerprint"]
+            .as_str()
+            .unwrap()
+            .starts_with("vidforge@1.0.0+")
+    );
 
     let tool = mcp.tool("vidforge_get_capabilities", json!({}), Caps::NONE);
     assert_result("core", "CallToolResult", &tool);
@@ -204,13 +268,27 @@ fn capabilities_are_served_as_resource_and_tool() {
     assert_result("core", "ListResourcesResult", &list);
     let templates = mcp.call("resources/templates/list", json!({}), Caps::NONE);
     assert_result("core", "ListResourceTemplatesResult", &templates);
-    assert_eq!(templates.result()["resourceTemplates"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        templates.result()["resourceTemplates"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
 }
 
 #[test]
 fn bearer_tokens_gate_access_and_isolate_principals() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(&dir.path().join("data"), &["--token", "token-alice-1=alice", "--token", "token-bob-22=bob"]);
+    let server = Server::start(
+        &dir.path().join("data"),
+        &[
+            "--token",
+            "token-alice-1=alice",
+            "--token",
+            "token-bob-22=bob",
+        ],
+    );
 
     let mut anonymous = server.mcp();
     let reply = anonymous.call("tools/list", json!({}), Caps::NONE);
@@ -226,7 +304,10 @@ fn bearer_tokens_gate_access_and_isolate_principals() {
         json!({"source_asset_uri": alice_asset, "output_format": "mp4", "resolution": "720p"}),
         Caps::TASKS,
     );
-    assert_eq!(reply.result()["structuredContent"]["code"], "source_not_found");
+    assert_eq!(
+        reply.result()["structuredContent"]["code"],
+        "source_not_found"
+    );
 
     // Alice's task is invisible to Bob: the same -32602 as an unknown id.
     let mut alice = server.mcp().with_token("token-alice-1");
@@ -241,7 +322,14 @@ fn bearer_tokens_gate_access_and_isolate_principals() {
     assert_rpc_error(&theirs, -32602);
     assert_eq!(theirs.error()["code"], unknown.error()["code"]);
     assert_eq!(theirs.error()["message"], unknown.error()["message"]);
-    let status = bob.tool("vidforge_get_render_status", json!({"render_id": task_id}), Caps::NONE);
-    assert_eq!(status.result()["structuredContent"]["code"], "render_not_found");
+    let status = bob.tool(
+        "vidforge_get_render_status",
+        json!({"render_id": task_id}),
+        Caps::NONE,
+    );
+    assert_eq!(
+        status.result()["structuredContent"]["code"],
+        "render_not_found"
+    );
     assert_eq!(alice.task_get(&task_id, Caps::TASKS).status, 200);
 }

@@ -23,13 +23,20 @@ fn fixture(extra: &[&str]) -> Fixture {
     let logo_path = make_logo(dir.path());
     let clip = upload(&server, None, &clip_path);
     let logo = upload(&server, None, &logo_path);
-    Fixture { dir, server, clip, logo }
+    Fixture {
+        dir,
+        server,
+        clip,
+        logo,
+    }
 }
 
 fn render_args(f: &Fixture, watermark: bool) -> Value {
-    let mut args = json!({"source_asset_uri": f.clip, "output_format": "mp4", "resolution": "720p"});
+    let mut args =
+        json!({"source_asset_uri": f.clip, "output_format": "mp4", "resolution": "720p"});
     if watermark {
-        args["watermark"] = json!({"image_asset_uri": f.logo, "position": "top_left", "opacity": 0.6});
+        args["watermark"] =
+            json!({"image_asset_uri": f.logo, "position": "top_left", "opacity": 0.6});
     }
     args
 }
@@ -60,7 +67,12 @@ fn task_path_with_elicitation_approval_delivers_a_playable_video() {
     let request = &waiting["inputRequests"]["watermark-approval-1"];
     assert_eq!(request["method"], "elicitation/create");
     assert_eq!(request["params"]["mode"], "form");
-    assert!(request["params"]["message"].as_str().unwrap().contains("top_left, opacity 0.6"));
+    assert!(
+        request["params"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("top_left, opacity 0.6")
+    );
 
     // The preview is a readable PNG resource.
     let preview_uri = format!("vidforge://renders/{id}/watermark-preview.png");
@@ -90,7 +102,11 @@ fn task_path_with_elicitation_approval_delivers_a_playable_video() {
     // Download over plain HTTP, with Range support for players.
     let client = reqwest::blocking::Client::new();
     let url = format!("{}/videos/{id}/final.mp4", f.server.base());
-    let partial = client.get(&url).header("Range", "bytes=0-99").send().unwrap();
+    let partial = client
+        .get(&url)
+        .header("Range", "bytes=0-99")
+        .send()
+        .unwrap();
     assert_eq!(partial.status().as_u16(), 206);
     assert_eq!(partial.bytes().unwrap().len(), 100);
     let full = client.get(&url).send().unwrap().bytes().unwrap();
@@ -114,7 +130,11 @@ fn fallback_tools_render_without_the_tasks_extension() {
 
     let mut status = Value::Null;
     for _ in 0..1200 {
-        let reply = mcp.tool("vidforge_get_render_status", json!({"render_id": id}), Caps::NONE);
+        let reply = mcp.tool(
+            "vidforge_get_render_status",
+            json!({"render_id": id}),
+            Caps::NONE,
+        );
         status = reply.result()["structuredContent"].clone();
         if status["state"] == "awaiting_watermark_approval" {
             break;
@@ -123,18 +143,40 @@ fn fallback_tools_render_without_the_tasks_extension() {
     }
     assert_eq!(status["state"], "awaiting_watermark_approval", "{status}");
     assert_eq!(status["follow_up"]["tool"], "vidforge_approve_watermark");
-    assert_eq!(status["watermark_preview_uri"], format!("vidforge://renders/{id}/watermark-preview.png"));
+    assert_eq!(
+        status["watermark_preview_uri"],
+        format!("vidforge://renders/{id}/watermark-preview.png")
+    );
 
-    let approve = mcp.tool("vidforge_approve_watermark", json!({"render_id": id, "approved": true}), Caps::NONE);
+    let approve = mcp.tool(
+        "vidforge_approve_watermark",
+        json!({"render_id": id, "approved": true}),
+        Caps::NONE,
+    );
     assert_eq!(approve.result()["isError"], false, "{}", approve.body);
     // Replaying the same decision is a no-op; a conflicting one is refused.
-    let again = mcp.tool("vidforge_approve_watermark", json!({"render_id": id, "approved": true}), Caps::NONE);
+    let again = mcp.tool(
+        "vidforge_approve_watermark",
+        json!({"render_id": id, "approved": true}),
+        Caps::NONE,
+    );
     assert_eq!(again.result()["isError"], false);
-    let conflict = mcp.tool("vidforge_approve_watermark", json!({"render_id": id, "approved": false}), Caps::NONE);
-    assert_eq!(conflict.result()["structuredContent"]["code"], "approval_already_recorded");
+    let conflict = mcp.tool(
+        "vidforge_approve_watermark",
+        json!({"render_id": id, "approved": false}),
+        Caps::NONE,
+    );
+    assert_eq!(
+        conflict.result()["structuredContent"]["code"],
+        "approval_already_recorded"
+    );
 
     for _ in 0..1200 {
-        let reply = mcp.tool("vidforge_get_render_status", json!({"render_id": id}), Caps::NONE);
+        let reply = mcp.tool(
+            "vidforge_get_render_status",
+            json!({"render_id": id}),
+            Caps::NONE,
+        );
         status = reply.result()["structuredContent"].clone();
         if status["terminal"] == true {
             break;
@@ -142,7 +184,10 @@ fn fallback_tools_render_without_the_tasks_extension() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(status["state"], "succeeded", "{status}");
-    assert_eq!(status["video_uri"], format!("vidforge://videos/{id}/final.mp4"));
+    assert_eq!(
+        status["video_uri"],
+        format!("vidforge://videos/{id}/final.mp4")
+    );
     assert_eq!(status["watermark_applied"], true);
 }
 
@@ -155,7 +200,12 @@ fn rejection_ends_completed_with_a_callable_repair() {
     let waiting = mcp.wait_task(&id, Caps::TASKS, WAIT, |t| status_of(t) == "input_required");
     // No elicitation declared on this poll: no ElicitRequest, the message names the tool.
     assert_eq!(waiting["inputRequests"], json!({}));
-    assert!(waiting["statusMessage"].as_str().unwrap().contains("vidforge_approve_watermark"));
+    assert!(
+        waiting["statusMessage"]
+            .as_str()
+            .unwrap()
+            .contains("vidforge_approve_watermark")
+    );
 
     let reject = mcp.tool(
         "vidforge_approve_watermark",
@@ -168,13 +218,22 @@ fn rejection_ends_completed_with_a_callable_repair() {
     assert_eq!(result["isError"], true);
     let env = &result["structuredContent"];
     assert_eq!(env["code"], "watermark_rejected");
-    assert!(env["details"]["reason"].as_str().unwrap().contains("logo too large"));
+    assert!(
+        env["details"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("logo too large")
+    );
     let repair = &env["repair"];
     assert_eq!(repair["tool"], "vidforge_render_video");
     assert_eq!(repair["arguments"], render_args(&f, true));
 
     // The repair is literally callable.
-    let again = mcp.tool("vidforge_render_video", repair["arguments"].clone(), Caps::TASKS);
+    let again = mcp.tool(
+        "vidforge_render_video",
+        repair["arguments"].clone(),
+        Caps::TASKS,
+    );
     assert_result("tasks", "CreateTaskResult", &again);
     assert_ne!(again.result()["taskId"], json!(id));
 }
@@ -186,7 +245,10 @@ fn unanswered_approval_times_out_and_cancel_is_cooperative() {
     let created = mcp.tool("vidforge_render_video", render_args(&f, true), Caps::TASKS);
     let id = created.result()["taskId"].as_str().unwrap().to_string();
     let done = mcp.wait_task(&id, Caps::TASKS, WAIT, |t| status_of(t) == "completed");
-    assert_eq!(done["result"]["structuredContent"]["code"], "watermark_approval_timeout");
+    assert_eq!(
+        done["result"]["structuredContent"]["code"],
+        "watermark_approval_timeout"
+    );
 
     let created = mcp.tool("vidforge_render_video", render_args(&f, true), Caps::TASKS);
     let id = created.result()["taskId"].as_str().unwrap().to_string();
@@ -213,7 +275,11 @@ fn expired_tasks_route_to_the_status_tool() {
     assert_eq!(data["repair"]["tool"], "vidforge_get_render_status");
     assert_eq!(data["repair"]["arguments"]["render_id"], json!(id));
     // The longer-lived surface still answers.
-    let status = mcp.tool("vidforge_get_render_status", json!({"render_id": id}), Caps::NONE);
+    let status = mcp.tool(
+        "vidforge_get_render_status",
+        json!({"render_id": id}),
+        Caps::NONE,
+    );
     assert_eq!(status.result()["isError"], false);
 }
 
@@ -230,7 +296,10 @@ fn idempotency_keys_replay_conflict_and_deduplicate_concurrent_calls() {
     let mut changed = args.clone();
     changed["resolution"] = json!("1080p");
     let conflict = mcp.tool("vidforge_render_video", changed, Caps::TASKS);
-    assert_eq!(conflict.result()["structuredContent"]["code"], "idempotency_conflict");
+    assert_eq!(
+        conflict.result()["structuredContent"]["code"],
+        "idempotency_conflict"
+    );
 
     let mut concurrent = args.clone();
     concurrent["idempotency_key"] = json!("launch-video-2");
@@ -241,7 +310,10 @@ fn idempotency_keys_replay_conflict_and_deduplicate_concurrent_calls() {
                 let a = concurrent.clone();
                 s.spawn(move || {
                     let reply = mcp.tool("vidforge_render_video", a, Caps::NONE);
-                    reply.result()["structuredContent"]["render_id"].as_str().unwrap().to_string()
+                    reply.result()["structuredContent"]["render_id"]
+                        .as_str()
+                        .unwrap()
+                        .to_string()
                 })
             })
             .collect();
@@ -274,11 +346,19 @@ fn listen_streams_task_status_notifications() {
     let id = created.result()["taskId"].as_str().unwrap().to_string();
 
     // Without the extension, a taskIds subscription is refused with -32021.
-    let refused = mcp.call("subscriptions/listen", json!({"notifications": {"taskIds": [id]}}), Caps::NONE);
+    let refused = mcp.call(
+        "subscriptions/listen",
+        json!({"notifications": {"taskIds": [id]}}),
+        Caps::NONE,
+    );
     assert_eq!(refused.status, 400);
     assert_rpc_error(&refused, -32021);
 
-    let body = mcp.envelope("subscriptions/listen", json!({"notifications": {"taskIds": [id]}}), Caps::TASKS);
+    let body = mcp.envelope(
+        "subscriptions/listen",
+        json!({"notifications": {"taskIds": [id]}}),
+        Caps::TASKS,
+    );
     let listen_id = body["id"].clone();
     let resp = reqwest::blocking::Client::builder()
         .timeout(WAIT)
@@ -297,21 +377,38 @@ fn listen_streams_task_status_notifications() {
     let mut messages = Vec::new();
     let mut approved = false;
     while let Some(Ok(line)) = lines.next() {
-        let Some(data) = line.strip_prefix("data:") else { continue };
-        let Ok(message) = serde_json::from_str::<Value>(data.trim()) else { continue };
+        let Some(data) = line.strip_prefix("data:") else {
+            continue;
+        };
+        let Ok(message) = serde_json::from_str::<Value>(data.trim()) else {
+            continue;
+        };
         if messages.is_empty() {
             // The first frame is the acknowledgement, naming the honoured task ids.
-            assert_eq!(message["method"], "notifications/subscriptions/acknowledged", "{message}");
+            assert_eq!(
+                message["method"], "notifications/subscriptions/acknowledged",
+                "{message}"
+            );
             assert_eq!(message["params"]["notifications"]["taskIds"], json!([id]));
-            assert_eq!(message["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], listen_id);
+            assert_eq!(
+                message["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+                listen_id
+            );
         } else {
             assert_eq!(message["method"], "notifications/tasks", "{message}");
-            assert_eq!(message["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], listen_id);
+            assert_eq!(
+                message["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+                listen_id
+            );
             assert_eq!(message["params"]["taskId"], json!(id));
             assert_schema("tasks", "TaskStatusNotificationParams", &message["params"]);
             if message["params"]["status"] == "input_required" && !approved {
                 let mut other = f.server.mcp();
-                let approve = other.tool("vidforge_approve_watermark", json!({"render_id": id, "approved": true}), Caps::NONE);
+                let approve = other.tool(
+                    "vidforge_approve_watermark",
+                    json!({"render_id": id, "approved": true}),
+                    Caps::NONE,
+                );
                 assert_eq!(approve.result()["isError"], false);
                 approved = true;
             }

@@ -139,9 +139,13 @@ impl Drop for Server {
 }
 
 fn ureq_get(url: &str) -> Result<(), ()> {
-    reqwest::blocking::get(url)
-        .map_err(|_| ())
-        .and_then(|r| if r.status().is_success() { Ok(()) } else { Err(()) })
+    reqwest::blocking::get(url).map_err(|_| ()).and_then(|r| {
+        if r.status().is_success() {
+            Ok(())
+        } else {
+            Err(())
+        }
+    })
 }
 
 /// Client capabilities for a request.
@@ -152,9 +156,18 @@ pub struct Caps {
 }
 
 impl Caps {
-    pub const NONE: Caps = Caps { tasks: false, elicitation: false };
-    pub const TASKS: Caps = Caps { tasks: true, elicitation: false };
-    pub const FULL: Caps = Caps { tasks: true, elicitation: true };
+    pub const NONE: Caps = Caps {
+        tasks: false,
+        elicitation: false,
+    };
+    pub const TASKS: Caps = Caps {
+        tasks: true,
+        elicitation: false,
+    };
+    pub const FULL: Caps = Caps {
+        tasks: true,
+        elicitation: true,
+    };
 
     pub fn to_json(self) -> Value {
         let mut caps = json!({});
@@ -210,7 +223,9 @@ fn mcp_name(method: &str, params: &Value) -> Option<String> {
     match method {
         "tools/call" | "prompts/get" => params["name"].as_str().map(String::from),
         "resources/read" => params["uri"].as_str().map(String::from),
-        "tasks/get" | "tasks/update" | "tasks/cancel" => params["taskId"].as_str().map(String::from),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => {
+            params["taskId"].as_str().map(String::from)
+        }
         _ => None,
     }
 }
@@ -291,7 +306,11 @@ impl Mcp {
     }
 
     pub fn tool(&mut self, name: &str, arguments: Value, caps: Caps) -> Reply {
-        self.call("tools/call", json!({ "name": name, "arguments": arguments }), caps)
+        self.call(
+            "tools/call",
+            json!({ "name": name, "arguments": arguments }),
+            caps,
+        )
     }
 
     pub fn task_get(&mut self, task_id: &str, caps: Caps) -> Reply {
@@ -299,7 +318,13 @@ impl Mcp {
     }
 
     /// Polls `tasks/get` until `pred` holds (ignoring the suggested interval: tests are fast).
-    pub fn wait_task(&mut self, task_id: &str, caps: Caps, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+    pub fn wait_task(
+        &mut self,
+        task_id: &str,
+        caps: Caps,
+        timeout: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
         let deadline = Instant::now() + timeout;
         loop {
             let reply = self.task_get(task_id, caps);
@@ -307,7 +332,10 @@ impl Mcp {
             if pred(&task) {
                 return task;
             }
-            assert!(Instant::now() < deadline, "task {task_id} never reached the expected state; last: {task}");
+            assert!(
+                Instant::now() < deadline,
+                "task {task_id} never reached the expected state; last: {task}"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -316,7 +344,10 @@ impl Mcp {
 /// Uploads a file through `POST /assets` and returns its `vidforge://assets/…` URI.
 pub fn upload(server: &Server, token: Option<&str>, path: &Path) -> String {
     let client = reqwest::blocking::Client::new();
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("upload");
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("upload");
     let mut req = client
         .post(format!("{}/assets?name={name}", server.base()))
         .body(std::fs::read(path).expect("read upload"));
@@ -327,7 +358,10 @@ pub fn upload(server: &Server, token: Option<&str>, path: &Path) -> String {
     let status = resp.status();
     let body: Value = resp.json().expect("upload answer is JSON");
     assert!(status.is_success(), "upload failed: {status} {body}");
-    body["uri"].as_str().expect("upload answer has a uri").to_string()
+    body["uri"]
+        .as_str()
+        .expect("upload answer has a uri")
+        .to_string()
 }
 
 /// The schemas directory (`../shared/spec/schemas` beside the repository).
@@ -340,7 +374,8 @@ pub fn schemas_dir() -> PathBuf {
 
 fn load_schema(file: &str) -> Value {
     let path = schemas_dir().join(file);
-    serde_json::from_str(&std::fs::read_to_string(&path).expect("read schema")).expect("schema is JSON")
+    serde_json::from_str(&std::fs::read_to_string(&path).expect("read schema"))
+        .expect("schema is JSON")
 }
 
 /// Validates `value` against `#/$defs/<def>` of the core 2026-07-28 schema (`core`) or the
@@ -359,8 +394,15 @@ pub fn assert_schema(schema: &str, def: &str, value: &Value) {
         "$ref": format!("#/$defs/{def}"),
     });
     let validator = jsonschema::validator_for(&root).expect("schema compiles");
-    let errors: Vec<String> = validator.iter_errors(value).map(|e| format!("{} at {}", e, e.instance_path)).collect();
-    assert!(errors.is_empty(), "{def} ({file}) rejects {value}:\n{}", errors.join("\n"));
+    let errors: Vec<String> = validator
+        .iter_errors(value)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "{def} ({file}) rejects {value}:\n{}",
+        errors.join("\n")
+    );
 }
 
 /// Validates a whole JSON-RPC response message: envelope + result/error shape.
@@ -375,19 +417,48 @@ pub fn assert_rpc_error(reply: &Reply, code: i64) {
 }
 
 /// Generates a short test clip with the ffmpeg CLI (testsrc2 + optional sine audio).
-pub fn make_clip(dir: &Path, name: &str, width: u32, height: u32, seconds: f32, audio: bool) -> PathBuf {
+pub fn make_clip(
+    dir: &Path,
+    name: &str,
+    width: u32,
+    height: u32,
+    seconds: f32,
+    audio: bool,
+) -> PathBuf {
     let out = dir.join(name);
     let mut cmd = Command::new("ffmpeg");
-    cmd.args(["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i"])
-        .arg(format!("testsrc2=size={width}x{height}:rate=25:duration={seconds}"));
+    cmd.args([
+        "-hide_banner",
+        "-loglevel",
+        "error",
+        "-y",
+        "-f",
+        "lavfi",
+        "-i",
+    ])
+    .arg(format!(
+        "testsrc2=size={width}x{height}:rate=25:duration={seconds}"
+    ));
     if audio {
         cmd.args(["-f", "lavfi", "-i"])
-            .arg(format!("sine=frequency=440:sample_rate=48000:duration={seconds}"))
+            .arg(format!(
+                "sine=frequency=440:sample_rate=48000:duration={seconds}"
+            ))
             .args(["-c:a", "aac", "-b:a", "64k"]);
     }
-    cmd.args(["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p", "-shortest"])
-        .arg(&out);
-    let status = cmd.status().expect("run ffmpeg (install it: scripts/install-deps.sh)");
+    cmd.args([
+        "-c:v",
+        "libx264",
+        "-preset",
+        "ultrafast",
+        "-pix_fmt",
+        "yuv420p",
+        "-shortest",
+    ])
+    .arg(&out);
+    let status = cmd
+        .status()
+        .expect("run ffmpeg (install it: scripts/install-deps.sh)");
     assert!(status.success(), "ffmpeg failed to make {}", out.display());
     out
 }
@@ -396,7 +467,18 @@ pub fn make_clip(dir: &Path, name: &str, width: u32, height: u32, seconds: f32, 
 pub fn make_logo(dir: &Path) -> PathBuf {
     let out = dir.join("logo.png");
     let status = Command::new("ffmpeg")
-        .args(["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi", "-i", "color=c=red@0.6:s=96x48,format=rgba", "-frames:v", "1"])
+        .args([
+            "-hide_banner",
+            "-loglevel",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            "color=c=red@0.6:s=96x48,format=rgba",
+            "-frames:v",
+            "1",
+        ])
         .arg(&out)
         .status()
         .expect("run ffmpeg");
@@ -407,14 +489,24 @@ pub fn make_logo(dir: &Path) -> PathBuf {
 /// `ffprobe` width, height, video codec and whether an audio stream exists.
 pub fn probe_video(path: &Path) -> (u32, u32, String, bool) {
     let out = Command::new("ffprobe")
-        .args(["-v", "error", "-show_entries", "stream=codec_type,codec_name,width,height", "-of", "json"])
+        .args([
+            "-v",
+            "error",
+            "-show_entries",
+            "stream=codec_type,codec_name,width,height",
+            "-of",
+            "json",
+        ])
         .arg(path)
         .output()
         .expect("run ffprobe");
     assert!(out.status.success(), "ffprobe failed on {}", path.display());
     let v: Value = serde_json::from_slice(&out.stdout).expect("ffprobe json");
     let streams = v["streams"].as_array().cloned().unwrap_or_default();
-    let video = streams.iter().find(|s| s["codec_type"] == "video").expect("a video stream");
+    let video = streams
+        .iter()
+        .find(|s| s["codec_type"] == "video")
+        .expect("a video stream");
     let audio = streams.iter().any(|s| s["codec_type"] == "audio");
     (
         video["width"].as_u64().unwrap_or(0) as u32,

@@ -5,22 +5,25 @@
 use serde_json::{Map, Value};
 
 use crate::catalog::ErrorCode;
-
 use crate::envelope::Envelope;
+
+// Errors are boxed: an envelope is large and these results are almost always Ok.
 
 const MAX_NOTE_CHARS: usize = 2000;
 
-fn invalid(field: &str, reason: impl Into<String>) -> Envelope {
+fn invalid(field: &str, reason: impl Into<String>) -> Box<Envelope> {
     let reason = reason.into();
-    Envelope::new(
-        ErrorCode::InvalidArguments,
-        format!("Invalid arguments: {reason}"),
+    Box::new(
+        Envelope::new(
+            ErrorCode::InvalidArguments,
+            format!("Invalid arguments: {reason}"),
+        )
+        .field(field)
+        .reason(reason),
     )
-    .field(field)
-    .reason(reason)
 }
 
-fn object<'a>(v: &'a Value, field: &str) -> Result<&'a Map<String, Value>, Envelope> {
+fn object<'a>(v: &'a Value, field: &str) -> Result<&'a Map<String, Value>, Box<Envelope>> {
     v.as_object()
         .ok_or_else(|| invalid(field, format!("`{field}` must be an object")))
 }
@@ -29,7 +32,7 @@ fn reject_unknown(
     map: &Map<String, Value>,
     allowed: &[&str],
     prefix: &str,
-) -> Result<(), Envelope> {
+) -> Result<(), Box<Envelope>> {
     for key in map.keys() {
         if !allowed.contains(&key.as_str()) {
             let field = format!("{prefix}{key}");
@@ -49,7 +52,7 @@ fn required_str<'a>(
     map: &'a Map<String, Value>,
     key: &str,
     prefix: &str,
-) -> Result<&'a str, Envelope> {
+) -> Result<&'a str, Box<Envelope>> {
     let field = format!("{prefix}{key}");
     match map.get(key) {
         Some(Value::String(s)) => Ok(s),
@@ -59,7 +62,7 @@ fn required_str<'a>(
 }
 
 /// `{render_id}` only.
-pub fn render_id_only(v: &Value) -> Result<String, Envelope> {
+pub fn render_id_only(v: &Value) -> Result<String, Box<Envelope>> {
     let map = object(v, "arguments")?;
     reject_unknown(map, &["render_id"], "")?;
     let id = required_str(map, "render_id", "")?;
@@ -70,7 +73,7 @@ pub fn render_id_only(v: &Value) -> Result<String, Envelope> {
 }
 
 /// `{render_id, approved, note?}`.
-pub fn approval_args(v: &Value) -> Result<(String, bool, Option<String>), Envelope> {
+pub fn approval_args(v: &Value) -> Result<(String, bool, Option<String>), Box<Envelope>> {
     let map = object(v, "arguments")?;
     reject_unknown(map, &["render_id", "approved", "note"], "")?;
     let id = required_str(map, "render_id", "")?;
@@ -86,7 +89,7 @@ pub fn approval_args(v: &Value) -> Result<(String, bool, Option<String>), Envelo
     Ok((id.to_string(), approved, note))
 }
 
-fn optional_note(v: Option<&Value>) -> Result<Option<String>, Envelope> {
+fn optional_note(v: Option<&Value>) -> Result<Option<String>, Box<Envelope>> {
     match v {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if s.chars().count() <= MAX_NOTE_CHARS => Ok(Some(s.clone())),
@@ -98,13 +101,15 @@ fn optional_note(v: Option<&Value>) -> Result<Option<String>, Envelope> {
 }
 
 /// No arguments at all (or an empty object).
-pub fn no_arguments(v: &Value) -> Result<(), Envelope> {
+pub fn no_arguments(v: &Value) -> Result<(), Box<Envelope>> {
     reject_unknown(object(v, "arguments")?, &[], "")
 }
 
 /// Reads a watermark decision from an elicitation result:
 /// `accept` + `{approved, note?}` → decision; `decline` → rejection; `cancel` → no decision.
-pub fn approval_from_elicitation(v: &Value) -> Result<Option<(bool, Option<String>)>, Envelope> {
+pub fn approval_from_elicitation(
+    v: &Value,
+) -> Result<Option<(bool, Option<String>)>, Box<Envelope>> {
     let map = object(v, "inputResponses.watermark-approval-1")?;
     match map.get("action").and_then(Value::as_str) {
         Some("accept") => {

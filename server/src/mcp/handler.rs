@@ -155,7 +155,7 @@ impl VidforgeMcp {
             .into_iter()
             .filter(|r| r.principal == principal && !r.result_deleted)
             .collect();
-        recs.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        recs.sort_by_key(|r| std::cmp::Reverse(r.created_at));
         recs.truncate(super::MAX_LISTED_RENDERS);
         recs
     }
@@ -511,7 +511,7 @@ impl VidforgeMcp {
     ) -> Result<CallToolResponse, McpError> {
         let id = match super::args::render_id_only(arguments) {
             Ok(id) => id,
-            Err(env) => return tool_error(env),
+            Err(env) => return tool_error(*env),
         };
         match self.shared.service.get(principal, &id) {
             Ok(rec) => {
@@ -533,7 +533,7 @@ impl VidforgeMcp {
     ) -> Result<CallToolResponse, McpError> {
         let (id, approved, note) = match super::args::approval_args(arguments) {
             Ok(a) => a,
-            Err(env) => return tool_error(env),
+            Err(env) => return tool_error(*env),
         };
         match self
             .shared
@@ -568,7 +568,7 @@ impl VidforgeMcp {
     ) -> Result<CallToolResponse, McpError> {
         let id = match super::args::render_id_only(arguments) {
             Ok(id) => id,
-            Err(env) => return tool_error(env),
+            Err(env) => return tool_error(*env),
         };
         match self.shared.service.cancel(principal, &id).await {
             Ok(rec) => {
@@ -769,7 +769,7 @@ impl ServerHandler for VidforgeMcp {
             tools::CANCEL_RENDER => self.call_cancel(&principal, &arguments).await,
             tools::GET_CAPABILITIES => {
                 if let Err(env) = super::args::no_arguments(&arguments) {
-                    return tool_error(env);
+                    return tool_error(*env);
                 }
                 tool_ok(
                     "vidforge capability summary (also at vidforge://capabilities).".into(),
@@ -1002,14 +1002,20 @@ impl ServerHandler for VidforgeMcp {
         loop {
             for id in pending.drain(..) {
                 // Re-checks ownership every time: another principal's id never fires.
-                let Ok(rec) = self.shared.service.get(&principal, &id) else { continue };
+                let Ok(rec) = self.shared.service.get(&principal, &id) else {
+                    continue;
+                };
                 let detailed = self.detailed_task(&rec, declared.elicitation_form);
-                let key = (detailed["status"].clone(), detailed["statusMessage"].clone());
+                let key = (
+                    detailed["status"].clone(),
+                    detailed["statusMessage"].clone(),
+                );
                 if last_sent.get(&id) == Some(&key) {
                     continue;
                 }
                 last_sent.insert(id, key);
-                let notification = super::notify::task_status_notification(detailed, &subscription_id)?;
+                let notification =
+                    super::notify::task_status_notification(detailed, &subscription_id)?;
                 if peer.send_notification(notification).await.is_err() {
                     return Ok(());
                 }
