@@ -252,6 +252,7 @@ impl Mcp {
     pub fn call(&mut self, method: &str, params: Value, caps: Caps) -> Reply {
         let name = mcp_name(method, &params);
         let body = self.envelope(method, params, caps);
+        let method_name = method.to_string();
         let mut headers = vec![
             ("MCP-Protocol-Version".to_string(), PROTOCOL.to_string()),
             ("Mcp-Method".to_string(), method.to_string()),
@@ -259,7 +260,9 @@ impl Mcp {
         if let Some(name) = name {
             headers.push(("Mcp-Name".to_string(), name));
         }
-        self.raw(&body, &headers)
+        let reply = self.raw(&body, &headers);
+        validate_reply(&method_name, &reply);
+        reply
     }
 
     /// Sends a body with exactly these extra headers (for header-validation tests).
@@ -378,6 +381,35 @@ fn load_schema(file: &str) -> Value {
         .expect("schema is JSON")
 }
 
+/// Validates every JSON-RPC answer of [`Mcp::call`] against the official schemas: the
+/// response envelope, and the method's result type where the schemas define one.
+pub fn validate_reply(method: &str, reply: &Reply) {
+    if reply.body.get("error").is_some() {
+        assert_schema("core", "JSONRPCErrorResponse", &reply.body);
+        return;
+    }
+    if reply.body.get("result").is_none() {
+        // Not a JSON-RPC body (e.g. a 401 from the auth layer): nothing to validate.
+        return;
+    }
+    assert_schema("core", "JSONRPCResultResponse", &reply.body);
+    let result = &reply.body["result"];
+    let (schema, def) = match method {
+        "server/discover" => ("core", "DiscoverResult"),
+        "tools/list" => ("core", "ListToolsResult"),
+        "tools/call" if result["resultType"] == "task" => ("tasks", "CreateTaskResult"),
+        "tools/call" => ("core", "CallToolResult"),
+        "resources/list" => ("core", "ListResourcesResult"),
+        "resources/templates/list" => ("core", "ListResourceTemplatesResult"),
+        "resources/read" => ("core", "ReadResourceResult"),
+        "tasks/get" => ("tasks", "GetTaskResult"),
+        "tasks/update" => ("tasks", "UpdateTaskResult"),
+        "tasks/cancel" => ("tasks", "CancelTaskResult"),
+        _ => return,
+    };
+    assert_schema(schema, def, result);
+}
+
 /// Validates `value` against `#/$defs/<def>` of the core 2026-07-28 schema (`core`) or the
 /// tasks-extension draft schema (`tasks`).
 pub fn assert_schema(schema: &str, def: &str, value: &Value) {
@@ -386,14 +418,27 @@ pub fn assert_schema(schema: &str, def: &str, value: &Value) {
         "tasks" => "ext-tasks-draft.schema.json",
         other => panic!("unknown schema {other}"),
     };
-    let doc = load_schema(file);
-    assert!(doc["$defs"].get(def).is_some(), "{file} has no $defs/{def}");
-    let root = json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$defs": doc["$defs"],
-        "$ref": format!("#/$defs/{def}"),
-    });
-    let validator = jsonschema::validator_for(&root).expect("schema compiles");
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    // Compiling the big schemas is slow: one validator per definition, per test process.
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> = OnceLock::new();
+    let key = format!("{file}#{def}");
+    let cached = CACHE.get_or_init(Default::default).lock().unwrap().get(&key).cloned();
+    let validator = match cached {
+        Some(v) => v,
+        None => {
+            let doc = load_schema(file);
+            assert!(doc["$defs"].get(def).is_some(), "{file} has no $defs/{def}");
+            let root = json!({
+                "$schema": "https://json-schema.org/draft/2020-12/schema",
+                "$defs": doc["$defs"],
+                "$ref": format!("#/$defs/{def}"),
+            });
+            let v = Arc::new(jsonschema::validator_for(&root).expect("schema compiles"));
+            CACHE.get().unwrap().lock().unwrap().insert(key, v.clone());
+            v
+        }
+    };
     let errors: Vec<String> = validator
         .iter_errors(value)
         .map(|e| format!("{} at {}", e, e.instance_path))
