@@ -18,6 +18,10 @@ serve: build
 test: deps
 	$(CARGO) build --workspace --all-targets
 	$(TEST_ENV) $(CARGO) test --workspace --no-fail-fast -- --test-threads=2
+	# Official SDK clients (Python fallback path, TypeScript task path) against a fresh server.
+	./scripts/run-clients.sh
+	# The pinned official conformance suite, against conformance/expected-failures.yml.
+	./scripts/run-conformance.sh
 
 lint:
 	$(CARGO) fmt --all -- --check

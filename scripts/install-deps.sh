@@ -13,6 +13,12 @@ PACKAGES=(
   ffmpeg
 )
 
+# The SDK-client and conformance checks run on a project-local Node 22 installed by npm from
+# lockfiles (any npm will do), and the Python client in a venv; curl drives the test scripts.
+command -v npm >/dev/null 2>&1 || PACKAGES+=(npm)
+command -v curl >/dev/null 2>&1 || PACKAGES+=(curl)
+python3 -c "import venv, ensurepip" >/dev/null 2>&1 || PACKAGES+=(python3-venv)
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

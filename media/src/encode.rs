@@ -6,6 +6,7 @@ use std::ffi::c_void;
 use std::path::Path;
 use std::ptr;
 
+use crossbeam_channel::Sender;
 use ffmpeg::ffi;
 use ffmpeg::format::Pixel;
 use ffmpeg::format::context::Output;
@@ -29,6 +30,115 @@ fn rescale(v: i64, from: Rational, to: Rational) -> i64 {
     unsafe { ffi::av_rescale_q(v, from.into(), to.into()) }
 }
 
+/// A composed frame lent to FFmpeg, and where it returns once FFmpeg is done with it.
+struct Lent {
+    frame: Yuv420Frame,
+    home: Option<Sender<Yuv420Frame>>,
+}
+
+/// FFmpeg's free callback for a lent frame's buffer.
+unsafe extern "C" fn release_lent(opaque: *mut c_void, _data: *mut u8) {
+    // SAFETY: `opaque` is the `Box<Lent>` leaked by `lend_frame`; FFmpeg calls this once.
+    let lent = unsafe { Box::from_raw(opaque as *mut Lent) };
+    let Lent { frame, home } = *lent;
+    if let Some(home) = home {
+        // A full pool just drops the frame.
+        let _ = home.try_send(frame);
+    }
+}
+
+/// Wraps `img`'s planes in a reference-counted AVFrame without copying. Strides are the plane
+/// widths, so only widths whose luma and chroma rows stay 16-byte aligned qualify (encoders'
+/// SIMD input paths expect aligned rows); otherwise `img` comes back for the copying path.
+fn lend_frame(
+    img: Yuv420Frame,
+    home: Option<&Sender<Yuv420Frame>>,
+) -> Result<frame::Video, Yuv420Frame> {
+    let (w, h) = (img.width as usize, img.height as usize);
+    let (cw, ch) = Yuv420Frame::chroma_size(img.width, img.height);
+    let (cw, ch) = (cw as usize, ch as usize);
+    let aligned = |p: *const u8| (p as usize).is_multiple_of(16);
+    if !w.is_multiple_of(64)
+        || img.y.len() < w * h
+        || img.u.len() < cw * ch
+        || img.v.len() < cw * ch
+        || !aligned(img.y.as_ptr())
+        || !aligned(img.u.as_ptr())
+        || !aligned(img.v.as_ptr())
+    {
+        return Err(img);
+    }
+    let mut lent = Box::new(Lent {
+        frame: img,
+        home: home.cloned(),
+    });
+    let planes = [
+        lent.frame.y.as_mut_ptr(),
+        lent.frame.u.as_mut_ptr(),
+        lent.frame.v.as_mut_ptr(),
+    ];
+    let y_len = lent.frame.y.len();
+    let (fw, fh) = (lent.frame.width, lent.frame.height);
+    let opaque = Box::into_raw(lent);
+    // SAFETY: the planes live in `*opaque`, whose heap buffers do not move while it is leaked;
+    // the buffer frees it exactly once through `release_lent`.
+    let buf =
+        unsafe { ffi::av_buffer_create(planes[0], y_len, Some(release_lent), opaque.cast(), 0) };
+    if buf.is_null() {
+        // SAFETY: not handed to FFmpeg; reclaim it.
+        let lent = unsafe { Box::from_raw(opaque) };
+        return Err(lent.frame);
+    }
+    let mut f = frame::Video::empty();
+    // SAFETY: a fresh empty AVFrame; fields set as av_frame_get_buffer would, with `buf[0]`
+    // owning (through the callback) all three planes.
+    unsafe {
+        let p = f.as_mut_ptr();
+        (*p).format = ffi::AVPixelFormat::AV_PIX_FMT_YUV420P as i32;
+        (*p).width = fw as i32;
+        (*p).height = fh as i32;
+        (*p).buf[0] = buf;
+        for (i, plane) in planes.into_iter().enumerate() {
+            (*p).data[i] = plane;
+        }
+        (*p).linesize[0] = w as i32;
+        (*p).linesize[1] = cw as i32;
+        (*p).linesize[2] = cw as i32;
+    }
+    Ok(f)
+}
+
+/// The copying path: `img` into the muxer's own (lazily allocated) encoder frame.
+fn copy_frame<'a>(
+    slot: &'a mut Option<frame::Video>,
+    img: &Yuv420Frame,
+) -> Result<&'a mut frame::Video, MediaError> {
+    let f = slot.get_or_insert_with(|| frame::Video::new(Pixel::YUV420P, img.width, img.height));
+    // SAFETY: the frame was allocated with buffers; make_writable copies them only if the
+    // encoder still holds a reference.
+    let r = unsafe { ffi::av_frame_make_writable(f.as_mut_ptr()) };
+    if r < 0 {
+        return Err(MediaError::ffmpeg(
+            "allocating an encoder frame",
+            ffmpeg::Error::from(r),
+        ));
+    }
+    let (cw, ch) = Yuv420Frame::chroma_size(img.width, img.height);
+    let planes: [(&[u8], usize, usize); 3] = [
+        (&img.y, img.width as usize, img.height as usize),
+        (&img.u, cw as usize, ch as usize),
+        (&img.v, cw as usize, ch as usize),
+    ];
+    for (i, (src, w, h)) in planes.into_iter().enumerate() {
+        let stride = f.stride(i);
+        let dst = f.data_mut(i);
+        for row in 0..h {
+            dst[row * stride..row * stride + w].copy_from_slice(&src[row * w..(row + 1) * w]);
+        }
+    }
+    Ok(f)
+}
+
 /// The output file: muxer plus encoders. Built on the calling thread, then moved to the
 /// encode thread.
 pub(crate) struct Muxer {
@@ -45,7 +155,10 @@ struct VideoOut {
     ist_tb: Rational,
     enc_tb: Rational,
     offset: i64,
-    frame: frame::Video,
+    width: u32,
+    height: u32,
+    /// Encoder frame for composed frames that cannot be lent in place; allocated on first use.
+    frame: Option<frame::Video>,
     packet: Packet,
     last_pts: Option<i64>,
     first_pts: Option<i64>,
@@ -231,7 +344,6 @@ impl Muxer {
                 AudioOut::Transcode(t)
             }
         });
-        let frame = frame::Video::new(Pixel::YUV420P, out_w, out_h);
         Ok(Muxer {
             octx,
             video: VideoOut {
@@ -241,7 +353,9 @@ impl Muxer {
                 ist_tb,
                 enc_tb,
                 offset: src.start_offset(ist_tb),
-                frame,
+                width: out_w,
+                height: out_h,
+                frame: None,
                 packet: Packet::empty(),
                 last_pts: None,
                 first_pts: None,
@@ -258,43 +372,23 @@ impl Muxer {
     }
 
     /// Encodes one composed frame. `pts`/`duration` are in the source stream's time base.
+    ///
+    /// The encoder reads `img`'s planes in place when their strides suit it (no copy); the
+    /// frame goes back through `home` (to be reused by the compositor) once FFmpeg drops its
+    /// last reference, which for libx264/libvpx is inside the encode call.
     pub fn write_video(
         &mut self,
-        img: &Yuv420Frame,
+        img: Yuv420Frame,
         pts: Option<i64>,
         duration: i64,
+        home: Option<&Sender<Yuv420Frame>>,
     ) -> Result<(), MediaError> {
         let v = &mut self.video;
-        if img.width != v.frame.width() || img.height != v.frame.height() {
+        if img.width != v.width || img.height != v.height {
             return Err(MediaError::failed(format!(
                 "composed frame is {}x{}, encoder expects {}x{}",
-                img.width,
-                img.height,
-                v.frame.width(),
-                v.frame.height()
+                img.width, img.height, v.width, v.height
             )));
-        }
-        // SAFETY: the frame was allocated with buffers; make_writable copies them only if the
-        // encoder still holds a reference.
-        let r = unsafe { ffi::av_frame_make_writable(v.frame.as_mut_ptr()) };
-        if r < 0 {
-            return Err(MediaError::ffmpeg(
-                "allocating an encoder frame",
-                ffmpeg::Error::from(r),
-            ));
-        }
-        let (cw, ch) = Yuv420Frame::chroma_size(img.width, img.height);
-        let planes: [(&[u8], usize, usize); 3] = [
-            (&img.y, img.width as usize, img.height as usize),
-            (&img.u, cw as usize, ch as usize),
-            (&img.v, cw as usize, ch as usize),
-        ];
-        for (i, (src, w, h)) in planes.into_iter().enumerate() {
-            let stride = v.frame.stride(i);
-            let dst = v.frame.data_mut(i);
-            for row in 0..h {
-                dst[row * stride..row * stride + w].copy_from_slice(&src[row * w..(row + 1) * w]);
-            }
         }
         let mut p = match pts {
             Some(p) => rescale(p - v.offset, v.ist_tb, v.enc_tb),
@@ -315,11 +409,26 @@ impl Muxer {
         v.first_pts.get_or_insert(p);
         v.end_pts = v.end_pts.max(p + dur);
         v.durations.insert(p, dur);
-        v.frame.set_pts(Some(p));
-        v.frame.set_kind(ffmpeg::picture::Type::None);
-        v.enc
-            .send_frame(&v.frame)
-            .map_err(|e| MediaError::ffmpeg("encoding video", e))?;
+        match lend_frame(img, home) {
+            Ok(mut f) => {
+                f.set_pts(Some(p));
+                f.set_kind(ffmpeg::picture::Type::None);
+                v.enc
+                    .send_frame(&f)
+                    .map_err(|e| MediaError::ffmpeg("encoding video", e))?;
+            }
+            Err(img) => {
+                let f = copy_frame(&mut v.frame, &img)?;
+                f.set_pts(Some(p));
+                f.set_kind(ffmpeg::picture::Type::None);
+                v.enc
+                    .send_frame(f)
+                    .map_err(|e| MediaError::ffmpeg("encoding video", e))?;
+                if let Some(home) = home {
+                    let _ = home.try_send(img);
+                }
+            }
+        }
         self.drain_video()
     }
 

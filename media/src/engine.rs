@@ -177,6 +177,8 @@ impl Engine {
             frames_total,
         });
         let (out_w, out_h) = (spec.out_width, spec.out_height);
+        let depths =
+            pipeline::QueueDepths::for_sizes((src.video.width, src.video.height), (out_w, out_h));
         let reader = FrameReader::new(src, decoder, muxer.has_audio());
         let gpu = self.gpu.clone();
         let make: Box<dyn FnOnce() -> Result<Box<dyn Compositor>, MediaError> + Send> =
@@ -187,7 +189,7 @@ impl Engine {
                     None => Box::new(CpuCompositor::new(spec)),
                 })
             });
-        let outcome = pipeline::run(reader, make, muxer, cancel, progress, frames_total)?;
+        let outcome = pipeline::run(reader, make, muxer, cancel, progress, frames_total, depths)?;
         tmp.commit()?;
         let size_bytes = std::fs::metadata(&job.output).map(|m| m.len()).unwrap_or(0);
         let duration_seconds = ffmpeg::format::input(&job.output)
@@ -287,6 +289,20 @@ pub fn decode_frames(path: &Path, max_frames: usize) -> Result<Vec<Yuv420Frame>,
         let mut dst = crate::scale::blank_frame(w, h);
         c.convert(&f, &mut dst)?;
         out.push(dst);
+    }
+    Ok(out)
+}
+
+/// Decodes up to `max_frames` frames of `path` exactly as the decoder returns them (native
+/// pixel format and size), for benchmarks of the compositors' `push`.
+pub fn decode_raw_frames(path: &Path, max_frames: usize) -> Result<Vec<frame::Video>, MediaError> {
+    let src = source::open(path)?;
+    let decoder = src.video_decoder()?;
+    let mut reader = FrameReader::new(src, decoder, false);
+    let mut out = Vec::new();
+    while out.len() < max_frames {
+        let Some(f) = reader.next_video()? else { break };
+        out.push(f);
     }
     Ok(out)
 }

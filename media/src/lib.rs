@@ -36,7 +36,7 @@ pub use vidforge_gpu as gpu;
 pub use vidforge_gpu::{ColorSpec, Position, Rotation, Yuv420Frame};
 
 pub use compose::{ComposeSpec, Compositor, CpuCompositor, WgpuCompositor};
-pub use engine::{Engine, decode_frames, output_size};
+pub use engine::{Engine, decode_frames, decode_raw_frames, output_size};
 pub use error::{ErrorKind, MediaError};
 pub use probe::{AudioStreamInfo, ProbeInfo, VideoStreamInfo, probe};
 pub use source::{MAX_DIMENSION, init};

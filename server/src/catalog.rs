@@ -36,6 +36,22 @@ pub const MAX_INLINE_RESOURCE_BYTES: u64 = 64 * 1024 * 1024;
 /// `server/discover` cache lifetime.
 pub const DISCOVER_TTL: Duration = Duration::from_secs(60 * 60);
 
+/// A duration in words for descriptions and messages: "30 minutes", "24 hours", "7 days".
+pub fn human_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    // Whole days from two days up ("7 days"); "24 hours" reads better than "1 day".
+    let (n, unit) = if secs >= 2 * 86_400 && secs % 86_400 == 0 {
+        (secs / 86_400, "day")
+    } else if secs >= 3_600 && secs % 3_600 == 0 {
+        (secs / 3_600, "hour")
+    } else if secs >= 60 && secs % 60 == 0 {
+        (secs / 60, "minute")
+    } else {
+        (secs, "second")
+    };
+    format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
+}
+
 /// Every error code vidforge emits, with whether retrying the same call can succeed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorCode {
@@ -194,6 +210,15 @@ impl std::fmt::Display for ErrorCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(human_duration(APPROVAL_TIMEOUT), "30 minutes");
+        assert_eq!(human_duration(TASK_TTL), "24 hours");
+        assert_eq!(human_duration(RESULT_TTL), "7 days");
+        assert_eq!(human_duration(Duration::from_secs(1)), "1 second");
+        assert_eq!(human_duration(Duration::from_secs(90)), "90 seconds");
+    }
 
     #[test]
     fn codes_round_trip_and_are_unique() {

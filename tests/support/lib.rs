@@ -384,12 +384,12 @@ fn load_schema(file: &str) -> Value {
 /// Validates every JSON-RPC answer of [`Mcp::call`] against the official schemas: the
 /// response envelope, and the method's result type where the schemas define one.
 pub fn validate_reply(method: &str, reply: &Reply) {
-    if reply.body.get("error").is_some() {
-        assert_schema("core", "JSONRPCErrorResponse", &reply.body);
+    if reply.body.get("jsonrpc").is_none() {
+        // Not a JSON-RPC body (e.g. the auth layer's 401): nothing to validate.
         return;
     }
-    if reply.body.get("result").is_none() {
-        // Not a JSON-RPC body (e.g. a 401 from the auth layer): nothing to validate.
+    if reply.body.get("error").is_some() {
+        assert_schema("core", "JSONRPCErrorResponse", &reply.body);
         return;
     }
     assert_schema("core", "JSONRPCResultResponse", &reply.body);
@@ -423,7 +423,12 @@ pub fn assert_schema(schema: &str, def: &str, value: &Value) {
     // Compiling the big schemas is slow: one validator per definition, per test process.
     static CACHE: OnceLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> = OnceLock::new();
     let key = format!("{file}#{def}");
-    let cached = CACHE.get_or_init(Default::default).lock().unwrap().get(&key).cloned();
+    let cached = CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap()
+        .get(&key)
+        .cloned();
     let validator = match cached {
         Some(v) => v,
         None => {

@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 pub mod assets;
+pub mod bench;
 pub mod render;
 pub mod serve;
 
@@ -24,6 +25,8 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// Manage uploaded assets.
     Assets(assets::AssetsArgs),
+    /// Benchmark renders side by side with the ffmpeg CLI (report.json, report.md, fps.svg).
+    Bench(bench::BenchArgs),
 }
 
 /// Logs to stderr; `RUST_LOG` overrides the default `info` level.
@@ -42,5 +45,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Probe(args) => render::run_probe(args),
         Command::Serve(args) => serve::run_serve(args),
         Command::Assets(args) => assets::run_assets(args),
+        Command::Bench(args) => bench::run_bench(args),
     }
 }

@@ -17,7 +17,7 @@ pub fn summary(
     task_ttl: std::time::Duration,
     result_ttl: std::time::Duration,
 ) -> Value {
-    let approval_minutes = approval_timeout.as_secs() / 60;
+    let approval = catalog::human_duration(approval_timeout);
     json!({
         "server": {
             "name": "vidforge",
@@ -48,8 +48,8 @@ pub fn summary(
                 "input_required": catalog::POLL_INTERVAL_AWAITING.as_millis() as u64
             },
             "result_retention": format!(
-                "render results and status remain reachable via vidforge_get_render_status and the vidforge://videos/{{render_id}}/final.{{ext}} resource for {} days",
-                result_ttl.as_secs() / 86400
+                "render results and status remain reachable via vidforge_get_render_status and the vidforge://videos/{{render_id}}/final.{{ext}} resource for {}",
+                catalog::human_duration(result_ttl)
             )
         },
         "negotiated_capabilities": {
@@ -58,7 +58,7 @@ pub fn summary(
             "fallbacks": {
                 "no_tasks": "vidforge_render_video returns status:'accepted' with a render_id; poll vidforge_get_render_status, cancel via vidforge_cancel_render.",
                 "no_elicitation": "watermark approval is requested via the task's input_required status message and satisfied by calling vidforge_approve_watermark; no ElicitRequest is sent.",
-                "approval_never_arrives": format!("after {approval_minutes} minutes awaiting approval the render ends as a completed task whose result carries the watermark_approval_timeout error envelope.")
+                "approval_never_arrives": format!("after {approval} awaiting approval the render ends as a completed task whose result carries the watermark_approval_timeout error envelope.")
             },
             "fallback_tools_note": "vidforge_get_render_status, vidforge_approve_watermark and vidforge_cancel_render are a labelled convention mirroring tasks/get, tasks/update and tasks/cancel for clients without the tasks extension; task-capable clients should prefer the native lifecycle."
         }

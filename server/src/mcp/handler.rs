@@ -33,8 +33,9 @@ pub struct McpShared {
     pub service: RenderService,
     pub tools: Vec<Value>,
     pub capabilities_summary: Value,
-    pub task_ttl_ms: u64,
-    pub result_ttl_ms: u64,
+    pub task_ttl: std::time::Duration,
+    pub result_ttl: std::time::Duration,
+    pub approval_timeout: std::time::Duration,
     pub public_base_url: String,
 }
 
@@ -205,7 +206,7 @@ impl VidforgeMcp {
                             "type": "resource_link",
                             "uri": uri,
                             "name": video_file_name,
-                            "description": format!("Rendered {resolution} {ext} {wm}; retained {} days.", self.shared.result_ttl_ms / 86_400_000),
+                            "description": format!("Rendered {resolution} {ext} {wm}; retained {}.", catalog::human_duration(self.shared.result_ttl)),
                             "mimeType": mime,
                             "size": size_bytes,
                             "annotations": { "audience": ["user"], "priority": 0.9, "lastModified": wire::rfc3339(*finished_at) },
@@ -264,9 +265,9 @@ impl VidforgeMcp {
             RenderState::Previewing => "Preparing the watermark preview.".into(),
             RenderState::Rendering => Self::progress_text(rec),
             RenderState::AwaitingApproval => {
-                let minutes = catalog::APPROVAL_TIMEOUT.as_secs() / 60;
+                let timeout = catalog::human_duration(self.shared.approval_timeout);
                 let base = format!(
-                    "Waiting for user approval of the watermark preview at {}. Unanswered approvals time out after {minutes} minutes.",
+                    "Waiting for user approval of the watermark preview at {}. Unanswered approvals time out after {timeout}.",
                     uri::preview_uri(&rec.id)
                 );
                 if elicitation_form {
@@ -299,7 +300,7 @@ impl VidforgeMcp {
             "statusMessage": self.status_message(rec, elicitation_form),
             "createdAt": wire::rfc3339(rec.created_at),
             "lastUpdatedAt": wire::rfc3339(rec.updated_at),
-            "ttlMs": self.shared.task_ttl_ms,
+            "ttlMs": self.shared.task_ttl.as_millis() as u64,
             "pollIntervalMs": wire::poll_interval_ms(status == "working"),
         })
     }
@@ -403,16 +404,16 @@ impl VidforgeMcp {
             let env = Envelope::new(
                 ErrorCode::TaskExpired,
                 format!(
-                    "Task state was deleted after its {}h TTL; render results remain reachable for {} days.",
-                    self.shared.task_ttl_ms / 3_600_000,
-                    self.shared.result_ttl_ms / 86_400_000
+                    "Task state was deleted after its {} TTL; render results remain reachable for {}.",
+                    catalog::human_duration(self.shared.task_ttl),
+                    catalog::human_duration(self.shared.result_ttl)
                 ),
             )
             .field("taskId")
             .value(id)
             .reason(format!(
                 "ttlMs elapsed at {}.",
-                wire::rfc3339(rec.created_at + self.shared.task_ttl_ms)
+                wire::rfc3339(self.shared.service.task_expires_at(&rec))
             ))
             .repair(default_repair(
                 ErrorCode::TaskExpired,
@@ -852,7 +853,7 @@ impl ServerHandler for VidforgeMcp {
                     "uriTemplate": "vidforge://videos/{render_id}/final.{ext}",
                     "name": "render-result",
                     "title": "Rendered video",
-                    "description": format!("The finished video of a render (ext: mp4, webm or mov); retained {} days.", self.shared.result_ttl_ms / 86_400_000),
+                    "description": format!("The finished video of a render (ext: mp4, webm or mov); retained {}.", catalog::human_duration(self.shared.result_ttl)),
                 },
                 {
                     "uriTemplate": "vidforge://renders/{render_id}/watermark-preview.png",

@@ -56,9 +56,10 @@ pub fn router(service: RenderService, config: &Config) -> axum::Router {
             config.task_ttl,
             config.result_ttl,
         ),
-        tools: tools::tool_definitions(),
-        task_ttl_ms: config.task_ttl.as_millis() as u64,
-        result_ttl_ms: config.result_ttl.as_millis() as u64,
+        tools: tools::tool_definitions(config.approval_timeout),
+        task_ttl: config.task_ttl,
+        result_ttl: config.result_ttl,
+        approval_timeout: config.approval_timeout,
         public_base_url: config.base_url(),
         service,
     });

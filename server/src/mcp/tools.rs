@@ -44,9 +44,7 @@ pub const TERMINAL_FALLBACK_STATES: [&str; 3] = ["succeeded", "failed", "cancell
 
 const SCHEMA_DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
 
-fn minutes(d: std::time::Duration) -> u64 {
-    d.as_secs() / 60
-}
+use std::time::Duration;
 
 fn error_catalog(codes: &[ErrorCode]) -> Value {
     Value::Array(
@@ -86,7 +84,7 @@ pub fn render_input_schema() -> Value {
                 "description": "Omit entirely to render without a watermark; when present, the render pauses for user approval of a preview."
             },
             "idempotency_key": { "type": "string", "minLength": 1, "maxLength": 128,
-                "description": format!("Optional client-supplied key; calls with the same key within {}h return the same render job instead of starting a new one. Omitted means no deduplication — each call renders.", catalog::IDEMPOTENCY_TTL.as_secs() / 3600) }
+                "description": format!("Optional client-supplied key; calls with the same key within {} return the same render job instead of starting a new one. Omitted means no deduplication — each call renders.", catalog::human_duration(catalog::IDEMPOTENCY_TTL)) }
         },
         "additionalProperties": false
     })
@@ -135,20 +133,20 @@ fn render_id_property() -> Value {
         "description": "The render id returned by vidforge_render_video (render_id, identical to the taskId)." })
 }
 
-fn render_description() -> String {
+fn render_description(approval_timeout: Duration) -> String {
     format!(
         "Render a source video asset to a finished video, optionally with a watermark.\n\n\
 When to use: the source asset is already uploaded (a vidforge://assets/… URI) and you want a finished file. Do not use to trim, edit, or transcode interactively.\n\n\
 Duration and execution mode: renders take 1–10 minutes. When the request declares the io.modelcontextprotocol/tasks extension, this tool always answers with a task (resultType: \"task\"); poll tasks/get, respecting pollIntervalMs. Without the extension it returns immediately with status: \"accepted\" and a render_id — poll vidforge_get_render_status.\n\n\
-Watermark approval: if `watermark` is set, the render pauses before final encode for user approval of a preview. On the task path this surfaces as task status input_required (form elicitation when your request declares elicitation.form; otherwise call vidforge_approve_watermark). If approval does not arrive within {m} minutes, the render ends as a completed task whose result carries the watermark_approval_timeout error. Omit `watermark` to render without a watermark and without any pause.\n\n\
+Watermark approval: if `watermark` is set, the render pauses before final encode for user approval of a preview. On the task path this surfaces as task status input_required (form elicitation when your request declares elicitation.form; otherwise call vidforge_approve_watermark). If approval does not arrive within {m}, the render ends as a completed task whose result carries the watermark_approval_timeout error. Omit `watermark` to render without a watermark and without any pause.\n\n\
 Retries: each call starts a new paid render. If a call times out or the transport drops, do not blind-retry — re-send with the same `idempotency_key` (returns the existing job), or check vidforge_get_render_status first.\n\n\
 Example: {{\"source_asset_uri\": \"vidforge://assets/a_9F3K\", \"output_format\": \"mp4\", \"resolution\": \"1080p\", \"watermark\": {{\"image_asset_uri\": \"vidforge://assets/logo_2B\", \"position\": \"bottom_right\", \"opacity\": 0.6}}}}",
-        m = minutes(catalog::APPROVAL_TIMEOUT)
+        m = catalog::human_duration(approval_timeout)
     )
 }
 
-/// Every tool definition as wire JSON, in [`TOOL_ORDER`].
-pub fn tool_definitions() -> Vec<Value> {
+/// Every tool definition as wire JSON, in [`TOOL_ORDER`], for the deployment's approval timeout.
+pub fn tool_definitions(approval_timeout: Duration) -> Vec<Value> {
     let status_output = json!({
         "$schema": SCHEMA_DIALECT,
         "type": "object",
@@ -177,7 +175,7 @@ pub fn tool_definitions() -> Vec<Value> {
         json!({
             "name": RENDER_VIDEO,
             "title": "Render video",
-            "description": render_description(),
+            "description": render_description(approval_timeout),
             "inputSchema": render_input_schema(),
             "outputSchema": render_output_schema(),
             "annotations": { "readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": false },
@@ -186,7 +184,7 @@ pub fn tool_definitions() -> Vec<Value> {
         json!({
             "name": GET_RENDER_STATUS,
             "title": "Get render status",
-            "description": format!("Fallback for clients without the io.modelcontextprotocol/tasks extension (a labelled convention mirroring tasks/get; task-capable clients should prefer tasks/get). Returns the render's state ({}), progress, and on success the result fields; on failure the full error envelope; while awaiting approval the watermark preview URI and a follow_up naming vidforge_approve_watermark. Status stays reachable for {} days.", FALLBACK_STATES.join(" | "), catalog::RESULT_TTL.as_secs() / 86400),
+            "description": format!("Fallback for clients without the io.modelcontextprotocol/tasks extension (a labelled convention mirroring tasks/get; task-capable clients should prefer tasks/get). Returns the render's state ({}), progress, and on success the result fields; on failure the full error envelope; while awaiting approval the watermark preview URI and a follow_up naming vidforge_approve_watermark. Status stays reachable for {}.", FALLBACK_STATES.join(" | "), catalog::human_duration(catalog::RESULT_TTL)),
             "inputSchema": { "$schema": SCHEMA_DIALECT, "type": "object", "required": ["render_id"],
                 "properties": { "render_id": render_id_property() }, "additionalProperties": false },
             "outputSchema": status_output,
@@ -196,7 +194,7 @@ pub fn tool_definitions() -> Vec<Value> {
         json!({
             "name": APPROVE_WATERMARK,
             "title": "Approve or reject watermark",
-            "description": format!("Record the user's decision on a render's watermark preview (vidforge://renders/{{render_id}}/watermark-preview.png). approved: true resumes the render; approved: false (optionally with a note) rejects it and ends the render with watermark_rejected. Serves clients without the tasks extension and task-capable clients without form elicitation. Replaying the same decision is a no-op; a conflicting second decision fails with approval_already_recorded. Unanswered previews time out after {} minutes.", minutes(catalog::APPROVAL_TIMEOUT)),
+            "description": format!("Record the user's decision on a render's watermark preview (vidforge://renders/{{render_id}}/watermark-preview.png). approved: true resumes the render; approved: false (optionally with a note) rejects it and ends the render with watermark_rejected. Serves clients without the tasks extension and task-capable clients without form elicitation. Replaying the same decision is a no-op; a conflicting second decision fails with approval_already_recorded. Unanswered previews time out after {}.", catalog::human_duration(approval_timeout)),
             "inputSchema": { "$schema": SCHEMA_DIALECT, "type": "object", "required": ["render_id", "approved"],
                 "properties": {
                     "render_id": render_id_property(),

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Drives a freshly built vidforge with the official MCP SDK clients (nobody here wrote them):
+#   - Python `mcp` 2.x over the fallback tools (no tasks extension): clients/python/
+#   - TypeScript `@modelcontextprotocol/client` 2.x + `ext-tasks` 0.2.x on the task path: clients/ts/
+# (The rmcp client scenarios are a cargo test: tests/rmcp_client.rs.)
+# Builds nothing: expects target/debug/vidforge (or $VIDFORGE_BIN). Installs the clients from their
+# lockfiles, starts `vidforge serve` on a free loopback port with a temp data dir, runs each client
+# and exits non-zero if any fails.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN="${VIDFORGE_BIN:-$ROOT/target/debug/vidforge}"
+[ -x "$BIN" ] || { echo "run-clients: $BIN is missing; build it first (cargo build --bin vidforge)" >&2; exit 2; }
+command -v npm >/dev/null || { echo "run-clients: npm is required (the client runs on a project-local Node 22)" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "run-clients: python3 (>= 3.10) is required" >&2; exit 2; }
+
+# Client dependencies, from lockfiles, only when missing or stale.
+TS="$ROOT/clients/ts"
+if [ ! -f "$TS/node_modules/.package-lock.json" ] || [ "$TS/package-lock.json" -nt "$TS/node_modules/.package-lock.json" ]; then
+  (cd "$TS" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+# Node 22 from the npm `node` package in the lockfile, whatever the system Node is.
+NODE="$TS/node_modules/.bin/node"
+PY="$ROOT/clients/python"
+VENV="$PY/.venv"
+if [ ! -x "$VENV/bin/python" ] || [ "$PY/requirements.txt" -nt "$VENV/.installed" ]; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check -r "$PY/requirements.txt"
+  touch "$VENV/.installed"
+fi
+
+WORK="$(mktemp -d)"
+SERVER_PID=""
+cleanup() {
+  if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+BASE="http://127.0.0.1:$PORT"
+RUST_LOG="${RUST_LOG:-info}" "$BIN" serve --listen "127.0.0.1:$PORT" --data-dir "$WORK/data" --backend cpu \
+  >"$WORK/server.log" 2>&1 &
+SERVER_PID=$!
+for _ in $(seq 1 300); do
+  curl -fsS "$BASE/healthz" >/dev/null 2>&1 && break
+  kill -0 "$SERVER_PID" 2>/dev/null || { echo "run-clients: vidforge exited early:" >&2; cat "$WORK/server.log" >&2; exit 1; }
+  sleep 0.1
+done
+curl -fsS "$BASE/healthz" >/dev/null || { echo "run-clients: vidforge not ready" >&2; cat "$WORK/server.log" >&2; exit 1; }
+
+# Fixtures: a short 320x180 clip with audio and a semi-transparent logo, uploaded over HTTP.
+ffmpeg -hide_banner -loglevel error -y -f lavfi -i testsrc2=size=320x180:rate=25:duration=0.6 \
+  -f lavfi -i sine=frequency=440:sample_rate=48000:duration=0.6 -c:a aac -b:a 64k \
+  -c:v libx264 -preset ultrafast -pix_fmt yuv420p -shortest "$WORK/clip.mp4"
+ffmpeg -hide_banner -loglevel error -y -f lavfi -i 'color=c=red@0.6:s=96x48,format=rgba' -frames:v 1 "$WORK/logo.png"
+upload() { curl -fsS --data-binary "@$1" "$BASE/assets?name=$(basename "$1")" | python3 -c 'import json,sys; print(json.load(sys.stdin)["uri"])'; }
+CLIP="$(upload "$WORK/clip.mp4")"
+LOGO="$(upload "$WORK/logo.png")"
+
+failed=()
+run() {
+  local name="$1"; shift
+  local start=$SECONDS
+  echo "== $name"
+  if "$@"; then echo "== $name: PASS ($((SECONDS - start)) s)"; else echo "== $name: FAIL ($((SECONDS - start)) s)"; failed+=("$name"); fi
+}
+run "python mcp (fallback tools)" "$VENV/bin/python" "$PY/fallback_render.py" "$BASE/mcp" "$CLIP" "$LOGO"
+run "typescript client + ext-tasks (task path)" "$NODE" "$TS/task_render.mjs" "$BASE/mcp" "$CLIP" "$LOGO"
+
+if [ ${#failed[@]} -ne 0 ]; then
+  echo "run-clients: FAILED: ${failed[*]}; server log:" >&2
+  tail -n 50 "$WORK/server.log" >&2
+  exit 1
+fi
+echo "run-clients: all SDK clients passed"

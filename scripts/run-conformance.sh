@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Runs the official MCP conformance suite, pinned to @modelcontextprotocol/conformance
+# 0.2.0-alpha.12 (the registry's `latest` tag is an older line testing the 2025-11-25 wire),
+# against a freshly started `vidforge serve`:
+#   1. `server --requirements 2026-07-28`: every scored 2026-07-28 scenario;
+#   2. every `tasks-*` scenario by `--scenario` (extension scenarios are not scored above).
+# Both use conformance/expected-failures.yml, which fails the run on unexpected failures and on
+# stale entries (listed failures that now pass).
+# The suite needs Node >= 22; the machines have Node 20, so Node 22 comes from the npm `node`
+# package installed project-locally from conformance/package-lock.json.
+# Builds nothing: expects target/debug/vidforge (or $VIDFORGE_BIN).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN="${VIDFORGE_BIN:-$ROOT/target/debug/vidforge}"
+CONF="$ROOT/conformance"
+[ -x "$BIN" ] || { echo "run-conformance: $BIN is missing; build it first (cargo build --bin vidforge)" >&2; exit 2; }
+command -v npm >/dev/null || { echo "run-conformance: npm is required (Node 20 is fine; Node 22 is installed locally)" >&2; exit 2; }
+
+if [ ! -f "$CONF/node_modules/.package-lock.json" ] || [ "$CONF/package-lock.json" -nt "$CONF/node_modules/.package-lock.json" ]; then
+  (cd "$CONF" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+NODE="$CONF/node_modules/.bin/node"
+SUITE="$CONF/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+"$NODE" -e 'process.exit(Number(process.versions.node.split(".")[0]) < 22 ? 1 : 0)' \
+  || { echo "run-conformance: $NODE is not Node >= 22" >&2; exit 2; }
+conformance() { "$NODE" "$SUITE" "$@"; }
+
+WORK="$(mktemp -d)"
+SERVER_PID=""
+cleanup() {
+  if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+URL="http://127.0.0.1:$PORT/mcp"
+RUST_LOG="${RUST_LOG:-info}" "$BIN" serve --listen "127.0.0.1:$PORT" --data-dir "$WORK/data" --backend cpu \
+  >"$WORK/server.log" 2>&1 &
+SERVER_PID=$!
+for _ in $(seq 1 300); do
+  curl -fsS "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break
+  kill -0 "$SERVER_PID" 2>/dev/null || { echo "run-conformance: vidforge exited early:" >&2; cat "$WORK/server.log" >&2; exit 1; }
+  sleep 0.1
+done
+
+RESULTS="$CONF/results"
+rm -rf "$RESULTS"
+mkdir -p "$RESULTS"
+failed=()
+
+echo "== conformance: scored 2026-07-28 requirement set"
+if ! conformance server --url "$URL" --requirements 2026-07-28 \
+    --expected-failures "$CONF/expected-failures.yml" -o "$RESULTS/requirements" >"$RESULTS/requirements.log" 2>&1; then
+  failed+=("requirements 2026-07-28")
+fi
+sed -n '/=== SUMMARY ===/,$p' "$RESULTS/requirements.log"
+
+mapfile -t TASK_SCENARIOS < <(conformance list --server | sed -n 's/^ *- \(tasks-[a-z0-9-]*\).*/\1/p')
+[ ${#TASK_SCENARIOS[@]} -gt 0 ] || { echo "run-conformance: the suite lists no tasks-* scenarios" >&2; exit 1; }
+for scenario in "${TASK_SCENARIOS[@]}"; do
+  # No --spec-version: extension scenarios run on the 2026-07-28 stateless wire by default.
+  if conformance server --url "$URL" --scenario "$scenario" \
+      --expected-failures "$CONF/expected-failures.yml" -o "$RESULTS/$scenario" >"$RESULTS/$scenario.log" 2>&1; then
+    echo "== $scenario: as expected ($(grep -Eo 'Passed: [0-9]+/[0-9]+' "$RESULTS/$scenario.log" | head -1 || true))"
+  else
+    echo "== $scenario: UNEXPECTED"; sed -n '/Expected failures\|Unexpected\|Stale/,$p' "$RESULTS/$scenario.log"
+    failed+=("$scenario")
+  fi
+done
+
+if [ ${#failed[@]} -ne 0 ]; then
+  echo "run-conformance: FAILED: ${failed[*]} (logs in $RESULTS)" >&2
+  exit 1
+fi
+echo "run-conformance: results match conformance/expected-failures.yml (logs in $RESULTS)"
