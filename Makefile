@@ -4,7 +4,7 @@ CARGO ?= cargo
 # Tests run the wgpu path on Mesa lavapipe and fail (not skip) when no adapter is found.
 TEST_ENV := WGPU_BACKEND=vulkan VIDFORGE_REQUIRE_GPU=1 XDG_RUNTIME_DIR=/tmp RUST_LOG=warn
 
-.PHONY: deps build serve test lint fmt
+.PHONY: deps build serve test lint fmt bench
 
 deps:
 	./scripts/install-deps.sh
@@ -22,6 +22,12 @@ test: deps
 	./scripts/run-clients.sh
 	# The pinned official conformance suite, against conformance/expected-failures.yml.
 	./scripts/run-conformance.sh
+	# The benchmark in quick mode proves it runs (it measures; it asserts nothing about speed).
+	./target/debug/vidforge bench --quick --out "$$(mktemp -d)"
+
+# The full benchmark (release build), side by side with the ffmpeg CLI; see README.
+bench: build
+	./target/release/vidforge bench --out bench-report
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -40,11 +40,11 @@ pub const DISCOVER_TTL: Duration = Duration::from_secs(60 * 60);
 pub fn human_duration(d: Duration) -> String {
     let secs = d.as_secs();
     // Whole days from two days up ("7 days"); "24 hours" reads better than "1 day".
-    let (n, unit) = if secs >= 2 * 86_400 && secs % 86_400 == 0 {
+    let (n, unit) = if secs >= 2 * 86_400 && secs.is_multiple_of(86_400) {
         (secs / 86_400, "day")
-    } else if secs >= 3_600 && secs % 3_600 == 0 {
+    } else if secs >= 3_600 && secs.is_multiple_of(3_600) {
         (secs / 3_600, "hour")
-    } else if secs >= 60 && secs % 60 == 0 {
+    } else if secs >= 60 && secs.is_multiple_of(60) {
         (secs / 60, "minute")
     } else {
         (secs, "second")
