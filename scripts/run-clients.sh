@@ -29,25 +29,9 @@ if [ ! -x "$VENV/bin/python" ] || [ "$PY/requirements.txt" -nt "$VENV/.installed
   touch "$VENV/.installed"
 fi
 
-WORK="$(mktemp -d)"
-SERVER_PID=""
-cleanup() {
-  if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-BASE="http://127.0.0.1:$PORT"
-RUST_LOG="${RUST_LOG:-info}" "$BIN" serve --listen "127.0.0.1:$PORT" --data-dir "$WORK/data" --backend cpu \
-  >"$WORK/server.log" 2>&1 &
-SERVER_PID=$!
-for _ in $(seq 1 300); do
-  curl -fsS "$BASE/healthz" >/dev/null 2>&1 && break
-  kill -0 "$SERVER_PID" 2>/dev/null || { echo "run-clients: vidforge exited early:" >&2; cat "$WORK/server.log" >&2; exit 1; }
-  sleep 0.1
-done
-curl -fsS "$BASE/healthz" >/dev/null || { echo "run-clients: vidforge not ready" >&2; cat "$WORK/server.log" >&2; exit 1; }
+# shellcheck source=lib/serve.sh
+source "$ROOT/scripts/lib/serve.sh"
+start_vidforge run-clients
 
 # Fixtures: a short 320x180 clip with audio and a semi-transparent logo, uploaded over HTTP.
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i testsrc2=size=320x180:rate=25:duration=0.6 \

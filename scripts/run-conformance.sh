@@ -26,24 +26,10 @@ SUITE="$CONF/node_modules/@modelcontextprotocol/conformance/dist/index.js"
   || { echo "run-conformance: $NODE is not Node >= 22" >&2; exit 2; }
 conformance() { "$NODE" "$SUITE" "$@"; }
 
-WORK="$(mktemp -d)"
-SERVER_PID=""
-cleanup() {
-  if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; wait "$SERVER_PID" 2>/dev/null || true; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-URL="http://127.0.0.1:$PORT/mcp"
-RUST_LOG="${RUST_LOG:-info}" "$BIN" serve --listen "127.0.0.1:$PORT" --data-dir "$WORK/data" --backend cpu \
-  >"$WORK/server.log" 2>&1 &
-SERVER_PID=$!
-for _ in $(seq 1 300); do
-  curl -fsS "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break
-  kill -0 "$SERVER_PID" 2>/dev/null || { echo "run-conformance: vidforge exited early:" >&2; cat "$WORK/server.log" >&2; exit 1; }
-  sleep 0.1
-done
+# shellcheck source=lib/serve.sh
+source "$ROOT/scripts/lib/serve.sh"
+start_vidforge run-conformance
+URL="$BASE/mcp"
 
 RESULTS="$CONF/results"
 rm -rf "$RESULTS"
