@@ -36,7 +36,6 @@ pub struct McpShared {
     pub task_ttl: std::time::Duration,
     pub result_ttl: std::time::Duration,
     pub approval_timeout: std::time::Duration,
-    pub public_base_url: String,
 }
 
 #[derive(Clone)]
@@ -161,15 +160,6 @@ impl VidforgeMcp {
         recs
     }
 
-    fn download_url(&self, rec: &RenderRecord, file_name: &str) -> String {
-        format!(
-            "{}/videos/{}/{}",
-            self.shared.public_base_url.trim_end_matches('/'),
-            rec.id,
-            file_name
-        )
-    }
-
     /// The inline CallToolResult of a terminal-success or tool-error render.
     fn terminal_tool_result(&self, rec: &RenderRecord) -> Option<Value> {
         match &rec.outcome {
@@ -210,7 +200,7 @@ impl VidforgeMcp {
                             "mimeType": mime,
                             "size": size_bytes,
                             "annotations": { "audience": ["user"], "priority": 0.9, "lastModified": wire::rfc3339(*finished_at) },
-                            "_meta": { "com.vidforge/download_url": self.download_url(rec, video_file_name) }
+                            "_meta": { "com.vidforge/download_url": self.shared.service.download_url(rec) }
                         }
                     ],
                     "structuredContent": {
@@ -655,8 +645,9 @@ impl VidforgeMcp {
         if rec.args.output_format != format {
             return Err(Self::resource_not_found(uri));
         }
-        let (rec, path) = match self.shared.service.resolve_result(principal, id) {
-            Ok(found) => (found.record, found.path),
+        // resolve_result has already stat'ed the file: its size decides inline or download.
+        let (rec, path, size) = match self.shared.service.resolve_result(principal, id) {
+            Ok(found) => (found.record, found.path, found.size_bytes),
             Err(e) if e.code() == ErrorCode::ResultExpired => {
                 let args = rec.repair_arguments();
                 let env = Envelope::from_service_error(&e, RepairContext::for_record(&rec, &args))
@@ -670,19 +661,17 @@ impl VidforgeMcp {
             }
             Err(_) => return Err(Self::resource_not_found(uri)),
         };
-        let size = tokio::fs::metadata(&path)
-            .await
-            .map(|m| m.len())
-            .map_err(|_| Self::resource_not_found(uri))?;
         if size > catalog::MAX_INLINE_RESOURCE_BYTES {
-            let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("final");
             let env = Envelope::new(
                 ErrorCode::ResultTooLargeToInline,
                 ErrorCode::ResultTooLargeToInline.description(),
             )
             .field("uri")
             .value(uri)
-            .detail("download_url", json!(self.download_url(&rec, file_name)))
+            .detail(
+                "download_url",
+                json!(self.shared.service.download_url(&rec)),
+            )
             .detail("size_bytes", json!(size));
             return Err(McpError::new(
                 RpcCode::INVALID_PARAMS,

@@ -60,7 +60,6 @@ pub fn router(service: RenderService, config: &Config) -> axum::Router {
         task_ttl: config.task_ttl,
         result_ttl: config.result_ttl,
         approval_timeout: config.approval_timeout,
-        public_base_url: config.base_url(),
         service,
     });
     let port = config.listen.port();
