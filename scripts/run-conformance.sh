@@ -28,7 +28,8 @@ conformance() { "$NODE" "$SUITE" "$@"; }
 
 # shellcheck source=lib/serve.sh
 source "$ROOT/scripts/lib/serve.sh"
-start_vidforge run-conformance
+# The suite calls its fixed fixture tools, prompts and resources: mount them beside vidforge's.
+start_vidforge run-conformance --conformance-fixtures
 URL="$BASE/mcp"
 
 RESULTS="$CONF/results"

@@ -1,14 +1,16 @@
 # Sourced by scripts/run-*.sh: starts `vidforge serve` ($BIN) on a free loopback port with a
 # temporary data dir, waits until /healthz answers, and stops it (and removes the dir) on exit.
-# Sets WORK, PORT, BASE and SERVER_PID. $1 names the caller in error messages.
+# Sets WORK, PORT, BASE and SERVER_PID. $1 names the caller in error messages; further
+# arguments are passed to `vidforge serve`.
 start_vidforge() {
   local who="$1"
+  shift
   WORK="$(mktemp -d)"
   SERVER_PID=""
   trap stop_vidforge EXIT
   PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
   BASE="http://127.0.0.1:$PORT"
-  RUST_LOG="${RUST_LOG:-info}" "$BIN" serve --listen "127.0.0.1:$PORT" --data-dir "$WORK/data" --backend cpu \
+  RUST_LOG="${RUST_LOG:-info}" "$BIN" serve --listen "127.0.0.1:$PORT" --data-dir "$WORK/data" --backend cpu "$@" \
     >"$WORK/server.log" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 1 300); do

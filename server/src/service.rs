@@ -23,6 +23,7 @@ use crate::config::Config;
 use crate::engine::{Prober, Renderer};
 use crate::error::ServiceError;
 use crate::ids;
+use crate::jobs::Jobs;
 use crate::maintenance::{self, SweepReport};
 use crate::store::{
     Approval, AssetKind, AssetRecord, Change, Decision, IdempotencyEntry, Outcome, RenderArgs,
@@ -81,6 +82,8 @@ pub(crate) struct Shared {
     pub renderer: Arc<dyn Renderer>,
     pub assets: AssetCatalog,
     pub events: broadcast::Sender<String>,
+    /// Tasks that are not renders.
+    pub jobs: Jobs,
     pub queue_tx: crossbeam_channel::Sender<String>,
     pub queue_rx: crossbeam_channel::Receiver<String>,
     /// Serialises creation: idempotency lookup, quota check and the durable write are one step.
@@ -138,7 +141,7 @@ impl Shared {
         &self,
         id: &str,
         mut f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, ServiceError>,
-    ) -> Result<Option<Updated<T>>, ServiceError> {
+    ) -> Result<Option<Updated<RenderRecord, T>>, ServiceError> {
         let now = self.now();
         let out = self.store.update_render(id, |r| {
             let c = f(r)?;
@@ -160,7 +163,7 @@ impl Shared {
         &self,
         id: &str,
         f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, ServiceError>,
-    ) -> Result<Option<Updated<T>>, ServiceError> {
+    ) -> Result<Option<Updated<RenderRecord, T>>, ServiceError> {
         let out = self.update(id, f)?;
         if let Some(u) = &out
             && u.written
@@ -262,6 +265,19 @@ impl RenderService {
         assets.remove_partial_uploads();
         let (queue_tx, queue_rx) = crossbeam_channel::unbounded();
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
+        let jobs = Jobs::new(
+            store.clone(),
+            parts.clock.clone(),
+            events.clone(),
+            config.task_ttl,
+        );
+        let interrupted = jobs.recover()?;
+        if interrupted > 0 {
+            tracing::warn!(
+                interrupted,
+                "jobs interrupted by the restart ended as failed"
+            );
+        }
         let shared = Arc::new(Shared {
             config,
             store,
@@ -269,6 +285,7 @@ impl RenderService {
             renderer: parts.renderer,
             assets,
             events,
+            jobs,
             queue_tx,
             queue_rx,
             create_lock: Mutex::new(()),
@@ -318,7 +335,12 @@ impl RenderService {
         self.shared.now()
     }
 
-    /// Render ids fired on every state, progress or decision change.
+    /// Durable generic jobs (tasks that are not renders).
+    pub fn jobs(&self) -> &Jobs {
+        &self.shared.jobs
+    }
+
+    /// Render and job ids fired on every state, progress or decision change.
     pub fn subscribe(&self) -> broadcast::Receiver<String> {
         self.shared.events.subscribe()
     }

@@ -1,16 +1,18 @@
-//! The durable store: one sled database with four trees. It is the truth about every render;
-//! the worker pool and every read path derive their state from it.
+//! The durable store: one sled database with five trees. It is the truth about every render
+//! and every other task (jobs); the worker pool and every read path derive their state from it.
 //!
 //! | tree          | key                        | value (serde_json)   |
 //! |---------------|----------------------------|----------------------|
 //! | `renders`     | render id (`task_…`)       | [`RenderRecord`]     |
 //! | `idempotency` | principal `\0` key         | [`IdempotencyEntry`] |
 //! | `assets`      | asset id (`a_…`)           | [`AssetRecord`]      |
+//! | `jobs`        | job id (`job_…`)           | [`JobRecord`]        |
 //!
 //! sled makes a write durable only at `flush` (it flushes in the background every 500 ms).
 //! Callers flush ([`Store::flush`]) after every write a client may rely on, before answering.
 //! Progress updates are the exception: losing the last few is harmless.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -433,6 +435,55 @@ pub enum StoreError {
     Encode(serde_json::Error),
 }
 
+/// Where a generic job (a task that is not a render) stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Working,
+    InputRequired,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl JobState {
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Completed | JobState::Failed | JobState::Cancelled
+        )
+    }
+}
+
+/// A protocol-level failure of a job (`failed` tasks carry it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobFailure {
+    pub code: i64,
+    pub message: String,
+}
+
+/// A durable generic job: the task record of work that is not a render. Inputs, answers and
+/// the result are opaque JSON to the store; the layer that runs the job gives them meaning.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    pub id: String,
+    pub principal: String,
+    /// What runs it (the tool name).
+    pub kind: String,
+    pub state: JobState,
+    pub status_message: String,
+    /// Outstanding requests for input, by key.
+    #[serde(default)]
+    pub input_requests: BTreeMap<String, serde_json::Value>,
+    /// Answers received so far, by key.
+    #[serde(default)]
+    pub input_responses: BTreeMap<String, serde_json::Value>,
+    pub result: Option<serde_json::Value>,
+    pub failure: Option<JobFailure>,
+    pub created_at: u64,
+    pub updated_at: u64,
+}
+
 /// What an update closure decided.
 pub enum Change<T> {
     /// Store the modified record.
@@ -441,10 +492,10 @@ pub enum Change<T> {
     Keep(T),
 }
 
-/// The result of [`Store::update_render`].
-pub struct Updated<T> {
+/// The result of [`Store::update_render`] and [`Store::update_job`].
+pub struct Updated<R, T> {
     /// The record as stored after the update.
-    pub record: RenderRecord,
+    pub record: R,
     pub value: T,
     /// Whether a write happened.
     pub written: bool,
@@ -457,6 +508,7 @@ pub struct Store {
     renders: sled::Tree,
     idempotency: sled::Tree,
     assets: sled::Tree,
+    jobs: sled::Tree,
 }
 
 impl Store {
@@ -475,6 +527,7 @@ impl Store {
             renders: db.open_tree("renders")?,
             idempotency: db.open_tree("idempotency")?,
             assets: db.open_tree("assets")?,
+            jobs: db.open_tree("jobs")?,
             db,
         })
     }
@@ -511,56 +564,18 @@ impl Store {
     pub fn update_render<T, E>(
         &self,
         id: &str,
-        mut f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, E>,
-    ) -> Result<Option<Updated<T>>, E>
+        f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, E>,
+    ) -> Result<Option<Updated<RenderRecord, T>>, E>
     where
         E: From<StoreError>,
     {
-        loop {
-            let Some(old) = self.renders.get(id.as_bytes()).map_err(StoreError::from)? else {
-                return Ok(None);
-            };
-            let mut rec: RenderRecord = decode(id, &old)?;
-            match f(&mut rec)? {
-                Change::Keep(value) => {
-                    let record = decode(id, &old)?;
-                    return Ok(Some(Updated {
-                        record,
-                        value,
-                        written: false,
-                    }));
-                }
-                Change::Write(value) => {
-                    let new = encode(&rec)?;
-                    let swapped = self
-                        .renders
-                        .compare_and_swap(id.as_bytes(), Some(&old), Some(new))
-                        .map_err(StoreError::from)?;
-                    if swapped.is_ok() {
-                        return Ok(Some(Updated {
-                            record: rec,
-                            value,
-                            written: true,
-                        }));
-                    }
-                }
-            }
-        }
+        update_in(&self.renders, id, f)
     }
 
     /// Every render record (decode errors are logged and skipped so one bad record cannot
     /// stop the service).
     pub fn renders(&self) -> Result<Vec<RenderRecord>, StoreError> {
-        let mut out = Vec::new();
-        for item in self.renders.iter() {
-            let (k, v) = item?;
-            let key = String::from_utf8_lossy(&k).into_owned();
-            match decode::<RenderRecord>(&key, &v) {
-                Ok(r) => out.push(r),
-                Err(e) => tracing::error!(error = %e, "skipping undecodable render record"),
-            }
-        }
-        Ok(out)
+        all_in(&self.renders, "render")
     }
 
     // ---- idempotency ----
@@ -635,17 +650,104 @@ impl Store {
 
     /// Every asset record.
     pub fn assets(&self) -> Result<Vec<AssetRecord>, StoreError> {
-        let mut out = Vec::new();
-        for item in self.assets.iter() {
-            let (k, v) = item?;
-            let key = String::from_utf8_lossy(&k).into_owned();
-            match decode::<AssetRecord>(&key, &v) {
-                Ok(r) => out.push(r),
-                Err(e) => tracing::error!(error = %e, "skipping undecodable asset record"),
+        all_in(&self.assets, "asset")
+    }
+
+    // ---- jobs ----
+
+    pub fn get_job(&self, id: &str) -> Result<Option<JobRecord>, StoreError> {
+        self.jobs
+            .get(id.as_bytes())?
+            .map(|v| decode(id, &v))
+            .transpose()
+    }
+
+    /// Inserts or replaces a job (not flushed).
+    pub fn put_job(&self, rec: &JobRecord) -> Result<(), StoreError> {
+        self.jobs.insert(rec.id.as_bytes(), encode(rec)?)?;
+        Ok(())
+    }
+
+    pub fn delete_job(&self, id: &str) -> Result<(), StoreError> {
+        self.jobs.remove(id.as_bytes())?;
+        Ok(())
+    }
+
+    /// Compare-and-swap read-modify-write of one job, as [`Store::update_render`]. Not flushed.
+    pub fn update_job<T, E>(
+        &self,
+        id: &str,
+        f: impl FnMut(&mut JobRecord) -> Result<Change<T>, E>,
+    ) -> Result<Option<Updated<JobRecord, T>>, E>
+    where
+        E: From<StoreError>,
+    {
+        update_in(&self.jobs, id, f)
+    }
+
+    /// Every job record (undecodable ones are logged and skipped).
+    pub fn jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
+        all_in(&self.jobs, "job")
+    }
+}
+
+/// Compare-and-swap update of one JSON record in `tree` (see [`Store::update_render`]).
+fn update_in<R, T, E>(
+    tree: &sled::Tree,
+    id: &str,
+    mut f: impl FnMut(&mut R) -> Result<Change<T>, E>,
+) -> Result<Option<Updated<R, T>>, E>
+where
+    R: Serialize + for<'de> Deserialize<'de>,
+    E: From<StoreError>,
+{
+    loop {
+        let Some(old) = tree.get(id.as_bytes()).map_err(StoreError::from)? else {
+            return Ok(None);
+        };
+        let mut rec: R = decode(id, &old)?;
+        match f(&mut rec)? {
+            Change::Keep(value) => {
+                let record = decode(id, &old)?;
+                return Ok(Some(Updated {
+                    record,
+                    value,
+                    written: false,
+                }));
+            }
+            Change::Write(value) => {
+                let new = encode(&rec)?;
+                let swapped = tree
+                    .compare_and_swap(id.as_bytes(), Some(&old), Some(new))
+                    .map_err(StoreError::from)?;
+                if swapped.is_ok() {
+                    return Ok(Some(Updated {
+                        record: rec,
+                        value,
+                        written: true,
+                    }));
+                }
             }
         }
-        Ok(out)
     }
+}
+
+/// Every record of `tree`; decode errors are logged and skipped so one bad record cannot stop
+/// the service.
+fn all_in<R: for<'de> Deserialize<'de>>(
+    tree: &sled::Tree,
+    what: &str,
+) -> Result<Vec<R>, StoreError> {
+    let mut out = Vec::new();
+    for item in tree.iter() {
+        let (k, v) = item?;
+        let key = String::from_utf8_lossy(&k).into_owned();
+        match decode::<R>(&key, &v) {
+            Ok(r) => out.push(r),
+            Err(e) => tracing::error!(error = %e, "skipping undecodable {what} record"),
+        }
+    }
+    Ok(out)
 }
 
 fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, StoreError> {

@@ -14,10 +14,16 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 pub struct ServeArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
+    /// Also serve the official MCP conformance suite's fixture tools, prompts and resources
+    /// (test_simple_text, slow_compute, test://static-text, ...) beside vidforge's own, on the
+    /// same protocol layer and task store. For conformance runs only; loopback only.
+    #[arg(long, env = "VIDFORGE_CONFORMANCE_FIXTURES")]
+    pub conformance_fixtures: bool,
 }
 
 pub fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut config = Config::load(&args.config)?;
+    config.conformance_fixtures = args.conformance_fixtures;
     config.check_bind_safety()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -44,6 +50,10 @@ pub fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         println!("vidforge data dir {data_dir}");
         println!("vidforge auth {auth}");
         println!("vidforge backend {}", service.backend_name());
+        if service.config().conformance_fixtures {
+            println!("vidforge conformance fixtures mounted (test use only)");
+            tracing::warn!("conformance fixtures mounted beside the production tools");
+        }
         tracing::info!(%listen, data_dir = %data_dir, "serving");
         // Long-lived streams (subscriptions/listen) would hold a graceful shutdown open
         // forever: give open connections SHUTDOWN_GRACE, then close them.

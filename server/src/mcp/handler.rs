@@ -6,8 +6,9 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CreateTaskResult,
-    DiscoverResult, ErrorCode as RpcCode, GetTaskParams, GetTaskResult,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    CompleteRequestParams, CompleteResult, CreateTaskResult, DiscoverResult, ErrorCode as RpcCode,
+    GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
     ServerConfig, SubscriptionFilter, UpdateTaskParams,
@@ -18,11 +19,17 @@ use serde_json::{Value, json};
 
 use crate::catalog::{self, ErrorCode};
 use crate::error::ServiceError;
+use crate::ids;
+use crate::jobs::JobError;
 use crate::service::RenderService;
-use crate::store::{Outcome, OutputFormat, ProgressStage, RenderArgs, RenderRecord, RenderState};
+use crate::store::{
+    JobRecord, JobState, Outcome, OutputFormat, ProgressStage, RenderArgs, RenderRecord,
+    RenderState,
+};
 use crate::uri;
 
 use super::capabilities::{self, TASKS_EXTENSION};
+use super::fixtures::{Fixtures, ListChange};
 use super::tools;
 use super::wire;
 use super::{Principal, RequestedTaskIds};
@@ -31,6 +38,8 @@ use crate::envelope::{Envelope, Repair, RepairContext, default_repair};
 /// State shared by every per-request handler.
 pub struct McpShared {
     pub service: RenderService,
+    /// The conformance suite's fixtures (`serve --conformance-fixtures` only).
+    pub fixtures: Option<Arc<Fixtures>>,
     pub tools: Vec<Value>,
     pub capabilities_summary: Value,
     pub task_ttl: std::time::Duration,
@@ -43,15 +52,15 @@ pub struct VidforgeMcp {
     pub shared: Arc<McpShared>,
 }
 
-fn from_json<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, McpError> {
+pub(super) fn from_json<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, McpError> {
     serde_json::from_value(v)
         .map_err(|e| McpError::internal_error(format!("building a wire value: {e}"), None))
 }
 
 /// What this request declared in its per-request `_meta` client capabilities.
-struct Declared {
-    tasks: bool,
-    elicitation_form: bool,
+pub(super) struct Declared {
+    pub tasks: bool,
+    pub elicitation_form: bool,
 }
 
 fn declared(ctx: &RequestContext<RoleServer>) -> Declared {
@@ -133,6 +142,67 @@ fn tool_ok(text: String, structured: Value) -> Result<CallToolResponse, McpError
         "structuredContent": structured,
     }))?;
     Ok(CallToolResponse::Complete(result))
+}
+
+/// The task fields of a generic job, for `CreateTaskResult`, `tasks/get` and notifications.
+pub(super) fn job_task_fields(rec: &JobRecord, ttl: std::time::Duration) -> Value {
+    let status = match rec.state {
+        JobState::Working => "working",
+        JobState::InputRequired => "input_required",
+        JobState::Completed => "completed",
+        JobState::Failed => "failed",
+        JobState::Cancelled => "cancelled",
+    };
+    json!({
+        "taskId": rec.id,
+        "status": status,
+        "statusMessage": rec.status_message,
+        "createdAt": wire::rfc3339(rec.created_at),
+        "lastUpdatedAt": wire::rfc3339(rec.updated_at),
+        "ttlMs": ttl.as_millis() as u64,
+        "pollIntervalMs": wire::poll_interval_ms(rec.state == JobState::Working),
+    })
+}
+
+/// A job as a `DetailedTask`: outstanding `inputRequests`, the inlined `result`, or `error`.
+fn job_detailed(rec: &JobRecord, ttl: std::time::Duration) -> Value {
+    let mut task = job_task_fields(rec, ttl);
+    match rec.state {
+        JobState::InputRequired => task["inputRequests"] = json!(rec.input_requests),
+        JobState::Completed => {
+            if let Some(result) = &rec.result {
+                task["result"] = result.clone();
+            }
+        }
+        JobState::Failed => {
+            if let Some(f) = &rec.failure {
+                task["error"] = json!({ "code": f.code, "message": f.message });
+            }
+        }
+        JobState::Working | JobState::Cancelled => {}
+    }
+    task
+}
+
+fn job_error(id: &str, e: JobError) -> McpError {
+    match e {
+        JobError::NotFound => invalid_params_unknown_task(id),
+        other => internal(other),
+    }
+}
+
+fn is_job_id(id: &str) -> bool {
+    ids::is_well_formed(id, ids::JOB_ID_PREFIX)
+}
+
+/// Waits for the next list change, or forever without fixtures.
+async fn next_list_change(
+    rx: &mut Option<tokio::sync::broadcast::Receiver<ListChange>>,
+) -> Result<ListChange, tokio::sync::broadcast::error::RecvError> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 impl VidforgeMcp {
@@ -380,6 +450,29 @@ impl VidforgeMcp {
             _ => {}
         }
         out
+    }
+
+    /// The `DetailedTask` of a render or job the principal owns, for task notifications.
+    fn detailed_any(&self, principal: &str, id: &str, elicitation_form: bool) -> Option<Value> {
+        if is_job_id(id) {
+            let jobs = self.shared.service.jobs();
+            return jobs
+                .get(principal, id)
+                .ok()
+                .map(|rec| job_detailed(&rec, jobs.ttl()));
+        }
+        let rec = self.shared.service.get(principal, id).ok()?;
+        Some(self.detailed_task(&rec, elicitation_form))
+    }
+
+    /// The fixtures, or `-32601` for method `M` when they are not mounted.
+    fn fixtures_or_not_found<M: rmcp::model::ConstString + Default>(
+        &self,
+    ) -> Result<&Fixtures, McpError> {
+        self.shared
+            .fixtures
+            .as_deref()
+            .ok_or_else(McpError::method_not_found::<M>)
     }
 
     /// Resolves a render for a task method: unknown and other principals' ids are the same
@@ -703,13 +796,19 @@ fn parse_resource_uri(u: &str) -> Option<ResourceRef<'_>> {
 
 impl ServerHandler for VidforgeMcp {
     fn get_info(&self) -> ServerConfig {
+        let mut caps = json!({
+            "tools": { "listChanged": true },
+            "resources": {},
+            "extensions": { TASKS_EXTENSION: {} }
+        });
+        if self.shared.fixtures.is_some() {
+            caps["prompts"] = json!({ "listChanged": true });
+            caps["completions"] = json!({});
+            caps["logging"] = json!({});
+        }
         let mut config: ServerConfig = serde_json::from_value(json!({
             "protocolVersion": capabilities::PROTOCOL_REVISION,
-            "capabilities": {
-                "tools": { "listChanged": true },
-                "resources": {},
-                "extensions": { TASKS_EXTENSION: {} }
-            },
+            "capabilities": caps,
             "serverInfo": { "name": "vidforge", "version": env!("CARGO_PKG_VERSION") },
         }))
         .expect("static server config is valid");
@@ -731,15 +830,35 @@ impl ServerHandler for VidforgeMcp {
         Ok(result)
     }
 
+    /// Tool definitions for rmcp's `Mcp-Param-*` header validation (SEP-2243).
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        let fixture_tools = self.shared.fixtures.as_ref().map(|f| f.tools());
+        self.shared
+            .tools
+            .iter()
+            .chain(fixture_tools.iter().flatten())
+            .find(|t| t["name"] == name)
+            .and_then(|t| serde_json::from_value(t.clone()).ok())
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
+        let mut tools = self.shared.tools.clone();
+        let ttl_ms = match &self.shared.fixtures {
+            Some(f) => {
+                tools.extend(f.tools());
+                // The fixture list can change (test_trigger_tool_change).
+                0
+            }
+            None => catalog::DISCOVER_TTL.as_millis() as u64,
+        };
         from_json(json!({
             "resultType": "complete",
-            "tools": self.shared.tools,
-            "ttlMs": catalog::DISCOVER_TTL.as_millis() as u64,
+            "tools": tools,
+            "ttlMs": ttl_ms,
             "cacheScope": "public",
         }))
     }
@@ -766,12 +885,62 @@ impl ServerHandler for VidforgeMcp {
                     self.shared.capabilities_summary.clone(),
                 )
             }
-            other => Err(McpError::new(
-                RpcCode::INVALID_PARAMS,
-                format!("Unknown tool: {other}"),
-                Some(json!({ "name": other, "tools": tools::TOOL_ORDER })),
-            )),
+            other => {
+                if let Some(fixtures) = &self.shared.fixtures
+                    && let Some(result) = fixtures
+                        .call(
+                            self.shared.service.jobs(),
+                            &principal,
+                            &request,
+                            &declared,
+                            &ctx,
+                        )
+                        .await
+                {
+                    return result;
+                }
+                Err(McpError::new(
+                    RpcCode::INVALID_PARAMS,
+                    format!("Unknown tool: {other}"),
+                    Some(json!({ "name": other, "tools": tools::TOOL_ORDER })),
+                ))
+            }
         }
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let fixtures = self.fixtures_or_not_found::<rmcp::model::ListPromptsRequestMethod>()?;
+        from_json(json!({
+            "resultType": "complete",
+            "prompts": fixtures.prompts(),
+            "ttlMs": 0,
+            "cacheScope": "public",
+        }))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        self.fixtures_or_not_found::<rmcp::model::GetPromptRequestMethod>()?
+            .get_prompt(&request)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let fixtures = self.fixtures_or_not_found::<rmcp::model::CompleteRequestMethod>()?;
+        let reference = serde_json::to_value(&request.r#ref).map_err(internal)?;
+        let completion =
+            fixtures.complete(&reference, &request.argument.name, &request.argument.value);
+        from_json(json!({ "resultType": "complete", "completion": completion }))
     }
 
     async fn list_resources(
@@ -822,6 +991,9 @@ impl ServerHandler for VidforgeMcp {
                 _ => {}
             }
         }
+        if let Some(fixtures) = &self.shared.fixtures {
+            resources.extend(fixtures.resources());
+        }
         from_json(json!({
             "resultType": "complete",
             "resources": resources,
@@ -835,23 +1007,27 @@ impl ServerHandler for VidforgeMcp {
         _request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
+        let mut templates = vec![
+            json!({
+                "uriTemplate": "vidforge://videos/{render_id}/final.{ext}",
+                "name": "render-result",
+                "title": "Rendered video",
+                "description": format!("The finished video of a render (ext: mp4, webm or mov); retained {}.", catalog::human_duration(self.shared.result_ttl)),
+            }),
+            json!({
+                "uriTemplate": "vidforge://renders/{render_id}/watermark-preview.png",
+                "name": "watermark-preview",
+                "title": "Watermark preview",
+                "description": "One representative frame at output size with the watermark applied, for approval.",
+                "mimeType": "image/png",
+            }),
+        ];
+        if let Some(fixtures) = &self.shared.fixtures {
+            templates.extend(fixtures.resource_templates());
+        }
         from_json(json!({
             "resultType": "complete",
-            "resourceTemplates": [
-                {
-                    "uriTemplate": "vidforge://videos/{render_id}/final.{ext}",
-                    "name": "render-result",
-                    "title": "Rendered video",
-                    "description": format!("The finished video of a render (ext: mp4, webm or mov); retained {}.", catalog::human_duration(self.shared.result_ttl)),
-                },
-                {
-                    "uriTemplate": "vidforge://renders/{render_id}/watermark-preview.png",
-                    "name": "watermark-preview",
-                    "title": "Watermark preview",
-                    "description": "One representative frame at output size with the watermark applied, for approval.",
-                    "mimeType": "image/png",
-                }
-            ],
+            "resourceTemplates": templates,
             "ttlMs": catalog::DISCOVER_TTL.as_millis() as u64,
             "cacheScope": "public",
         }))
@@ -873,7 +1049,10 @@ impl ServerHandler for VidforgeMcp {
                 let principal = principal(&ctx)?;
                 self.read_video(&principal, &uri, id, format).await?
             }
-            None => return Err(Self::resource_not_found(&uri)),
+            None => match self.shared.fixtures.as_ref().and_then(|f| f.read(&uri)) {
+                Some(contents) => from_json(contents)?,
+                None => return Err(Self::resource_not_found(&uri)),
+            },
         };
         Ok(ReadResourceResponse::from(result))
     }
@@ -885,6 +1064,15 @@ impl ServerHandler for VidforgeMcp {
     ) -> Result<GetTaskResult, McpError> {
         let principal = principal(&ctx)?;
         let declared = declared(&ctx);
+        if is_job_id(&request.task_id) {
+            let jobs = self.shared.service.jobs();
+            let rec = jobs
+                .get(&principal, &request.task_id)
+                .map_err(|e| job_error(&request.task_id, e))?;
+            let mut detailed = job_detailed(&rec, jobs.ttl());
+            detailed["resultType"] = json!("complete");
+            return from_json(detailed);
+        }
         let rec = self.task_record(&principal, &request.task_id)?;
         let mut detailed = self.detailed_task(&rec, declared.elicitation_form);
         detailed["resultType"] = json!("complete");
@@ -898,6 +1086,18 @@ impl ServerHandler for VidforgeMcp {
     ) -> Result<(), McpError> {
         let principal = principal(&ctx)?;
         let id = request.task_id.clone();
+        if is_job_id(&id) {
+            // Answers are recorded as sent; the job validates what it asked for.
+            let responses = request.input_responses.clone().into_iter().collect();
+            return self
+                .shared
+                .service
+                .jobs()
+                .answer(&principal, &id, responses)
+                .await
+                .map(|_| ())
+                .map_err(|e| job_error(&id, e));
+        }
         let rec = self.task_record(&principal, &id)?;
         let Some(response) = request.input_responses.get(wire::APPROVAL_INPUT_KEY) else {
             // Responses to keys that are not outstanding are ignored.
@@ -949,6 +1149,16 @@ impl ServerHandler for VidforgeMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let principal = principal(&ctx)?;
+        if is_job_id(&request.task_id) {
+            return self
+                .shared
+                .service
+                .jobs()
+                .cancel(&principal, &request.task_id)
+                .await
+                .map(|_| ())
+                .map_err(|e| job_error(&request.task_id, e));
+        }
         self.task_record(&principal, &request.task_id)?;
         self.shared
             .service
@@ -962,8 +1172,9 @@ impl ServerHandler for VidforgeMcp {
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        // Tools are static, so a tools list-changed subscription is honoured but never fires;
-        // task status notifications are handled beside rmcp (see `listen`).
+        // rmcp narrows this to what get_info advertises. vidforge's own tools are static, so a
+        // tools list-changed subscription fires only when conformance fixtures change the
+        // list; task status notifications are handled beside rmcp (see `listen`).
         Some(requested.clone())
     }
 
@@ -973,15 +1184,13 @@ impl ServerHandler for VidforgeMcp {
             .extensions
             .get::<http::request::Parts>()
             .and_then(|p| p.extensions.get::<RequestedTaskIds>())
-            .cloned();
-        let Some(RequestedTaskIds(task_ids)) = task_ids else {
-            context.cancelled().await;
-            return Ok(());
-        };
+            .map(|ids| ids.0.clone())
+            .unwrap_or_default();
         let principal = principal(request)?;
         let declared = declared(request);
         // Subscribe before the snapshot so no change between the two is lost.
         let mut changes = self.shared.service.subscribe();
+        let mut list_changes = self.shared.fixtures.as_ref().map(|f| f.subscribe());
         let peer = request.peer.clone();
         let subscription_id = request.id.clone();
         // The last (status, statusMessage) sent per task: identical repeats are skipped.
@@ -992,10 +1201,10 @@ impl ServerHandler for VidforgeMcp {
         loop {
             for id in pending.drain(..) {
                 // Re-checks ownership every time: another principal's id never fires.
-                let Ok(rec) = self.shared.service.get(&principal, &id) else {
+                let Some(detailed) = self.detailed_any(&principal, &id, declared.elicitation_form)
+                else {
                     continue;
                 };
-                let detailed = self.detailed_task(&rec, declared.elicitation_form);
                 let key = (
                     detailed["status"].clone(),
                     detailed["statusMessage"].clone(),
@@ -1012,11 +1221,28 @@ impl ServerHandler for VidforgeMcp {
             }
             tokio::select! {
                 _ = context.cancelled() => return Ok(()),
-                changed = changes.recv() => match changed {
+                changed = changes.recv(), if !task_ids.is_empty() => match changed {
                     Ok(id) if task_ids.contains(&id) => pending.push(id),
                     Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                     Err(_) => return Ok(()),
                 },
+                change = next_list_change(&mut list_changes) => {
+                    let sent = match change {
+                        Ok(ListChange::Tools) => context.sink().notify_tool_list_changed().await,
+                        Ok(ListChange::Prompts) => context.sink().notify_prompt_list_changed().await,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => Ok(()),
+                        Err(_) => {
+                            list_changes = None;
+                            Ok(())
+                        }
+                    };
+                    match sent {
+                        // Filtered out by what this subscription asked for.
+                        Ok(())
+                        | Err(rmcp::service::SubscriptionSendError::NotificationNotAccepted(_)) => {}
+                        Err(_) => return Ok(()),
+                    }
+                }
             }
         }
     }

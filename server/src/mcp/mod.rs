@@ -27,6 +27,7 @@ use crate::service::RenderService;
 
 mod args;
 pub mod capabilities;
+mod fixtures;
 mod handler;
 mod notify;
 pub mod tools;
@@ -60,6 +61,9 @@ pub fn router(service: RenderService, config: &Config) -> axum::Router {
         task_ttl: config.task_ttl,
         result_ttl: config.result_ttl,
         approval_timeout: config.approval_timeout,
+        fixtures: config
+            .conformance_fixtures
+            .then(|| Arc::new(fixtures::Fixtures::new())),
         service,
     });
     let port = config.listen.port();
