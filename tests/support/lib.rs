@@ -397,11 +397,19 @@ pub fn validate_reply(method: &str, reply: &Reply) {
     let (schema, def) = match method {
         "server/discover" => ("core", "DiscoverResult"),
         "tools/list" => ("core", "ListToolsResult"),
+        "tools/call" | "prompts/get" | "resources/read"
+            if result["resultType"] == "input_required" =>
+        {
+            ("core", "InputRequiredResult")
+        }
         "tools/call" if result["resultType"] == "task" => ("tasks", "CreateTaskResult"),
         "tools/call" => ("core", "CallToolResult"),
         "resources/list" => ("core", "ListResourcesResult"),
         "resources/templates/list" => ("core", "ListResourceTemplatesResult"),
         "resources/read" => ("core", "ReadResourceResult"),
+        "prompts/list" => ("core", "ListPromptsResult"),
+        "prompts/get" => ("core", "GetPromptResult"),
+        "completion/complete" => ("core", "CompleteResult"),
         "tasks/get" => ("tasks", "GetTaskResult"),
         "tasks/update" => ("tasks", "UpdateTaskResult"),
         "tasks/cancel" => ("tasks", "CancelTaskResult"),
