@@ -12,6 +12,7 @@ use vidforge_gpu::{
     Rotation, Yuv420Frame, blend_watermark,
 };
 
+use crate::area::{self, PlaneScaler};
 use crate::error::MediaError;
 use crate::scale::{self, Sws, SwsKey};
 use crate::source::frame_color;
@@ -74,12 +75,18 @@ fn check_frame(frame: &frame::Video) -> Result<(), MediaError> {
 /// matrix and range converted to BT.709 limited with the same affine the GPU shader uses,
 /// then the CPU watermark blend over the watermark rectangle only.
 ///
+/// The common case, an 8-bit yuv420p source shrunk on both axes, skips swscale where AVX2 is
+/// available: our own area scaler ([`crate::area`], the same exact-coverage filter, vertical
+/// pass first) costs well under swscale's time, and a same-size frame is a plain copy.
+///
 /// The colour step runs on the scaled frame rather than inside swscale because swscale
 /// converts YUV matrices through an 8-bit RGB intermediate (an extra pass, sharper chroma,
 /// rounding loss); other matrices (BT.2020, ...) still take that route.
 pub struct CpuCompositor {
     spec: ComposeSpec,
     sws: Option<Sws>,
+    /// The yuv420p shrink fast path, for the last source size seen.
+    area: Option<AreaScaler>,
     /// Pre-rotation scaler output, only used for rotated sources.
     scratch: Option<Yuv420Frame>,
     spare: Vec<Yuv420Frame>,
@@ -92,6 +99,7 @@ impl CpuCompositor {
         CpuCompositor {
             spec,
             sws: None,
+            area: None,
             scratch: None,
             spare: Vec::new(),
             row: Vec::new(),
@@ -151,15 +159,31 @@ impl Compositor for CpuCompositor {
             dst_space,
             dst_full,
         };
+        // 8-bit 4:2:0 with a matrix we convert ourselves, shrinking or same size on both axes:
+        // swscale would only resample, which our area scaler (or a copy) does faster where
+        // its SIMD passes run.
+        let fast = matches!(frame.format(), Pixel::YUV420P | Pixel::YUVJ420P)
+            && area::accelerated()
+            && color.spec.is_some()
+            && sw <= fw
+            && sh <= fh;
         let mut out = self.take_buffer(ow, oh);
-        if rot == Rotation::None {
-            Sws::cached(&mut self.sws, key)?.scale_to_yuv420(frame, &mut out)?;
-        } else {
-            let mut scratch = match self.scratch.take() {
+        let mut scratch = None;
+        if rot != Rotation::None {
+            scratch = Some(match self.scratch.take() {
                 Some(s) if s.width == sw && s.height == sh => s,
                 _ => scale::blank_frame(sw, sh),
-            };
-            Sws::cached(&mut self.sws, key)?.scale_to_yuv420(frame, &mut scratch)?;
+            });
+        }
+        let target = scratch.as_mut().unwrap_or(&mut out);
+        if fast && (sw, sh) == (fw, fh) {
+            scale::copy_yuv420(frame, target)?;
+        } else if fast {
+            AreaScaler::cached(&mut self.area, (fw, fh), (sw, sh))?.scale(frame, target)?;
+        } else {
+            Sws::cached(&mut self.sws, key)?.scale_to_yuv420(frame, target)?;
+        }
+        if let Some(scratch) = scratch {
             scale::rotate_frame(&scratch, &mut out, rot);
             self.scratch = Some(scratch);
         }
@@ -184,6 +208,47 @@ impl Compositor for CpuCompositor {
 
     fn backend(&self) -> String {
         "cpu".to_string()
+    }
+}
+
+/// Area scalers for one source size to one output size: luma, and chroma (shared by U and V).
+struct AreaScaler {
+    luma: PlaneScaler,
+    chroma: PlaneScaler,
+}
+
+impl AreaScaler {
+    /// The cached scaler when it fits these sizes, else a new one in its place.
+    fn cached(
+        slot: &mut Option<AreaScaler>,
+        src: (u32, u32),
+        dst: (u32, u32),
+    ) -> Result<&mut AreaScaler, MediaError> {
+        let chroma = |(w, h)| Yuv420Frame::chroma_size(w, h);
+        let fits = |a: &AreaScaler| {
+            let size = |(w, h): (u32, u32)| (w as usize, h as usize);
+            a.luma.sizes() == (size(src), size(dst))
+                && a.chroma.sizes() == (size(chroma(src)), size(chroma(dst)))
+        };
+        if !slot.as_ref().is_some_and(fits) {
+            let (cs, cd) = (chroma(src), chroma(dst));
+            *slot = Some(AreaScaler {
+                luma: PlaneScaler::new(src.0, src.1, dst.0, dst.1)?,
+                chroma: PlaneScaler::new(cs.0, cs.1, cd.0, cd.1)?,
+            });
+        }
+        slot.as_mut()
+            .ok_or_else(|| MediaError::failed("area scaler missing"))
+    }
+
+    /// Scales the three planes of a yuv420p/yuvj420p frame into `dst`.
+    fn scale(&mut self, src: &frame::Video, dst: &mut Yuv420Frame) -> Result<(), MediaError> {
+        if !matches!(src.format(), Pixel::YUV420P | Pixel::YUVJ420P) {
+            return Err(MediaError::failed("area scaler needs a yuv420p frame"));
+        }
+        self.luma.scale(src.data(0), src.stride(0), &mut dst.y)?;
+        self.chroma.scale(src.data(1), src.stride(1), &mut dst.u)?;
+        self.chroma.scale(src.data(2), src.stride(2), &mut dst.v)
     }
 }
 

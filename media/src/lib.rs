@@ -18,6 +18,7 @@
 //! # Ok::<(), vidforge_media::MediaError>(())
 //! ```
 
+mod area;
 pub mod compose;
 mod encode;
 mod engine;
