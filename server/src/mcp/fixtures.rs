@@ -126,42 +126,26 @@ fn tasks_required() -> McpError {
     missing_capability(json!({ "extensions": { TASKS_EXTENSION: {} } }))
 }
 
-/// One answer of `inputResponses`: an elicitation result must be an object with an `action`;
-/// `Some(content)` when accepted.
+fn checked(method: &str, key: &str, v: &Value) -> Result<(), McpError> {
+    super::wire::check_input_response(method, v)
+        .map_err(|reason| invalid_params(format!("inputResponses.{key}: {reason}")))
+}
+
+/// One elicitation answer of `inputResponses`, checked: `Some(content)` when accepted.
 fn elicitation_answer<'a>(
     key: &str,
     v: &'a Value,
 ) -> Result<Option<&'a Map<String, Value>>, McpError> {
-    let action = v.get("action").and_then(Value::as_str).ok_or_else(|| {
-        invalid_params(format!(
-            "inputResponses.{key} is not an elicitation result (an object with an `action`)"
-        ))
-    })?;
-    match action {
-        "accept" => v
-            .get("content")
-            .and_then(Value::as_object)
-            .map(Some)
-            .ok_or_else(|| {
-                invalid_params(format!(
-                    "inputResponses.{key}: an accepted elicitation needs a `content` object"
-                ))
-            }),
-        "decline" | "cancel" => Ok(None),
-        other => Err(invalid_params(format!(
-            "inputResponses.{key}: unknown action '{other}'"
-        ))),
-    }
+    checked("elicitation/create", key, v)?;
+    Ok(v.get("content")
+        .and_then(Value::as_object)
+        .filter(|_| v["action"] == "accept"))
 }
 
 /// A sampling answer's text (`content` may be one block or an array of blocks).
 fn sampling_text(key: &str, v: &Value) -> Result<String, McpError> {
-    let content = v.get("content").ok_or_else(|| {
-        invalid_params(format!(
-            "inputResponses.{key} is not a sampling result (no `content`)"
-        ))
-    })?;
-    let block = match content {
+    checked("sampling/createMessage", key, v)?;
+    let block = match &v["content"] {
         Value::Array(blocks) => blocks.first().cloned().unwrap_or(Value::Null),
         other => other.clone(),
     };
@@ -174,13 +158,11 @@ fn sampling_text(key: &str, v: &Value) -> Result<String, McpError> {
 
 /// A roots/list answer's root URIs.
 fn root_uris(key: &str, v: &Value) -> Result<Vec<String>, McpError> {
-    let roots = v.get("roots").and_then(Value::as_array).ok_or_else(|| {
-        invalid_params(format!(
-            "inputResponses.{key} is not a roots/list result (no `roots` array)"
-        ))
-    })?;
-    Ok(roots
-        .iter()
+    checked("roots/list", key, v)?;
+    Ok(v["roots"]
+        .as_array()
+        .into_iter()
+        .flatten()
         .filter_map(|r| r.get("uri").and_then(Value::as_str).map(String::from))
         .collect())
 }
@@ -466,7 +448,7 @@ impl Fixtures {
                 if !declared.elicitation_form {
                     Err(missing_capability(json!({ "elicitation": {} })))
                 } else {
-                    self.elicit_name(principal, name, responses, state)
+                    self.elicit_name(responses)
                 }
             }
             "test_trigger_tool_change" => {
@@ -488,9 +470,7 @@ impl Fixtures {
             DYNAMIC_TOOL if self.dynamic_tool.load(Ordering::SeqCst) => {
                 complete_text("The dynamic tool ran.")
             }
-            "test_input_required_result_elicitation" => {
-                self.elicit_name(principal, name, responses, None)
-            }
+            "test_input_required_result_elicitation" => self.elicit_name(responses),
             "test_input_required_result_sampling" => {
                 match responses.and_then(|r| r.get("capital_question")) {
                     Some(answer) => sampling_text("capital_question", answer)
@@ -636,14 +616,7 @@ impl Fixtures {
 
     /// Round 1: ask for a name; round 2: greet it. A missing answer is asked for again; a
     /// malformed one is `-32602`; unknown keys are ignored.
-    fn elicit_name(
-        &self,
-        principal: &str,
-        tool: &str,
-        responses: Option<&InputResponses>,
-        state: Option<&str>,
-    ) -> ToolResult {
-        self.open(principal, tool, state)?;
+    fn elicit_name(&self, responses: Option<&InputResponses>) -> ToolResult {
         match responses.and_then(|r| r.get("user_name")) {
             Some(answer) => match elicitation_answer("user_name", answer)? {
                 Some(content) => complete_text(format!(

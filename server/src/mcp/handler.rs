@@ -1087,12 +1087,25 @@ impl ServerHandler for VidforgeMcp {
         let principal = principal(&ctx)?;
         let id = request.task_id.clone();
         if is_job_id(&id) {
-            // Answers are recorded as sent; the job validates what it asked for.
+            let jobs = self.shared.service.jobs();
+            let rec = jobs.get(&principal, &id).map_err(|e| job_error(&id, e))?;
+            // Answers to outstanding requests must fit the request; other keys are ignored.
+            for (key, response) in &request.input_responses {
+                if let Some(asked) = rec.input_requests.get(key)
+                    && let Err(reason) = wire::check_input_response(
+                        asked["method"].as_str().unwrap_or_default(),
+                        response,
+                    )
+                {
+                    return Err(McpError::new(
+                        RpcCode::INVALID_PARAMS,
+                        format!("inputResponses.{key}: {reason}"),
+                        Some(json!({ "taskId": id, "key": key })),
+                    ));
+                }
+            }
             let responses = request.input_responses.clone().into_iter().collect();
-            return self
-                .shared
-                .service
-                .jobs()
+            return jobs
                 .answer(&principal, &id, responses)
                 .await
                 .map(|_| ())

@@ -56,6 +56,28 @@ pub fn approval_input_requests(id: &str, position: &str, opacity: f64) -> Value 
     })
 }
 
+/// Checks that `response` can answer an input request of `method` (MRTR `inputResponses`,
+/// `tasks/update`): an elicitation result needs an `action` (and a `content` object when
+/// accepted), a sampling result `content`, a roots result a `roots` array.
+pub fn check_input_response(method: &str, response: &Value) -> Result<(), String> {
+    match method {
+        "elicitation/create" => match response.get("action").and_then(Value::as_str) {
+            Some("accept") if response.get("content").is_some_and(Value::is_object) => Ok(()),
+            Some("accept") => Err("an accepted elicitation result needs a `content` object".into()),
+            Some("decline" | "cancel") => Ok(()),
+            Some(other) => Err(format!("unknown elicitation action '{other}'")),
+            None => Err("not an elicitation result (an object with an `action`)".into()),
+        },
+        "sampling/createMessage" if response.get("content").is_none() => {
+            Err("not a sampling result (no `content`)".into())
+        }
+        "roots/list" if !response.get("roots").is_some_and(Value::is_array) => {
+            Err("not a roots/list result (no `roots` array)".into())
+        }
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,6 +91,19 @@ mod tests {
         assert_eq!(r["structuredContent"]["code"], "render_quota_exceeded");
         assert_eq!(r["structuredContent"]["retry_after_ms"], 30_000);
         assert_eq!(r["content"][0]["text"], "render_quota_exceeded: busy");
+    }
+
+    #[test]
+    fn input_responses_are_checked_by_request_method() {
+        let elicit = "elicitation/create";
+        assert!(check_input_response(elicit, &json!(12345)).is_err());
+        assert!(check_input_response(elicit, &json!({"action": "accept"})).is_err());
+        assert!(check_input_response(elicit, &json!({"action": "maybe"})).is_err());
+        assert!(check_input_response(elicit, &json!({"action": "decline"})).is_ok());
+        assert!(check_input_response(elicit, &json!({"action": "accept", "content": {}})).is_ok());
+        assert!(check_input_response("sampling/createMessage", &json!({})).is_err());
+        assert!(check_input_response("roots/list", &json!({"roots": {}})).is_err());
+        assert!(check_input_response("roots/list", &json!({"roots": []})).is_ok());
     }
 
     #[test]
