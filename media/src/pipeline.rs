@@ -281,11 +281,51 @@ fn decode_stage(
     }
 }
 
+/// Composed frames that may be alive at once (composing, queued, or lent to the encoder),
+/// beyond the queue itself: one being composed while the encoder holds another.
+const FRAMES_BEYOND_QUEUE: usize = 1;
+/// Longest wait for the encoder to hand a composed frame back before composing into a new
+/// buffer anyway (an encoder that keeps references must not stall the render).
+const RECYCLE_WAIT: Duration = Duration::from_secs(2);
+
+/// Takes back the composed frames the encoder is done with. At `limit` frames out, waits for
+/// one first: without the wait a fast compositor runs ahead into fresh buffers, and at 4K
+/// each is 12.4 MB of peak memory.
+fn reclaim(
+    comp: &mut dyn Compositor,
+    recycle: &Receiver<Yuv420Frame>,
+    outstanding: &mut usize,
+    limit: usize,
+    cancel: &AtomicBool,
+) -> StageResult<()> {
+    let mut take = |buf, outstanding: &mut usize| {
+        *outstanding = outstanding.saturating_sub(1);
+        comp.recycle(buf);
+    };
+    while let Ok(buf) = recycle.try_recv() {
+        take(buf, outstanding);
+    }
+    let started = Instant::now();
+    while *outstanding >= limit && started.elapsed() < RECYCLE_WAIT {
+        match recycle.recv_timeout(Duration::from_millis(50)) {
+            Ok(buf) => take(buf, outstanding),
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => check_cancel(cancel)?,
+            // The encoder is gone; the next send reports it.
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    if *outstanding >= limit {
+        *outstanding = 0;
+    }
+    Ok(())
+}
+
 fn compose_stage(
     make: Box<dyn FnOnce() -> Result<Box<dyn Compositor>, MediaError> + Send + '_>,
     rx: Receiver<Decoded>,
     tx: Sender<Composed>,
     recycle: Receiver<Yuv420Frame>,
+    max_outstanding: usize,
     cancel: &AtomicBool,
 ) -> StageResult<Duration> {
     let mut busy = Duration::ZERO;
@@ -294,32 +334,40 @@ fn compose_stage(
     busy += t.elapsed();
     // Timing of frames inside the compositor (the GPU delays output by a few frames).
     let mut timing: VecDeque<(Option<i64>, i64)> = VecDeque::new();
-    let emit = |frame: Yuv420Frame, timing: &mut VecDeque<(Option<i64>, i64)>| {
-        let (pts, duration) = timing.pop_front().unwrap_or((None, 0));
-        send(
-            &tx,
-            Composed::Video {
-                frame,
-                pts,
-                duration,
-            },
-        )
-    };
+    // Composed frames sent on and not yet back through `recycle`.
+    let mut outstanding = 0usize;
+    let emit =
+        |frame: Yuv420Frame, timing: &mut VecDeque<(Option<i64>, i64)>, outstanding: &mut usize| {
+            let (pts, duration) = timing.pop_front().unwrap_or((None, 0));
+            *outstanding += 1;
+            send(
+                &tx,
+                Composed::Video {
+                    frame,
+                    pts,
+                    duration,
+                },
+            )
+        };
     loop {
         let msg = rx.recv().map_err(|_| StageFail::PeerGone)?;
         match msg {
             Decoded::Video(f) => {
                 check_cancel(cancel)?;
-                while let Ok(buf) = recycle.try_recv() {
-                    comp.recycle(buf);
-                }
+                reclaim(
+                    comp.as_mut(),
+                    &recycle,
+                    &mut outstanding,
+                    max_outstanding,
+                    cancel,
+                )?;
                 let t = Instant::now();
                 timing.push_back(frame_timing(&f));
                 let out = comp.push(&f)?;
                 drop(f);
                 busy += t.elapsed();
                 if let Some(o) = out {
-                    emit(o, &mut timing)?;
+                    emit(o, &mut timing, &mut outstanding)?;
                 }
             }
             Decoded::Audio(p) => send(&tx, Composed::Audio(p))?,
@@ -328,7 +376,7 @@ fn compose_stage(
                 let rest = comp.finish()?;
                 busy += t.elapsed();
                 for o in rest {
-                    emit(o, &mut timing)?;
+                    emit(o, &mut timing, &mut outstanding)?;
                 }
                 send(&tx, Composed::End)?;
                 return Ok(busy);
@@ -453,7 +501,14 @@ pub(crate) fn run(
         let c = std::thread::Builder::new()
             .name("vf-compose".into())
             .spawn_scoped(s, move || {
-                compose_stage(make_compositor, dec_rx, cmp_tx, recycle_rx, cancel)
+                compose_stage(
+                    make_compositor,
+                    dec_rx,
+                    cmp_tx,
+                    recycle_rx,
+                    depths.composed + FRAMES_BEYOND_QUEUE,
+                    cancel,
+                )
             })
             .map_err(|e| spawn_err("compose", e))?;
         let e = std::thread::Builder::new()
