@@ -147,7 +147,7 @@ impl Engine {
         let tmp = TempOutput::new(&job.output)?;
         let src = source::open(&job.input)?;
         let spec = self.compose_spec(job, &src)?;
-        let decoder = src.video_decoder()?;
+        let decoder = src.video_decoder_for_output((spec.out_width, spec.out_height))?;
         let frames_total = src.video.frames_estimate;
         let backend = self.backend_name();
         tracing::info!(
