@@ -249,6 +249,33 @@ impl Jobs {
         }
     }
 
+    /// Applies `change` to the principal's job (it returns whether it changed anything); a
+    /// change is flushed and announced before this returns.
+    async fn update(
+        &self,
+        principal: &str,
+        id: &str,
+        mut change: impl FnMut(&mut JobRecord) -> bool,
+    ) -> Result<(JobRecord, bool), JobError> {
+        self.get(principal, id)?;
+        let updated = self
+            .inner
+            .store
+            .update_job(id, |r| {
+                Ok::<_, StoreError>(if change(r) {
+                    Change::Write(())
+                } else {
+                    Change::Keep(())
+                })
+            })?
+            .ok_or(JobError::NotFound)?;
+        if updated.written {
+            self.inner.flush().await?;
+            self.inner.publish(id);
+        }
+        Ok((updated.record, updated.written))
+    }
+
     /// Records answers to outstanding input requests; keys that are not outstanding are
     /// ignored. When nothing is left outstanding the job resumes (`working`). Durable before
     /// returning.
@@ -258,14 +285,11 @@ impl Jobs {
         id: &str,
         responses: BTreeMap<String, Value>,
     ) -> Result<JobRecord, JobError> {
-        self.get(principal, id)?;
         let now = self.inner.now();
-        let updated = self
-            .inner
-            .store
-            .update_job(id, |r| {
+        let (record, written) = self
+            .update(principal, id, |r| {
                 if r.state != JobState::InputRequired {
-                    return Ok::<_, StoreError>(Change::Keep(()));
+                    return false;
                 }
                 let mut answered = false;
                 for (key, value) in &responses {
@@ -274,51 +298,39 @@ impl Jobs {
                         answered = true;
                     }
                 }
-                if !answered {
-                    return Ok(Change::Keep(()));
+                if answered {
+                    if r.input_requests.is_empty() {
+                        r.state = JobState::Working;
+                        r.status_message = "Input received; resuming.".into();
+                    }
+                    r.updated_at = now;
                 }
-                if r.input_requests.is_empty() {
-                    r.state = JobState::Working;
-                    r.status_message = "Input received; resuming.".into();
-                }
-                r.updated_at = now;
-                Ok(Change::Write(()))
-            })?
-            .ok_or(JobError::NotFound)?;
-        if updated.written {
-            self.inner.flush().await?;
-            self.inner.publish(id);
-            if let Some(live) = self.inner.live(id) {
-                live.input.notify_one();
-            }
+                answered
+            })
+            .await?;
+        if written && let Some(live) = self.inner.live(id) {
+            live.input.notify_one();
         }
-        Ok(updated.record)
+        Ok(record)
     }
 
     /// Cancels a job that has not ended (durably, then stops its future); a no-op on an ended
     /// job.
     pub async fn cancel(&self, principal: &str, id: &str) -> Result<JobRecord, JobError> {
-        self.get(principal, id)?;
         let now = self.inner.now();
-        let updated = self
-            .inner
-            .store
-            .update_job(id, |r| {
-                if r.state.is_terminal() {
-                    return Ok::<_, StoreError>(Change::Keep(()));
+        let (record, written) = self
+            .update(principal, id, |r| {
+                let running = !r.state.is_terminal();
+                if running {
+                    end(r, now, JobState::Cancelled, "Cancelled by the client.");
                 }
-                end(r, now, JobState::Cancelled, "Cancelled by the client.");
-                Ok(Change::Write(()))
-            })?
-            .ok_or(JobError::NotFound)?;
-        if updated.written {
-            self.inner.flush().await?;
-            self.inner.publish(id);
-            if let Some(live) = self.inner.live(id) {
-                live.cancel.cancel();
-            }
+                running
+            })
+            .await?;
+        if written && let Some(live) = self.inner.live(id) {
+            live.cancel.cancel();
         }
-        Ok(updated.record)
+        Ok(record)
     }
 }
 

@@ -97,6 +97,15 @@ fn elicit(message: &str, properties: Value, required: &[&str]) -> Value {
     })
 }
 
+/// The elicitation several fixtures use: a required `name` string.
+fn ask_name() -> Value {
+    elicit(
+        "What is your name?",
+        json!({ "name": { "type": "string" } }),
+        &["name"],
+    )
+}
+
 fn sample(prompt: &str, max_tokens: u32) -> Value {
     json!({
         "method": "sampling/createMessage",
@@ -140,6 +149,13 @@ fn elicitation_answer<'a>(
     Ok(v.get("content")
         .and_then(Value::as_object)
         .filter(|_| v["action"] == "accept"))
+}
+
+/// The `name` of an accepted name elicitation ("stranger" when declined).
+fn answered_name(key: &str, v: &Value) -> Result<String, McpError> {
+    Ok(elicitation_answer(key, v)?
+        .and_then(|c| content_string(c, "name"))
+        .unwrap_or_else(|| "stranger".into()))
 }
 
 /// A sampling answer's text (`content` may be one block or an array of blocks).
@@ -208,14 +224,7 @@ fn confirm_delete_request(filename: &str) -> Value {
 
 fn multi_input_requests() -> BTreeMap<String, Value> {
     BTreeMap::from([
-        (
-            "name".to_string(),
-            elicit(
-                "What is your name?",
-                json!({ "name": { "type": "string" } }),
-                &["name"],
-            ),
-        ),
+        ("name".to_string(), ask_name()),
         (
             "confirmation".to_string(),
             elicit(
@@ -625,10 +634,7 @@ impl Fixtures {
                 )),
                 None => complete_text("The user declined to give a name."),
             },
-            None => input_required(
-                json!({ "user_name": elicit("What is your name?", json!({ "name": { "type": "string" } }), &["name"]) }),
-                None,
-            ),
+            None => input_required(json!({ "user_name": ask_name() }), None),
         }
     }
 
@@ -668,9 +674,7 @@ impl Fixtures {
         if let (Some(r), Some(_)) = (responses, opened)
             && keys.iter().all(|k| r.contains_key(*k))
         {
-            let name = elicitation_answer("user_name", &r["user_name"])?
-                .and_then(|c| content_string(c, "name"))
-                .unwrap_or_else(|| "stranger".into());
+            let name = answered_name("user_name", &r["user_name"])?;
             let greeting = sampling_text("greeting", &r["greeting"])?;
             let roots = root_uris("client_roots", &r["client_roots"])?;
             return complete_text(format!(
@@ -680,7 +684,7 @@ impl Fixtures {
         }
         input_required(
             json!({
-                "user_name": elicit("What is your name?", json!({ "name": { "type": "string" } }), &["name"]),
+                "user_name": ask_name(),
                 "greeting": sample("Generate a greeting", 50),
                 "client_roots": list_roots(),
             }),
@@ -709,9 +713,7 @@ impl Fixtures {
         match round {
             1 => match responses.and_then(|r| r.get("step1")) {
                 Some(answer) => {
-                    let name = elicitation_answer("step1", answer)?
-                        .and_then(|c| content_string(c, "name"))
-                        .unwrap_or_else(|| "stranger".into());
+                    let name = answered_name("step1", answer)?;
                     input_required(
                         json!({ "step2": elicit("Step 2: What is your favorite color?", json!({ "color": { "type": "string" } }), &["color"]) }),
                         Some(self.seal(principal, tool, &json!({ "round": 2, "name": name }))),
@@ -754,14 +756,7 @@ impl Fixtures {
         let caps = client_caps(ctx);
         let mut requests = Map::new();
         if declares(&caps, "elicitation") {
-            requests.insert(
-                "user_name".into(),
-                elicit(
-                    "What is your name?",
-                    json!({ "name": { "type": "string" } }),
-                    &["name"],
-                ),
-            );
+            requests.insert("user_name".into(), ask_name());
         }
         if declares(&caps, "sampling") {
             requests.insert("greeting".into(), sample("Generate a greeting", 50));
@@ -944,14 +939,12 @@ impl Fixtures {
                     return Err(missing_capability(json!({ "elicitation": {} })));
                 }
                 return input_required(
-                    json!({ "user_name": elicit("What is your name?", json!({ "name": { "type": "string" } }), &["name"]) }),
+                    json!({ "user_name": ask_name() }),
                     Some(self.seal(principal, tool, &json!({ "round": 1 }))),
                 );
             }
         };
-        let name = elicitation_answer("user_name", answer)?
-            .and_then(|c| content_string(c, "name"))
-            .unwrap_or_else(|| "stranger".into());
+        let name = answered_name("user_name", answer)?;
         let text = format!("Hello, {name}! (greeted by a task)");
         if !declared.tasks {
             return complete_text(text);
