@@ -286,6 +286,34 @@ impl ColorAffine {
     }
 }
 
+/// Exact-coverage (area) downscale of one tight 8-bit plane, in plain f64: output sample
+/// (ox, oy) averages the source over `[ox*rx, (ox+1)*rx] x [oy*ry, (oy+1)*ry]`. Slow and
+/// deliberately naive: the reference that the shader's and the CPU scaler's area filters are
+/// tested against.
+pub fn area_downscale_reference(p: &[u8], w: u32, h: u32, ow: u32, oh: u32) -> Vec<u8> {
+    let rx = w as f64 / ow as f64;
+    let ry = h as f64 / oh as f64;
+    let cover = |lo: f64, hi: f64, i: usize| (hi.min(i as f64 + 1.0) - lo.max(i as f64)).max(0.0);
+    let mut out = vec![0u8; (ow * oh) as usize];
+    for oy in 0..oh as usize {
+        let (y0, y1) = (oy as f64 * ry, (oy as f64 + 1.0) * ry);
+        for ox in 0..ow as usize {
+            let (x0, x1) = (ox as f64 * rx, (ox as f64 + 1.0) * rx);
+            let (mut acc, mut total) = (0.0, 0.0);
+            for sy in y0.floor() as usize..(y1.ceil() as usize).min(h as usize) {
+                let wy = cover(y0, y1, sy);
+                for sx in x0.floor() as usize..(x1.ceil() as usize).min(w as usize) {
+                    let wgt = wy * cover(x0, x1, sx);
+                    acc += wgt * p[sy * w as usize + sx] as f64;
+                    total += wgt;
+                }
+            }
+            out[oy * ow as usize + ox] = (acc / total).round().clamp(0.0, 255.0) as u8;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

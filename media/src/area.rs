@@ -334,6 +334,26 @@ mod avx2 {
         }
     }
 
+    /// Rounds the 16 fixed-point sums of one output block (outputs 0-7 in `a0`, 8-15 in
+    /// `a1`, rounding term already added) to bytes and stores them in `out[..16]`.
+    #[target_feature(enable = "avx2")]
+    fn store_block(a0: __m256i, a1: __m256i, out: &mut [u8]) {
+        assert!(out.len() >= BLOCK);
+        let a0 = _mm256_srai_epi32::<{ OUT_SHIFT as i32 }>(a0);
+        let a1 = _mm256_srai_epi32::<{ OUT_SHIFT as i32 }>(a1);
+        // packs per lane gives outputs [0-3, 8-11 | 4-7, 12-15]; the permute restores order.
+        let w16 = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packs_epi32(a0, a1));
+        let bytes = _mm256_packus_epi16(w16, w16);
+        let bytes = _mm256_permute4x64_epi64::<0b00_00_10_00>(bytes);
+        // SAFETY: `out` holds at least 16 bytes (asserted above).
+        unsafe {
+            _mm_storeu_si128(
+                out.as_mut_ptr() as *mut __m128i,
+                _mm256_castsi256_si128(bytes),
+            )
+        };
+    }
+
     /// Horizontal pass, [`BLOCK`] outputs per step: for each tap pair one gather of the two
     /// adjacent `i16` intermediates per output, `pmaddwd` with that output's weight pair.
     ///
@@ -372,19 +392,7 @@ mod avx2 {
                 i0 = _mm256_add_epi32(i0, _mm256_set1_epi32(2));
                 i1 = _mm256_add_epi32(i1, _mm256_set1_epi32(2));
             }
-            let a0 = _mm256_srai_epi32::<{ OUT_SHIFT as i32 }>(a0);
-            let a1 = _mm256_srai_epi32::<{ OUT_SHIFT as i32 }>(a1);
-            // packs per lane gives outputs [0-3, 8-11 | 4-7, 12-15]; the permute restores order.
-            let w16 = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packs_epi32(a0, a1));
-            let bytes = _mm256_packus_epi16(w16, w16);
-            let bytes = _mm256_permute4x64_epi64::<0b00_00_10_00>(bytes);
-            // SAFETY: o + 16 <= out.len().
-            unsafe {
-                _mm_storeu_si128(
-                    out.as_mut_ptr().add(o) as *mut __m128i,
-                    _mm256_castsi256_si128(bytes),
-                )
-            };
+            store_block(a0, a1, &mut out[o..o + BLOCK]);
         }
         horizontal_scalar(mid, h, blocks * BLOCK, out);
     }
@@ -437,18 +445,7 @@ mod avx2 {
                 a0 = _mm256_add_epi32(a0, _mm256_madd_epi16(_mm256_shuffle_epi8(v0, m0), w0));
                 a1 = _mm256_add_epi32(a1, _mm256_madd_epi16(_mm256_shuffle_epi8(v1, m1), w1));
             }
-            let a0 = _mm256_srai_epi32::<{ OUT_SHIFT as i32 }>(a0);
-            let a1 = _mm256_srai_epi32::<{ OUT_SHIFT as i32 }>(a1);
-            let w16 = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packs_epi32(a0, a1));
-            let bytes = _mm256_packus_epi16(w16, w16);
-            let bytes = _mm256_permute4x64_epi64::<0b00_00_10_00>(bytes);
-            // SAFETY: o + 16 <= out.len().
-            unsafe {
-                _mm_storeu_si128(
-                    out.as_mut_ptr().add(o) as *mut __m128i,
-                    _mm256_castsi256_si128(bytes),
-                )
-            };
+            store_block(a0, a1, &mut out[o..o + BLOCK]);
         }
         horizontal_scalar(mid, h, blocks * BLOCK, out);
     }
@@ -458,30 +455,9 @@ mod avx2 {
 mod tests {
     use super::*;
 
-    /// Straightforward f64 exact-coverage downscale (mirrors the gpu crate's test reference).
     fn reference(p: &[u8], w: usize, h: usize, ow: usize, oh: usize) -> Vec<u8> {
-        let rx = w as f64 / ow as f64;
-        let ry = h as f64 / oh as f64;
-        let cover =
-            |lo: f64, hi: f64, i: usize| (hi.min(i as f64 + 1.0) - lo.max(i as f64)).max(0.0);
-        let mut out = vec![0u8; ow * oh];
-        for oy in 0..oh {
-            let (y0, y1) = (oy as f64 * ry, (oy as f64 + 1.0) * ry);
-            for ox in 0..ow {
-                let (x0, x1) = (ox as f64 * rx, (ox as f64 + 1.0) * rx);
-                let (mut acc, mut total) = (0.0, 0.0);
-                for sy in y0.floor() as usize..(y1.ceil() as usize).min(h) {
-                    let wy = cover(y0, y1, sy);
-                    for sx in x0.floor() as usize..(x1.ceil() as usize).min(w) {
-                        let wgt = wy * cover(x0, x1, sx);
-                        acc += wgt * p[sy * w + sx] as f64;
-                        total += wgt;
-                    }
-                }
-                out[oy * ow + ox] = (acc / total).round().clamp(0.0, 255.0) as u8;
-            }
-        }
-        out
+        let n = |v: usize| u32::try_from(v).expect("test sizes fit u32");
+        vidforge_gpu::filter::area_downscale_reference(p, n(w), n(h), n(ow), n(oh))
     }
 
     /// Deterministic busy content: gradients, hard edges and noise.

@@ -3,6 +3,7 @@
 
 use std::process::Command;
 
+use vidforge_gpu::filter::area_downscale_reference;
 use vidforge_gpu::{
     AdapterPreference, ColorSpec, ComposeConfig, GpuContext, GpuError, Rotation, Yuv420Frame,
 };
@@ -188,32 +189,6 @@ pub fn rotate_plane(p: &[u8], w: u32, h: u32, rot: Rotation) -> (Vec<u8>, u32, u
     (out, dw as u32, dh as u32)
 }
 
-/// Straightforward f64 exact-coverage (area) downscale of one plane: output sample (ox, oy)
-/// averages the source over `[ox*rx, (ox+1)*rx] x [oy*ry, (oy+1)*ry]`.
-pub fn area_scale_plane(p: &[u8], w: u32, h: u32, ow: u32, oh: u32) -> Vec<u8> {
-    let rx = w as f64 / ow as f64;
-    let ry = h as f64 / oh as f64;
-    let cover = |lo: f64, hi: f64, i: usize| (hi.min(i as f64 + 1.0) - lo.max(i as f64)).max(0.0);
-    let mut out = vec![0u8; (ow * oh) as usize];
-    for oy in 0..oh as usize {
-        let (y0, y1) = (oy as f64 * ry, (oy as f64 + 1.0) * ry);
-        for ox in 0..ow as usize {
-            let (x0, x1) = (ox as f64 * rx, (ox as f64 + 1.0) * rx);
-            let (mut acc, mut total) = (0.0, 0.0);
-            for sy in y0.floor() as usize..(y1.ceil() as usize).min(h as usize) {
-                let wy = cover(y0, y1, sy);
-                for sx in x0.floor() as usize..(x1.ceil() as usize).min(w as usize) {
-                    let wgt = wy * cover(x0, x1, sx);
-                    acc += wgt * p[sy * w as usize + sx] as f64;
-                    total += wgt;
-                }
-            }
-            out[oy * ow as usize + ox] = (acc / total).round().clamp(0.0, 255.0) as u8;
-        }
-    }
-    out
-}
-
 /// Reference for the compositor's downscale path: rotate, then area-scale each plane.
 pub fn reference_area(frame: &Yuv420Frame, rot: Rotation, ow: u32, oh: u32) -> Yuv420Frame {
     let (cw, ch) = Yuv420Frame::chroma_size(frame.width, frame.height);
@@ -224,9 +199,9 @@ pub fn reference_area(frame: &Yuv420Frame, rot: Rotation, ow: u32, oh: u32) -> Y
     Yuv420Frame {
         width: ow,
         height: oh,
-        y: area_scale_plane(&y, dw, dh, ow, oh),
-        u: area_scale_plane(&u, dcw, dch, ocw, och),
-        v: area_scale_plane(&v, dcw, dch, ocw, och),
+        y: area_downscale_reference(&y, dw, dh, ow, oh),
+        u: area_downscale_reference(&u, dcw, dch, ocw, och),
+        v: area_downscale_reference(&v, dcw, dch, ocw, och),
     }
 }
 

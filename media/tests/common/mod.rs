@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
+use vidforge_gpu::filter::area_downscale_reference;
 use vidforge_media::fixtures::{self, ClipSpec};
 use vidforge_media::{
     BackendChoice, EncoderSettings, Engine, OutputFormat, RenderJob, RenderReport, Resolution,
@@ -140,41 +141,15 @@ pub fn num(s: &fixtures::ProbeStream, key: &str) -> i64 {
         .unwrap_or_else(|| panic!("ffprobe field {key} missing or not a number: {s:?}"))
 }
 
-/// Straightforward f64 exact-coverage (area) downscale of one tight plane: output sample
-/// (ox, oy) averages the source over `[ox*rx, (ox+1)*rx] x [oy*ry, (oy+1)*ry]`.
-pub fn area_scale_plane(p: &[u8], w: u32, h: u32, ow: u32, oh: u32) -> Vec<u8> {
-    let rx = w as f64 / ow as f64;
-    let ry = h as f64 / oh as f64;
-    let cover = |lo: f64, hi: f64, i: usize| (hi.min(i as f64 + 1.0) - lo.max(i as f64)).max(0.0);
-    let mut out = vec![0u8; (ow * oh) as usize];
-    for oy in 0..oh as usize {
-        let (y0, y1) = (oy as f64 * ry, (oy as f64 + 1.0) * ry);
-        for ox in 0..ow as usize {
-            let (x0, x1) = (ox as f64 * rx, (ox as f64 + 1.0) * rx);
-            let (mut acc, mut total) = (0.0, 0.0);
-            for sy in y0.floor() as usize..(y1.ceil() as usize).min(h as usize) {
-                let wy = cover(y0, y1, sy);
-                for sx in x0.floor() as usize..(x1.ceil() as usize).min(w as usize) {
-                    let wgt = wy * cover(x0, x1, sx);
-                    acc += wgt * p[sy * w as usize + sx] as f64;
-                    total += wgt;
-                }
-            }
-            out[oy * ow as usize + ox] = (acc / total).round().clamp(0.0, 255.0) as u8;
-        }
-    }
-    out
-}
-
-/// [`area_scale_plane`] over the three planes of a frame.
+/// [`area_downscale_reference`] over the three planes of a frame.
 pub fn area_scale(f: &Yuv420Frame, ow: u32, oh: u32) -> Yuv420Frame {
     let (cw, ch) = Yuv420Frame::chroma_size(f.width, f.height);
     let (ocw, och) = Yuv420Frame::chroma_size(ow, oh);
     Yuv420Frame {
         width: ow,
         height: oh,
-        y: area_scale_plane(&f.y, f.width, f.height, ow, oh),
-        u: area_scale_plane(&f.u, cw, ch, ocw, och),
-        v: area_scale_plane(&f.v, cw, ch, ocw, och),
+        y: area_downscale_reference(&f.y, f.width, f.height, ow, oh),
+        u: area_downscale_reference(&f.u, cw, ch, ocw, och),
+        v: area_downscale_reference(&f.v, cw, ch, ocw, och),
     }
 }
