@@ -9,44 +9,13 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use vidforge_gpu::{
-    AdapterPreference, ColorSpec, GpuContext, Position, Rotation, WatermarkImage, blend_watermark,
-    place_watermark, prepare_watermark,
-};
-use vidforge_media::fixtures::{self, ClipSpec};
-use vidforge_media::{
-    ComposeSpec, Compositor, CpuCompositor, Resolution, WgpuCompositor, decode_raw_frames,
-    output_size,
-};
-
-fn spec_for(src_w: u32, src_h: u32, res: Resolution) -> ComposeSpec {
-    let (w, h) = output_size(src_w, src_h, res);
-    let logo = WatermarkImage {
-        width: 400,
-        height: 200,
-        rgba: [255u8, 255, 255, 200].repeat(400 * 200),
-    };
-    let watermark = place_watermark(w, h, logo.width, logo.height, Position::BottomRight)
-        .map(|p| prepare_watermark(&logo, p, 0.6, ColorSpec::OUTPUT));
-    ComposeSpec {
-        out_width: w,
-        out_height: h,
-        rotation: Rotation::None,
-        watermark,
-    }
-}
+use vidforge_gpu::{AdapterPreference, GpuContext, blend_watermark};
+use vidforge_media::fixtures;
+use vidforge_media::{Compositor, CpuCompositor, Resolution, WgpuCompositor};
 
 fn source(dir: &Path, w: u32, h: u32) -> Vec<vidforge_media::ffmpeg::frame::Video> {
-    let clip = fixtures::clip(
-        dir,
-        &ClipSpec {
-            seconds: 0.2,
-            audio: false,
-            ..ClipSpec::h264(w, h)
-        },
-    )
-    .expect("generating a fixture needs the ffmpeg CLI");
-    decode_raw_frames(&clip, 4).expect("decoding the fixture")
+    fixtures::compose_bench_frames(dir, w, h)
+        .expect("generating and decoding a fixture needs the ffmpeg CLI")
 }
 
 fn compose(c: &mut Criterion) {
@@ -55,7 +24,7 @@ fn compose(c: &mut Criterion) {
         let frames = source(dir.path(), w, h);
         let mut group = c.benchmark_group(format!("compose_cpu/from_{name}"));
         for res in Resolution::ALL {
-            let mut comp = CpuCompositor::new(spec_for(w, h, res));
+            let mut comp = CpuCompositor::new(fixtures::compose_bench_spec(w, h, res));
             let mut i = 0;
             group.bench_function(res.as_str(), |b| {
                 b.iter(|| {
@@ -75,7 +44,11 @@ fn compose(c: &mut Criterion) {
         Ok(ctx) => {
             let frames = source(dir.path(), 1920, 1080);
             let adapter = ctx.adapter().name.clone();
-            let mut comp = WgpuCompositor::new(&ctx, spec_for(1920, 1080, Resolution::P720), 3);
+            let mut comp = WgpuCompositor::new(
+                &ctx,
+                fixtures::compose_bench_spec(1920, 1080, Resolution::P720),
+                3,
+            );
             let mut group = c.benchmark_group(format!("compose_wgpu[{adapter}]/from_1080p"));
             group.sample_size(10);
             let mut i = 0;
@@ -93,7 +66,7 @@ fn compose(c: &mut Criterion) {
     }
 
     // The blend alone over a 720p frame.
-    let spec = spec_for(1920, 1080, Resolution::P720);
+    let spec = fixtures::compose_bench_spec(1920, 1080, Resolution::P720);
     if let Some(wm) = spec.watermark.as_ref() {
         let mut frame = vidforge_gpu::Yuv420Frame::filled(1280, 720, [60, 120, 140]);
         c.bench_function("blend_watermark/720p", |b| {

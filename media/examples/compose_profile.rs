@@ -8,14 +8,10 @@
 
 use std::time::Instant;
 
-use vidforge_media::fixtures::{self, ClipSpec};
-use vidforge_media::gpu::{WatermarkImage, place_watermark, prepare_watermark};
-use vidforge_media::{
-    ColorSpec, ComposeSpec, Compositor, CpuCompositor, Position, Resolution, Rotation,
-    decode_raw_frames, output_size,
-};
+use vidforge_media::fixtures;
+use vidforge_media::{Compositor, CpuCompositor, Resolution};
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let size = args.first().map_or("1920x1080", String::as_str);
     let (w, h) = size
@@ -28,29 +24,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let dir = std::env::temp_dir().join("vidforge-compose-profile");
     std::fs::create_dir_all(&dir)?;
-    let clip = fixtures::clip(
-        &dir,
-        &ClipSpec {
-            seconds: 0.2,
-            audio: false,
-            ..ClipSpec::h264(w, h)
-        },
-    )?;
-    let frames = decode_raw_frames(&clip, 4)?;
-    let (ow, oh) = output_size(w, h, res);
-    let logo = WatermarkImage {
-        width: 400,
-        height: 200,
-        rgba: [255u8, 255, 255, 200].repeat(400 * 200),
-    };
-    let watermark = place_watermark(ow, oh, logo.width, logo.height, Position::BottomRight)
-        .map(|p| prepare_watermark(&logo, p, 0.6, ColorSpec::OUTPUT));
-    let mut comp = CpuCompositor::new(ComposeSpec {
-        out_width: ow,
-        out_height: oh,
-        rotation: Rotation::None,
-        watermark,
-    });
+    let frames = fixtures::compose_bench_frames(&dir, w, h)?;
+    let spec = fixtures::compose_bench_spec(w, h, res);
+    let (ow, oh) = (spec.out_width, spec.out_height);
+    let mut comp = CpuCompositor::new(spec);
     let (start, cpu_start) = (Instant::now(), cpu_ns());
     for i in 0..iterations {
         if let Some(out) = comp.push(&frames[i % frames.len()])? {

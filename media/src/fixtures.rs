@@ -362,3 +362,43 @@ pub fn ffprobe_duration(path: &Path) -> io::Result<f64> {
         .parse()
         .map_err(|e| io::Error::other(format!("ffprobe duration {out:?}: {e}")))
 }
+
+/// What the compose benchmarks measure (the criterion bench and the `compose_profile`
+/// example): the spec from a `src_w`x`src_h` source to `res`, with a 400x200 white logo at
+/// opacity 0.6 in the bottom-right corner.
+pub fn compose_bench_spec(src_w: u32, src_h: u32, res: crate::Resolution) -> crate::ComposeSpec {
+    use vidforge_gpu::{ColorSpec, Position, Rotation, WatermarkImage};
+    let (w, h) = crate::output_size(src_w, src_h, res);
+    let logo = WatermarkImage {
+        width: 400,
+        height: 200,
+        rgba: [255u8, 255, 255, 200].repeat(400 * 200),
+    };
+    let watermark =
+        vidforge_gpu::place_watermark(w, h, logo.width, logo.height, Position::BottomRight)
+            .map(|p| vidforge_gpu::prepare_watermark(&logo, p, 0.6, ColorSpec::OUTPUT));
+    crate::ComposeSpec {
+        out_width: w,
+        out_height: h,
+        rotation: Rotation::None,
+        watermark,
+    }
+}
+
+/// The compose benchmarks' input: the first 4 decoded frames of a short `w`x`h` test clip
+/// made in `dir`.
+pub fn compose_bench_frames(
+    dir: &Path,
+    w: u32,
+    h: u32,
+) -> Result<Vec<ffmpeg_next::frame::Video>, Box<dyn std::error::Error + Send + Sync>> {
+    let clip = clip(
+        dir,
+        &ClipSpec {
+            seconds: 0.2,
+            audio: false,
+            ..ClipSpec::h264(w, h)
+        },
+    )?;
+    Ok(crate::decode_raw_frames(&clip, 4)?)
+}
