@@ -447,6 +447,17 @@ pub enum JobState {
 }
 
 impl JobState {
+    /// The MCP task status of this state.
+    pub fn task_status(self) -> &'static str {
+        match self {
+            JobState::Working => "working",
+            JobState::InputRequired => "input_required",
+            JobState::Completed => "completed",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
     pub fn is_terminal(self) -> bool {
         matches!(
             self,

@@ -28,6 +28,7 @@ use crate::store::{JobFailure, JobRecord};
 
 use super::capabilities::TASKS_EXTENSION;
 use super::handler::{Declared, from_json};
+use super::wire::form_elicitation;
 
 /// A 1×1 red PNG.
 const TEST_IMAGE_BASE64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
@@ -86,20 +87,9 @@ fn input_required<T: From<InputRequiredResult>>(
     Ok(from_json::<InputRequiredResult>(v)?.into())
 }
 
-fn elicit(message: &str, properties: Value, required: &[&str]) -> Value {
-    json!({
-        "method": "elicitation/create",
-        "params": {
-            "mode": "form",
-            "message": message,
-            "requestedSchema": { "type": "object", "properties": properties, "required": required }
-        }
-    })
-}
-
 /// The elicitation several fixtures use: a required `name` string.
 fn ask_name() -> Value {
-    elicit(
+    form_elicitation(
         "What is your name?",
         json!({ "name": { "type": "string" } }),
         &["name"],
@@ -192,13 +182,6 @@ fn content_string(content: &Map<String, Value>, field: &str) -> Option<String> {
         .map(String::from)
 }
 
-/// Declared client capabilities of this request, as JSON.
-fn client_caps(ctx: &RequestContext<RoleServer>) -> Value {
-    ctx.client_capabilities()
-        .and_then(|c| serde_json::to_value(c).ok())
-        .unwrap_or(Value::Null)
-}
-
 fn declares(caps: &Value, name: &str) -> bool {
     caps.get(name).is_some_and(|v| !v.is_null())
 }
@@ -215,7 +198,7 @@ fn deletion_text(filename: &str, answer: Option<&Map<String, Value>>) -> String 
 }
 
 fn confirm_delete_request(filename: &str) -> Value {
-    elicit(
+    form_elicitation(
         &format!("Delete {filename}?"),
         json!({ "confirm": { "type": "boolean", "description": "true to delete the file" } }),
         &["confirm"],
@@ -227,7 +210,7 @@ fn multi_input_requests() -> BTreeMap<String, Value> {
         ("name".to_string(), ask_name()),
         (
             "confirmation".to_string(),
-            elicit(
+            form_elicitation(
                 "Confirm the operation?",
                 json!({ "confirm": { "type": "boolean" } }),
                 &["confirm"],
@@ -444,7 +427,7 @@ impl Fixtures {
             "test_tool_with_progress" => self.progress(ctx).await,
             "test_logging_tool" => self.logging(ctx).await,
             "test_missing_capability" => {
-                if !declares(&client_caps(ctx), "sampling") {
+                if !declares(&declared.caps, "sampling") {
                     Err(missing_capability(json!({ "sampling": {} })))
                 } else if let Some(answer) = responses.and_then(|r| r.get("completion")) {
                     sampling_text("completion", answer)
@@ -508,7 +491,7 @@ impl Fixtures {
                 self.multi_round(principal, name, responses, state)
             }
             "test_input_required_result_capabilities" => {
-                self.declared_inputs_only(principal, name, responses, state, ctx)
+                self.declared_inputs_only(principal, name, responses, state, declared)
             }
             "json_schema_2020_12_tool" => {
                 complete_text(format!("Received {}.", Value::Object(args.clone())))
@@ -656,7 +639,7 @@ impl Fixtures {
                 complete_text(format!("state-ok: requestState verified; confirmed={ok}."))
             }
             _ => input_required(
-                json!({ "confirm": elicit("Please confirm", json!({ "ok": { "type": "boolean" } }), &["ok"]) }),
+                json!({ "confirm": form_elicitation("Please confirm", json!({ "ok": { "type": "boolean" } }), &["ok"]) }),
                 Some(self.seal(principal, tool, &json!({ "round": 1 }))),
             ),
         }
@@ -706,27 +689,27 @@ impl Fixtures {
             .unwrap_or(0);
         let step1 = || {
             input_required(
-                json!({ "step1": elicit("Step 1: What is your name?", json!({ "name": { "type": "string" } }), &["name"]) }),
+                json!({ "step1": form_elicitation("Step 1: What is your name?", json!({ "name": { "type": "string" } }), &["name"]) }),
                 Some(self.seal(principal, tool, &json!({ "round": 1 }))),
+            )
+        };
+        // Round 2 asks for the colour, carrying the name in the sealed state.
+        let step2 = |name: &str| {
+            input_required(
+                json!({ "step2": form_elicitation("Step 2: What is your favorite color?", json!({ "color": { "type": "string" } }), &["color"]) }),
+                Some(self.seal(principal, tool, &json!({ "round": 2, "name": name }))),
             )
         };
         match round {
             1 => match responses.and_then(|r| r.get("step1")) {
-                Some(answer) => {
-                    let name = answered_name("step1", answer)?;
-                    input_required(
-                        json!({ "step2": elicit("Step 2: What is your favorite color?", json!({ "color": { "type": "string" } }), &["color"]) }),
-                        Some(self.seal(principal, tool, &json!({ "round": 2, "name": name }))),
-                    )
-                }
+                Some(answer) => step2(&answered_name("step1", answer)?),
                 None => step1(),
             },
             2 => {
                 let name = opened
                     .as_ref()
                     .and_then(|s| s["name"].as_str())
-                    .unwrap_or("stranger")
-                    .to_string();
+                    .unwrap_or("stranger");
                 match responses.and_then(|r| r.get("step2")) {
                     Some(answer) => {
                         let color = elicitation_answer("step2", answer)?
@@ -734,10 +717,7 @@ impl Fixtures {
                             .unwrap_or_else(|| "unknown".into());
                         complete_text(format!("{name}'s favorite color is {color}."))
                     }
-                    None => input_required(
-                        json!({ "step2": elicit("Step 2: What is your favorite color?", json!({ "color": { "type": "string" } }), &["color"]) }),
-                        Some(self.seal(principal, tool, &json!({ "round": 2, "name": name }))),
-                    ),
+                    None => step2(name),
                 }
             }
             _ => step1(),
@@ -751,17 +731,17 @@ impl Fixtures {
         tool: &str,
         responses: Option<&InputResponses>,
         state: Option<&str>,
-        ctx: &RequestContext<RoleServer>,
+        declared: &Declared,
     ) -> ToolResult {
-        let caps = client_caps(ctx);
+        let caps = &declared.caps;
         let mut requests = Map::new();
-        if declares(&caps, "elicitation") {
+        if declares(caps, "elicitation") {
             requests.insert("user_name".into(), ask_name());
         }
-        if declares(&caps, "sampling") {
+        if declares(caps, "sampling") {
             requests.insert("greeting".into(), sample("Generate a greeting", 50));
         }
-        if declares(&caps, "roots") {
+        if declares(caps, "roots") {
             requests.insert("client_roots".into(), list_roots());
         }
         if requests.is_empty() {
@@ -1035,7 +1015,7 @@ impl Fixtures {
                     }
                     None => {
                         return input_required(
-                            json!({ "user_context": elicit("What context should the prompt use?", json!({ "context": { "type": "string" } }), &["context"]) }),
+                            json!({ "user_context": form_elicitation("What context should the prompt use?", json!({ "context": { "type": "string" } }), &["context"]) }),
                             None,
                         );
                     }

@@ -61,6 +61,8 @@ pub(super) fn from_json<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, M
 pub(super) struct Declared {
     pub tasks: bool,
     pub elicitation_form: bool,
+    /// The whole declared `clientCapabilities` object (`null` when absent).
+    pub caps: Value,
 }
 
 fn declared(ctx: &RequestContext<RoleServer>) -> Declared {
@@ -81,6 +83,7 @@ fn declared(ctx: &RequestContext<RoleServer>) -> Declared {
     Declared {
         tasks,
         elicitation_form,
+        caps: caps_json,
     }
 }
 
@@ -146,22 +149,14 @@ fn tool_ok(text: String, structured: Value) -> Result<CallToolResponse, McpError
 
 /// The task fields of a generic job, for `CreateTaskResult`, `tasks/get` and notifications.
 pub(super) fn job_task_fields(rec: &JobRecord, ttl: std::time::Duration) -> Value {
-    let status = match rec.state {
-        JobState::Working => "working",
-        JobState::InputRequired => "input_required",
-        JobState::Completed => "completed",
-        JobState::Failed => "failed",
-        JobState::Cancelled => "cancelled",
-    };
-    json!({
-        "taskId": rec.id,
-        "status": status,
-        "statusMessage": rec.status_message,
-        "createdAt": wire::rfc3339(rec.created_at),
-        "lastUpdatedAt": wire::rfc3339(rec.updated_at),
-        "ttlMs": ttl.as_millis() as u64,
-        "pollIntervalMs": wire::poll_interval_ms(rec.state == JobState::Working),
-    })
+    wire::task_fields(
+        &rec.id,
+        rec.state.task_status(),
+        &rec.status_message,
+        rec.created_at,
+        rec.updated_at,
+        ttl,
+    )
 }
 
 /// A job as a `DetailedTask`: outstanding `inputRequests`, the inlined `result`, or `error`.
@@ -353,16 +348,14 @@ impl VidforgeMcp {
 
     /// The task fields (no status payload), for `CreateTaskResult` and `tasks/get`.
     fn task_fields(&self, rec: &RenderRecord, elicitation_form: bool) -> Value {
-        let status = rec.state.task_status();
-        json!({
-            "taskId": rec.id,
-            "status": status,
-            "statusMessage": self.status_message(rec, elicitation_form),
-            "createdAt": wire::rfc3339(rec.created_at),
-            "lastUpdatedAt": wire::rfc3339(rec.updated_at),
-            "ttlMs": self.shared.task_ttl.as_millis() as u64,
-            "pollIntervalMs": wire::poll_interval_ms(status == "working"),
-        })
+        wire::task_fields(
+            &rec.id,
+            rec.state.task_status(),
+            &self.status_message(rec, elicitation_form),
+            rec.created_at,
+            rec.updated_at,
+            self.shared.task_ttl,
+        )
     }
 
     fn detailed_task(&self, rec: &RenderRecord, elicitation_form: bool) -> Value {

@@ -21,6 +21,39 @@ pub fn poll_interval_ms(working: bool) -> u64 {
     }
 }
 
+/// The `Task` fields every task carries, render or job (`CreateTaskResult`, `tasks/get`,
+/// `notifications/tasks`).
+pub fn task_fields(
+    id: &str,
+    status: &str,
+    status_message: &str,
+    created_at: u64,
+    updated_at: u64,
+    ttl: std::time::Duration,
+) -> Value {
+    json!({
+        "taskId": id,
+        "status": status,
+        "statusMessage": status_message,
+        "createdAt": rfc3339(created_at),
+        "lastUpdatedAt": rfc3339(updated_at),
+        "ttlMs": ttl.as_millis() as u64,
+        "pollIntervalMs": poll_interval_ms(status == "working"),
+    })
+}
+
+/// A form-mode `elicitation/create` input request asking for an object with `properties`.
+pub fn form_elicitation(message: &str, properties: Value, required: &[&str]) -> Value {
+    json!({
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": message,
+            "requestedSchema": { "type": "object", "properties": properties, "required": required }
+        }
+    })
+}
+
 /// A complete `isError: true` CallToolResult as wire JSON (envelope in `structuredContent`).
 pub fn tool_error_result(env: &Envelope, text: Option<String>) -> Value {
     let text = text.unwrap_or_else(|| format!("{}: {}", env.code, env.message));
@@ -35,24 +68,17 @@ pub fn tool_error_result(env: &Envelope, text: Option<String>) -> Value {
 /// The form elicitation asking for watermark approval.
 pub fn approval_input_requests(id: &str, position: &str, opacity: f64) -> Value {
     json!({
-        APPROVAL_INPUT_KEY: {
-            "method": "elicitation/create",
-            "params": {
-                "mode": "form",
-                "message": format!(
-                    "Approve this watermark? Preview: {} ({position}, opacity {opacity}). Rejecting ends the render.",
-                    crate::uri::preview_uri(id)
-                ),
-                "requestedSchema": {
-                    "type": "object",
-                    "required": ["approved"],
-                    "properties": {
-                        "approved": { "type": "boolean", "description": "true to continue the render with this watermark; false to reject and end it." },
-                        "note": { "type": "string", "description": "Optional reason or requested adjustment when rejecting." }
-                    }
-                }
-            }
-        }
+        APPROVAL_INPUT_KEY: form_elicitation(
+            &format!(
+                "Approve this watermark? Preview: {} ({position}, opacity {opacity}). Rejecting ends the render.",
+                crate::uri::preview_uri(id)
+            ),
+            json!({
+                "approved": { "type": "boolean", "description": "true to continue the render with this watermark; false to reject and end it." },
+                "note": { "type": "string", "description": "Optional reason or requested adjustment when rejecting." }
+            }),
+            &["approved"],
+        )
     })
 }
 
