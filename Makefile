@@ -4,14 +4,18 @@ CARGO ?= cargo
 # Tests run the wgpu path on Mesa lavapipe and fail (not skip) when no adapter is found.
 TEST_ENV := WGPU_BACKEND=vulkan VIDFORGE_REQUIRE_GPU=1 XDG_RUNTIME_DIR=/tmp RUST_LOG=warn
 
-.PHONY: deps build serve test lint fmt bench
+.PHONY: deps build serve test first-contact lint fmt bench
 
 deps:
 	./scripts/install-deps.sh
 
+# `-p vidforge`: the binary lives in the server package, and with a root package in the
+# workspace a bare `--bin` only searches the root package.
 build: deps
-	$(CARGO) build --release --bin vidforge
+	$(CARGO) build --release -p vidforge --bin vidforge
 
+# Serves on 127.0.0.1:8080 with data in ./vidforge-data (VIDFORGE_LISTEN, VIDFORGE_DATA_DIR,
+# ... or `./target/release/vidforge serve --help` for the rest). Ctrl-C or SIGTERM stops it.
 serve: build
 	./target/release/vidforge serve
 
@@ -22,8 +26,11 @@ test: deps
 	./scripts/run-clients.sh
 	# The pinned official conformance suite, against conformance/expected-failures.yml.
 	./scripts/run-conformance.sh
-	# The benchmark in quick mode proves it runs (it measures; it asserts nothing about speed).
-	./target/debug/vidforge bench --quick --out "$$(mktemp -d)"
+
+# What CI runs: a bare clone of HEAD, `make serve` and the README's commands there, then
+# `make test` in that clone (see scripts/first-contact.sh). Only committed work is checked.
+first-contact:
+	./scripts/first-contact.sh --then-test
 
 # The full benchmark (release build), side by side with the ffmpeg CLI; see README.
 bench: build

@@ -1,6 +1,6 @@
 //! Helpers shared by the end-to-end tests in `tests/`: a real `vidforge serve` process on a
 //! free loopback port with its own temp data dir, a minimal MCP-over-HTTP client, and JSON
-//! Schema validation against the official schemas in `../shared/spec/schemas/`.
+//! Schema validation against the official schemas vendored in `spec/schemas/`.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -367,10 +367,11 @@ pub fn upload(server: &Server, token: Option<&str>, path: &Path) -> String {
         .to_string()
 }
 
-/// The schemas directory (`../shared/spec/schemas` beside the repository).
+/// The official MCP and tasks-extension JSON Schemas, vendored in the repository
+/// (`spec/schemas/`, with `SOURCES.md` naming each file's origin).
 pub fn schemas_dir() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = root.join("../shared/spec/schemas");
+    let dir = root.join("spec/schemas");
     assert!(dir.exists(), "{} is missing", dir.display());
     dir
 }

@@ -37,23 +37,28 @@ pub fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         // Port 0 picks a free port; links must name the real one.
         config.listen = listener.local_addr()?;
         let listen = config.listen;
+        let base = config.base_url();
         let data_dir = display_path(&config.data_dir);
         let auth = if config.auth_required() {
-            format!("{} bearer token(s)", config.tokens.len())
+            format!("bearer token ({} configured)", config.tokens.len())
         } else {
             "none (anonymous principal, loopback only)".to_string()
         };
         let service = tokio::task::spawn_blocking(move || app::start_service(config))
             .await
             .context("service start panicked")??;
+        // The first line is stable (scripts and tests read the address from it).
         println!("vidforge listening on http://{listen}");
-        println!("vidforge data dir {data_dir}");
-        println!("vidforge auth {auth}");
-        println!("vidforge backend {}", service.backend_name());
+        println!("  MCP endpoint  {base}/mcp");
+        println!("  uploads       POST {base}/assets?name=<file name>");
+        println!("  data dir      {data_dir}");
+        println!("  auth          {auth}");
+        println!("  backend       {}", service.backend_name());
         if service.config().conformance_fixtures {
-            println!("vidforge conformance fixtures mounted (test use only)");
+            println!("  conformance fixtures mounted (test use only)");
             tracing::warn!("conformance fixtures mounted beside the production tools");
         }
+        println!("Ready. Ctrl-C or SIGTERM stops it.");
         tracing::info!(%listen, data_dir = %data_dir, "serving");
         // Long-lived streams (subscriptions/listen) would hold a graceful shutdown open
         // forever: give open connections SHUTDOWN_GRACE, then close them.
@@ -82,6 +87,7 @@ pub fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .context("shutdown panicked")?;
         tracing::info!("stopped");
+        println!("vidforge stopped");
         Ok(())
     })
 }
