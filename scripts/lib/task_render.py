@@ -68,18 +68,20 @@ def fail(why: str) -> None:
 def main(base: str, source: str, out: str) -> None:
     mcp = Mcp(f"{base}/mcp")
     info = mcp.call("server/discover", {})
-    server = info.get("serverInfo", {}).get("name")
-    if server != "vidforge":
-        fail(f"server/discover names {server!r}, not vidforge")
-    print(f"  ok: server/discover: {server} {info['serverInfo'].get('version')}")
+    server_info = info.get("_meta", {}).get("io.modelcontextprotocol/serverInfo", {})
+    if server_info.get("name") != "vidforge":
+        fail(f"server/discover names {server_info!r}, not vidforge")
+    if TASKS not in info.get("capabilities", {}).get("extensions", {}):
+        fail(f"server/discover does not offer the tasks extension: {info.get('capabilities')}")
+    print(f"  ok: server/discover: vidforge {server_info.get('version')}, tasks extension offered")
 
     args = {"source_asset_uri": source, "output_format": "mp4", "resolution": "720p"}
     created = mcp.call("tools/call", {"name": "vidforge_render_video", "arguments": args},
                        name="vidforge_render_video")
     if created.get("resultType") != "task":
         fail(f"expected a task, got {created}")
-    task_id = created["task"]["taskId"]
-    print(f"  ok: tools/call created task {task_id} ({created['task']['status']})")
+    task_id = created["taskId"]
+    print(f"  ok: tools/call created task {task_id} ({created.get('status')})")
 
     deadline = time.monotonic() + WAIT_S
     seen = []
