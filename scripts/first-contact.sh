@@ -3,7 +3,7 @@
 #
 #   scripts/first-contact.sh [--then-test] [REV]        (REV defaults to HEAD)
 #
-#  1. `git clone` of REV into an empty temporary folder: nothing beside it (no ../shared), no
+#  1. `git clone` of REV into an empty temporary folder: nothing beside it (no reference folders), no
 #     build directory (only the cargo registry cache in ~/.cargo is reused).
 #  2. `make serve` there, exactly as the README says. The check fails at once, loudly, if
 #     127.0.0.1:8080 (or FIRST_CONTACT_PORT) is already taken, and if make exits early.
