@@ -16,7 +16,14 @@ pub enum Resolution {
 impl Resolution {
     pub const ALL: [Resolution; 3] = [Resolution::P720, Resolution::P1080, Resolution::P4k];
 
-    /// Accepts `720p`, `1080p`, `4k` (also `2160p`), case-insensitively.
+    /// Exactly the canonical name ([`Self::as_str`]: `720p`, `1080p`, `4k`), as the MCP tool
+    /// schema names them.
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// Lenient, for people typing (the CLI): `720p`, `1080p`, `4k` (also `2160p`, `720`, ...),
+    /// case-insensitively.
     pub fn parse(s: &str) -> Option<Self> {
         match s.trim().to_ascii_lowercase().as_str() {
             "720p" | "720" => Some(Resolution::P720),
@@ -64,6 +71,13 @@ pub enum OutputFormat {
 impl OutputFormat {
     pub const ALL: [OutputFormat; 3] = [OutputFormat::Mp4, OutputFormat::Webm, OutputFormat::Mov];
 
+    /// Exactly the canonical name ([`Self::as_str`]: `mp4`, `webm`, `mov`), as the MCP tool
+    /// schema names them.
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.as_str() == s)
+    }
+
+    /// Lenient, for people typing and file names: also `m4v`, `qt`, a leading dot, any case.
     pub fn parse(s: &str) -> Option<Self> {
         match s
             .trim()

@@ -37,11 +37,11 @@ impl RenderArgs {
         let source = required_str(obj, "source_asset_uri", "")?;
         let source_asset = asset_id(source, "source_asset_uri")?;
         let fmt = required_str(obj, "output_format", "")?;
-        let output_format = OutputFormat::parse(fmt).ok_or_else(|| {
+        let output_format = OutputFormat::from_name(fmt).ok_or_else(|| {
             ServiceError::invalid("output_format", "must be one of mp4, webm, mov")
         })?;
         let res = required_str(obj, "resolution", "")?;
-        let resolution = Resolution::parse(res)
+        let resolution = Resolution::from_name(res)
             .ok_or_else(|| ServiceError::invalid("resolution", "must be one of 720p, 1080p, 4k"))?;
         let watermark = match obj.get("watermark") {
             None | Some(Value::Null) => None,

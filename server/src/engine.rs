@@ -8,9 +8,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use vidforge_gpu::Position;
-
 use crate::store::{AssetProbe, OutputFormat, Resolution};
+
+/// A progress report from the engine: the media crate's own type.
+pub use vidforge_media::Progress as EngineProgress;
+/// The watermark of a [`RenderPlan`]: the media crate's own type.
+pub use vidforge_media::WatermarkSpec as PlanWatermark;
 
 /// One render job in the service's terms.
 #[derive(Clone, Debug, PartialEq)]
@@ -21,30 +24,6 @@ pub struct RenderPlan {
     pub resolution: Resolution,
     pub format: OutputFormat,
     pub watermark: Option<PlanWatermark>,
-}
-
-/// The watermark of a [`RenderPlan`].
-#[derive(Clone, Debug, PartialEq)]
-pub struct PlanWatermark {
-    pub image: PathBuf,
-    pub position: Position,
-    pub opacity: f32,
-}
-
-/// Engine stage.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EngineStage {
-    Preparing,
-    Rendering,
-    Finalizing,
-}
-
-/// A progress report from the engine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EngineProgress {
-    pub stage: EngineStage,
-    pub frames_done: u64,
-    pub frames_total: Option<u64>,
 }
 
 /// What a finished render produced.

@@ -7,10 +7,9 @@ use vidforge_media as media;
 
 use crate::config::BackendSetting;
 use crate::engine::{
-    EngineError, EngineProgress, EngineReport, EngineStage, FailureKind, Prober, RenderPlan,
-    Renderer,
+    EngineError, EngineProgress, EngineReport, FailureKind, Prober, RenderPlan, Renderer,
 };
-use crate::store::{AssetProbe, OutputFormat, Resolution};
+use crate::store::AssetProbe;
 
 /// [`Renderer`] backed by `vidforge_media::Engine`.
 pub struct MediaRenderer {
@@ -45,21 +44,9 @@ fn job(plan: &RenderPlan) -> media::RenderJob {
     media::RenderJob {
         input: plan.input.clone(),
         output: plan.output.clone(),
-        resolution: match plan.resolution {
-            Resolution::P720 => media::Resolution::P720,
-            Resolution::P1080 => media::Resolution::P1080,
-            Resolution::P4k => media::Resolution::P4k,
-        },
-        format: match plan.format {
-            OutputFormat::Mp4 => media::OutputFormat::Mp4,
-            OutputFormat::Webm => media::OutputFormat::Webm,
-            OutputFormat::Mov => media::OutputFormat::Mov,
-        },
-        watermark: plan.watermark.as_ref().map(|w| media::WatermarkSpec {
-            image: w.image.clone(),
-            position: w.position,
-            opacity: w.opacity,
-        }),
+        resolution: plan.resolution,
+        format: plan.format,
+        watermark: plan.watermark.clone(),
         encoder: Default::default(),
     }
 }
@@ -75,20 +62,9 @@ impl Renderer for MediaRenderer {
         progress: &mut dyn FnMut(EngineProgress),
         cancel: &AtomicBool,
     ) -> Result<EngineReport, EngineError> {
-        let mut forward = |p: media::Progress| {
-            progress(EngineProgress {
-                stage: match p.stage {
-                    media::Stage::Preparing => EngineStage::Preparing,
-                    media::Stage::Rendering => EngineStage::Rendering,
-                    media::Stage::Finalizing => EngineStage::Finalizing,
-                },
-                frames_done: p.frames_done,
-                frames_total: p.frames_total,
-            })
-        };
         let r = self
             .engine
-            .render(&job(plan), &mut forward, cancel)
+            .render(&job(plan), progress, cancel)
             .map_err(map_error)?;
         Ok(EngineReport {
             frames: r.frames,

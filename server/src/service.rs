@@ -478,7 +478,7 @@ impl RenderService {
             "{}/videos/{}/{}",
             self.shared.config.base_url(),
             rec.id,
-            rec.args.output_format.file_name()
+            crate::uri::final_file_name(rec.args.output_format)
         )
     }
 

@@ -19,73 +19,49 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::ErrorCode;
 
-/// Output container, as named on the wire (`mp4`, `webm`, `mov`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OutputFormat {
-    Mp4,
-    Webm,
-    Mov,
-}
+/// The engine's vocabulary: one type per concept across the crates. Stored (and named on the
+/// wire) by their canonical names (`mp4`, `720p`, ...), see [`by_name`].
+pub use vidforge_media::{OutputFormat, Resolution};
 
-impl OutputFormat {
-    pub const ALL: [OutputFormat; 3] = [OutputFormat::Mp4, OutputFormat::Webm, OutputFormat::Mov];
+/// Serde for the media crate's name-carrying enums (the media crate knows no serde): as their
+/// canonical name string, parsed back exactly.
+pub mod by_name {
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
 
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OutputFormat::Mp4 => "mp4",
-            OutputFormat::Webm => "webm",
-            OutputFormat::Mov => "mov",
+    /// An enum with canonical names.
+    pub trait Named: Sized + Copy + 'static {
+        const ALL: &'static [Self];
+        fn name(self) -> &'static str;
+    }
+
+    impl Named for super::OutputFormat {
+        const ALL: &'static [Self] = &super::OutputFormat::ALL;
+        fn name(self) -> &'static str {
+            self.as_str()
         }
     }
 
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|f| f.as_str() == s)
-    }
-
-    /// File extension (without the dot); equal to the wire name.
-    pub fn extension(self) -> &'static str {
-        self.as_str()
-    }
-
-    pub fn mime_type(self) -> &'static str {
-        match self {
-            OutputFormat::Mp4 => "video/mp4",
-            OutputFormat::Webm => "video/webm",
-            OutputFormat::Mov => "video/quicktime",
+    impl Named for super::Resolution {
+        const ALL: &'static [Self] = &super::Resolution::ALL;
+        fn name(self) -> &'static str {
+            self.as_str()
         }
     }
 
-    /// The result's file name: `final.<ext>`.
-    pub fn file_name(self) -> String {
-        format!("final.{}", self.extension())
-    }
-}
-
-/// Output resolution, as named on the wire (`720p`, `1080p`, `4k`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Resolution {
-    #[serde(rename = "720p")]
-    P720,
-    #[serde(rename = "1080p")]
-    P1080,
-    #[serde(rename = "4k")]
-    P4k,
-}
-
-impl Resolution {
-    pub const ALL: [Resolution; 3] = [Resolution::P720, Resolution::P1080, Resolution::P4k];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Resolution::P720 => "720p",
-            Resolution::P1080 => "1080p",
-            Resolution::P4k => "4k",
-        }
+    pub fn serialize<T: Named, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(v.name())
     }
 
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    pub fn deserialize<'de, T: Named, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
+        let s = String::deserialize(d)?;
+        T::ALL
+            .iter()
+            .copied()
+            .find(|v| v.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = T::ALL.iter().map(|v| v.name()).collect();
+                D::Error::custom(format!("unknown value `{s}`, expected one of {names:?}"))
+            })
     }
 }
 
@@ -105,7 +81,9 @@ pub struct WatermarkArgs {
 pub struct RenderArgs {
     /// Asset id (`a_…`) of the source video.
     pub source_asset: String,
+    #[serde(with = "by_name")]
     pub output_format: OutputFormat,
+    #[serde(with = "by_name")]
     pub resolution: Resolution,
     pub watermark: Option<WatermarkArgs>,
     pub idempotency_key: Option<String>,
@@ -185,7 +163,8 @@ impl RenderState {
     }
 }
 
-/// Render stage names in progress snapshots.
+/// Render stage names in progress snapshots: the engine's [`vidforge_media::Stage`], plus
+/// `Previewing` (the watermark preview frame, before the render proper).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProgressStage {
@@ -193,6 +172,28 @@ pub enum ProgressStage {
     Previewing,
     Rendering,
     Finalizing,
+}
+
+impl ProgressStage {
+    /// The stage as people read it in status messages.
+    pub fn label(self) -> &'static str {
+        match self {
+            ProgressStage::Preparing => "Preparing",
+            ProgressStage::Previewing => "Previewing",
+            ProgressStage::Rendering => "Rendering",
+            ProgressStage::Finalizing => "Finalizing",
+        }
+    }
+}
+
+impl From<vidforge_media::Stage> for ProgressStage {
+    fn from(s: vidforge_media::Stage) -> Self {
+        match s {
+            vidforge_media::Stage::Preparing => ProgressStage::Preparing,
+            vidforge_media::Stage::Rendering => ProgressStage::Rendering,
+            vidforge_media::Stage::Finalizing => ProgressStage::Finalizing,
+        }
+    }
 }
 
 /// The last published progress of a render (published at most every

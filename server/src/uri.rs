@@ -16,7 +16,7 @@ pub fn asset_uri(asset_id: &str) -> String {
 
 /// `vidforge://videos/<render id>/final.<ext>`.
 pub fn video_uri(render_id: &str, format: OutputFormat) -> String {
-    format!("{SCHEME}videos/{render_id}/{}", format.file_name())
+    format!("{SCHEME}videos/{render_id}/{}", final_file_name(format))
 }
 
 /// `vidforge://renders/<render id>/watermark-preview.png`.
@@ -45,9 +45,14 @@ pub fn parse_preview_uri(uri: &str) -> Option<&str> {
     (file == PREVIEW_FILE_NAME && ids::is_well_formed(id, ids::RENDER_ID_PREFIX)).then_some(id)
 }
 
+/// A render's result file name: `final.<ext>`.
+pub fn final_file_name(format: OutputFormat) -> String {
+    format!("final.{}", format.extension())
+}
+
 /// The format named by `final.<ext>`.
 pub fn parse_final_file_name(file: &str) -> Option<OutputFormat> {
-    OutputFormat::parse(file.strip_prefix("final.")?)
+    OutputFormat::from_name(file.strip_prefix("final.")?)
 }
 
 #[cfg(test)]

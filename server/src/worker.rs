@@ -14,9 +14,7 @@ use crossbeam_channel::RecvTimeoutError;
 use crate::args::watermark_params_hash;
 use crate::catalog::{self, ErrorCode};
 use crate::clock::add_ms;
-use crate::engine::{
-    EngineError, EngineProgress, EngineStage, FailureKind, PlanWatermark, RenderPlan,
-};
+use crate::engine::{EngineError, EngineProgress, FailureKind, PlanWatermark, RenderPlan};
 use crate::error::ServiceError;
 use crate::service::{Shared, lock};
 use crate::store::{
@@ -168,7 +166,7 @@ fn build_plan(shared: &Shared, rec: &RenderRecord) -> Result<RenderPlan, EngineE
         input,
         output: shared
             .result_dir(&rec.id)
-            .join(rec.args.output_format.file_name()),
+            .join(crate::uri::final_file_name(rec.args.output_format)),
         resolution: rec.args.resolution,
         format: rec.args.output_format,
         watermark,
@@ -232,14 +230,6 @@ fn run_preview(shared: &Shared, rec: &RenderRecord, plan: &RenderPlan) -> Result
     }
 }
 
-fn progress_stage(s: EngineStage) -> ProgressStage {
-    match s {
-        EngineStage::Preparing => ProgressStage::Preparing,
-        EngineStage::Rendering => ProgressStage::Rendering,
-        EngineStage::Finalizing => ProgressStage::Finalizing,
-    }
-}
-
 fn run_render(
     shared: &Shared,
     rec: &RenderRecord,
@@ -262,7 +252,7 @@ fn run_render(
     );
     let id = rec.id.as_str();
     let mut last_publish: Option<Instant> = None;
-    let mut last_stage: Option<EngineStage> = None;
+    let mut last_stage: Option<vidforge_media::Stage> = None;
     let mut on_progress = |p: EngineProgress| {
         let due = last_publish.is_none_or(|t| t.elapsed() >= catalog::PROGRESS_PUBLISH_INTERVAL)
             || last_stage != Some(p.stage);
@@ -271,7 +261,7 @@ fn run_render(
         }
         last_publish = Some(Instant::now());
         last_stage = Some(p.stage);
-        let snap = ProgressSnapshot::new(progress_stage(p.stage), p.frames_done, p.frames_total);
+        let snap = ProgressSnapshot::new(p.stage.into(), p.frames_done, p.frames_total);
         let res = shared.update(id, |r| {
             if r.state != RenderState::Rendering {
                 return Ok(Change::Keep(()));
@@ -302,7 +292,7 @@ fn run_render(
                 .unwrap_or(report.size_bytes);
             let outcome = Outcome::Success {
                 video_path: plan.output.clone(),
-                video_file_name: rec.args.output_format.file_name(),
+                video_file_name: crate::uri::final_file_name(rec.args.output_format),
                 mime_type: rec.args.output_format.mime_type().to_string(),
                 size_bytes,
                 duration_seconds: report.duration_seconds,

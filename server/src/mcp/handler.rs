@@ -23,8 +23,7 @@ use crate::ids;
 use crate::jobs::JobError;
 use crate::service::RenderService;
 use crate::store::{
-    JobRecord, JobState, Outcome, OutputFormat, ProgressStage, RenderArgs, RenderRecord,
-    RenderState,
+    JobRecord, JobState, Outcome, OutputFormat, RenderArgs, RenderRecord, RenderState,
 };
 use crate::uri;
 
@@ -120,15 +119,6 @@ fn service_envelope(err: &ServiceError, render_id: Option<&str>) -> Envelope {
         env.field("render_id")
     } else {
         env
-    }
-}
-
-fn stage_label(stage: ProgressStage) -> &'static str {
-    match stage {
-        ProgressStage::Preparing => "Preparing",
-        ProgressStage::Previewing => "Previewing",
-        ProgressStage::Rendering => "Rendering",
-        ProgressStage::Finalizing => "Finalizing",
     }
 }
 
@@ -303,12 +293,12 @@ impl VidforgeMcp {
             Some(p) => match p.frames_total {
                 Some(total) if total > 0 => format!(
                     "{}: {}% (frame {}/{}).",
-                    stage_label(p.stage),
+                    p.stage.label(),
                     (p.frames_done * 100 / total).min(100),
                     p.frames_done,
                     total
                 ),
-                _ => format!("{}: frame {}.", stage_label(p.stage), p.frames_done),
+                _ => format!("{}: frame {}.", p.stage.label(), p.frames_done),
             },
             None => "Rendering started.".into(),
         }

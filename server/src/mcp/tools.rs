@@ -6,7 +6,10 @@
 
 use serde_json::{Value, json};
 
+use vidforge_gpu::Position;
+
 use crate::catalog::{self, ErrorCode};
+use crate::store::{OutputFormat, Resolution};
 
 pub use crate::envelope::tools::{
     APPROVE_WATERMARK, CANCEL_RENDER, GET_RENDER_STATUS, RENDER_VIDEO,
@@ -22,15 +25,6 @@ pub const TOOL_ORDER: [&str; 5] = [
     GET_CAPABILITIES,
 ];
 
-pub const POSITIONS: [&str; 5] = [
-    "top_left",
-    "top_right",
-    "bottom_left",
-    "bottom_right",
-    "center",
-];
-pub const FORMATS: [&str; 3] = ["mp4", "webm", "mov"];
-pub const RESOLUTIONS: [&str; 3] = ["720p", "1080p", "4k"];
 pub const ACCEPTED_STATES: [&str; 3] = ["queued", "rendering", "awaiting_watermark_approval"];
 pub const FALLBACK_STATES: [&str; 6] = [
     "queued",
@@ -66,15 +60,15 @@ pub fn render_input_schema() -> Value {
         "properties": {
             "source_asset_uri": { "type": "string", "format": "uri",
                 "description": "Uploaded source asset URI (vidforge://assets/…). Not a local path or external URL." },
-            "output_format": { "type": "string", "enum": FORMATS },
-            "resolution": { "type": "string", "enum": RESOLUTIONS },
+            "output_format": { "type": "string", "enum": OutputFormat::ALL.map(OutputFormat::as_str) },
+            "resolution": { "type": "string", "enum": Resolution::ALL.map(Resolution::as_str) },
             "watermark": {
                 "type": "object",
                 "required": ["image_asset_uri"],
                 "properties": {
                     "image_asset_uri": { "type": "string", "format": "uri",
                         "description": "Watermark image asset URI (vidforge://assets/…)." },
-                    "position": { "type": "string", "enum": POSITIONS,
+                    "position": { "type": "string", "enum": Position::ALL.map(Position::as_str),
                         "description": "Omitted means bottom_right (the server applies this default).",
                         "default": "bottom_right" },
                     "opacity": { "type": "number", "minimum": 0, "maximum": 1,

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use vidforge::clock::OffsetClock;
 use vidforge::config::Config;
 use vidforge::engine::{
-    EngineError, EngineProgress, EngineReport, EngineStage, FailureKind, RenderPlan, Renderer,
+    EngineError, EngineProgress, EngineReport, FailureKind, RenderPlan, Renderer,
 };
 use vidforge::media_backend::MediaProber;
 use vidforge::service::{RenderService, ServiceParts};
@@ -84,7 +84,7 @@ impl Renderer for ScriptedRenderer {
                 frames_total: Some(self.frames),
             })
         };
-        report(EngineStage::Preparing, 0);
+        report(vidforge_media::Stage::Preparing, 0);
         let mut done = 0;
         loop {
             if cancel.load(Ordering::SeqCst) {
@@ -93,7 +93,7 @@ impl Renderer for ScriptedRenderer {
             if done < self.frames {
                 std::thread::sleep(self.frame_delay);
                 done += 1;
-                report(EngineStage::Rendering, done);
+                report(vidforge_media::Stage::Rendering, done);
             } else if self.hold.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(5));
             } else {
@@ -103,7 +103,7 @@ impl Renderer for ScriptedRenderer {
         if let Some(e) = self.fail_next.lock().unwrap().take() {
             return Err(e);
         }
-        report(EngineStage::Finalizing, done);
+        report(vidforge_media::Stage::Finalizing, done);
         let body = format!(
             "scripted render of {} at {} wm={}",
             plan.input.display(),
