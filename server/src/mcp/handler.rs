@@ -42,9 +42,8 @@ pub struct McpShared {
     pub fixtures: Option<Arc<Fixtures>>,
     pub tools: Vec<Value>,
     pub capabilities_summary: Value,
-    pub task_ttl: std::time::Duration,
-    pub result_ttl: std::time::Duration,
-    pub approval_timeout: std::time::Duration,
+    /// The configured TTLs and approval timeout.
+    pub lifetimes: catalog::Lifetimes,
 }
 
 #[derive(Clone)]
@@ -261,7 +260,7 @@ impl VidforgeMcp {
                             "type": "resource_link",
                             "uri": uri,
                             "name": video_file_name,
-                            "description": format!("Rendered {resolution} {ext} {wm}; retained {}.", catalog::human_duration(self.shared.result_ttl)),
+                            "description": format!("Rendered {resolution} {ext} {wm}; retained {}.", catalog::human_duration(self.shared.lifetimes.result_ttl)),
                             "mimeType": mime,
                             "size": size_bytes,
                             "annotations": { "audience": ["user"], "priority": 0.9, "lastModified": wire::rfc3339(*finished_at) },
@@ -320,7 +319,7 @@ impl VidforgeMcp {
             RenderState::Previewing => "Preparing the watermark preview.".into(),
             RenderState::Rendering => Self::progress_text(rec),
             RenderState::AwaitingApproval => {
-                let timeout = catalog::human_duration(self.shared.approval_timeout);
+                let timeout = catalog::human_duration(self.shared.lifetimes.approval_timeout);
                 let base = format!(
                     "Waiting for user approval of the watermark preview at {}. Unanswered approvals time out after {timeout}.",
                     uri::preview_uri(&rec.id)
@@ -354,7 +353,7 @@ impl VidforgeMcp {
             &self.status_message(rec, elicitation_form),
             rec.created_at,
             rec.updated_at,
-            self.shared.task_ttl,
+            self.shared.lifetimes.task_ttl,
         )
     }
 
@@ -481,8 +480,8 @@ impl VidforgeMcp {
                 ErrorCode::TaskExpired,
                 format!(
                     "Task state was deleted after its {} TTL; render results remain reachable for {}.",
-                    catalog::human_duration(self.shared.task_ttl),
-                    catalog::human_duration(self.shared.result_ttl)
+                    catalog::human_duration(self.shared.lifetimes.task_ttl),
+                    catalog::human_duration(self.shared.lifetimes.result_ttl)
                 ),
             )
             .field("taskId")
@@ -548,7 +547,7 @@ impl VidforgeMcp {
             RenderState::Cancelled => tool_error(
                 Envelope::new(
                     ErrorCode::RenderCancelled,
-                    ErrorCode::RenderCancelled.description(),
+                    ErrorCode::RenderCancelled.description(&self.shared.lifetimes),
                 )
                 .field("idempotency_key")
                 .repair(Some(
@@ -674,7 +673,7 @@ impl VidforgeMcp {
                 "mimeType": "application/json",
                 "text": serde_json::to_string_pretty(&self.shared.capabilities_summary).unwrap_or_default(),
             }],
-            "ttlMs": 60_000,
+            "ttlMs": catalog::CAPABILITIES_RESOURCE_TTL.as_millis() as u64,
             "cacheScope": "public",
         }))
     }
@@ -750,7 +749,7 @@ impl VidforgeMcp {
         if size > catalog::MAX_INLINE_RESOURCE_BYTES {
             let env = Envelope::new(
                 ErrorCode::ResultTooLargeToInline,
-                ErrorCode::ResultTooLargeToInline.description(),
+                ErrorCode::ResultTooLargeToInline.description(&self.shared.lifetimes),
             )
             .field("uri")
             .value(uri)
@@ -1005,7 +1004,7 @@ impl ServerHandler for VidforgeMcp {
                 "uriTemplate": "vidforge://videos/{render_id}/final.{ext}",
                 "name": "render-result",
                 "title": "Rendered video",
-                "description": format!("The finished video of a render (ext: mp4, webm or mov); retained {}.", catalog::human_duration(self.shared.result_ttl)),
+                "description": format!("The finished video of a render (ext: mp4, webm or mov); retained {}.", catalog::human_duration(self.shared.lifetimes.result_ttl)),
             }),
             json!({
                 "uriTemplate": "vidforge://renders/{render_id}/watermark-preview.png",
