@@ -39,6 +39,8 @@ bench: build
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	# Docs that cannot rot: broken intra-doc links and other rustdoc warnings fail the lint.
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --workspace
 
 fmt:
 	$(CARGO) fmt --all

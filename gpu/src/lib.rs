@@ -29,6 +29,9 @@
 //! # Ok::<(), vidforge_gpu::GpuError>(())
 //! ```
 
+// The GPU crate needs no unsafe code: wgpu and bytemuck carry it.
+#![forbid(unsafe_code)]
+
 mod compositor;
 mod context;
 mod error;

@@ -76,8 +76,8 @@ fn check_frame(frame: &frame::Video) -> Result<(), MediaError> {
 /// then the CPU watermark blend over the watermark rectangle only.
 ///
 /// The common case, an 8-bit yuv420p source shrunk on both axes, skips swscale where AVX2 is
-/// available: our own area scaler ([`crate::area`], the same exact-coverage filter, vertical
-/// pass first) costs well under swscale's time, and a same-size frame is a plain copy.
+/// available: our own area scaler (the private `area` module: the same exact-coverage filter,
+/// vertical pass first) costs well under swscale's time, and a same-size frame is a plain copy.
 ///
 /// The colour step runs on the scaled frame rather than inside swscale because swscale
 /// converts YUV matrices through an 8-bit RGB intermediate (an extra pass, sharper chroma,

@@ -37,6 +37,11 @@ struct Lent {
 }
 
 /// FFmpeg's free callback for a lent frame's buffer.
+///
+/// # Safety
+///
+/// `opaque` must be the `Box<Lent>` that `lend_frame` leaked into the buffer, and this must run
+/// at most once for it (FFmpeg calls a buffer's free callback exactly once).
 unsafe extern "C" fn release_lent(opaque: *mut c_void, _data: *mut u8) {
     // SAFETY: `opaque` is the `Box<Lent>` leaked by `lend_frame`; FFmpeg calls this once.
     let lent = unsafe { Box::from_raw(opaque as *mut Lent) };

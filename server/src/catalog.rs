@@ -1,18 +1,21 @@
-//! The one source of truth for vidforge's error codes, TTLs and poll intervals.
+//! The one source of truth for vidforge's error codes, default TTLs and poll intervals.
 //!
 //! Tool descriptions, the `_meta` error catalog, the capability summary and the behaviour of
 //! the store and scheduler all read these values, so documentation cannot drift from behaviour.
+//! TTLs and the approval timeout are defaults a deployment may override (see
+//! [`crate::config`]): text that states them takes the configured [`Lifetimes`], never the
+//! constants.
 
 use std::time::Duration;
 
-/// How long a task record (and so `tasks/get`) lives after creation: 24 h.
+/// Default for how long a task record (and so `tasks/get`) lives after creation: 24 h.
 pub const TASK_TTL: Duration = Duration::from_secs(24 * 60 * 60);
-/// How long a rendered result and its status stay reachable: 7 days.
+/// Default for how long a rendered result and its status stay reachable: 7 days.
 pub const RESULT_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
-/// How long an idempotency key is remembered: 24 h.
+/// Default for how long an idempotency key is remembered: 24 h.
 pub const IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 60 * 60);
-/// How long a render waits for a watermark decision before ending with
-/// `watermark_approval_timeout`: 30 min (configurable per deployment).
+/// Default for how long a render waits for a watermark decision before ending with
+/// `watermark_approval_timeout`: 30 min.
 pub const APPROVAL_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 /// Suggested poll interval while a render is queued or running.
@@ -35,8 +38,36 @@ pub const MAX_INLINE_RESOURCE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// `server/discover` cache lifetime.
 pub const DISCOVER_TTL: Duration = Duration::from_secs(60 * 60);
+/// `ttlMs` of the `vidforge://capabilities` resource.
+pub const CAPABILITIES_RESOURCE_TTL: Duration = Duration::from_secs(60);
+
+/// The lifetimes a deployment runs with ([`crate::config::Config::lifetimes`]): what every
+/// description and message states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lifetimes {
+    pub task_ttl: Duration,
+    pub result_ttl: Duration,
+    pub idempotency_ttl: Duration,
+    pub approval_timeout: Duration,
+}
+
+impl Default for Lifetimes {
+    /// The catalog defaults.
+    fn default() -> Self {
+        Lifetimes {
+            task_ttl: TASK_TTL,
+            result_ttl: RESULT_TTL,
+            idempotency_ttl: IDEMPOTENCY_TTL,
+            approval_timeout: APPROVAL_TIMEOUT,
+        }
+    }
+}
 
 /// A duration in words for descriptions and messages: "30 minutes", "24 hours", "7 days".
+///
+/// The one implementation (maintenance messages use it too). Not `humantime::format_duration`:
+/// its "30m", "24h", "7days" and "1m 30s" are terse units for logs, not prose for users and
+/// models; this names whole units and never mixes them.
 pub fn human_duration(d: Duration) -> String {
     let secs = d.as_secs();
     // Whole days from two days up ("7 days"); "24 hours" reads better than "1 day".
@@ -141,8 +172,8 @@ impl ErrorCode {
         )
     }
 
-    /// One-line catalog description.
-    pub fn description(self) -> String {
+    /// One-line catalog description, stating the deployment's configured `lifetimes`.
+    pub fn description(self, lifetimes: &Lifetimes) -> String {
         match self {
             ErrorCode::SourceNotFound => {
                 "source_asset_uri resolves to no asset this credential can read.".into()
@@ -154,8 +185,8 @@ impl ErrorCode {
                 "User declined the watermark preview; adjust `watermark` and re-call.".into()
             }
             ErrorCode::WatermarkApprovalTimeout => format!(
-                "No approval within {} minutes; re-call to start a new render.",
-                APPROVAL_TIMEOUT.as_secs() / 60
+                "No approval within {}; re-call to start a new render.",
+                human_duration(lifetimes.approval_timeout)
             ),
             ErrorCode::RenderQuotaExceeded => {
                 "Concurrent-render quota hit; honour retry_after_ms.".into()
@@ -169,13 +200,13 @@ impl ErrorCode {
                 "No render with this id is visible to this credential.".into()
             }
             ErrorCode::TaskExpired => format!(
-                "Task state was deleted after its {}h TTL; render results remain reachable for {} days.",
-                TASK_TTL.as_secs() / 3600,
-                RESULT_TTL.as_secs() / 86400
+                "Task state was deleted after its {} TTL; render results remain reachable for {}.",
+                human_duration(lifetimes.task_ttl),
+                human_duration(lifetimes.result_ttl)
             ),
             ErrorCode::ResultExpired => format!(
-                "The rendered result was deleted after its {}-day retention; re-render it.",
-                RESULT_TTL.as_secs() / 86400
+                "The rendered result was deleted after being retained for {}; re-render it.",
+                human_duration(lifetimes.result_ttl)
             ),
             ErrorCode::ApprovalAlreadyRecorded => {
                 "A different watermark decision was already recorded for this render.".into()
@@ -213,11 +244,55 @@ mod tests {
 
     #[test]
     fn durations_read_naturally() {
+        let secs = Duration::from_secs;
+        // Seconds: below a minute, or not a whole number of minutes.
+        assert_eq!(human_duration(Duration::ZERO), "0 seconds");
+        assert_eq!(human_duration(secs(1)), "1 second");
+        assert_eq!(human_duration(secs(45)), "45 seconds");
+        assert_eq!(human_duration(secs(90)), "90 seconds");
+        // Minutes.
+        assert_eq!(human_duration(secs(60)), "1 minute");
         assert_eq!(human_duration(APPROVAL_TIMEOUT), "30 minutes");
+        assert_eq!(human_duration(secs(90 * 60)), "90 minutes");
+        // Hours, including one day ("24 hours" reads better than "1 day").
+        assert_eq!(human_duration(secs(3_600)), "1 hour");
         assert_eq!(human_duration(TASK_TTL), "24 hours");
+        assert_eq!(human_duration(secs(36 * 3_600)), "36 hours");
+        // Whole days from two days up.
+        assert_eq!(human_duration(secs(2 * 86_400)), "2 days");
         assert_eq!(human_duration(RESULT_TTL), "7 days");
-        assert_eq!(human_duration(Duration::from_secs(1)), "1 second");
-        assert_eq!(human_duration(Duration::from_secs(90)), "90 seconds");
+        // Sub-second parts are dropped.
+        assert_eq!(human_duration(Duration::from_millis(1_500)), "1 second");
+    }
+
+    #[test]
+    fn descriptions_state_the_configured_lifetimes() {
+        let defaults = Lifetimes::default();
+        assert_eq!(
+            ErrorCode::TaskExpired.description(&defaults),
+            "Task state was deleted after its 24 hours TTL; render results remain reachable for 7 days."
+        );
+        let custom = Lifetimes {
+            task_ttl: Duration::from_secs(2 * 3_600),
+            result_ttl: Duration::from_secs(3 * 86_400),
+            approval_timeout: Duration::from_secs(5 * 60),
+            ..defaults
+        };
+        assert!(
+            ErrorCode::TaskExpired
+                .description(&custom)
+                .contains("2 hours TTL")
+        );
+        assert!(
+            ErrorCode::ResultExpired
+                .description(&custom)
+                .contains("retained for 3 days")
+        );
+        assert!(
+            ErrorCode::WatermarkApprovalTimeout
+                .description(&custom)
+                .contains("within 5 minutes")
+        );
     }
 
     #[test]

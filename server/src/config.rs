@@ -145,6 +145,16 @@ impl Config {
         }
     }
 
+    /// The configured TTLs and approval timeout, as descriptions and messages state them.
+    pub fn lifetimes(&self) -> catalog::Lifetimes {
+        catalog::Lifetimes {
+            task_ttl: self.task_ttl,
+            result_ttl: self.result_ttl,
+            idempotency_ttl: self.idempotency_ttl,
+            approval_timeout: self.approval_timeout,
+        }
+    }
+
     /// Defaults, then the TOML file named by `args.config` (if any), then flags/env.
     pub fn load(args: &ConfigArgs) -> Result<Config, ConfigError> {
         let mut cfg = Config::default();

@@ -3,6 +3,9 @@
 //! The worker pool talks to a [`Renderer`] and asset ingestion to a [`Prober`]; production
 //! wires both to `vidforge-media` ([`MediaRenderer`], [`MediaProber`]). Keeping the seam narrow
 //! lets the scheduling, approval and recovery logic be tested without encoding video.
+//!
+//! [`MediaRenderer`]: crate::media_backend::MediaRenderer
+//! [`MediaProber`]: crate::media_backend::MediaProber
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;

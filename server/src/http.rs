@@ -3,24 +3,24 @@
 //! | route | what |
 //! |---|---|
 //! | `POST /assets?name=clip.mp4` (or `X-Filename`) | raw-body upload → `201` asset JSON; `413` over the limit, `422` unreadable |
-//! | `GET /videos/{id}/final.{ext}` | result download with `Range` (`206`/`416`); `404` unknown or not yours; `410` expired |
-//! | `GET /renders/{id}/watermark-preview.png` | the watermark preview |
+//! | `GET /videos/{id}/final.{ext}` | result download ([`serve_file`]: `Range` → `206`/`416`, `If-Range`, `If-Modified-Since` → `304`, `HEAD`); `404` unknown or not yours; `410` expired |
+//! | `GET /renders/{id}/watermark-preview.png` | the watermark preview (same) |
 //! | `GET /healthz` | liveness (no auth) |
 //!
 //! Error bodies are the §6 envelope ([`crate::envelope`]).
 
-use std::io::SeekFrom;
 use std::path::Path;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, Extension, Path as UrlPath, Query, State};
+use axum::extract::{DefaultBodyLimit, Extension, Path as UrlPath, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use httpdate::HttpDate;
 use serde::Deserialize;
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
+use tower_http::services::ServeFile;
 
 use crate::auth::{Auth, Principal, require_auth};
 use crate::clock::rfc3339;
@@ -149,11 +149,11 @@ async fn download(
     State(service): State<RenderService>,
     Extension(principal): Extension<Principal>,
     UrlPath((id, file)): UrlPath<(String, String)>,
-    headers: HeaderMap,
+    request: Request,
 ) -> Response {
     match service.resolve_result(principal.as_str(), &id) {
         Ok(r) if r.file_name == file => {
-            serve_file(&r.path, &r.mime_type, &headers, Some(&r.file_name)).await
+            serve_file(&r.path, &r.mime_type, Some(&r.file_name), request).await
         }
         Ok(_) => service_error(&ServiceError::NotFound),
         Err(e @ ServiceError::ResultExpired { .. }) => expired(&service, &principal, &id, &e),
@@ -165,13 +165,13 @@ async fn preview(
     State(service): State<RenderService>,
     Extension(principal): Extension<Principal>,
     UrlPath((id, file)): UrlPath<(String, String)>,
-    headers: HeaderMap,
+    request: Request,
 ) -> Response {
     if file != PREVIEW_FILE_NAME {
         return service_error(&ServiceError::NotFound);
     }
     match service.preview_path(principal.as_str(), &id) {
-        Ok((_, path)) => serve_file(&path, "image/png", &headers, None).await,
+        Ok((_, path)) => serve_file(&path, "image/png", None, request).await,
         Err(e @ ServiceError::ResultExpired { .. }) => expired(&service, &principal, &id, &e),
         Err(e) => service_error(&e),
     }
@@ -189,157 +189,81 @@ fn expired(service: &RenderService, principal: &Principal, id: &str, e: &Service
     error_response(StatusCode::GONE, &env)
 }
 
-/// A parsed `Range` header against a file length.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ByteRange {
-    /// No (usable) range: send everything.
-    Full,
-    /// Inclusive byte range.
-    Partial { start: u64, end: u64 },
-    /// Range outside the file: `416`.
-    Unsatisfiable,
-}
-
-/// Parses a single `bytes=` range (RFC 9110). Multi-range and malformed headers are ignored
-/// (full response), as the RFC allows.
-pub fn parse_range(header: Option<&str>, len: u64) -> ByteRange {
-    let Some(spec) = header.and_then(|h| h.trim().strip_prefix("bytes=")) else {
-        return ByteRange::Full;
-    };
-    if spec.contains(',') {
-        return ByteRange::Full;
-    }
-    let Some((a, b)) = spec.trim().split_once('-') else {
-        return ByteRange::Full;
-    };
-    let (a, b) = (a.trim(), b.trim());
-    if a.is_empty() {
-        // Suffix range: the last n bytes.
-        return match b.parse::<u64>() {
-            Ok(0) => ByteRange::Unsatisfiable,
-            Ok(_) if len == 0 => ByteRange::Unsatisfiable,
-            Ok(n) => ByteRange::Partial {
-                start: len - n.min(len),
-                end: len - 1,
-            },
-            Err(_) => ByteRange::Full,
-        };
-    }
-    let Ok(start) = a.parse::<u64>() else {
-        return ByteRange::Full;
-    };
-    let end = if b.is_empty() {
-        None
-    } else {
-        match b.parse::<u64>() {
-            Ok(e) if e >= start => Some(e),
-            _ => return ByteRange::Full,
-        }
-    };
-    if start >= len {
-        return ByteRange::Unsatisfiable;
-    }
-    ByteRange::Partial {
-        start,
-        end: end.map_or(len - 1, |e| e.min(len - 1)),
-    }
-}
-
-/// Streams a file with `Accept-Ranges`, single-range support and a download file name.
+/// Serves a file with tower-http's [`ServeFile`]: `Range` (`206`/`416`), `Last-Modified`,
+/// `If-Modified-Since` (`304`), `If-Unmodified-Since` (`412`) and `HEAD` come from the
+/// library. Around it vidforge keeps its content type, `Cache-Control`, the download file name
+/// and its error envelopes, and handles the two things `ServeFile` does not:
+///
+/// - `If-Range` (RFC 9110 §13.1.5): the `Range` applies only while the validator matches. We
+///   send no entity tags, so only the file's exact `Last-Modified` date matches; otherwise the
+///   whole file is sent.
+/// - A `Range` in another unit MUST be ignored (RFC 9110 §14.2), and multi-range requests are
+///   answered with the whole file (`ServeFile` would answer `416` to both).
 pub async fn serve_file(
     path: &Path,
     mime: &str,
-    headers: &HeaderMap,
     download_name: Option<&str>,
+    mut request: Request,
 ) -> Response {
-    let internal = |e: std::io::Error| service_error(&ServiceError::from(e));
-    let mut file = match tokio::fs::File::open(path).await {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return service_error(&ServiceError::NotFound);
-        }
-        Err(e) => return internal(e),
-    };
-    let len = match file.metadata().await {
-        Ok(m) => m.len(),
-        Err(e) => return internal(e),
-    };
-    let range = parse_range(
-        headers.get(header::RANGE).and_then(|v| v.to_str().ok()),
-        len,
-    );
-    let mut builder = Response::builder()
-        .header(header::ACCEPT_RANGES, "bytes")
-        .header(header::CACHE_CONTROL, "private, max-age=3600");
-    let content_type = HeaderValue::from_str(mime)
-        .unwrap_or_else(|_| HeaderValue::from_static("application/octet-stream"));
-    builder = builder.header(header::CONTENT_TYPE, content_type);
-    if let Some(name) = download_name
-        && let Ok(v) = HeaderValue::from_str(&format!("inline; filename=\"{name}\""))
-    {
-        builder = builder.header(header::CONTENT_DISPOSITION, v);
+    let headers = request.headers_mut();
+    let single_bytes_range = headers
+        .get(header::RANGE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("bytes=") && !v.contains(','));
+    if !single_bytes_range {
+        headers.remove(header::RANGE);
     }
-    let (status, start, count) = match range {
-        ByteRange::Full => (StatusCode::OK, 0, len),
-        ByteRange::Partial { start, end } => {
-            builder = builder.header(header::CONTENT_RANGE, format!("bytes {start}-{end}/{len}"));
-            (StatusCode::PARTIAL_CONTENT, start, end - start + 1)
-        }
-        ByteRange::Unsatisfiable => {
-            return Response::builder()
-                .status(StatusCode::RANGE_NOT_SATISFIABLE)
-                .header(header::CONTENT_RANGE, format!("bytes */{len}"))
-                .header(header::ACCEPT_RANGES, "bytes")
-                .body(Body::empty())
-                .unwrap_or_else(|_| StatusCode::RANGE_NOT_SATISFIABLE.into_response());
-        }
-    };
-    if start > 0
-        && let Err(e) = file.seek(SeekFrom::Start(start)).await
+    if let Some(if_range) = headers.remove(header::IF_RANGE)
+        && headers.contains_key(header::RANGE)
     {
-        return internal(e);
+        let validator = if_range
+            .to_str()
+            .ok()
+            .and_then(|v| v.parse::<HttpDate>().ok());
+        let modified = tokio::fs::metadata(path)
+            .await
+            .and_then(|m| m.modified())
+            .ok()
+            .map(HttpDate::from);
+        if validator.is_none() || validator != modified {
+            headers.remove(header::RANGE);
+        }
     }
-    let stream = tokio_util::io::ReaderStream::with_capacity(file.take(count), 256 * 1024);
-    builder
-        .status(status)
-        .header(header::CONTENT_LENGTH, count)
-        .body(Body::from_stream(stream))
-        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+    let response = match ServeFile::new(path)
+        .with_buf_chunk_size(CHUNK_BYTES)
+        .try_call(request)
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => return service_error(&ServiceError::from(e)),
+    };
+    let (mut parts, body) = response.into_parts();
+    match parts.status {
+        StatusCode::NOT_FOUND => return service_error(&ServiceError::NotFound),
+        StatusCode::OK | StatusCode::PARTIAL_CONTENT | StatusCode::NOT_MODIFIED => {
+            let h = &mut parts.headers;
+            h.insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static(CACHE_CONTROL),
+            );
+            if h.contains_key(header::CONTENT_TYPE) {
+                let content_type = HeaderValue::from_str(mime)
+                    .unwrap_or_else(|_| HeaderValue::from_static("application/octet-stream"));
+                h.insert(header::CONTENT_TYPE, content_type);
+            }
+            if parts.status != StatusCode::NOT_MODIFIED
+                && let Some(name) = download_name
+                && let Ok(v) = HeaderValue::from_str(&format!("inline; filename=\"{name}\""))
+            {
+                h.insert(header::CONTENT_DISPOSITION, v);
+            }
+        }
+        _ => {}
+    }
+    Response::from_parts(parts, Body::new(body))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ranges() {
-        use ByteRange::*;
-        assert_eq!(parse_range(None, 100), Full);
-        assert_eq!(
-            parse_range(Some("bytes=0-9"), 100),
-            Partial { start: 0, end: 9 }
-        );
-        assert_eq!(
-            parse_range(Some("bytes=90-"), 100),
-            Partial { start: 90, end: 99 }
-        );
-        assert_eq!(
-            parse_range(Some("bytes=90-500"), 100),
-            Partial { start: 90, end: 99 }
-        );
-        assert_eq!(
-            parse_range(Some("bytes=-10"), 100),
-            Partial { start: 90, end: 99 }
-        );
-        assert_eq!(
-            parse_range(Some("bytes=-1000"), 100),
-            Partial { start: 0, end: 99 }
-        );
-        assert_eq!(parse_range(Some("bytes=100-"), 100), Unsatisfiable);
-        assert_eq!(parse_range(Some("bytes=-0"), 100), Unsatisfiable);
-        assert_eq!(parse_range(Some("bytes=5-1"), 100), Full);
-        assert_eq!(parse_range(Some("bytes=0-1,5-6"), 100), Full);
-        assert_eq!(parse_range(Some("items=0-1"), 100), Full);
-        assert_eq!(parse_range(Some("bytes=x-1"), 100), Full);
-    }
-}
+/// Read size per body chunk.
+const CHUNK_BYTES: usize = 256 * 1024;
+/// Results are private to their principal and do not change while they exist.
+const CACHE_CONTROL: &str = "private, max-age=3600";

@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::catalog::ErrorCode;
+use crate::catalog::{ErrorCode, human_duration};
 use crate::clock::{add_ms, rfc3339};
 use crate::error::ServiceError;
 use crate::service::{Shared, lock};
@@ -31,26 +31,6 @@ pub struct SweepReport {
     pub orphans_deleted: usize,
     /// Generic jobs past their task TTL.
     pub jobs_deleted: usize,
-}
-
-/// "30 minutes", "90 seconds": for messages.
-pub fn human_duration(d: Duration) -> String {
-    let s = d.as_secs();
-    if s >= 3600 && s.is_multiple_of(3600) {
-        plural(s / 3600, "hour")
-    } else if s >= 60 && s.is_multiple_of(60) {
-        plural(s / 60, "minute")
-    } else {
-        plural(s, "second")
-    }
-}
-
-fn plural(n: u64, unit: &str) -> String {
-    if n == 1 {
-        format!("1 {unit}")
-    } else {
-        format!("{n} {unit}s")
-    }
 }
 
 pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {

@@ -1,4 +1,4 @@
-//! The durable store: one sled database with five trees. It is the truth about every render
+//! The durable store: one sled database with four trees. It is the truth about every render
 //! and every other task (jobs); the worker pool and every read path derive their state from it.
 //!
 //! | tree          | key                        | value (serde_json)   |
@@ -233,7 +233,7 @@ pub struct Decision {
     pub note: Option<String>,
     /// Unix ms.
     pub decided_at: u64,
-    /// [`crate::service::watermark_params_hash`] of the watermark that was previewed.
+    /// [`crate::args::watermark_params_hash`] of the watermark that was previewed.
     pub params_hash: String,
 }
 

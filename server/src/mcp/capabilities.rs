@@ -1,10 +1,10 @@
 //! The capability-summary block (contract §1), served by the `vidforge://capabilities` resource
-//! and the `vidforge_get_capabilities` tool. Generated from [`crate::catalog`] and the tool
-//! definitions so it cannot drift from behaviour.
+//! and the `vidforge_get_capabilities` tool. Generated from [`crate::catalog`], the configured
+//! [`Lifetimes`] and the tool definitions so it cannot drift from behaviour.
 
 use serde_json::{Value, json};
 
-use crate::catalog;
+use crate::catalog::{self, Lifetimes};
 
 use super::tools;
 use crate::envelope::fingerprint;
@@ -12,12 +12,8 @@ use crate::envelope::fingerprint;
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 pub const PROTOCOL_REVISION: &str = "2026-07-28";
 
-pub fn summary(
-    approval_timeout: std::time::Duration,
-    task_ttl: std::time::Duration,
-    result_ttl: std::time::Duration,
-) -> Value {
-    let approval = catalog::human_duration(approval_timeout);
+pub fn summary(lifetimes: &Lifetimes) -> Value {
+    let approval = catalog::human_duration(lifetimes.approval_timeout);
     json!({
         "server": {
             "name": "vidforge",
@@ -39,17 +35,17 @@ pub fn summary(
         ],
         "tools": tools::TOOL_ORDER,
         "error_carriers": { "tool_errors": "structuredContent", "non_tool_rpc_errors": "error.data" },
-        "error_catalog": tools::full_error_catalog(),
+        "error_catalog": tools::full_error_catalog(lifetimes),
         "task_semantics": {
             "note": "`completed` is a delivery statement, not a success statement: a render that fails semantically (including watermark rejection or approval timeout) arrives as a completed task whose result has isError: true. `failed` is reserved for JSON-RPC faults. Always inspect result.isError.",
-            "task_ttl_ms": task_ttl.as_millis() as u64,
+            "task_ttl_ms": lifetimes.task_ttl.as_millis() as u64,
             "poll_interval_ms": {
                 "working": catalog::POLL_INTERVAL_WORKING.as_millis() as u64,
                 "input_required": catalog::POLL_INTERVAL_AWAITING.as_millis() as u64
             },
             "result_retention": format!(
                 "render results and status remain reachable via vidforge_get_render_status and the vidforge://videos/{{render_id}}/final.{{ext}} resource for {}",
-                catalog::human_duration(result_ttl)
+                catalog::human_duration(lifetimes.result_ttl)
             )
         },
         "negotiated_capabilities": {

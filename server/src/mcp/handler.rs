@@ -41,9 +41,8 @@ pub struct McpShared {
     pub fixtures: Option<Arc<Fixtures>>,
     pub tools: Vec<Value>,
     pub capabilities_summary: Value,
-    pub task_ttl: std::time::Duration,
-    pub result_ttl: std::time::Duration,
-    pub approval_timeout: std::time::Duration,
+    /// The configured TTLs and approval timeout.
+    pub lifetimes: catalog::Lifetimes,
 }
 
 #[derive(Clone)]
@@ -251,7 +250,7 @@ impl VidforgeMcp {
                             "type": "resource_link",
                             "uri": uri,
                             "name": video_file_name,
-                            "description": format!("Rendered {resolution} {ext} {wm}; retained {}.", catalog::human_duration(self.shared.result_ttl)),
+                            "description": format!("Rendered {resolution} {ext} {wm}; retained {}.", catalog::human_duration(self.shared.lifetimes.result_ttl)),
                             "mimeType": mime,
                             "size": size_bytes,
                             "annotations": { "audience": ["user"], "priority": 0.9, "lastModified": wire::rfc3339(*finished_at) },
@@ -310,7 +309,7 @@ impl VidforgeMcp {
             RenderState::Previewing => "Preparing the watermark preview.".into(),
             RenderState::Rendering => Self::progress_text(rec),
             RenderState::AwaitingApproval => {
-                let timeout = catalog::human_duration(self.shared.approval_timeout);
+                let timeout = catalog::human_duration(self.shared.lifetimes.approval_timeout);
                 let base = format!(
                     "Waiting for user approval of the watermark preview at {}. Unanswered approvals time out after {timeout}.",
                     uri::preview_uri(&rec.id)
@@ -344,7 +343,7 @@ impl VidforgeMcp {
             &self.status_message(rec, elicitation_form),
             rec.created_at,
             rec.updated_at,
-            self.shared.task_ttl,
+            self.shared.lifetimes.task_ttl,
         )
     }
 
@@ -471,8 +470,8 @@ impl VidforgeMcp {
                 ErrorCode::TaskExpired,
                 format!(
                     "Task state was deleted after its {} TTL; render results remain reachable for {}.",
-                    catalog::human_duration(self.shared.task_ttl),
-                    catalog::human_duration(self.shared.result_ttl)
+                    catalog::human_duration(self.shared.lifetimes.task_ttl),
+                    catalog::human_duration(self.shared.lifetimes.result_ttl)
                 ),
             )
             .field("taskId")
@@ -538,7 +537,7 @@ impl VidforgeMcp {
             RenderState::Cancelled => tool_error(
                 Envelope::new(
                     ErrorCode::RenderCancelled,
-                    ErrorCode::RenderCancelled.description(),
+                    ErrorCode::RenderCancelled.description(&self.shared.lifetimes),
                 )
                 .field("idempotency_key")
                 .repair(Some(
@@ -664,7 +663,7 @@ impl VidforgeMcp {
                 "mimeType": "application/json",
                 "text": serde_json::to_string_pretty(&self.shared.capabilities_summary).unwrap_or_default(),
             }],
-            "ttlMs": 60_000,
+            "ttlMs": catalog::CAPABILITIES_RESOURCE_TTL.as_millis() as u64,
             "cacheScope": "public",
         }))
     }
@@ -740,7 +739,7 @@ impl VidforgeMcp {
         if size > catalog::MAX_INLINE_RESOURCE_BYTES {
             let env = Envelope::new(
                 ErrorCode::ResultTooLargeToInline,
-                ErrorCode::ResultTooLargeToInline.description(),
+                ErrorCode::ResultTooLargeToInline.description(&self.shared.lifetimes),
             )
             .field("uri")
             .value(uri)
@@ -995,7 +994,7 @@ impl ServerHandler for VidforgeMcp {
                 "uriTemplate": "vidforge://videos/{render_id}/final.{ext}",
                 "name": "render-result",
                 "title": "Rendered video",
-                "description": format!("The finished video of a render (ext: mp4, webm or mov); retained {}.", catalog::human_duration(self.shared.result_ttl)),
+                "description": format!("The finished video of a render (ext: mp4, webm or mov); retained {}.", catalog::human_duration(self.shared.lifetimes.result_ttl)),
             }),
             json!({
                 "uriTemplate": "vidforge://renders/{render_id}/watermark-preview.png",

@@ -51,16 +51,11 @@ pub struct RequestedTaskIds(pub Vec<String>);
 /// The `/mcp` router: bearer auth, then vidforge's wire layer, then rmcp's streamable HTTP
 /// service.
 pub fn router(service: RenderService, config: &Config) -> axum::Router {
+    let lifetimes = config.lifetimes();
     let shared = Arc::new(McpShared {
-        capabilities_summary: capabilities::summary(
-            config.approval_timeout,
-            config.task_ttl,
-            config.result_ttl,
-        ),
-        tools: tools::tool_definitions(config.approval_timeout),
-        task_ttl: config.task_ttl,
-        result_ttl: config.result_ttl,
-        approval_timeout: config.approval_timeout,
+        capabilities_summary: capabilities::summary(&lifetimes),
+        tools: tools::tool_definitions(&lifetimes),
+        lifetimes,
         fixtures: config
             .conformance_fixtures
             .then(|| Arc::new(fixtures::Fixtures::new())),

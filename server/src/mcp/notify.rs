@@ -2,7 +2,7 @@
 //!
 //! rmcp 3.11's `SubscriptionFilter` has no `taskIds` field and its `SubscriptionSink` refuses
 //! task notifications, so vidforge carries the requested ids beside rmcp (see
-//! [`super::listen_layer`]) and sends the notifications through the request's peer itself,
+//! [`super::wire_layer`]) and sends the notifications through the request's peer itself,
 //! tagged with the subscription id as the spec requires.
 
 use rmcp::ErrorData as McpError;

@@ -1,14 +1,14 @@
 //! Tool definitions: names, schemas, descriptions, annotations and the `_meta` error catalog.
 //!
 //! Built once at start-up (rmcp builds a handler per HTTP request, so nothing here is rebuilt
-//! per call). Descriptions interpolate TTLs and timeouts from [`crate::catalog`], so they
-//! cannot drift from behaviour.
+//! per call). Descriptions interpolate the deployment's configured TTLs and timeouts
+//! ([`catalog::Lifetimes`]), so they cannot drift from behaviour.
 
 use serde_json::{Value, json};
 
 use vidforge_gpu::Position;
 
-use crate::catalog::{self, ErrorCode};
+use crate::catalog::{self, ErrorCode, Lifetimes};
 use crate::store::{OutputFormat, Resolution};
 
 pub use crate::envelope::tools::{
@@ -40,19 +40,19 @@ const SCHEMA_DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
 
 use std::time::Duration;
 
-fn error_catalog(codes: &[ErrorCode]) -> Value {
+fn error_catalog(codes: &[ErrorCode], lifetimes: &Lifetimes) -> Value {
     Value::Array(
         codes
             .iter()
             .map(|c| {
-                json!({"code": c.as_str(), "temporary": c.temporary(), "description": c.description()})
+                json!({"code": c.as_str(), "temporary": c.temporary(), "description": c.description(lifetimes)})
             })
             .collect(),
     )
 }
 
-/// The render tool's input schema (also used to validate arguments).
-pub fn render_input_schema() -> Value {
+/// The render tool's input schema, stating the configured idempotency-key lifetime.
+pub fn render_input_schema(idempotency_ttl: Duration) -> Value {
     json!({
         "$schema": SCHEMA_DIALECT,
         "type": "object",
@@ -78,7 +78,7 @@ pub fn render_input_schema() -> Value {
                 "description": "Omit entirely to render without a watermark; when present, the render pauses for user approval of a preview."
             },
             "idempotency_key": { "type": "string", "minLength": 1, "maxLength": 128,
-                "description": format!("Optional client-supplied key; calls with the same key within {} return the same render job instead of starting a new one. Omitted means no deduplication — each call renders.", catalog::human_duration(catalog::IDEMPOTENCY_TTL)) }
+                "description": format!("Optional client-supplied key; calls with the same key within {} return the same render job instead of starting a new one. Omitted means no deduplication — each call renders.", catalog::human_duration(idempotency_ttl)) }
         },
         "additionalProperties": false
     })
@@ -139,8 +139,9 @@ Example: {{\"source_asset_uri\": \"vidforge://assets/a_9F3K\", \"output_format\"
     )
 }
 
-/// Every tool definition as wire JSON, in [`TOOL_ORDER`], for the deployment's approval timeout.
-pub fn tool_definitions(approval_timeout: Duration) -> Vec<Value> {
+/// Every tool definition as wire JSON, in [`TOOL_ORDER`], for the deployment's configured
+/// lifetimes.
+pub fn tool_definitions(lifetimes: &Lifetimes) -> Vec<Value> {
     let status_output = json!({
         "$schema": SCHEMA_DIALECT,
         "type": "object",
@@ -169,26 +170,26 @@ pub fn tool_definitions(approval_timeout: Duration) -> Vec<Value> {
         json!({
             "name": RENDER_VIDEO,
             "title": "Render video",
-            "description": render_description(approval_timeout),
-            "inputSchema": render_input_schema(),
+            "description": render_description(lifetimes.approval_timeout),
+            "inputSchema": render_input_schema(lifetimes.idempotency_ttl),
             "outputSchema": render_output_schema(),
             "annotations": { "readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": false },
-            "_meta": { "com.vidforge/errors": error_catalog(&ErrorCode::RENDER_TOOL_INLINE) }
+            "_meta": { "com.vidforge/errors": error_catalog(&ErrorCode::RENDER_TOOL_INLINE, lifetimes) }
         }),
         json!({
             "name": GET_RENDER_STATUS,
             "title": "Get render status",
-            "description": format!("Fallback for clients without the io.modelcontextprotocol/tasks extension (a labelled convention mirroring tasks/get; task-capable clients should prefer tasks/get). Returns the render's state ({}), progress, and on success the result fields; on failure the full error envelope; while awaiting approval the watermark preview URI and a follow_up naming vidforge_approve_watermark. Status stays reachable for {}.", FALLBACK_STATES.join(" | "), catalog::human_duration(catalog::RESULT_TTL)),
+            "description": format!("Fallback for clients without the io.modelcontextprotocol/tasks extension (a labelled convention mirroring tasks/get; task-capable clients should prefer tasks/get). Returns the render's state ({}), progress, and on success the result fields; on failure the full error envelope; while awaiting approval the watermark preview URI and a follow_up naming vidforge_approve_watermark. Status stays reachable for {}.", FALLBACK_STATES.join(" | "), catalog::human_duration(lifetimes.result_ttl)),
             "inputSchema": { "$schema": SCHEMA_DIALECT, "type": "object", "required": ["render_id"],
                 "properties": { "render_id": render_id_property() }, "additionalProperties": false },
             "outputSchema": status_output,
             "annotations": { "readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false },
-            "_meta": { "com.vidforge/errors": error_catalog(&[ErrorCode::RenderNotFound, ErrorCode::InvalidArguments]) }
+            "_meta": { "com.vidforge/errors": error_catalog(&[ErrorCode::RenderNotFound, ErrorCode::InvalidArguments], lifetimes) }
         }),
         json!({
             "name": APPROVE_WATERMARK,
             "title": "Approve or reject watermark",
-            "description": format!("Record the user's decision on a render's watermark preview (vidforge://renders/{{render_id}}/watermark-preview.png). approved: true resumes the render; approved: false (optionally with a note) rejects it and ends the render with watermark_rejected. Serves clients without the tasks extension and task-capable clients without form elicitation. Replaying the same decision is a no-op; a conflicting second decision fails with approval_already_recorded. Unanswered previews time out after {}.", catalog::human_duration(approval_timeout)),
+            "description": format!("Record the user's decision on a render's watermark preview (vidforge://renders/{{render_id}}/watermark-preview.png). approved: true resumes the render; approved: false (optionally with a note) rejects it and ends the render with watermark_rejected. Serves clients without the tasks extension and task-capable clients without form elicitation. Replaying the same decision is a no-op; a conflicting second decision fails with approval_already_recorded. Unanswered previews time out after {}.", catalog::human_duration(lifetimes.approval_timeout)),
             "inputSchema": { "$schema": SCHEMA_DIALECT, "type": "object", "required": ["render_id", "approved"],
                 "properties": {
                     "render_id": render_id_property(),
@@ -203,7 +204,7 @@ pub fn tool_definitions(approval_timeout: Duration) -> Vec<Value> {
                     "already_recorded": { "type": "boolean" }
                 }, "additionalProperties": false },
             "annotations": { "readOnlyHint": false, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false },
-            "_meta": { "com.vidforge/errors": error_catalog(&[ErrorCode::RenderNotFound, ErrorCode::ApprovalAlreadyRecorded, ErrorCode::ApprovalNotPending, ErrorCode::InvalidArguments]) }
+            "_meta": { "com.vidforge/errors": error_catalog(&[ErrorCode::RenderNotFound, ErrorCode::ApprovalAlreadyRecorded, ErrorCode::ApprovalNotPending, ErrorCode::InvalidArguments], lifetimes) }
         }),
         json!({
             "name": CANCEL_RENDER,
@@ -217,7 +218,7 @@ pub fn tool_definitions(approval_timeout: Duration) -> Vec<Value> {
                     "state": { "type": "string", "enum": ["cancelling", "succeeded", "failed", "cancelled"] }
                 }, "additionalProperties": false },
             "annotations": { "readOnlyHint": false, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false },
-            "_meta": { "com.vidforge/errors": error_catalog(&[ErrorCode::RenderNotFound, ErrorCode::InvalidArguments]) }
+            "_meta": { "com.vidforge/errors": error_catalog(&[ErrorCode::RenderNotFound, ErrorCode::InvalidArguments], lifetimes) }
         }),
         json!({
             "name": GET_CAPABILITIES,
@@ -230,6 +231,6 @@ pub fn tool_definitions(approval_timeout: Duration) -> Vec<Value> {
 }
 
 /// The full error catalog (capability summary).
-pub fn full_error_catalog() -> Value {
-    error_catalog(&ErrorCode::ALL)
+pub fn full_error_catalog(lifetimes: &Lifetimes) -> Value {
+    error_catalog(&ErrorCode::ALL, lifetimes)
 }

@@ -1,0 +1,243 @@
+//! Measuring: one job per tool (alternating, median of the repeats) and N renders at once.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::Context;
+use serde::Serialize;
+use vidforge_media::{BackendChoice, OutputFormat, Resolution, output_size};
+
+use super::child::{ChildReport, ffmpeg_cmd, spawn, vidforge_cmd, wait_rss};
+
+/// One measured run of one tool.
+#[derive(Clone, Debug, Serialize)]
+pub(super) struct Run {
+    pub(super) wall_s: f64,
+    pub(super) fps: f64,
+    pub(super) max_rss_mb: f64,
+    /// CPU seconds (user + system) per frame, in milliseconds.
+    pub(super) cpu_ms_per_frame: f64,
+}
+
+/// Per-stage throughput of one vidforge render (frames / busy time of that stage).
+#[derive(Clone, Debug, Serialize)]
+pub(super) struct StageFps {
+    pub(super) demux_decode: f64,
+    pub(super) compose: f64,
+    pub(super) compose_ms_per_frame: f64,
+    pub(super) encode_mux: f64,
+    /// Rendering fps inside the process (no process start, engine init excluded).
+    pub(super) render_only: f64,
+    pub(super) engine_init_ms: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub(super) struct JobResult {
+    pub(super) label: String,
+    pub(super) source: String,
+    pub(super) output: String,
+    pub(super) width: u32,
+    pub(super) height: u32,
+    pub(super) format: String,
+    pub(super) backend: String,
+    pub(super) adapter: String,
+    pub(super) frames: u64,
+    pub(super) vidforge: Run,
+    pub(super) ffmpeg: Run,
+    /// vidforge fps ÷ ffmpeg fps (end to end, process start included for both).
+    pub(super) ratio: f64,
+    pub(super) rss_ratio: f64,
+    pub(super) stages: StageFps,
+    pub(super) vidforge_runs: Vec<Run>,
+    pub(super) ffmpeg_runs: Vec<Run>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub(super) struct ConcurrencyResult {
+    pub(super) tool: String,
+    pub(super) backend: String,
+    pub(super) renders_at_once: u32,
+    pub(super) wall_s: f64,
+    pub(super) renders_per_hour: f64,
+    pub(super) aggregate_fps: f64,
+    pub(super) max_rss_mb: f64,
+}
+
+pub(super) fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+pub(super) fn summarize(runs: &[Run]) -> Run {
+    let wall_s = median(runs.iter().map(|r| r.wall_s).collect());
+    Run {
+        wall_s,
+        fps: median(runs.iter().map(|r| r.fps).collect()),
+        max_rss_mb: median(runs.iter().map(|r| r.max_rss_mb).collect()),
+        cpu_ms_per_frame: median(runs.iter().map(|r| r.cpu_ms_per_frame).collect()),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn measure_job(
+    work: &Path,
+    src: &Path,
+    src_name: &str,
+    frames: u64,
+    res: Resolution,
+    format: OutputFormat,
+    logo: &Path,
+    backend: BackendChoice,
+    repeats: u32,
+) -> anyhow::Result<JobResult> {
+    let tag = format!(
+        "{src_name}-{}-{}-{}",
+        res.as_str(),
+        format.as_str(),
+        backend.as_str()
+    );
+    let log = work.join(format!("{tag}.log"));
+    let mut vf_runs = Vec::new();
+    let mut ff_runs = Vec::new();
+    let mut reports = Vec::new();
+    for i in 0..repeats {
+        // Alternate which tool goes first so drift in machine load is shared.
+        let order: [bool; 2] = if i % 2 == 0 {
+            [true, false]
+        } else {
+            [false, true]
+        };
+        for ours in order {
+            if ours {
+                let (mut cmd, rep) = vidforge_cmd(work, &tag, src, res, format, logo, backend)?;
+                let t = Instant::now();
+                let child = spawn(&mut cmd, &log)?;
+                let u = wait_rss(child, &log)?;
+                let wall = t.elapsed().as_secs_f64();
+                let r: ChildReport = serde_json::from_str(&std::fs::read_to_string(&rep)?)?;
+                vf_runs.push(Run {
+                    wall_s: wall,
+                    fps: r.frames as f64 / wall,
+                    max_rss_mb: u.max_rss_mb,
+                    cpu_ms_per_frame: u.cpu_s * 1000.0 / r.frames.max(1) as f64,
+                });
+                reports.push(r);
+            } else {
+                let mut cmd = ffmpeg_cmd(work, &tag, src, res, format, logo)?;
+                let t = Instant::now();
+                let child = spawn(&mut cmd, &log)?;
+                let u = wait_rss(child, &log)?;
+                let wall = t.elapsed().as_secs_f64();
+                ff_runs.push(Run {
+                    wall_s: wall,
+                    fps: frames as f64 / wall,
+                    max_rss_mb: u.max_rss_mb,
+                    cpu_ms_per_frame: u.cpu_s * 1000.0 / frames.max(1) as f64,
+                });
+            }
+        }
+    }
+    let vf = summarize(&vf_runs);
+    let ff = summarize(&ff_runs);
+    let last = reports.last().context("no vidforge run")?;
+    let per = |secs: Vec<f64>| {
+        let s = median(secs);
+        if s > 0.0 { last.frames as f64 / s } else { 0.0 }
+    };
+    let compose_s = median(reports.iter().map(|r| r.compose_s).collect());
+    let stages = StageFps {
+        demux_decode: per(reports.iter().map(|r| r.decode_s).collect()),
+        compose: per(reports.iter().map(|r| r.compose_s).collect()),
+        compose_ms_per_frame: compose_s * 1000.0 / last.frames.max(1) as f64,
+        encode_mux: per(reports.iter().map(|r| r.encode_s).collect()),
+        render_only: per(reports.iter().map(|r| r.render_s).collect()),
+        engine_init_ms: median(reports.iter().map(|r| r.engine_init_s * 1000.0).collect()),
+    };
+    let probe = vidforge_media::probe(src)?;
+    let v = probe.video.context("fixture has no video")?;
+    let (w, h) = output_size(v.display_width, v.display_height, res);
+    Ok(JobResult {
+        label: String::new(),
+        source: src_name.to_string(),
+        output: res.as_str().to_string(),
+        width: w,
+        height: h,
+        format: format.as_str().to_string(),
+        backend: backend.as_str().to_string(),
+        adapter: last.backend.clone(),
+        frames: last.frames,
+        ratio: vf.fps / ff.fps.max(1e-9),
+        rss_ratio: vf.max_rss_mb / ff.max_rss_mb.max(1e-9),
+        vidforge: vf,
+        ffmpeg: ff,
+        stages,
+        vidforge_runs: vf_runs,
+        ffmpeg_runs: ff_runs,
+    })
+}
+
+pub(super) fn measure_concurrent(
+    work: &Path,
+    src: &Path,
+    frames: u64,
+    logo: &Path,
+    backend: BackendChoice,
+    tool: &str,
+    n: u32,
+) -> anyhow::Result<ConcurrencyResult> {
+    let mut children = Vec::new();
+    let t = Instant::now();
+    for i in 0..n {
+        let tag = format!("conc-{tool}-{n}-{i}");
+        let log = work.join(format!("{tag}.log"));
+        let mut cmd = if tool == "vidforge" {
+            vidforge_cmd(
+                work,
+                &tag,
+                src,
+                Resolution::P720,
+                OutputFormat::Mp4,
+                logo,
+                backend,
+            )?
+            .0
+        } else {
+            ffmpeg_cmd(work, &tag, src, Resolution::P720, OutputFormat::Mp4, logo)?
+        };
+        children.push((spawn(&mut cmd, &log)?, log));
+    }
+    let mut max_rss: f64 = 0.0;
+    for (child, log) in children {
+        max_rss = max_rss.max(wait_rss(child, &log)?.max_rss_mb);
+    }
+    let wall = t.elapsed().as_secs_f64();
+    Ok(ConcurrencyResult {
+        tool: tool.to_string(),
+        backend: if tool == "vidforge" {
+            backend.as_str().to_string()
+        } else {
+            "ffmpeg".to_string()
+        },
+        renders_at_once: n,
+        wall_s: wall,
+        renders_per_hour: n as f64 * 3600.0 / wall.max(1e-9),
+        aggregate_fps: (n as u64 * frames) as f64 / wall.max(1e-9),
+        max_rss_mb: max_rss,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_even_and_odd() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(vec![]), 0.0);
+    }
+}
