@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
 # Runs the official MCP conformance suite, pinned to @modelcontextprotocol/conformance
 # 0.2.0-alpha.12 (the registry's `latest` tag is an older line testing the 2025-11-25 wire),
-# against a freshly started `vidforge serve`:
+# against a freshly started `vidforge-conformance serve` (the conformance build: vidforge with
+# the suite's fixed fixture tools, prompts, resources and tasks mounted; the production
+# `vidforge` binary has none of them):
 #   1. `server --requirements 2026-07-28`: every scored 2026-07-28 scenario;
 #   2. every `tasks-*` scenario by `--scenario` (extension scenarios are not scored above).
 # Both use conformance/expected-failures.yml, which fails the run on unexpected failures and on
 # stale entries (listed failures that now pass).
 # The suite needs Node >= 22; the machines have Node 20, so Node 22 comes from the npm `node`
 # package installed project-locally from conformance/package-lock.json.
-# Builds nothing: expects target/debug/vidforge (or $VIDFORGE_BIN).
+# Builds target/debug/vidforge-conformance unless $VIDFORGE_CONFORMANCE_BIN names a prebuilt one.
+# It builds the way `make test` does (`--workspace --all-targets`, a no-op right after it): a
+# `-p` build unifies other features and would recompile dozens of crates.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BIN="${VIDFORGE_BIN:-$ROOT/target/debug/vidforge}"
 CONF="$ROOT/conformance"
-[ -x "$BIN" ] || { echo "run-conformance: $BIN is missing; build it first (cargo build --bin vidforge)" >&2; exit 2; }
+if [ -z "${VIDFORGE_CONFORMANCE_BIN:-}" ]; then
+  (cd "$ROOT" && cargo build --quiet --workspace --all-targets) \
+    || { echo "run-conformance: cannot build vidforge-conformance" >&2; exit 2; }
+fi
+BIN="${VIDFORGE_CONFORMANCE_BIN:-$ROOT/target/debug/vidforge-conformance}"
+[ -x "$BIN" ] || { echo "run-conformance: $BIN is missing" >&2; exit 2; }
 command -v npm >/dev/null || { echo "run-conformance: npm is required (Node 20 is fine; Node 22 is installed locally)" >&2; exit 2; }
 
 if [ ! -f "$CONF/node_modules/.package-lock.json" ] || [ "$CONF/package-lock.json" -nt "$CONF/node_modules/.package-lock.json" ]; then
@@ -28,8 +36,9 @@ conformance() { "$NODE" "$SUITE" "$@"; }
 
 # shellcheck source=lib/serve.sh
 source "$ROOT/scripts/lib/serve.sh"
-# The suite calls its fixed fixture tools, prompts and resources: mount them beside vidforge's.
-start_vidforge run-conformance --conformance-fixtures
+# The suite calls its fixed fixture tools, prompts and resources: the conformance build serves
+# them beside vidforge's own.
+start_vidforge run-conformance
 URL="$BASE/mcp"
 
 RESULTS="$CONF/results"

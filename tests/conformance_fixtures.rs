@@ -1,4 +1,5 @@
-//! `vidforge serve --conformance-fixtures`, driven over real HTTP: the fixtures are absent
+//! `vidforge-conformance serve` (the conformance build: vidforge with the suite's fixtures
+//! mounted through the MCP extension seam), driven over real HTTP: the fixtures are absent
 //! from a production server, and the fixture tasks run through the durable task layer (input
 //! requests, answers, cancellation, principal isolation, `kill -9`). The official conformance
 //! suite itself runs in `scripts/run-conformance.sh`; these tests pin what it relies on.
@@ -52,28 +53,36 @@ fn fixtures_are_absent_from_a_production_server() {
     );
     assert_rpc_error(&read, -32602);
 
-    // And the fixtures refuse a non-loopback bind.
+    // The production binary has no fixtures to mount: the old flag says where they went.
     let out = std::process::Command::new(vidforge_bin())
-        .args(["serve", "--conformance-fixtures", "--listen", "0.0.0.0:0"])
+        .args(["serve", "--conformance-fixtures", "--listen", "127.0.0.1:0"])
+        .arg("--data-dir")
+        .arg(dir.path().join("prod"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("vidforge-conformance"), "{stderr}");
+
+    // And the conformance build refuses a non-loopback bind.
+    let out = std::process::Command::new(conformance_bin())
+        .args(["serve", "--listen", "0.0.0.0:0"])
         .args(["--token", "token-alice-1=alice", "--data-dir"])
         .arg(dir.path().join("other"))
         .output()
         .unwrap();
     assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--conformance-fixtures"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("conformance fixtures"), "{stderr}");
+    assert!(stderr.contains("loopback"), "{stderr}");
 }
 
 #[test]
 fn fixture_tasks_ask_resume_cancel_and_survive_kill_9() {
     let dir = tempfile::tempdir().unwrap();
-    let mut server = Server::start(
+    let mut server = Server::start_conformance(
         &dir.path().join("data"),
         &[
-            "--conformance-fixtures",
             "--token",
             "token-alice-1=alice",
             "--token",
@@ -161,7 +170,7 @@ fn fixture_tasks_ask_resume_cancel_and_survive_kill_9() {
 #[test]
 fn mrtr_fixtures_reject_tampered_state_and_gate_capabilities() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(&dir.path().join("data"), &["--conformance-fixtures"]);
+    let server = Server::start_conformance(&dir.path().join("data"), &[]);
     let mut mcp = server.mcp();
 
     let round1 = mcp.tool(

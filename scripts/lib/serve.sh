@@ -1,7 +1,7 @@
-# Sourced by scripts/run-*.sh: starts `vidforge serve` ($BIN) on a free loopback port with a
-# temporary data dir, waits until /healthz answers, and stops it (and removes the dir) on exit.
-# Sets WORK, PORT, BASE and SERVER_PID. $1 names the caller in error messages; further
-# arguments are passed to `vidforge serve`.
+# Sourced by scripts/run-*.sh: starts `$BIN serve` (vidforge, or the vidforge-conformance build)
+# on a free loopback port with a temporary data dir, waits until /healthz answers, and stops it
+# (and removes the dir) on exit. Sets WORK, PORT, BASE and SERVER_PID. $1 names the caller in
+# error messages; further arguments are passed to `serve`.
 start_vidforge() {
   local who="$1"
   shift

@@ -11,6 +11,7 @@ use crate::auth::{Auth, require_auth};
 use crate::clock;
 use crate::config::Config;
 use crate::http;
+use crate::mcp::Extensions;
 use crate::media_backend::{MediaProber, MediaRenderer};
 use crate::service::{RenderService, ServiceParts};
 
@@ -32,9 +33,14 @@ pub fn start_service(config: Config) -> anyhow::Result<RenderService> {
 /// Every route the server answers: [`http::http_routes`] plus the MCP endpoint at `/mcp`,
 /// both behind the bearer-token middleware (except `/healthz`).
 pub fn router(service: &RenderService) -> Router {
+    router_with(service, Extensions::default())
+}
+
+/// [`router`] with MCP `extensions` mounted beside vidforge's own surface.
+pub fn router_with(service: &RenderService, extensions: Extensions) -> Router {
     let auth = Auth::from_config(service.config());
     // `layer` wraps only the routes already on the router, so authenticate /mcp before merging.
-    let mcp = crate::mcp::router(service.clone(), service.config())
+    let mcp = crate::mcp::router(service.clone(), service.config(), extensions)
         .layer(axum::middleware::from_fn_with_state(auth, require_auth));
     http::http_routes(service.clone()).merge(mcp)
 }
@@ -45,7 +51,17 @@ pub async fn serve(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(service))
+    serve_with(service, listener, shutdown, Extensions::default()).await
+}
+
+/// [`serve`] with MCP `extensions` mounted ([`router_with`]).
+pub async fn serve_with(
+    service: &RenderService,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    extensions: Extensions,
+) -> std::io::Result<()> {
+    axum::serve(listener, router_with(service, extensions))
         .with_graceful_shutdown(shutdown)
         .await
 }

@@ -114,9 +114,6 @@ pub struct Config {
     pub sweep_interval: Duration,
     /// How often approval deadlines are checked.
     pub tick_interval: Duration,
-    /// Also mount the MCP conformance suite's fixture tools, prompts and resources
-    /// (`serve --conformance-fixtures`; loopback only).
-    pub conformance_fixtures: bool,
 }
 
 impl Config {
@@ -141,7 +138,6 @@ impl Config {
             public_base_url: None,
             sweep_interval: catalog::SWEEP_INTERVAL,
             tick_interval: DEFAULT_TICK_INTERVAL,
-            conformance_fixtures: false,
         }
     }
 
@@ -332,11 +328,6 @@ impl Config {
     pub fn check_bind_safety(&self) -> Result<(), ConfigError> {
         if self.tokens.is_empty() && !self.listen.ip().is_loopback() {
             return Err(ConfigError::UnsafeBind {
-                listen: self.listen,
-            });
-        }
-        if self.conformance_fixtures && !self.listen.ip().is_loopback() {
-            return Err(ConfigError::FixturesOffLoopback {
                 listen: self.listen,
             });
         }
@@ -553,11 +544,6 @@ pub enum ConfigError {
          (--token TOKEN=PRINCIPAL, VIDFORGE_TOKENS, or [tokens] in the config file)"
     )]
     UnsafeBind { listen: SocketAddr },
-    #[error(
-        "refusing to listen on {listen} with --conformance-fixtures: the fixtures are test tools \
-         for the MCP conformance suite; bind a loopback address"
-    )]
-    FixturesOffLoopback { listen: SocketAddr },
 }
 
 fn parse_listen(s: &str) -> Result<SocketAddr, ConfigError> {

@@ -1,5 +1,5 @@
-//! Opaque, high-entropy handles: `task_…` render ids, `job_…` job ids, `a_…` asset ids,
-//! `req_…` request ids.
+//! Opaque, high-entropy handles: `task_…` render ids, `a_…` asset ids, `req_…` request ids
+//! (and whatever prefix an MCP extension mints its own task ids with, through [`new_id`]).
 //!
 //! Each id is 26 Crockford base32 characters, ULID-like: 48 bits of milliseconds (so ids sort
 //! roughly by creation) followed by 80 random bits (so they cannot be guessed or enumerated).
@@ -8,8 +8,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Prefix of every render id (the render id is also the MCP `taskId`).
 pub const RENDER_ID_PREFIX: &str = "task_";
-/// Prefix of every generic job id (tasks that are not renders; also an MCP `taskId`).
-pub const JOB_ID_PREFIX: &str = "job_";
 /// Prefix of every asset id.
 pub const ASSET_ID_PREFIX: &str = "a_";
 /// Prefix of every request id in error envelopes.
@@ -42,11 +40,6 @@ pub fn new_id(prefix: &str) -> String {
 /// A new render id (`task_…`).
 pub fn new_render_id() -> String {
     new_id(RENDER_ID_PREFIX)
-}
-
-/// A new job id (`job_…`).
-pub fn new_job_id() -> String {
-    new_id(JOB_ID_PREFIX)
 }
 
 /// A new asset id (`a_…`).

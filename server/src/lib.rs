@@ -19,7 +19,6 @@ pub mod envelope;
 pub mod error;
 pub mod http;
 pub mod ids;
-pub mod jobs;
 pub mod maintenance;
 pub mod mcp;
 pub mod media_backend;

@@ -29,8 +29,8 @@ pub struct SweepReport {
     pub idempotency_deleted: usize,
     /// Result/preview directories with no record.
     pub orphans_deleted: usize,
-    /// Generic jobs past their task TTL.
-    pub jobs_deleted: usize,
+    /// Records the extra sweep steps ([`crate::service::Sweeper`]) removed.
+    pub extension_records_deleted: usize,
 }
 
 pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
@@ -200,7 +200,9 @@ pub(crate) fn sweep(shared: &Shared) -> Result<SweepReport, ServiceError> {
     }
     let cutoff = now.saturating_sub(cfg.idempotency_ttl.as_millis() as u64);
     report.idempotency_deleted = shared.store.remove_idempotency_before(cutoff)?;
-    report.jobs_deleted = shared.jobs.sweep()?;
+    for sweeper in lock(&shared.sweepers).iter() {
+        report.extension_records_deleted += sweeper()?;
+    }
 
     // Directories whose record is gone (e.g. a crash between deleting files and the record).
     for root in [cfg.results_dir(), cfg.previews_dir()] {

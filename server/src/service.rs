@@ -23,7 +23,6 @@ use crate::config::Config;
 use crate::engine::{Prober, Renderer};
 use crate::error::ServiceError;
 use crate::ids;
-use crate::jobs::Jobs;
 use crate::maintenance::{self, SweepReport};
 use crate::store::{
     Approval, AssetKind, AssetRecord, Change, Decision, IdempotencyEntry, Outcome, RenderArgs,
@@ -82,8 +81,8 @@ pub(crate) struct Shared {
     pub renderer: Arc<dyn Renderer>,
     pub assets: AssetCatalog,
     pub events: broadcast::Sender<String>,
-    /// Tasks that are not renders.
-    pub jobs: Jobs,
+    /// Extra sweep steps (an MCP extension's own expired records), run with every sweep.
+    pub sweepers: Mutex<Vec<Sweeper>>,
     pub queue_tx: crossbeam_channel::Sender<String>,
     pub queue_rx: crossbeam_channel::Receiver<String>,
     /// Serialises creation: idempotency lookup, quota check and the durable write are one step.
@@ -94,6 +93,10 @@ pub(crate) struct Shared {
     pub running: Mutex<HashMap<String, Arc<AtomicBool>>>,
     pub shutdown: AtomicBool,
 }
+
+/// An extra sweep step registered with [`RenderService::add_sweeper`]: deletes what has
+/// expired and returns how many records it removed.
+pub type Sweeper = Box<dyn Fn() -> Result<usize, ServiceError> + Send + Sync>;
 
 /// Locks a mutex, ignoring poisoning (the data stays consistent: every critical section is a
 /// small map update).
@@ -265,19 +268,6 @@ impl RenderService {
         assets.remove_partial_uploads();
         let (queue_tx, queue_rx) = crossbeam_channel::unbounded();
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
-        let jobs = Jobs::new(
-            store.clone(),
-            parts.clock.clone(),
-            events.clone(),
-            config.task_ttl,
-        );
-        let interrupted = jobs.recover()?;
-        if interrupted > 0 {
-            tracing::warn!(
-                interrupted,
-                "jobs interrupted by the restart ended as failed"
-            );
-        }
         let shared = Arc::new(Shared {
             config,
             store,
@@ -285,7 +275,7 @@ impl RenderService {
             renderer: parts.renderer,
             assets,
             events,
-            jobs,
+            sweepers: Mutex::new(Vec::new()),
             queue_tx,
             queue_rx,
             create_lock: Mutex::new(()),
@@ -335,14 +325,22 @@ impl RenderService {
         self.shared.now()
     }
 
-    /// Durable generic jobs (tasks that are not renders).
-    pub fn jobs(&self) -> &Jobs {
-        &self.shared.jobs
-    }
-
-    /// Render and job ids fired on every state, progress or decision change.
+    /// Task ids fired on every state, progress or decision change: render ids, and the ids
+    /// an MCP extension announces with [`RenderService::publish_task_change`].
     pub fn subscribe(&self) -> broadcast::Receiver<String> {
         self.shared.events.subscribe()
+    }
+
+    /// Announces a change of task `id` to [`RenderService::subscribe`]rs (the
+    /// `notifications/tasks` of `subscriptions/listen`), for tasks an MCP extension owns.
+    pub fn publish_task_change(&self, id: &str) {
+        self.shared.notify(id);
+    }
+
+    /// Adds a step to every later sweep (the maintenance thread runs one every
+    /// `sweep_interval`): an MCP extension deleting its own expired records.
+    pub fn add_sweeper(&self, sweeper: Sweeper) {
+        lock(&self.shared.sweepers).push(sweeper);
     }
 
     // ---- renders ----
@@ -541,7 +539,7 @@ impl RenderService {
     }
 
     /// Deletes result files past retention (keeping a tombstone), tombstones past their grace,
-    /// and idempotency keys past their TTL.
+    /// and idempotency keys past their TTL, then runs the [`RenderService::add_sweeper`] steps.
     pub fn sweep(&self) -> Result<SweepReport, ServiceError> {
         maintenance::sweep(&self.shared)
     }

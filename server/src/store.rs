@@ -1,18 +1,18 @@
-//! The durable store: one sled database with four trees. It is the truth about every render
-//! and every other task (jobs); the worker pool and every read path derive their state from it.
+//! The durable store: one sled database with three trees. It is the truth about every render;
+//! the worker pool and every read path derive their state from it. An MCP extension (see
+//! [`crate::mcp::extension`]) may open trees of its own in the same database
+//! ([`Store::open_tree`]) and keep JSON records there with [`update_in`] and [`all_in`].
 //!
 //! | tree          | key                        | value (serde_json)   |
 //! |---------------|----------------------------|----------------------|
 //! | `renders`     | render id (`task_…`)       | [`RenderRecord`]     |
 //! | `idempotency` | principal `\0` key         | [`IdempotencyEntry`] |
 //! | `assets`      | asset id (`a_…`)           | [`AssetRecord`]      |
-//! | `jobs`        | job id (`job_…`)           | [`JobRecord`]        |
 //!
 //! sled makes a write durable only at `flush` (it flushes in the background every 500 ms).
 //! Callers flush ([`Store::flush`]) after every write a client may rely on, before answering.
 //! Progress updates are the exception: losing the last few is harmless.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -436,66 +436,6 @@ pub enum StoreError {
     Encode(serde_json::Error),
 }
 
-/// Where a generic job (a task that is not a render) stands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum JobState {
-    Working,
-    InputRequired,
-    Completed,
-    Failed,
-    Cancelled,
-}
-
-impl JobState {
-    /// The MCP task status of this state.
-    pub fn task_status(self) -> &'static str {
-        match self {
-            JobState::Working => "working",
-            JobState::InputRequired => "input_required",
-            JobState::Completed => "completed",
-            JobState::Failed => "failed",
-            JobState::Cancelled => "cancelled",
-        }
-    }
-
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            JobState::Completed | JobState::Failed | JobState::Cancelled
-        )
-    }
-}
-
-/// A protocol-level failure of a job (`failed` tasks carry it).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct JobFailure {
-    pub code: i64,
-    pub message: String,
-}
-
-/// A durable generic job: the task record of work that is not a render. Inputs, answers and
-/// the result are opaque JSON to the store; the layer that runs the job gives them meaning.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct JobRecord {
-    pub id: String,
-    pub principal: String,
-    /// What runs it (the tool name).
-    pub kind: String,
-    pub state: JobState,
-    pub status_message: String,
-    /// Outstanding requests for input, by key.
-    #[serde(default)]
-    pub input_requests: BTreeMap<String, serde_json::Value>,
-    /// Answers received so far, by key.
-    #[serde(default)]
-    pub input_responses: BTreeMap<String, serde_json::Value>,
-    pub result: Option<serde_json::Value>,
-    pub failure: Option<JobFailure>,
-    pub created_at: u64,
-    pub updated_at: u64,
-}
-
 /// What an update closure decided.
 pub enum Change<T> {
     /// Store the modified record.
@@ -504,7 +444,7 @@ pub enum Change<T> {
     Keep(T),
 }
 
-/// The result of [`Store::update_render`] and [`Store::update_job`].
+/// The result of [`Store::update_render`] and [`update_in`].
 pub struct Updated<R, T> {
     /// The record as stored after the update.
     pub record: R,
@@ -520,7 +460,6 @@ pub struct Store {
     renders: sled::Tree,
     idempotency: sled::Tree,
     assets: sled::Tree,
-    jobs: sled::Tree,
 }
 
 impl Store {
@@ -539,9 +478,15 @@ impl Store {
             renders: db.open_tree("renders")?,
             idempotency: db.open_tree("idempotency")?,
             assets: db.open_tree("assets")?,
-            jobs: db.open_tree("jobs")?,
             db,
         })
+    }
+
+    /// Opens (or creates) a further tree in the same database, for an MCP extension's own
+    /// records. Its name must not be one of the store's own (`renders`, `idempotency`,
+    /// `assets`); [`Store::flush`] makes its writes durable too.
+    pub fn open_tree(&self, name: &str) -> Result<sled::Tree, StoreError> {
+        Ok(self.db.open_tree(name)?)
     }
 
     /// Makes every previous write durable.
@@ -664,47 +609,11 @@ impl Store {
     pub fn assets(&self) -> Result<Vec<AssetRecord>, StoreError> {
         all_in(&self.assets, "asset")
     }
-
-    // ---- jobs ----
-
-    pub fn get_job(&self, id: &str) -> Result<Option<JobRecord>, StoreError> {
-        self.jobs
-            .get(id.as_bytes())?
-            .map(|v| decode(id, &v))
-            .transpose()
-    }
-
-    /// Inserts or replaces a job (not flushed).
-    pub fn put_job(&self, rec: &JobRecord) -> Result<(), StoreError> {
-        self.jobs.insert(rec.id.as_bytes(), encode(rec)?)?;
-        Ok(())
-    }
-
-    pub fn delete_job(&self, id: &str) -> Result<(), StoreError> {
-        self.jobs.remove(id.as_bytes())?;
-        Ok(())
-    }
-
-    /// Compare-and-swap read-modify-write of one job, as [`Store::update_render`]. Not flushed.
-    pub fn update_job<T, E>(
-        &self,
-        id: &str,
-        f: impl FnMut(&mut JobRecord) -> Result<Change<T>, E>,
-    ) -> Result<Option<Updated<JobRecord, T>>, E>
-    where
-        E: From<StoreError>,
-    {
-        update_in(&self.jobs, id, f)
-    }
-
-    /// Every job record (undecodable ones are logged and skipped).
-    pub fn jobs(&self) -> Result<Vec<JobRecord>, StoreError> {
-        all_in(&self.jobs, "job")
-    }
 }
 
-/// Compare-and-swap update of one JSON record in `tree` (see [`Store::update_render`]).
-fn update_in<R, T, E>(
+/// Compare-and-swap update of one JSON record in `tree` (see [`Store::update_render`]); for
+/// any tree of JSON records keyed by id, an extension's own included. Not flushed.
+pub fn update_in<R, T, E>(
     tree: &sled::Tree,
     id: &str,
     mut f: impl FnMut(&mut R) -> Result<Change<T>, E>,
@@ -745,8 +654,8 @@ where
 }
 
 /// Every record of `tree`; decode errors are logged and skipped so one bad record cannot stop
-/// the service.
-fn all_in<R: for<'de> Deserialize<'de>>(
+/// the service. `what` names the kind of record in that log line.
+pub fn all_in<R: for<'de> Deserialize<'de>>(
     tree: &sled::Tree,
     what: &str,
 ) -> Result<Vec<R>, StoreError> {

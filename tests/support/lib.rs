@@ -14,16 +14,27 @@ pub const TASKS: &str = "io.modelcontextprotocol/tasks";
 
 /// The `vidforge` binary built beside the running test executable.
 pub fn vidforge_bin() -> PathBuf {
+    built_bin("vidforge")
+}
+
+/// The `vidforge-conformance` binary (vidforge with the conformance suite's fixtures mounted)
+/// built beside the running test executable.
+pub fn conformance_bin() -> PathBuf {
+    built_bin("vidforge-conformance")
+}
+
+fn built_bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    // target/<profile>/deps/<test> → target/<profile>/vidforge
+    // target/<profile>/deps/<test> → target/<profile>/<name>
     let profile_dir = exe
         .parent()
         .and_then(Path::parent)
         .expect("target profile dir");
-    let bin = profile_dir.join("vidforge");
+    let bin = profile_dir.join(name);
     assert!(
         bin.exists(),
-        "{} is missing: build it first (`cargo build --bin vidforge`, which `make test` does)",
+        "{} is missing: build it first (`cargo build --bin {name}`; `make test` builds every \
+         binary of the workspace)",
         bin.display()
     );
     bin
@@ -41,6 +52,8 @@ pub struct Server {
     pub port: u16,
     pub data_dir: PathBuf,
     pub args: Vec<String>,
+    /// The binary serving: [`vidforge_bin`] or [`conformance_bin`].
+    pub bin: PathBuf,
     child: Option<Child>,
     log_path: PathBuf,
 }
@@ -48,10 +61,21 @@ pub struct Server {
 impl Server {
     /// Starts a server on a fresh port with `extra` flags (e.g. `--token`, `--approval-timeout`).
     pub fn start(data_dir: &Path, extra: &[&str]) -> Server {
+        Server::start_bin(vidforge_bin(), data_dir, extra)
+    }
+
+    /// [`Server::start`] with the conformance suite's fixtures mounted (`vidforge-conformance
+    /// serve`).
+    pub fn start_conformance(data_dir: &Path, extra: &[&str]) -> Server {
+        Server::start_bin(conformance_bin(), data_dir, extra)
+    }
+
+    fn start_bin(bin: PathBuf, data_dir: &Path, extra: &[&str]) -> Server {
         let mut server = Server {
             port: free_port(),
             data_dir: data_dir.to_path_buf(),
             args: extra.iter().map(|s| s.to_string()).collect(),
+            bin,
             child: None,
             log_path: data_dir.with_extension("log"),
         };
@@ -65,7 +89,7 @@ impl Server {
             .append(true)
             .open(&self.log_path)
             .expect("server log file");
-        let child = Command::new(vidforge_bin())
+        let child = Command::new(&self.bin)
             .arg("serve")
             .arg("--listen")
             .arg(format!("127.0.0.1:{}", self.port))

@@ -41,9 +41,18 @@ pub fn init_tracing() {
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Serve(args) => serve::run_serve(args),
+        other => run_with(Cli { command: other }, Vec::new()),
+    }
+}
+
+/// [`run`] for a binary that mounts MCP `extensions` on `serve` (the conformance build); the
+/// other subcommands are the same.
+pub fn run_with(cli: Cli, extensions: Vec<crate::mcp::ExtensionSpec>) -> anyhow::Result<()> {
+    match cli.command {
         Command::Render(args) => render::run_render(args),
         Command::Probe(args) => render::run_probe(args),
-        Command::Serve(args) => serve::run_serve(args),
+        Command::Serve(args) => serve::run_serve_with(args, extensions),
         Command::Assets(args) => assets::run_assets(args),
         Command::Bench(args) => bench::run_bench(args),
     }

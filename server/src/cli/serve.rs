@@ -6,6 +6,7 @@ use clap::Args;
 
 use crate::app;
 use crate::config::{Config, ConfigArgs, display_path};
+use crate::mcp::{ExtensionSpec, Extensions};
 
 /// How long open connections may finish after a shutdown request.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
@@ -14,17 +15,41 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 pub struct ServeArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
-    /// Also serve the official MCP conformance suite's fixture tools, prompts and resources
-    /// (test_simple_text, slow_compute, test://static-text, ...) beside vidforge's own, on the
-    /// same protocol layer and task store. For conformance runs only; loopback only.
-    #[arg(long, env = "VIDFORGE_CONFORMANCE_FIXTURES")]
+    /// Gone from this binary: the conformance suite's fixtures are served by the separate
+    /// `vidforge-conformance` binary (which mounts them always). Kept, hidden, to say so.
+    #[arg(long, hide = true)]
     pub conformance_fixtures: bool,
 }
 
+/// `vidforge serve`: vidforge's own MCP surface only.
 pub fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
+    if args.conformance_fixtures {
+        anyhow::bail!(
+            "--conformance-fixtures is not part of the production vidforge binary: the MCP \
+             conformance suite's fixtures are served by the conformance build \
+             (`cargo build -p vidforge-conformance`, then `vidforge-conformance serve ...`)"
+        );
+    }
+    run_serve_with(args, Vec::new())
+}
+
+/// `serve` with MCP `extensions` mounted beside vidforge's own surface (mounted after the
+/// service starts, before the listener serves). `--conformance-fixtures` is accepted and
+/// ignored here: a binary that passes extensions mounts them regardless.
+pub fn run_serve_with(args: ServeArgs, extensions: Vec<ExtensionSpec>) -> anyhow::Result<()> {
     let mut config = Config::load(&args.config)?;
-    config.conformance_fixtures = args.conformance_fixtures;
     config.check_bind_safety()?;
+    if let Some(spec) = extensions.iter().find(|e| e.loopback_only)
+        && !config.listen.ip().is_loopback()
+    {
+        anyhow::bail!(
+            "refusing to listen on {} with {} mounted: they are test tools; bind a loopback \
+             address",
+            config.listen,
+            spec.name
+        );
+    }
+    let names: Vec<String> = extensions.iter().map(|e| e.name.clone()).collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("vidforge-io")
@@ -44,9 +69,13 @@ pub fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         } else {
             "none (anonymous principal, loopback only)".to_string()
         };
-        let service = tokio::task::spawn_blocking(move || app::start_service(config))
-            .await
-            .context("service start panicked")??;
+        let (service, extensions) = tokio::task::spawn_blocking(move || {
+            let service = app::start_service(config)?;
+            let extensions = Extensions::mount(&service, extensions)?;
+            anyhow::Ok((service, extensions))
+        })
+        .await
+        .context("service start panicked")??;
         // The first line is stable (scripts and tests read the address from it).
         println!("vidforge listening on http://{listen}");
         println!("  MCP endpoint  {base}/mcp");
@@ -54,9 +83,9 @@ pub fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
         println!("  data dir      {data_dir}");
         println!("  auth          {auth}");
         println!("  backend       {}", service.backend_name());
-        if service.config().conformance_fixtures {
-            println!("  conformance fixtures mounted (test use only)");
-            tracing::warn!("conformance fixtures mounted beside the production tools");
+        for name in &names {
+            println!("  mounted       {name} (test use only)");
+            tracing::warn!(extension = %name, "extension mounted beside the production tools");
         }
         println!("Ready. Ctrl-C or SIGTERM stops it.");
         tracing::info!(%listen, data_dir = %data_dir, "serving");
@@ -77,7 +106,7 @@ pub fn run_serve(args: ServeArgs) -> anyhow::Result<()> {
             tokio::time::sleep(SHUTDOWN_GRACE).await;
         };
         tokio::select! {
-            served = app::serve(&service, listener, graceful) => served?,
+            served = app::serve_with(&service, listener, graceful, extensions) => served?,
             _ = deadline => tracing::warn!(
                 "connections still open {}s after the shutdown request; closing them",
                 SHUTDOWN_GRACE.as_secs()

@@ -19,16 +19,12 @@ use serde_json::{Value, json};
 
 use crate::catalog::{self, ErrorCode};
 use crate::error::ServiceError;
-use crate::ids;
-use crate::jobs::JobError;
 use crate::service::RenderService;
-use crate::store::{
-    JobRecord, JobState, Outcome, OutputFormat, RenderArgs, RenderRecord, RenderState,
-};
+use crate::store::{Outcome, OutputFormat, RenderArgs, RenderRecord, RenderState};
 use crate::uri;
 
 use super::capabilities::{self, TASKS_EXTENSION};
-use super::fixtures::{Fixtures, ListChange};
+use super::extension::{Extensions, ListChange, ToolCall};
 use super::tools;
 use super::wire;
 use super::{Principal, RequestedTaskIds};
@@ -37,8 +33,8 @@ use crate::envelope::{Envelope, Repair, RepairContext, default_repair};
 /// State shared by every per-request handler.
 pub struct McpShared {
     pub service: RenderService,
-    /// The conformance suite's fixtures (`serve --conformance-fixtures` only).
-    pub fixtures: Option<Arc<Fixtures>>,
+    /// What a binary mounted beside vidforge's own surface (none in production).
+    pub extensions: Extensions,
     pub tools: Vec<Value>,
     pub capabilities_summary: Value,
     /// The configured TTLs and approval timeout.
@@ -50,13 +46,13 @@ pub struct VidforgeMcp {
     pub shared: Arc<McpShared>,
 }
 
-pub(super) fn from_json<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, McpError> {
+pub fn from_json<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, McpError> {
     serde_json::from_value(v)
         .map_err(|e| McpError::internal_error(format!("building a wire value: {e}"), None))
 }
 
 /// What this request declared in its per-request `_meta` client capabilities.
-pub(super) struct Declared {
+pub struct Declared {
     pub tasks: bool,
     pub elicitation_form: bool,
     /// The whole declared `clientCapabilities` object (`null` when absent).
@@ -136,50 +132,7 @@ fn tool_ok(text: String, structured: Value) -> Result<CallToolResponse, McpError
     Ok(CallToolResponse::Complete(result))
 }
 
-/// The task fields of a generic job, for `CreateTaskResult`, `tasks/get` and notifications.
-pub(super) fn job_task_fields(rec: &JobRecord, ttl: std::time::Duration) -> Value {
-    wire::task_fields(
-        &rec.id,
-        rec.state.task_status(),
-        &rec.status_message,
-        rec.created_at,
-        rec.updated_at,
-        ttl,
-    )
-}
-
-/// A job as a `DetailedTask`: outstanding `inputRequests`, the inlined `result`, or `error`.
-fn job_detailed(rec: &JobRecord, ttl: std::time::Duration) -> Value {
-    let mut task = job_task_fields(rec, ttl);
-    match rec.state {
-        JobState::InputRequired => task["inputRequests"] = json!(rec.input_requests),
-        JobState::Completed => {
-            if let Some(result) = &rec.result {
-                task["result"] = result.clone();
-            }
-        }
-        JobState::Failed => {
-            if let Some(f) = &rec.failure {
-                task["error"] = json!({ "code": f.code, "message": f.message });
-            }
-        }
-        JobState::Working | JobState::Cancelled => {}
-    }
-    task
-}
-
-fn job_error(id: &str, e: JobError) -> McpError {
-    match e {
-        JobError::NotFound => invalid_params_unknown_task(id),
-        other => internal(other),
-    }
-}
-
-fn is_job_id(id: &str) -> bool {
-    ids::is_well_formed(id, ids::JOB_ID_PREFIX)
-}
-
-/// Waits for the next list change, or forever without fixtures.
+/// Waits for the next list change, or forever once the channel has closed.
 async fn next_list_change(
     rx: &mut Option<tokio::sync::broadcast::Receiver<ListChange>>,
 ) -> Result<ListChange, tokio::sync::broadcast::error::RecvError> {
@@ -434,27 +387,14 @@ impl VidforgeMcp {
         out
     }
 
-    /// The `DetailedTask` of a render or job the principal owns, for task notifications.
+    /// The `DetailedTask` of a render (or an extension's task) the principal owns, for task
+    /// notifications.
     fn detailed_any(&self, principal: &str, id: &str, elicitation_form: bool) -> Option<Value> {
-        if is_job_id(id) {
-            let jobs = self.shared.service.jobs();
-            return jobs
-                .get(principal, id)
-                .ok()
-                .map(|rec| job_detailed(&rec, jobs.ttl()));
+        if let Some(owner) = self.shared.extensions.task_owner(id) {
+            return owner.get_task(principal, id).ok();
         }
         let rec = self.shared.service.get(principal, id).ok()?;
         Some(self.detailed_task(&rec, elicitation_form))
-    }
-
-    /// The fixtures, or `-32601` for method `M` when they are not mounted.
-    fn fixtures_or_not_found<M: rmcp::model::ConstString + Default>(
-        &self,
-    ) -> Result<&Fixtures, McpError> {
-        self.shared
-            .fixtures
-            .as_deref()
-            .ok_or_else(McpError::method_not_found::<M>)
     }
 
     /// Resolves a render for a task method: unknown and other principals' ids are the same
@@ -783,10 +723,12 @@ impl ServerHandler for VidforgeMcp {
             "resources": {},
             "extensions": { TASKS_EXTENSION: {} }
         });
-        if self.shared.fixtures.is_some() {
-            caps["prompts"] = json!({ "listChanged": true });
-            caps["completions"] = json!({});
-            caps["logging"] = json!({});
+        for extension in self.shared.extensions.iter() {
+            if let (Some(caps), Value::Object(added)) =
+                (caps.as_object_mut(), extension.capabilities())
+            {
+                caps.extend(added);
+            }
         }
         let mut config: ServerConfig = serde_json::from_value(json!({
             "protocolVersion": capabilities::PROTOCOL_REVISION,
@@ -814,11 +756,16 @@ impl ServerHandler for VidforgeMcp {
 
     /// Tool definitions for rmcp's `Mcp-Param-*` header validation (SEP-2243).
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
-        let fixture_tools = self.shared.fixtures.as_ref().map(|f| f.tools());
+        let extension_tools: Vec<Value> = self
+            .shared
+            .extensions
+            .iter()
+            .flat_map(|e| e.tools())
+            .collect();
         self.shared
             .tools
             .iter()
-            .chain(fixture_tools.iter().flatten())
+            .chain(extension_tools.iter())
             .find(|t| t["name"] == name)
             .and_then(|t| serde_json::from_value(t.clone()).ok())
     }
@@ -829,14 +776,13 @@ impl ServerHandler for VidforgeMcp {
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let mut tools = self.shared.tools.clone();
-        let ttl_ms = match &self.shared.fixtures {
-            Some(f) => {
-                tools.extend(f.tools());
-                // The fixture list can change (test_trigger_tool_change).
-                0
+        let mut ttl_ms = catalog::DISCOVER_TTL.as_millis() as u64;
+        for extension in self.shared.extensions.iter() {
+            tools.extend(extension.tools());
+            if extension.tools_change() {
+                ttl_ms = 0;
             }
-            None => catalog::DISCOVER_TTL.as_millis() as u64,
-        };
+        }
         from_json(json!({
             "resultType": "complete",
             "tools": tools,
@@ -868,18 +814,16 @@ impl ServerHandler for VidforgeMcp {
                 )
             }
             other => {
-                if let Some(fixtures) = &self.shared.fixtures
-                    && let Some(result) = fixtures
-                        .call(
-                            self.shared.service.jobs(),
-                            &principal,
-                            &request,
-                            &declared,
-                            &ctx,
-                        )
-                        .await
-                {
-                    return result;
+                for extension in self.shared.extensions.iter() {
+                    let call = ToolCall {
+                        principal: &principal,
+                        request: &request,
+                        declared: &declared,
+                        ctx: &ctx,
+                    };
+                    if let Some(result) = extension.call_tool(call).await {
+                        return result;
+                    }
                 }
                 Err(McpError::new(
                     RpcCode::INVALID_PARAMS,
@@ -895,10 +839,20 @@ impl ServerHandler for VidforgeMcp {
         _request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        let fixtures = self.fixtures_or_not_found::<rmcp::model::ListPromptsRequestMethod>()?;
+        let mut served = false;
+        let mut prompts = Vec::new();
+        for list in self.shared.extensions.iter().filter_map(|e| e.prompts()) {
+            served = true;
+            prompts.extend(list);
+        }
+        if !served {
+            return Err(McpError::method_not_found::<
+                rmcp::model::ListPromptsRequestMethod,
+            >());
+        }
         from_json(json!({
             "resultType": "complete",
-            "prompts": fixtures.prompts(),
+            "prompts": prompts,
             "ttlMs": 0,
             "cacheScope": "public",
         }))
@@ -909,8 +863,23 @@ impl ServerHandler for VidforgeMcp {
         request: GetPromptRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        self.fixtures_or_not_found::<rmcp::model::GetPromptRequestMethod>()?
-            .get_prompt(&request)
+        let mut served = false;
+        for extension in self.shared.extensions.iter() {
+            served |= extension.prompts().is_some();
+            if let Some(answer) = extension.get_prompt(&request) {
+                return answer;
+            }
+        }
+        if !served {
+            return Err(McpError::method_not_found::<
+                rmcp::model::GetPromptRequestMethod,
+            >());
+        }
+        Err(McpError::new(
+            RpcCode::INVALID_PARAMS,
+            format!("Unknown prompt: {}", request.name),
+            None,
+        ))
     }
 
     async fn complete(
@@ -918,10 +887,13 @@ impl ServerHandler for VidforgeMcp {
         request: CompleteRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        let fixtures = self.fixtures_or_not_found::<rmcp::model::CompleteRequestMethod>()?;
         let reference = serde_json::to_value(&request.r#ref).map_err(internal)?;
-        let completion =
-            fixtures.complete(&reference, &request.argument.name, &request.argument.value);
+        let completion = self
+            .shared
+            .extensions
+            .iter()
+            .find_map(|e| e.complete(&reference, &request.argument.name, &request.argument.value))
+            .ok_or_else(McpError::method_not_found::<rmcp::model::CompleteRequestMethod>)?;
         from_json(json!({ "resultType": "complete", "completion": completion }))
     }
 
@@ -973,8 +945,8 @@ impl ServerHandler for VidforgeMcp {
                 _ => {}
             }
         }
-        if let Some(fixtures) = &self.shared.fixtures {
-            resources.extend(fixtures.resources());
+        for extension in self.shared.extensions.iter() {
+            resources.extend(extension.resources());
         }
         from_json(json!({
             "resultType": "complete",
@@ -1004,8 +976,8 @@ impl ServerHandler for VidforgeMcp {
                 "mimeType": "image/png",
             }),
         ];
-        if let Some(fixtures) = &self.shared.fixtures {
-            templates.extend(fixtures.resource_templates());
+        for extension in self.shared.extensions.iter() {
+            templates.extend(extension.resource_templates());
         }
         from_json(json!({
             "resultType": "complete",
@@ -1031,7 +1003,12 @@ impl ServerHandler for VidforgeMcp {
                 let principal = principal(&ctx)?;
                 self.read_video(&principal, &uri, id, format).await?
             }
-            None => match self.shared.fixtures.as_ref().and_then(|f| f.read(&uri)) {
+            None => match self
+                .shared
+                .extensions
+                .iter()
+                .find_map(|e| e.read_resource(&uri))
+            {
                 Some(contents) => from_json(contents)?,
                 None => return Err(Self::resource_not_found(&uri)),
             },
@@ -1046,12 +1023,8 @@ impl ServerHandler for VidforgeMcp {
     ) -> Result<GetTaskResult, McpError> {
         let principal = principal(&ctx)?;
         let declared = declared(&ctx);
-        if is_job_id(&request.task_id) {
-            let jobs = self.shared.service.jobs();
-            let rec = jobs
-                .get(&principal, &request.task_id)
-                .map_err(|e| job_error(&request.task_id, e))?;
-            let mut detailed = job_detailed(&rec, jobs.ttl());
+        if let Some(owner) = self.shared.extensions.task_owner(&request.task_id) {
+            let mut detailed = owner.get_task(&principal, &request.task_id)?;
             detailed["resultType"] = json!("complete");
             return from_json(detailed);
         }
@@ -1068,30 +1041,10 @@ impl ServerHandler for VidforgeMcp {
     ) -> Result<(), McpError> {
         let principal = principal(&ctx)?;
         let id = request.task_id.clone();
-        if is_job_id(&id) {
-            let jobs = self.shared.service.jobs();
-            let rec = jobs.get(&principal, &id).map_err(|e| job_error(&id, e))?;
-            // Answers to outstanding requests must fit the request; other keys are ignored.
-            for (key, response) in &request.input_responses {
-                if let Some(asked) = rec.input_requests.get(key)
-                    && let Err(reason) = wire::check_input_response(
-                        asked["method"].as_str().unwrap_or_default(),
-                        response,
-                    )
-                {
-                    return Err(McpError::new(
-                        RpcCode::INVALID_PARAMS,
-                        format!("inputResponses.{key}: {reason}"),
-                        Some(json!({ "taskId": id, "key": key })),
-                    ));
-                }
-            }
-            let responses = request.input_responses.clone().into_iter().collect();
-            return jobs
-                .answer(&principal, &id, responses)
-                .await
-                .map(|_| ())
-                .map_err(|e| job_error(&id, e));
+        if let Some(owner) = self.shared.extensions.task_owner(&id) {
+            return owner
+                .update_task(&principal, &id, &request.input_responses)
+                .await;
         }
         let rec = self.task_record(&principal, &id)?;
         let Some(response) = request.input_responses.get(wire::APPROVAL_INPUT_KEY) else {
@@ -1144,15 +1097,8 @@ impl ServerHandler for VidforgeMcp {
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         let principal = principal(&ctx)?;
-        if is_job_id(&request.task_id) {
-            return self
-                .shared
-                .service
-                .jobs()
-                .cancel(&principal, &request.task_id)
-                .await
-                .map(|_| ())
-                .map_err(|e| job_error(&request.task_id, e));
+        if let Some(owner) = self.shared.extensions.task_owner(&request.task_id) {
+            return owner.cancel_task(&principal, &request.task_id).await;
         }
         self.task_record(&principal, &request.task_id)?;
         self.shared
@@ -1168,7 +1114,7 @@ impl ServerHandler for VidforgeMcp {
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
         // rmcp narrows this to what get_info advertises. vidforge's own tools are static, so a
-        // tools list-changed subscription fires only when conformance fixtures change the
+        // tools list-changed subscription fires only when a mounted extension changes its
         // list; task status notifications are handled beside rmcp (see `listen`).
         Some(requested.clone())
     }
@@ -1185,7 +1131,7 @@ impl ServerHandler for VidforgeMcp {
         let declared = declared(request);
         // Subscribe before the snapshot so no change between the two is lost.
         let mut changes = self.shared.service.subscribe();
-        let mut list_changes = self.shared.fixtures.as_ref().map(|f| f.subscribe());
+        let mut list_changes = Some(self.shared.extensions.list_changes.subscribe());
         let peer = request.peer.clone();
         let subscription_id = request.id.clone();
         // The last (status, statusMessage) sent per task: identical repeats are skipped.

@@ -27,14 +27,15 @@ use crate::service::RenderService;
 
 mod args;
 pub mod capabilities;
-mod fixtures;
+pub mod extension;
 mod handler;
 mod notify;
 pub mod tools;
 pub mod wire;
 
 pub use crate::auth::Principal;
-pub use handler::{McpShared, VidforgeMcp};
+pub use extension::{ExtensionHost, ExtensionSpec, Extensions, McpExtension};
+pub use handler::{McpShared, VidforgeMcp, from_json};
 
 pub const CAPABILITIES_URI: &str = "vidforge://capabilities";
 /// `resources/list` lists at most this many of the principal's newest renders.
@@ -49,16 +50,14 @@ pub const INSTRUCTIONS: &str = "vidforge renders uploaded video assets (vidforge
 pub struct RequestedTaskIds(pub Vec<String>);
 
 /// The `/mcp` router: bearer auth, then vidforge's wire layer, then rmcp's streamable HTTP
-/// service.
-pub fn router(service: RenderService, config: &Config) -> axum::Router {
+/// service. `extensions` are served beside vidforge's own tools (none in production).
+pub fn router(service: RenderService, config: &Config, extensions: Extensions) -> axum::Router {
     let lifetimes = config.lifetimes();
     let shared = Arc::new(McpShared {
         capabilities_summary: capabilities::summary(&lifetimes),
         tools: tools::tool_definitions(&lifetimes),
         lifetimes,
-        fixtures: config
-            .conformance_fixtures
-            .then(|| Arc::new(fixtures::Fixtures::new())),
+        extensions,
         service,
     });
     let port = config.listen.port();

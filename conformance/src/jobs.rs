@@ -1,26 +1,166 @@
-//! Durable generic jobs: tasks that are not renders (the conformance fixtures' tasks today).
+//! Durable generic jobs: tasks that are not renders (the conformance fixtures' tasks).
 //!
-//! A job is a sled [`JobRecord`] plus, while it runs, a tokio task driving a caller-supplied
-//! future through a [`JobContext`]. The record is the truth: it is flushed before a creation,
+//! A job is a [`JobRecord`] in the `jobs` tree of the server's sled database (opened through
+//! the MCP extension seam, [`ExtensionHost::open_tree`]) plus, while it runs, a tokio task
+//! driving a caller-supplied future through a [`JobContext`]. The record is the truth: it is flushed before a creation,
 //! an input request, an answer, a cancellation or an outcome is reported to anyone, so every
 //! state a client was told about survives `kill -9`. A job interrupted by a restart cannot
 //! resume (its future died with the process), so boot recovery ends it as `failed`.
 //!
-//! Changes are announced on the same broadcast as renders (ids), so task-status listeners see
-//! both kinds.
+//! Changes are announced on the same broadcast as renders ([`ExtensionHost::task_changed`]),
+//! so task-status listeners see both kinds. Job ids are `job_…`; render ids are `task_…`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::Value;
-use tokio::sync::{Notify, broadcast};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use vidforge::clock::{SharedClock, add_ms};
+use vidforge::ids;
+use vidforge::mcp::ExtensionHost;
+use vidforge::mcp::wire;
+use vidforge::store::{Change, StoreError, Updated, all_in, update_in};
 
-use crate::clock::{SharedClock, add_ms};
-use crate::ids;
-use crate::store::{Change, JobFailure, JobRecord, JobState, Store, StoreError};
+/// Prefix of every job id (also its MCP `taskId`).
+pub const JOB_ID_PREFIX: &str = "job_";
+/// The sled tree the jobs live in.
+pub const JOBS_TREE: &str = "jobs";
+
+/// Where a generic job (a task that is not a render) stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Working,
+    InputRequired,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl JobState {
+    /// The MCP task status of this state.
+    pub fn task_status(self) -> &'static str {
+        match self {
+            JobState::Working => "working",
+            JobState::InputRequired => "input_required",
+            JobState::Completed => "completed",
+            JobState::Failed => "failed",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            JobState::Completed | JobState::Failed | JobState::Cancelled
+        )
+    }
+}
+
+/// A protocol-level failure of a job (`failed` tasks carry it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobFailure {
+    pub code: i64,
+    pub message: String,
+}
+
+/// A durable generic job: the task record of work that is not a render. Inputs, answers and
+/// the result are opaque JSON to the store; the code that runs the job gives them meaning.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    pub id: String,
+    pub principal: String,
+    /// What runs it (the tool name).
+    pub kind: String,
+    pub state: JobState,
+    pub status_message: String,
+    /// Outstanding requests for input, by key.
+    #[serde(default)]
+    pub input_requests: BTreeMap<String, Value>,
+    /// Answers received so far, by key.
+    #[serde(default)]
+    pub input_responses: BTreeMap<String, Value>,
+    pub result: Option<Value>,
+    pub failure: Option<JobFailure>,
+    pub created_at: u64,
+    pub updated_at: u64,
+}
+
+/// The job records: one sled tree of JSON records keyed by job id. Writes are not flushed.
+#[derive(Clone, Debug)]
+pub struct JobStore {
+    tree: sled::Tree,
+}
+
+impl JobStore {
+    pub fn new(tree: sled::Tree) -> JobStore {
+        JobStore { tree }
+    }
+
+    pub fn get(&self, id: &str) -> Result<Option<JobRecord>, StoreError> {
+        self.tree
+            .get(id.as_bytes())?
+            .map(|v| {
+                serde_json::from_slice(&v).map_err(|e| StoreError::Decode {
+                    key: id.to_string(),
+                    source: e,
+                })
+            })
+            .transpose()
+    }
+
+    /// Inserts or replaces a job.
+    pub fn put(&self, rec: &JobRecord) -> Result<(), StoreError> {
+        let bytes = serde_json::to_vec(rec).map_err(StoreError::Encode)?;
+        self.tree.insert(rec.id.as_bytes(), bytes)?;
+        Ok(())
+    }
+
+    pub fn delete(&self, id: &str) -> Result<(), StoreError> {
+        self.tree.remove(id.as_bytes())?;
+        Ok(())
+    }
+
+    /// Compare-and-swap read-modify-write of one job ([`update_in`]).
+    pub fn update<T, E>(
+        &self,
+        id: &str,
+        f: impl FnMut(&mut JobRecord) -> Result<Change<T>, E>,
+    ) -> Result<Option<Updated<JobRecord, T>>, E>
+    where
+        E: From<StoreError>,
+    {
+        update_in(&self.tree, id, f)
+    }
+
+    /// Every job record (undecodable ones are logged and skipped).
+    pub fn all(&self) -> Result<Vec<JobRecord>, StoreError> {
+        all_in(&self.tree, "job")
+    }
+}
+
+/// Makes every previous write durable (blocking).
+pub type FlushFn = Arc<dyn Fn() -> Result<(), StoreError> + Send + Sync>;
+/// Announces a change of job `id` to `notifications/tasks` subscribers.
+pub type PublishFn = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// What the job layer needs from the server.
+pub struct JobsParts {
+    pub store: JobStore,
+    pub flush: FlushFn,
+    pub clock: SharedClock,
+    pub publish: PublishFn,
+    /// How long a job stays readable after creation (the task TTL).
+    pub ttl: Duration,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// JSON-RPC "internal error": the code of a job that ended without producing its result.
 pub const INTERRUPTED_CODE: i64 = -32603;
@@ -74,9 +214,10 @@ struct Live {
 }
 
 struct Inner {
-    store: Store,
+    store: JobStore,
+    flush: FlushFn,
     clock: SharedClock,
-    events: broadcast::Sender<String>,
+    publish: PublishFn,
     ttl: Duration,
     live: Mutex<HashMap<String, Arc<Live>>>,
 }
@@ -87,17 +228,16 @@ impl Inner {
     }
 
     fn live(&self, id: &str) -> Option<Arc<Live>> {
-        crate::service::lock(&self.live).get(id).cloned()
+        lock(&self.live).get(id).cloned()
     }
 
     fn publish(&self, id: &str) {
-        // No subscribers is fine.
-        let _ = self.events.send(id.to_string());
+        (self.publish)(id);
     }
 
     async fn flush(&self) -> Result<(), JobError> {
-        let store = self.store.clone();
-        tokio::task::spawn_blocking(move || store.flush())
+        let flush = self.flush.clone();
+        tokio::task::spawn_blocking(move || flush())
             .await
             .map_err(|e| JobError::Join(e.to_string()))??;
         Ok(())
@@ -123,22 +263,69 @@ impl std::fmt::Debug for Jobs {
 }
 
 impl Jobs {
-    /// `ttl` is how long a job stays readable after creation (the task TTL).
-    pub fn new(
-        store: Store,
-        clock: SharedClock,
-        events: broadcast::Sender<String>,
-        ttl: Duration,
-    ) -> Jobs {
+    pub fn new(parts: JobsParts) -> Jobs {
         Jobs {
             inner: Arc::new(Inner {
-                store,
-                clock,
-                events,
-                ttl,
+                store: parts.store,
+                flush: parts.flush,
+                clock: parts.clock,
+                publish: parts.publish,
+                ttl: parts.ttl,
                 live: Mutex::new(HashMap::new()),
             }),
         }
+    }
+
+    /// The job layer on the server's store: the `jobs` tree, the server's flush, clock, task
+    /// broadcast and task TTL.
+    pub fn on_host(host: &ExtensionHost) -> Result<Jobs, StoreError> {
+        let flush_host = host.clone();
+        let publish_host = host.clone();
+        Ok(Jobs::new(JobsParts {
+            store: JobStore::new(host.open_tree(JOBS_TREE)?),
+            flush: Arc::new(move || flush_host.flush()),
+            clock: host.clock(),
+            publish: Arc::new(move |id| publish_host.task_changed(id)),
+            ttl: host.task_ttl(),
+        }))
+    }
+
+    /// Whether `id` has the shape of a job id.
+    pub fn is_job_id(id: &str) -> bool {
+        ids::is_well_formed(id, JOB_ID_PREFIX)
+    }
+
+    /// The task fields of a job, for `CreateTaskResult`, `tasks/get` and notifications.
+    pub fn task_fields(&self, rec: &JobRecord) -> Value {
+        wire::task_fields(
+            &rec.id,
+            rec.state.task_status(),
+            &rec.status_message,
+            rec.created_at,
+            rec.updated_at,
+            self.inner.ttl,
+        )
+    }
+
+    /// A job as a `DetailedTask`: outstanding `inputRequests`, the inlined `result`, or
+    /// `error`.
+    pub fn detailed(&self, rec: &JobRecord) -> Value {
+        let mut task = self.task_fields(rec);
+        match rec.state {
+            JobState::InputRequired => task["inputRequests"] = json!(rec.input_requests),
+            JobState::Completed => {
+                if let Some(result) = &rec.result {
+                    task["result"] = result.clone();
+                }
+            }
+            JobState::Failed => {
+                if let Some(f) = &rec.failure {
+                    task["error"] = json!({ "code": f.code, "message": f.message });
+                }
+            }
+            JobState::Working | JobState::Cancelled => {}
+        }
+        task
     }
 
     pub fn ttl(&self) -> Duration {
@@ -150,11 +337,11 @@ impl Jobs {
     pub fn recover(&self) -> Result<usize, StoreError> {
         let now = self.inner.now();
         let mut ended = 0;
-        for rec in self.inner.store.jobs()? {
+        for rec in self.inner.store.all()? {
             if rec.state.is_terminal() {
                 continue;
             }
-            self.inner.store.update_job(&rec.id, |r| {
+            self.inner.store.update(&rec.id, |r| {
                 if r.state.is_terminal() {
                     return Ok::<_, StoreError>(Change::Keep(()));
                 }
@@ -167,19 +354,19 @@ impl Jobs {
             })?;
             ended += 1;
         }
-        self.inner.store.flush()?;
+        (self.inner.flush)()?;
         Ok(ended)
     }
 
     /// Deletes jobs past their TTL (cancelling any still running). Returns how many.
     pub fn sweep(&self) -> Result<usize, StoreError> {
         let mut removed = 0;
-        for rec in self.inner.store.jobs()? {
+        for rec in self.inner.store.all()? {
             if self.inner.expired(&rec) {
                 if let Some(live) = self.inner.live(&rec.id) {
                     live.cancel.cancel();
                 }
-                self.inner.store.delete_job(&rec.id)?;
+                self.inner.store.delete(&rec.id)?;
                 removed += 1;
             }
         }
@@ -201,7 +388,7 @@ impl Jobs {
     {
         let now = self.inner.now();
         let rec = JobRecord {
-            id: ids::new_job_id(),
+            id: ids::new_id(JOB_ID_PREFIX),
             principal: principal.to_string(),
             kind: kind.to_string(),
             state: JobState::Working,
@@ -213,13 +400,13 @@ impl Jobs {
             created_at: now,
             updated_at: now,
         };
-        self.inner.store.put_job(&rec)?;
+        self.inner.store.put(&rec)?;
         self.inner.flush().await?;
         let live = Arc::new(Live {
             cancel: CancellationToken::new(),
             input: Notify::new(),
         });
-        crate::service::lock(&self.inner.live).insert(rec.id.clone(), live.clone());
+        lock(&self.inner.live).insert(rec.id.clone(), live.clone());
         let ctx = JobContext {
             id: rec.id.clone(),
             inner: self.inner.clone(),
@@ -232,7 +419,7 @@ impl Jobs {
             if let Err(e) = finish(&inner, &id, outcome).await {
                 tracing::error!(job = %id, error = %e, "could not record a job's outcome");
             }
-            crate::service::lock(&inner.live).remove(&id);
+            lock(&inner.live).remove(&id);
         });
         tracing::info!(job = %rec.id, kind, "job started");
         Ok(rec)
@@ -240,10 +427,10 @@ impl Jobs {
 
     /// The principal's job, unless unknown, expired or someone else's.
     pub fn get(&self, principal: &str, id: &str) -> Result<JobRecord, JobError> {
-        if !ids::is_well_formed(id, ids::JOB_ID_PREFIX) {
+        if !Jobs::is_job_id(id) {
             return Err(JobError::NotFound);
         }
-        match self.inner.store.get_job(id)? {
+        match self.inner.store.get(id)? {
             Some(rec) if rec.principal == principal && !self.inner.expired(&rec) => Ok(rec),
             _ => Err(JobError::NotFound),
         }
@@ -261,7 +448,7 @@ impl Jobs {
         let updated = self
             .inner
             .store
-            .update_job(id, |r| {
+            .update(id, |r| {
                 Ok::<_, StoreError>(if change(r) {
                     Change::Write(())
                 } else {
@@ -350,7 +537,7 @@ async fn finish(
     let now = inner.now();
     let written = inner
         .store
-        .update_job(id, |r| {
+        .update(id, |r| {
             if r.state.is_terminal() {
                 return Ok::<_, StoreError>(Change::Keep(()));
             }
@@ -413,7 +600,7 @@ impl JobContext {
     ) -> Result<BTreeMap<String, Value>, Stop> {
         let keys: Vec<String> = requests.keys().cloned().collect();
         let now = self.inner.now();
-        let updated = self.inner.store.update_job(&self.id, |r| {
+        let updated = self.inner.store.update(&self.id, |r| {
             if r.state.is_terminal() {
                 return Ok::<_, StoreError>(Change::Keep(()));
             }
@@ -432,7 +619,7 @@ impl JobContext {
         self.inner.flush().await?;
         self.inner.publish(&self.id);
         loop {
-            let Some(rec) = self.inner.store.get_job(&self.id)? else {
+            let Some(rec) = self.inner.store.get(&self.id)? else {
                 return Err(Stop::Cancelled);
             };
             if rec.state.is_terminal() {
@@ -455,19 +642,25 @@ impl JobContext {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::OffsetClock;
-    use serde_json::json;
+    use vidforge::clock::OffsetClock;
+    use vidforge::store::Store;
 
-    fn jobs(dir: &std::path::Path) -> (Jobs, Store) {
+    fn parts(store: &Store, clock: SharedClock) -> JobsParts {
+        let flushed = store.clone();
+        JobsParts {
+            store: JobStore::new(store.open_tree(JOBS_TREE).unwrap()),
+            flush: Arc::new(move || flushed.flush()),
+            clock,
+            publish: Arc::new(|_| {}),
+            ttl: Duration::from_secs(60),
+        }
+    }
+
+    fn jobs(dir: &std::path::Path) -> (Jobs, JobStore) {
         let store = Store::open(dir).unwrap();
-        let (events, _) = broadcast::channel(16);
-        let jobs = Jobs::new(
-            store.clone(),
-            Arc::new(OffsetClock::new()),
-            events,
-            Duration::from_secs(60),
-        );
-        (jobs, store)
+        let parts = parts(&store, Arc::new(OffsetClock::new()));
+        let tree = parts.store.clone();
+        (Jobs::new(parts), tree)
     }
 
     async fn wait_for(jobs: &Jobs, id: &str, state: JobState) -> JobRecord {
@@ -502,7 +695,7 @@ mod tests {
             .unwrap();
         assert_eq!(rec.state, JobState::Working);
         // Durable at once: a fresh read of the tree sees it.
-        assert!(store.get_job(&rec.id).unwrap().is_some());
+        assert!(store.get(&rec.id).unwrap().is_some());
         let waiting = wait_for(&jobs, &rec.id, JobState::InputRequired).await;
         assert_eq!(waiting.input_requests.len(), 2);
         // Unknown keys are ignored; a partial answer keeps the job waiting for the rest.
@@ -574,9 +767,8 @@ mod tests {
             id
         };
         let store = Store::open(dir.path()).unwrap();
-        let (events, _) = broadcast::channel(16);
         let clock = Arc::new(OffsetClock::new());
-        let jobs = Jobs::new(store, clock.clone(), events, Duration::from_secs(60));
+        let jobs = Jobs::new(parts(&store, clock.clone()));
         assert_eq!(jobs.recover().unwrap(), 1);
         let rec = jobs.get("alice", &id).unwrap();
         assert_eq!(rec.state, JobState::Failed);

@@ -2,11 +2,12 @@
 //! suite calls (`test_simple_text`, `slow_compute`, `test://static-text`, …; their behaviour
 //! is fixed by the suite's scenario descriptions).
 //!
-//! Mounted only by `vidforge serve --conformance-fixtures`, beside vidforge's own tools, on the
-//! same rmcp protocol layer, HTTP stack and auth as production: [`super::VidforgeMcp`] asks
-//! these fixtures first for names it does not own. The fixtures that are tasks run as durable
-//! jobs ([`crate::jobs`]), so they go through the same sled-backed task layer, `tasks/*`
-//! methods and `notifications/tasks` as renders. Multi round-trip (MRTR) fixtures seal their
+//! Mounted only by the `vidforge-conformance` binary (through the MCP extension seam,
+//! [`crate::ConformanceExtension`]), beside vidforge's own tools, on the same rmcp protocol
+//! layer, HTTP stack and auth as production: the handler asks them for names it does not own.
+//! The fixtures that are tasks run as durable jobs ([`crate::jobs`]) in the server's sled
+//! database, so they go through the same `tasks/*` methods and `notifications/tasks` as
+//! renders. Multi round-trip (MRTR) fixtures seal their
 //! `requestState` with rmcp's HMAC codec, bound to the principal and the tool.
 
 use std::collections::BTreeMap;
@@ -21,14 +22,12 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Map, Value, json};
-use tokio::sync::broadcast;
+use vidforge::mcp::capabilities::TASKS_EXTENSION;
+use vidforge::mcp::extension::{Declared, ListChange};
+use vidforge::mcp::from_json;
+use vidforge::mcp::wire::{self, form_elicitation};
 
-use crate::jobs::{JobOutcome, Jobs};
-use crate::store::{JobFailure, JobRecord};
-
-use super::capabilities::TASKS_EXTENSION;
-use super::handler::{Declared, from_json};
-use super::wire::form_elicitation;
+use crate::jobs::{JobError, JobFailure, JobOutcome, JobRecord, Jobs};
 
 /// A 1×1 red PNG.
 const TEST_IMAGE_BASE64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
@@ -43,19 +42,15 @@ const DYNAMIC_TOOL: &str = "test_dynamic_tool";
 /// The prompt `test_trigger_prompt_change` adds and removes.
 const DYNAMIC_PROMPT: &str = "test_dynamic_prompt";
 
-/// A list-changed event for `subscriptions/listen` streams.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ListChange {
-    Tools,
-    Prompts,
-}
+/// Announces a tool or prompt list change (`subscriptions/listen`).
+pub type ListChanged = Box<dyn Fn(ListChange) + Send + Sync>;
 
 /// The fixture registry (one per server).
 pub struct Fixtures {
     codec: RequestStateCodec,
     dynamic_tool: AtomicBool,
     dynamic_prompt: AtomicBool,
-    changes: broadcast::Sender<ListChange>,
+    list_changed: ListChanged,
 }
 
 type ToolResult = Result<CallToolResponse, McpError>;
@@ -126,7 +121,7 @@ fn tasks_required() -> McpError {
 }
 
 fn checked(method: &str, key: &str, v: &Value) -> Result<(), McpError> {
-    super::wire::check_input_response(method, v)
+    wire::check_input_response(method, v)
         .map_err(|reason| invalid_params(format!("inputResponses.{key}: {reason}")))
 }
 
@@ -242,22 +237,16 @@ fn arg_str<'a>(args: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
 }
 
 impl Fixtures {
-    pub fn new() -> Fixtures {
+    pub fn new(list_changed: ListChanged) -> Fixtures {
         let mut key = [0u8; 32];
-        crate::ids::fill_random(&mut key);
-        let (changes, _) = broadcast::channel(16);
+        vidforge::ids::fill_random(&mut key);
         Fixtures {
             codec: RequestStateCodec::try_new(key.to_vec())
                 .expect("a 32-byte key meets the codec's minimum length"),
             dynamic_tool: AtomicBool::new(false),
             dynamic_prompt: AtomicBool::new(false),
-            changes,
+            list_changed,
         }
-    }
-
-    /// List-changed events (tools or prompts) for `subscriptions/listen`.
-    pub fn subscribe(&self) -> broadcast::Receiver<ListChange> {
-        self.changes.subscribe()
     }
 
     fn seal(&self, principal: &str, tool: &str, state: &Value) -> String {
@@ -380,7 +369,7 @@ impl Fixtures {
     }
 
     /// Runs a fixture tool; `None` when `name` is not one.
-    pub(super) async fn call(
+    pub async fn call(
         &self,
         jobs: &Jobs,
         principal: &str,
@@ -445,7 +434,7 @@ impl Fixtures {
             }
             "test_trigger_tool_change" => {
                 let on = !self.dynamic_tool.fetch_xor(true, Ordering::SeqCst);
-                let _ = self.changes.send(ListChange::Tools);
+                (self.list_changed)(ListChange::Tools);
                 complete_text(format!(
                     "{DYNAMIC_TOOL} is now {}.",
                     if on { "listed" } else { "removed" }
@@ -453,7 +442,7 @@ impl Fixtures {
             }
             "test_trigger_prompt_change" => {
                 let on = !self.dynamic_prompt.fetch_xor(true, Ordering::SeqCst);
-                let _ = self.changes.send(ListChange::Prompts);
+                (self.list_changed)(ListChange::Prompts);
                 complete_text(format!(
                     "{DYNAMIC_PROMPT} is now {}.",
                     if on { "listed" } else { "removed" }
@@ -1097,17 +1086,11 @@ impl Fixtures {
     }
 }
 
-impl Default for Fixtures {
-    fn default() -> Self {
-        Fixtures::new()
-    }
-}
-
 /// A `CreateTaskResult` for a freshly spawned job.
-fn task(jobs: &Jobs, spawned: Result<JobRecord, crate::jobs::JobError>) -> ToolResult {
+fn task(jobs: &Jobs, spawned: Result<JobRecord, JobError>) -> ToolResult {
     let rec = spawned
         .map_err(|e| McpError::internal_error(format!("cannot create the task: {e}"), None))?;
-    let mut fields = super::handler::job_task_fields(&rec, jobs.ttl());
+    let mut fields = jobs.task_fields(&rec);
     fields["resultType"] = json!("task");
     Ok(CallToolResponse::Task(from_json(fields)?))
 }
@@ -1116,9 +1099,13 @@ fn task(jobs: &Jobs, spawned: Result<JobRecord, crate::jobs::JobError>) -> ToolR
 mod tests {
     use super::*;
 
+    fn fixtures() -> Fixtures {
+        Fixtures::new(Box::new(|_| {}))
+    }
+
     #[test]
     fn sealed_state_is_bound_to_principal_and_tool() {
-        let f = Fixtures::new();
+        let f = fixtures();
         let state = f.seal("alice", "t", &json!({ "round": 1 }));
         assert_eq!(
             f.open("alice", "t", Some(&state)).unwrap(),
@@ -1151,7 +1138,7 @@ mod tests {
 
     #[test]
     fn template_reads_substitute_the_id_and_refuse_others() {
-        let f = Fixtures::new();
+        let f = fixtures();
         let r = f.read("test://template/123/data").unwrap();
         assert!(
             r["contents"][0]["text"]
@@ -1173,11 +1160,13 @@ mod tests {
 
     #[test]
     fn trigger_toggles_the_dynamic_tool() {
-        let f = Fixtures::new();
-        let mut rx = f.subscribe();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let f = Fixtures::new(Box::new(move |change| {
+            let _ = tx.send(change);
+        }));
         let before = f.tools().len();
         assert!(!f.dynamic_tool.fetch_xor(true, Ordering::SeqCst));
-        let _ = f.changes.send(ListChange::Tools);
+        (f.list_changed)(ListChange::Tools);
         assert_eq!(f.tools().len(), before + 1);
         assert_eq!(rx.try_recv().unwrap(), ListChange::Tools);
     }
