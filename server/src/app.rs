@@ -7,7 +7,6 @@ use std::sync::Arc;
 use axum::Router;
 use tokio::net::TcpListener;
 
-use crate::auth::{Auth, require_auth};
 use crate::clock;
 use crate::config::Config;
 use crate::http;
@@ -30,18 +29,17 @@ pub fn start_service(config: Config) -> anyhow::Result<RenderService> {
     Ok(service)
 }
 
-/// Every route the server answers: [`http::http_routes`] plus the MCP endpoint at `/mcp`,
-/// both behind the bearer-token middleware (except `/healthz`).
+/// Every route the server answers: [`http::http_routes`] plus the MCP endpoint at `/mcp`.
+/// Each router authenticates its own routes with the bearer-token middleware (all but
+/// `/healthz`): [`http::http_routes`] and [`crate::mcp::router`] apply it themselves, so
+/// nothing here wraps them again.
 pub fn router(service: &RenderService) -> Router {
     router_with(service, Extensions::default())
 }
 
 /// [`router`] with MCP `extensions` mounted beside vidforge's own surface.
 pub fn router_with(service: &RenderService, extensions: Extensions) -> Router {
-    let auth = Auth::from_config(service.config());
-    // `layer` wraps only the routes already on the router, so authenticate /mcp before merging.
-    let mcp = crate::mcp::router(service.clone(), service.config(), extensions)
-        .layer(axum::middleware::from_fn_with_state(auth, require_auth));
+    let mcp = crate::mcp::router(service.clone(), service.config(), extensions);
     http::http_routes(service.clone()).merge(mcp)
 }
 

@@ -1,10 +1,10 @@
 //! The vidforge service: CLI, configuration, durable task store, MCP front, HTTP endpoints.
 //! Only this crate knows MCP, JSON and wire types.
 //!
-//! Layers, bottom up: [`store`] (sled, the truth) → [`service::RenderService`] (creation,
-//! idempotency, quota, approvals, cancel; [`worker`] pool; [`maintenance`]: boot recovery,
-//! approval deadlines, sweeper) → [`http`] (uploads, downloads) and the MCP layer → [`app`] /
-//! [`cli`].
+//! Layers, bottom up: [`store`] (sled, the truth) → [`shared`] (the state every actor shares)
+//! → [`worker`] pool and [`maintenance`] (boot recovery, approval deadlines, sweeper) →
+//! [`service::RenderService`] (creation, idempotency, quota, approvals, cancel; starts the two
+//! before it) → [`http`] (uploads, downloads) and the MCP layer → [`app`] / [`cli`].
 
 pub mod app;
 pub mod args;
@@ -23,6 +23,7 @@ pub mod maintenance;
 pub mod mcp;
 pub mod media_backend;
 pub mod service;
+pub mod shared;
 pub mod store;
 pub mod uri;
 pub mod worker;

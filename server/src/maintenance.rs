@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::catalog::{ErrorCode, human_duration};
 use crate::clock::{add_ms, rfc3339};
 use crate::error::ServiceError;
-use crate::service::{Shared, lock};
+use crate::shared::{Shared, lock};
 use crate::store::{Change, Outcome, RenderRecord, RenderState};
 
 /// What one sweep removed.
@@ -29,7 +29,7 @@ pub struct SweepReport {
     pub idempotency_deleted: usize,
     /// Result/preview directories with no record.
     pub orphans_deleted: usize,
-    /// Records the extra sweep steps ([`crate::service::Sweeper`]) removed.
+    /// Records the extra sweep steps ([`crate::shared::Sweeper`]) removed.
     pub extension_records_deleted: usize,
 }
 

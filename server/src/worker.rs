@@ -16,7 +16,7 @@ use crate::catalog::{self, ErrorCode};
 use crate::clock::add_ms;
 use crate::engine::{EngineError, EngineProgress, FailureKind, PlanWatermark, RenderPlan};
 use crate::error::ServiceError;
-use crate::service::{Shared, lock};
+use crate::shared::{Shared, lock};
 use crate::store::{
     Approval, Change, Outcome, ProgressSnapshot, ProgressStage, RenderRecord, RenderState,
 };

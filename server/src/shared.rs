@@ -1,0 +1,152 @@
+//! The state the service, the worker pool and the maintenance loop share: the store, the
+//! clock, the render queue, the in-memory index of non-terminal renders and the change
+//! broadcast, with the compare-and-swap update every state transition goes through.
+//!
+//! Dependencies point one way: [`crate::service`] starts [`crate::worker`] and
+//! [`crate::maintenance`], and all three use this module; none of them imports the service.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::broadcast;
+
+use crate::assets::AssetCatalog;
+use crate::clock::SharedClock;
+use crate::config::Config;
+use crate::engine::Renderer;
+use crate::error::ServiceError;
+use crate::ids;
+use crate::store::{Change, RenderRecord, RenderState, Store, Updated};
+
+#[derive(Clone, Debug)]
+pub(crate) struct Active {
+    pub principal: String,
+    pub state: RenderState,
+    pub deadline: Option<u64>,
+}
+
+pub(crate) struct Shared {
+    pub config: Config,
+    pub store: Store,
+    pub clock: SharedClock,
+    pub renderer: Arc<dyn Renderer>,
+    pub assets: AssetCatalog,
+    pub events: broadcast::Sender<String>,
+    /// Extra sweep steps (an MCP extension's own expired records), run with every sweep.
+    pub sweepers: Mutex<Vec<Sweeper>>,
+    pub queue_tx: crossbeam_channel::Sender<String>,
+    pub queue_rx: crossbeam_channel::Receiver<String>,
+    /// Serialises creation: idempotency lookup, quota check and the durable write are one step.
+    pub create_lock: Mutex<()>,
+    /// Non-terminal renders (rebuilt from the store at boot).
+    pub active: Mutex<HashMap<String, Active>>,
+    /// Cancel flags of renders a worker is running.
+    pub running: Mutex<HashMap<String, Arc<AtomicBool>>>,
+    pub shutdown: AtomicBool,
+}
+
+/// An extra sweep step registered with [`RenderService::add_sweeper`]: deletes what has
+/// expired and returns how many records it removed.
+pub type Sweeper = Box<dyn Fn() -> Result<usize, ServiceError> + Send + Sync>;
+
+/// Locks a mutex, ignoring poisoning (the data stays consistent: every critical section is a
+/// small map update).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    pub fn now(&self) -> u64 {
+        self.clock.now_ms()
+    }
+
+    /// Keeps the in-memory index of non-terminal renders in step with a stored record.
+    pub fn index(&self, rec: &RenderRecord) {
+        let mut active = lock(&self.active);
+        if rec.is_terminal() {
+            active.remove(&rec.id);
+        } else {
+            active.insert(
+                rec.id.clone(),
+                Active {
+                    principal: rec.principal.clone(),
+                    state: rec.state,
+                    deadline: match rec.state {
+                        RenderState::AwaitingApproval => rec.approval.as_ref().map(|a| a.deadline),
+                        _ => None,
+                    },
+                },
+            );
+        }
+    }
+
+    pub fn notify(&self, id: &str) {
+        // No receivers is fine.
+        let _ = self.events.send(id.to_string());
+    }
+
+    pub fn enqueue(&self, id: &str) {
+        // The receiver lives as long as `Shared`, so send cannot fail.
+        let _ = self.queue_tx.send(id.to_string());
+    }
+
+    /// Compare-and-swap update that stamps `updated_at` and re-indexes. Not flushed.
+    pub fn update<T>(
+        &self,
+        id: &str,
+        mut f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, ServiceError>,
+    ) -> Result<Option<Updated<RenderRecord, T>>, ServiceError> {
+        let now = self.now();
+        let out = self.store.update_render(id, |r| {
+            let c = f(r)?;
+            if matches!(c, Change::Write(_)) {
+                r.updated_at = now.max(r.updated_at);
+            }
+            Ok::<_, ServiceError>(c)
+        })?;
+        if let Some(u) = &out
+            && u.written
+        {
+            self.index(&u.record);
+        }
+        Ok(out)
+    }
+
+    /// [`Shared::update`], then flush, then notify subscribers.
+    pub fn update_durable<T>(
+        &self,
+        id: &str,
+        f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, ServiceError>,
+    ) -> Result<Option<Updated<RenderRecord, T>>, ServiceError> {
+        let out = self.update(id, f)?;
+        if let Some(u) = &out
+            && u.written
+        {
+            self.store.flush()?;
+            self.notify(id);
+        }
+        Ok(out)
+    }
+
+    /// The record if it exists and belongs to `principal`; otherwise `NotFound` (the two cases
+    /// are indistinguishable on purpose).
+    pub fn load_owned(&self, principal: &str, id: &str) -> Result<RenderRecord, ServiceError> {
+        if !ids::is_well_formed(id, ids::RENDER_ID_PREFIX) {
+            return Err(ServiceError::NotFound);
+        }
+        match self.store.get_render(id)? {
+            Some(r) if r.principal == principal => Ok(r),
+            _ => Err(ServiceError::NotFound),
+        }
+    }
+
+    pub fn result_dir(&self, id: &str) -> PathBuf {
+        self.config.results_dir().join(id)
+    }
+
+    pub fn preview_dir(&self, id: &str) -> PathBuf {
+        self.config.previews_dir().join(id)
+    }
+}
