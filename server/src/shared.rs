@@ -47,7 +47,7 @@ pub(crate) struct Shared {
     pub shutdown: AtomicBool,
 }
 
-/// An extra sweep step registered with [`RenderService::add_sweeper`]: deletes what has
+/// An extra sweep step registered with [`crate::service::RenderService::add_sweeper`]: deletes what has
 /// expired and returns how many records it removed.
 pub type Sweeper = Box<dyn Fn() -> Result<usize, ServiceError> + Send + Sync>;
 

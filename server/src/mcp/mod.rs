@@ -29,7 +29,12 @@ mod args;
 pub mod capabilities;
 pub mod extension;
 mod handler;
+mod listen;
 mod notify;
+mod presentation;
+mod resources;
+mod tasks;
+mod tool_calls;
 pub mod tools;
 pub mod wire;
 

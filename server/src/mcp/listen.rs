@@ -1,0 +1,92 @@
+//! `subscriptions/listen`: `notifications/tasks` for the subscribed tasks (beside rmcp, which
+//! cannot send them) and list-changed notifications from mounted extensions.
+
+use rmcp::ErrorData as McpError;
+use rmcp::service::SubscriptionContext;
+use serde_json::Value;
+
+use super::RequestedTaskIds;
+use super::extension::ListChange;
+
+use super::handler::*;
+
+/// Waits for the next list change, or forever once the channel has closed.
+async fn next_list_change(
+    rx: &mut Option<tokio::sync::broadcast::Receiver<ListChange>>,
+) -> Result<ListChange, tokio::sync::broadcast::error::RecvError> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl VidforgeMcp {
+    pub(super) async fn run_listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let request = context.request_context();
+        let task_ids = request
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<RequestedTaskIds>())
+            .map(|ids| ids.0.clone())
+            .unwrap_or_default();
+        let principal = principal(request)?;
+        let declared = declared(request);
+        // Subscribe before the snapshot so no change between the two is lost.
+        let mut changes = self.shared.service.subscribe();
+        let mut list_changes = Some(self.shared.extensions.list_changes.subscribe());
+        let peer = request.peer.clone();
+        let subscription_id = request.id.clone();
+        // The last (status, statusMessage) sent per task: identical repeats are skipped.
+        let mut last_sent: std::collections::HashMap<String, (Value, Value)> = Default::default();
+        // Each subscribed task's current state first, so a subscriber that arrives while a
+        // task already waits for input learns it without a further change.
+        let mut pending: Vec<String> = task_ids.clone();
+        loop {
+            for id in pending.drain(..) {
+                // Re-checks ownership every time: another principal's id never fires.
+                let Some(detailed) = self.detailed_any(&principal, &id, declared.elicitation_form)
+                else {
+                    continue;
+                };
+                let key = (
+                    detailed["status"].clone(),
+                    detailed["statusMessage"].clone(),
+                );
+                if last_sent.get(&id) == Some(&key) {
+                    continue;
+                }
+                last_sent.insert(id, key);
+                let notification =
+                    super::notify::task_status_notification(detailed, &subscription_id)?;
+                if peer.send_notification(notification).await.is_err() {
+                    return Ok(());
+                }
+            }
+            tokio::select! {
+                _ = context.cancelled() => return Ok(()),
+                changed = changes.recv(), if !task_ids.is_empty() => match changed {
+                    Ok(id) if task_ids.contains(&id) => pending.push(id),
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(_) => return Ok(()),
+                },
+                change = next_list_change(&mut list_changes) => {
+                    let sent = match change {
+                        Ok(ListChange::Tools) => context.sink().notify_tool_list_changed().await,
+                        Ok(ListChange::Prompts) => context.sink().notify_prompt_list_changed().await,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => Ok(()),
+                        Err(_) => {
+                            list_changes = None;
+                            Ok(())
+                        }
+                    };
+                    match sent {
+                        // Filtered out by what this subscription asked for.
+                        Ok(())
+                        | Err(rmcp::service::SubscriptionSendError::NotificationNotAccepted(_)) => {}
+                        Err(_) => return Ok(()),
+                    }
+                }
+            }
+        }
+    }
+}

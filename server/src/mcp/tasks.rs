@@ -1,0 +1,110 @@
+//! `tasks/get`, `tasks/update` and `tasks/cancel` for renders (and for the tasks a mounted
+//! extension owns).
+
+use rmcp::model::{
+    CancelTaskParams, ErrorCode as RpcCode, GetTaskParams, GetTaskResult, UpdateTaskParams,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer};
+use serde_json::json;
+
+use crate::store::RenderState;
+
+use super::wire;
+
+use super::handler::*;
+
+impl VidforgeMcp {
+    pub(super) async fn task_get(
+        &self,
+        request: GetTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let principal = principal(&ctx)?;
+        let declared = declared(&ctx);
+        if let Some(owner) = self.shared.extensions.task_owner(&request.task_id) {
+            let mut detailed = owner.get_task(&principal, &request.task_id)?;
+            detailed["resultType"] = json!("complete");
+            return from_json(detailed);
+        }
+        let rec = self.task_record(&principal, &request.task_id)?;
+        let mut detailed = self.detailed_task(&rec, declared.elicitation_form);
+        detailed["resultType"] = json!("complete");
+        from_json(detailed)
+    }
+
+    pub(super) async fn task_update(
+        &self,
+        request: UpdateTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let principal = principal(&ctx)?;
+        let id = request.task_id.clone();
+        if let Some(owner) = self.shared.extensions.task_owner(&id) {
+            return owner
+                .update_task(&principal, &id, &request.input_responses)
+                .await;
+        }
+        let rec = self.task_record(&principal, &id)?;
+        let Some(response) = request.input_responses.get(wire::APPROVAL_INPUT_KEY) else {
+            // Responses to keys that are not outstanding are ignored.
+            return Ok(());
+        };
+        let decision = match super::args::approval_from_elicitation(response) {
+            Ok(Some(decision)) => decision,
+            // `cancel`: the user dismissed the form without deciding; keep waiting.
+            Ok(None) => return Ok(()),
+            Err(env) => {
+                return Err(McpError::new(
+                    RpcCode::INVALID_PARAMS,
+                    env.message.clone(),
+                    Some(env.to_jsonrpc_data()),
+                ));
+            }
+        };
+        if rec.state != RenderState::AwaitingApproval
+            && rec
+                .approval
+                .as_ref()
+                .and_then(|a| a.decision.as_ref())
+                .is_none()
+        {
+            // Nothing outstanding: the response answers no current input request.
+            return Ok(());
+        }
+        match self
+            .shared
+            .service
+            .decide_approval(&principal, &id, decision.0, decision.1)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let env = service_envelope(&e, Some(&id));
+                Err(McpError::new(
+                    RpcCode::INVALID_PARAMS,
+                    env.message.clone(),
+                    Some(env.to_jsonrpc_data()),
+                ))
+            }
+        }
+    }
+
+    pub(super) async fn task_cancel(
+        &self,
+        request: CancelTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let principal = principal(&ctx)?;
+        if let Some(owner) = self.shared.extensions.task_owner(&request.task_id) {
+            return owner.cancel_task(&principal, &request.task_id).await;
+        }
+        self.task_record(&principal, &request.task_id)?;
+        self.shared
+            .service
+            .cancel(&principal, &request.task_id)
+            .await
+            .map(|_| ())
+            .map_err(internal)
+    }
+}
