@@ -1,0 +1,405 @@
+//! The domain model the store keeps: renders (arguments, state, progress, approval, outcome),
+//! idempotency entries and assets. Plain data with serde; persistence is [`super::Store`].
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::ErrorCode;
+
+/// The engine's vocabulary: one type per concept across the crates. Stored (and named on the
+/// wire) by their canonical names (`mp4`, `720p`, ...), see [`by_name`].
+pub use vidforge_media::{OutputFormat, Resolution};
+
+/// Serde for the media crate's name-carrying enums (the media crate knows no serde): as their
+/// canonical name string, parsed back exactly.
+pub mod by_name {
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    /// An enum with canonical names.
+    pub trait Named: Sized + Copy + 'static {
+        const ALL: &'static [Self];
+        fn name(self) -> &'static str;
+    }
+
+    impl Named for super::OutputFormat {
+        const ALL: &'static [Self] = &super::OutputFormat::ALL;
+        fn name(self) -> &'static str {
+            self.as_str()
+        }
+    }
+
+    impl Named for super::Resolution {
+        const ALL: &'static [Self] = &super::Resolution::ALL;
+        fn name(self) -> &'static str {
+            self.as_str()
+        }
+    }
+
+    pub fn serialize<T: Named, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(v.name())
+    }
+
+    pub fn deserialize<'de, T: Named, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
+        let s = String::deserialize(d)?;
+        T::ALL
+            .iter()
+            .copied()
+            .find(|v| v.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = T::ALL.iter().map(|v| v.name()).collect();
+                D::Error::custom(format!("unknown value `{s}`, expected one of {names:?}"))
+            })
+    }
+}
+
+/// Watermark arguments, defaults applied (`position` bottom_right, `opacity` 1.0).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WatermarkArgs {
+    /// Asset id (`a_…`) of a PNG image asset.
+    pub image_asset: String,
+    /// Wire name of a [`vidforge_gpu::Position`] (`bottom_right`, ...).
+    pub position: String,
+    /// 0.0 ..= 1.0.
+    pub opacity: f64,
+}
+
+/// The typed arguments of one render, as validated from `vidforge_render_video`'s arguments.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RenderArgs {
+    /// Asset id (`a_…`) of the source video.
+    pub source_asset: String,
+    #[serde(with = "by_name")]
+    pub output_format: OutputFormat,
+    #[serde(with = "by_name")]
+    pub resolution: Resolution,
+    pub watermark: Option<WatermarkArgs>,
+    pub idempotency_key: Option<String>,
+}
+
+/// Where a render is. Terminal: `Succeeded`, `Failed`, `Cancelled`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RenderState {
+    /// Durably created, waiting for a worker.
+    Queued,
+    /// A worker is producing the final video.
+    Rendering,
+    /// A worker is composing the watermark preview frame.
+    Previewing,
+    /// Preview written; waiting for a human decision until `approval.deadline`.
+    AwaitingApproval,
+    /// `outcome` is `Outcome::Success`.
+    Succeeded,
+    /// `outcome` is `Outcome::Error` (tool-level failure: rejected watermark, timeout, codec…).
+    Failed,
+    /// Cancelled on request.
+    Cancelled,
+}
+
+impl RenderState {
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            RenderState::Succeeded | RenderState::Failed | RenderState::Cancelled
+        )
+    }
+
+    /// Holds (or waits for) a worker: counts against the global queue capacity.
+    pub fn uses_worker(self) -> bool {
+        matches!(
+            self,
+            RenderState::Queued | RenderState::Rendering | RenderState::Previewing
+        )
+    }
+
+    /// Storage name (`awaiting_approval`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RenderState::Queued => "queued",
+            RenderState::Rendering => "rendering",
+            RenderState::Previewing => "previewing",
+            RenderState::AwaitingApproval => "awaiting_approval",
+            RenderState::Succeeded => "succeeded",
+            RenderState::Failed => "failed",
+            RenderState::Cancelled => "cancelled",
+        }
+    }
+
+    /// The fallback tool's `state` (`queued | rendering | awaiting_watermark_approval |
+    /// succeeded | failed | cancelled`); previewing reads as rendering.
+    pub fn fallback_state(self) -> &'static str {
+        match self {
+            RenderState::Queued => "queued",
+            RenderState::Rendering | RenderState::Previewing => "rendering",
+            RenderState::AwaitingApproval => "awaiting_watermark_approval",
+            RenderState::Succeeded => "succeeded",
+            RenderState::Failed => "failed",
+            RenderState::Cancelled => "cancelled",
+        }
+    }
+
+    /// The native task `status`: tool-level failures are `completed` (delivery, not success);
+    /// `failed` is for JSON-RPC faults and never comes from a render record.
+    pub fn task_status(self) -> &'static str {
+        match self {
+            RenderState::Queued | RenderState::Rendering | RenderState::Previewing => "working",
+            RenderState::AwaitingApproval => "input_required",
+            RenderState::Succeeded | RenderState::Failed => "completed",
+            RenderState::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Render stage names in progress snapshots: the engine's [`vidforge_media::Stage`], plus
+/// `Previewing` (the watermark preview frame, before the render proper).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProgressStage {
+    Preparing,
+    Previewing,
+    Rendering,
+    Finalizing,
+}
+
+impl ProgressStage {
+    /// The stage as people read it in status messages.
+    pub fn label(self) -> &'static str {
+        match self {
+            ProgressStage::Preparing => "Preparing",
+            ProgressStage::Previewing => "Previewing",
+            ProgressStage::Rendering => "Rendering",
+            ProgressStage::Finalizing => "Finalizing",
+        }
+    }
+}
+
+impl From<vidforge_media::Stage> for ProgressStage {
+    fn from(s: vidforge_media::Stage) -> Self {
+        match s {
+            vidforge_media::Stage::Preparing => ProgressStage::Preparing,
+            vidforge_media::Stage::Rendering => ProgressStage::Rendering,
+            vidforge_media::Stage::Finalizing => ProgressStage::Finalizing,
+        }
+    }
+}
+
+/// The last published progress of a render (published at most every
+/// `catalog::PROGRESS_PUBLISH_INTERVAL`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProgressSnapshot {
+    pub stage: ProgressStage,
+    pub frames_done: u64,
+    pub frames_total: Option<u64>,
+    /// 0.0 ..= 100.0 when `frames_total` is known.
+    pub percent: Option<f64>,
+}
+
+impl ProgressSnapshot {
+    pub fn new(stage: ProgressStage, frames_done: u64, frames_total: Option<u64>) -> Self {
+        let percent = frames_total
+            .filter(|t| *t > 0)
+            .map(|t| (frames_done as f64 / t as f64 * 100.0).clamp(0.0, 100.0));
+        ProgressSnapshot {
+            stage,
+            frames_done,
+            frames_total,
+            percent,
+        }
+    }
+
+    /// Progress as a 0..1 fraction when known.
+    pub fn fraction(&self) -> Option<f64> {
+        self.percent.map(|p| p / 100.0)
+    }
+}
+
+/// A recorded watermark decision, bound to the exact watermark parameters it saw.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub approved: bool,
+    pub note: Option<String>,
+    /// Unix ms.
+    pub decided_at: u64,
+    /// [`crate::args::watermark_params_hash`] of the watermark that was previewed.
+    pub params_hash: String,
+}
+
+/// The approval gate of a watermarked render.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Approval {
+    pub decision: Option<Decision>,
+    /// Unix ms when the preview became available.
+    pub requested_at: u64,
+    /// Unix ms after which an undecided render ends with `watermark_approval_timeout`.
+    pub deadline: u64,
+}
+
+/// How a render ended (set with the terminal state; `None` for `Cancelled`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Outcome {
+    Success {
+        video_path: PathBuf,
+        /// `final.<ext>`.
+        video_file_name: String,
+        mime_type: String,
+        size_bytes: u64,
+        duration_seconds: f64,
+        width: u32,
+        height: u32,
+        /// Wire name (`1080p`).
+        resolution: String,
+        watermark_applied: bool,
+        /// Unix ms.
+        finished_at: u64,
+        /// Compositor that ran (`wgpu: NVIDIA H200` / `cpu`).
+        backend: String,
+        frames: u64,
+        fps: f64,
+    },
+    Error {
+        #[serde(with = "error_code_serde")]
+        code: ErrorCode,
+        message: String,
+        reason: Option<String>,
+        field: Option<String>,
+        retry_after_ms: Option<u64>,
+    },
+}
+
+mod error_code_serde {
+    use super::ErrorCode;
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(c: &ErrorCode, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(c.as_str())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ErrorCode, D::Error> {
+        let s = String::deserialize(d)?;
+        ErrorCode::parse(&s).ok_or_else(|| D::Error::custom(format!("unknown error code {s}")))
+    }
+}
+
+/// One render (= one MCP task). Kept until its result expires plus a tombstone grace period.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RenderRecord {
+    /// `task_` + 26 chars; also the MCP `taskId`.
+    pub id: String,
+    /// Owner; every read re-checks it.
+    pub principal: String,
+    pub args: RenderArgs,
+    /// The literal tool arguments, for `repair.arguments`.
+    pub original_arguments: serde_json::Value,
+    pub state: RenderState,
+    pub progress: Option<ProgressSnapshot>,
+    /// Unix ms.
+    pub created_at: u64,
+    /// Unix ms of the last change (state, progress, decision).
+    pub updated_at: u64,
+    pub approval: Option<Approval>,
+    pub preview_path: Option<PathBuf>,
+    pub outcome: Option<Outcome>,
+    /// Durable cancellation intent.
+    pub cancel_requested: bool,
+    /// Unix ms when the record became terminal.
+    #[serde(default)]
+    pub finished_at: Option<u64>,
+    /// The sweeper deleted the result files; the record is a tombstone.
+    #[serde(default)]
+    pub result_deleted: bool,
+    /// How many times a worker started this render (boot recovery restarts it).
+    #[serde(default)]
+    pub attempts: u32,
+}
+
+impl RenderRecord {
+    pub fn is_terminal(&self) -> bool {
+        self.state.is_terminal()
+    }
+
+    /// The recorded watermark decision, if any.
+    pub fn decision(&self) -> Option<&Decision> {
+        self.approval.as_ref().and_then(|a| a.decision.as_ref())
+    }
+
+    /// Unix ms when the task handle expires (`created_at + task_ttl`).
+    pub fn task_expires_at(&self, task_ttl: std::time::Duration) -> u64 {
+        crate::clock::add_ms(self.created_at, task_ttl)
+    }
+
+    /// Unix ms when the result and the status expire: `finished_at + result_ttl` for
+    /// terminal renders, `created_at + result_ttl` before that.
+    pub fn result_expires_at(&self, result_ttl: std::time::Duration) -> u64 {
+        crate::clock::add_ms(self.finished_at.unwrap_or(self.created_at), result_ttl)
+    }
+
+    /// `original_arguments` without `idempotency_key`: literally callable to start a new
+    /// render with the same intent (for `repair.arguments`).
+    pub fn repair_arguments(&self) -> serde_json::Value {
+        let mut v = self.original_arguments.clone();
+        if let Some(obj) = v.as_object_mut() {
+            obj.remove("idempotency_key");
+        }
+        v
+    }
+}
+
+/// An idempotency key's memory: which render it created and with which arguments.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdempotencyEntry {
+    pub render_id: String,
+    /// Hash of the canonical (defaults-applied) arguments without the key.
+    pub args_hash: String,
+    /// Unix ms.
+    pub created_at: u64,
+}
+
+/// What an asset is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AssetKind {
+    Video,
+    Image,
+}
+
+impl AssetKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AssetKind::Video => "video",
+            AssetKind::Image => "image",
+        }
+    }
+}
+
+/// What probing found in an asset.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AssetProbe {
+    pub width: Option<u32>,
+    pub height: Option<u32>,
+    pub duration_seconds: Option<f64>,
+    pub video_codec: Option<String>,
+    pub audio_codec: Option<String>,
+    /// Container / image format name (`mov,mp4,m4a,3gp,3g2,mj2`, `png`).
+    pub format: Option<String>,
+}
+
+/// An uploaded asset, owned by one principal.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AssetRecord {
+    /// `a_` + 26 chars.
+    pub id: String,
+    /// `vidforge://assets/<id>`.
+    pub uri: String,
+    pub principal: String,
+    pub kind: AssetKind,
+    /// The uploader's file name, sanitised.
+    pub file_name: String,
+    /// Absolute path of the stored file.
+    pub path: PathBuf,
+    pub size_bytes: u64,
+    /// Unix ms.
+    pub created_at: u64,
+    pub probe: AssetProbe,
+}
