@@ -9,12 +9,13 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use crate::store::{AssetProbe, OutputFormat, Resolution};
 
 /// A progress report from the engine: the media crate's own type.
 pub use vidforge_media::Progress as EngineProgress;
+/// What a finished render produced: the media crate's own type.
+pub use vidforge_media::RenderReport as EngineReport;
 /// The watermark of a [`RenderPlan`]: the media crate's own type.
 pub use vidforge_media::WatermarkSpec as PlanWatermark;
 
@@ -27,19 +28,6 @@ pub struct RenderPlan {
     pub resolution: Resolution,
     pub format: OutputFormat,
     pub watermark: Option<PlanWatermark>,
-}
-
-/// What a finished render produced.
-#[derive(Clone, Debug, PartialEq)]
-pub struct EngineReport {
-    pub frames: u64,
-    pub duration_seconds: f64,
-    pub width: u32,
-    pub height: u32,
-    pub size_bytes: u64,
-    pub backend: String,
-    pub elapsed: Duration,
-    pub fps: f64,
 }
 
 /// Failure classes the service maps to error codes.

@@ -62,20 +62,9 @@ impl Renderer for MediaRenderer {
         progress: &mut dyn FnMut(EngineProgress),
         cancel: &AtomicBool,
     ) -> Result<EngineReport, EngineError> {
-        let r = self
-            .engine
+        self.engine
             .render(&job(plan), progress, cancel)
-            .map_err(map_error)?;
-        Ok(EngineReport {
-            frames: r.frames,
-            duration_seconds: r.duration_seconds,
-            width: r.width,
-            height: r.height,
-            size_bytes: r.size_bytes,
-            backend: r.backend,
-            elapsed: r.elapsed,
-            fps: r.fps,
-        })
+            .map_err(map_error)
     }
 
     fn render_preview(&self, plan: &RenderPlan, png_out: &Path) -> Result<(u32, u32), EngineError> {

@@ -127,6 +127,7 @@ impl Renderer for ScriptedRenderer {
             backend: "scripted".into(),
             elapsed,
             fps: done as f64 / elapsed.as_secs_f64().max(1e-6),
+            stage_times: Default::default(),
         })
     }
 
