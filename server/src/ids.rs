@@ -1,8 +1,9 @@
 //! Opaque, high-entropy handles: `task_…` render ids, `a_…` asset ids, `req_…` request ids
 //! (and whatever prefix an MCP extension mints its own task ids with, through [`new_id`]).
 //!
-//! Each id is 26 Crockford base32 characters, ULID-like: 48 bits of milliseconds (so ids sort
-//! roughly by creation) followed by 80 random bits (so they cannot be guessed or enumerated).
+//! Each id is a ULID (the `ulid` crate encodes and parses it): 26 Crockford base32 characters,
+//! 48 bits of milliseconds (so ids sort roughly by creation) followed by 80 random bits from the
+//! OS source (so they cannot be guessed or enumerated).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -13,28 +14,17 @@ pub const ASSET_ID_PREFIX: &str = "a_";
 /// Prefix of every request id in error envelopes.
 pub const REQUEST_ID_PREFIX: &str = "req_";
 
-const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
-
-/// A fresh id: `prefix` + 26 Crockford base32 characters.
+/// A fresh id: `prefix` + a ULID (26 Crockford base32 characters) of the current time and 80
+/// bits from the OS random source.
 pub fn new_id(prefix: &str) -> String {
     let millis = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0);
-    let mut random = [0u8; 10];
-    fill_random(&mut random);
-    let mut value: u128 = u128::from(millis & 0xFFFF_FFFF_FFFF) << 80;
-    for (i, b) in random.iter().enumerate() {
-        value |= u128::from(*b) << (8 * (9 - i));
-    }
-    let mut out = String::with_capacity(prefix.len() + 26);
-    out.push_str(prefix);
-    // 26 chars x 5 bits = 130 bits; the top two are always zero.
-    for i in (0..26).rev() {
-        let idx = ((value >> (5 * i)) & 0x1F) as usize;
-        out.push(CROCKFORD[idx] as char);
-    }
-    out
+    let mut random = [0u8; 16];
+    fill_random(&mut random[6..]);
+    let ulid = ulid::Ulid::from_parts(millis, u128::from_be_bytes(random));
+    format!("{prefix}{ulid}")
 }
 
 /// A new render id (`task_…`).
@@ -55,10 +45,14 @@ pub fn new_request_id() -> String {
 /// True when `s` has the shape of an id minted with `prefix` (cheap pre-check before a lookup;
 /// it also keeps odd strings out of file paths).
 pub fn is_well_formed(s: &str, prefix: &str) -> bool {
-    match s.strip_prefix(prefix) {
-        Some(rest) => rest.len() == 26 && rest.bytes().all(|b| CROCKFORD.contains(&b)),
-        None => false,
-    }
+    // Canonical form only: a ULID that encodes back to exactly these characters.
+    s.strip_prefix(prefix)
+        .and_then(|rest| {
+            ulid::Ulid::from_string(rest)
+                .ok()
+                .filter(|u| u.to_string() == rest)
+        })
+        .is_some()
 }
 
 pub fn fill_random(buf: &mut [u8]) {
@@ -93,5 +87,12 @@ mod tests {
         }
         assert!(!is_well_formed("task_../../etc/passwd", RENDER_ID_PREFIX));
         assert!(!is_well_formed("a_0123", ASSET_ID_PREFIX));
+        // Only the canonical (upper-case) spelling, and never past the 128-bit range.
+        let id = new_asset_id();
+        assert!(!is_well_formed(&id.to_lowercase(), ASSET_ID_PREFIX));
+        assert!(!is_well_formed(
+            "a_ZZZZZZZZZZZZZZZZZZZZZZZZZZ",
+            ASSET_ID_PREFIX
+        ));
     }
 }
