@@ -163,7 +163,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// JSON-RPC "internal error": the code of a job that ended without producing its result.
-pub const INTERRUPTED_CODE: i64 = -32603;
+pub const INTERRUPTED_CODE: i64 = rmcp::model::ErrorCode::INTERNAL_ERROR.0 as i64;
 const INTERRUPTED_MESSAGE: &str = "The job was interrupted by a server restart before it finished.";
 
 #[derive(Debug, thiserror::Error)]

@@ -108,11 +108,11 @@ fn server_info() -> Value {
 fn rpc_error_response(
     status: StatusCode,
     id: Value,
-    code: i64,
+    code: rmcp::model::ErrorCode,
     message: &str,
     data: Value,
 ) -> Response {
-    let body = json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message, "data": data } });
+    let body = json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code.0, "message": message, "data": data } });
     (
         status,
         [(header::CONTENT_TYPE, "application/json")],
@@ -142,7 +142,7 @@ async fn wire_layer(request: Request, next: Next) -> Response {
             return rpc_error_response(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 Value::Null,
-                -32600,
+                rmcp::model::ErrorCode::INVALID_REQUEST,
                 "Request body too large.",
                 json!({ "max_bytes": MAX_MCP_BODY_BYTES }),
             );
@@ -162,7 +162,7 @@ async fn wire_layer(request: Request, next: Next) -> Response {
             return rpc_error_response(
                 StatusCode::BAD_REQUEST,
                 id,
-                -32602,
+                rmcp::model::ErrorCode::INVALID_PARAMS,
                 "notifications.taskIds must be an array of strings.",
                 json!({ "field": "notifications.taskIds" }),
             );
@@ -172,7 +172,7 @@ async fn wire_layer(request: Request, next: Next) -> Response {
             return rpc_error_response(
                 StatusCode::BAD_REQUEST,
                 id,
-                -32021,
+                rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
                 "Missing required client capability",
                 json!({ "requiredCapabilities": { "extensions": { capabilities::TASKS_EXTENSION: {} } } }),
             );
