@@ -227,7 +227,19 @@ impl Harness {
             ..
         } = self;
         drop(service);
-        let service = start_service(&config, clock.clone(), renderer.clone());
+        // A blocking task of the old service may still hold its last `Arc` of the state (and
+        // with it sled's lock) for a moment after the drop: wait for it, bounded.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let service = loop {
+            match try_start_service(&config, clock.clone(), renderer.clone()) {
+                Err(e)
+                    if e.to_string().contains("locked") && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                other => break other.expect("service restarts"),
+            }
+        };
         Harness {
             dir,
             service,
@@ -284,13 +296,20 @@ pub fn start_service(
     clock: Arc<OffsetClock>,
     renderer: Arc<ScriptedRenderer>,
 ) -> RenderService {
+    try_start_service(config, clock, renderer).expect("service starts")
+}
+
+pub fn try_start_service(
+    config: &Config,
+    clock: Arc<OffsetClock>,
+    renderer: Arc<ScriptedRenderer>,
+) -> Result<RenderService, vidforge::ServiceError> {
     RenderService::start(ServiceParts {
         config: config.clone(),
         clock,
         renderer,
         prober: Arc::new(MediaProber),
     })
-    .expect("service starts")
 }
 
 /// Tool arguments for a render of `video`, optionally watermarked with `logo`.
