@@ -16,21 +16,21 @@ use futures_util::Stream;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
-use crate::args::{canonical_args_hash, watermark_params_hash};
 use crate::assets::AssetCatalog;
-use crate::clock::{SharedClock, add_ms};
+use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::engine::{Prober, Renderer};
 use crate::error::ServiceError;
-use crate::ids;
 use crate::maintenance::{self, SweepReport};
 pub use crate::shared::Sweeper;
 use crate::shared::{Shared, lock};
-use crate::store::{
-    Approval, AssetKind, AssetRecord, Change, Decision, IdempotencyEntry, Outcome, RenderArgs,
-    RenderRecord, RenderState, Store,
-};
+use crate::store::{AssetRecord, Outcome, RenderArgs, RenderRecord, RenderState, Store};
 use crate::worker;
+
+mod transactions;
+
+pub use transactions::REJECTED_MESSAGE;
+use transactions::{cancel_blocking, create_blocking, decide_blocking};
 
 /// Capacity of the change broadcast; a lagging subscriber misses ids (and should re-poll).
 const EVENT_CAPACITY: usize = 1024;
@@ -432,236 +432,4 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| ServiceError::Internal(format!("blocking task failed: {e}")))?
-}
-
-fn create_blocking(
-    shared: &Shared,
-    principal: &str,
-    args: RenderArgs,
-    original_arguments: Value,
-) -> Result<CreateOutcome, ServiceError> {
-    args.validate()?;
-    let args_hash = canonical_args_hash(&args);
-    let _guard = lock(&shared.create_lock);
-    let now = shared.now();
-
-    if let Some(key) = &args.idempotency_key
-        && let Some(entry) = shared.store.get_idempotency(principal, key)?
-        && now < add_ms(entry.created_at, shared.config.idempotency_ttl)
-    {
-        if entry.args_hash != args_hash {
-            return Err(ServiceError::IdempotencyConflict);
-        }
-        if let Some(rec) = shared.store.get_render(&entry.render_id)?
-            && rec.principal == principal
-        {
-            return Ok(CreateOutcome {
-                record: rec,
-                replayed: true,
-            });
-        }
-        // The render it pointed to is gone: the key starts a new one.
-    }
-
-    let source = shared
-        .assets
-        .lookup(principal, &args.source_asset)?
-        .ok_or_else(|| ServiceError::SourceNotFound {
-            field: "source_asset_uri".into(),
-            reason: "no asset with this URI is visible to this credential".into(),
-        })?;
-    if source.kind != AssetKind::Video {
-        return Err(ServiceError::UnsupportedCodec {
-            reason: "the source asset is a PNG image, not a video".into(),
-        });
-    }
-    if let Some(w) = &args.watermark {
-        let image = shared
-            .assets
-            .lookup(principal, &w.image_asset)?
-            .ok_or_else(|| ServiceError::SourceNotFound {
-                field: "watermark.image_asset_uri".into(),
-                reason: "no asset with this URI is visible to this credential".into(),
-            })?;
-        if image.kind != AssetKind::Image {
-            return Err(ServiceError::invalid(
-                "watermark.image_asset_uri",
-                "the watermark asset is a video, not a PNG image",
-            ));
-        }
-    }
-
-    {
-        let active = lock(&shared.active);
-        let limit = shared.config.per_principal_concurrent;
-        let mine = active.values().filter(|a| a.principal == principal).count();
-        if mine >= limit {
-            return Err(ServiceError::quota(format!(
-                "this credential has {mine} renders in progress (limit {limit})"
-            )));
-        }
-        let capacity = shared.config.render_slots + shared.config.queue_capacity;
-        let busy = active.values().filter(|a| a.state.uses_worker()).count();
-        if busy >= capacity {
-            return Err(ServiceError::quota(format!(
-                "all render slots and the queue are full ({busy} renders)"
-            )));
-        }
-    }
-
-    let rec = RenderRecord {
-        id: ids::new_render_id(),
-        principal: principal.to_string(),
-        args,
-        original_arguments,
-        state: RenderState::Queued,
-        progress: None,
-        created_at: now,
-        updated_at: now,
-        approval: None,
-        preview_path: None,
-        outcome: None,
-        cancel_requested: false,
-        finished_at: None,
-        result_deleted: false,
-        attempts: 0,
-    };
-    shared.store.put_render(&rec)?;
-    if let Some(key) = &rec.args.idempotency_key {
-        shared.store.put_idempotency(
-            principal,
-            key,
-            &IdempotencyEntry {
-                render_id: rec.id.clone(),
-                args_hash,
-                created_at: now,
-            },
-        )?;
-    }
-    shared.store.flush()?;
-    shared.index(&rec);
-    shared.enqueue(&rec.id);
-    shared.notify(&rec.id);
-    tracing::info!(
-        render_id = %rec.id,
-        principal = %rec.principal,
-        format = rec.args.output_format.as_str(),
-        resolution = rec.args.resolution.as_str(),
-        watermark = rec.args.watermark.is_some(),
-        "render created"
-    );
-    Ok(CreateOutcome {
-        record: rec,
-        replayed: false,
-    })
-}
-
-/// Message of the `watermark_rejected` outcome.
-pub const REJECTED_MESSAGE: &str =
-    "User declined the watermark preview; the render was not finalized.";
-
-fn decide_blocking(
-    shared: &Shared,
-    principal: &str,
-    id: &str,
-    approved: bool,
-    note: Option<String>,
-) -> Result<DecisionOutcome, ServiceError> {
-    let rec = shared.load_owned(principal, id)?;
-    let Some(watermark) = rec.args.watermark.clone() else {
-        return Err(ServiceError::ApprovalNotPending { state: rec.state });
-    };
-    let params_hash = watermark_params_hash(&watermark);
-    let note = note.map(|n| n.trim().to_string()).filter(|n| !n.is_empty());
-    let now = shared.now();
-    let updated = shared
-        .update_durable(id, |r| {
-            if let Some(d) = r.decision() {
-                return if d.approved == approved {
-                    Ok(Change::Keep(()))
-                } else {
-                    Err(ServiceError::ApprovalAlreadyRecorded {
-                        recorded_approved: d.approved,
-                    })
-                };
-            }
-            if r.state != RenderState::AwaitingApproval {
-                return Err(ServiceError::ApprovalNotPending { state: r.state });
-            }
-            let approval = r.approval.get_or_insert(Approval {
-                decision: None,
-                requested_at: now,
-                deadline: now,
-            });
-            approval.decision = Some(Decision {
-                approved,
-                note: note.clone(),
-                decided_at: now,
-                params_hash: params_hash.clone(),
-            });
-            if approved {
-                r.state = RenderState::Queued;
-            } else {
-                r.state = RenderState::Failed;
-                r.finished_at = Some(now);
-                r.outcome = Some(Outcome::Error {
-                    code: crate::catalog::ErrorCode::WatermarkRejected,
-                    message: REJECTED_MESSAGE.into(),
-                    reason: Some(match &note {
-                        Some(n) => format!("User note: '{n}'."),
-                        None => "The user rejected the preview without a note.".into(),
-                    }),
-                    field: Some("watermark".into()),
-                    retry_after_ms: None,
-                });
-            }
-            Ok(Change::Write(()))
-        })?
-        .ok_or(ServiceError::NotFound)?;
-    if updated.written {
-        tracing::info!(render_id = %id, approved, "watermark decision recorded");
-        if approved {
-            shared.enqueue(id);
-        }
-    }
-    Ok(DecisionOutcome {
-        already_recorded_same: !updated.written,
-        record: updated.record,
-    })
-}
-
-fn cancel_blocking(
-    shared: &Shared,
-    principal: &str,
-    id: &str,
-) -> Result<RenderRecord, ServiceError> {
-    shared.load_owned(principal, id)?;
-    let now = shared.now();
-    let updated = shared
-        .update_durable(id, |r| {
-            if r.is_terminal() {
-                return Ok(Change::Keep(()));
-            }
-            match r.state {
-                RenderState::Queued | RenderState::AwaitingApproval => {
-                    r.state = RenderState::Cancelled;
-                    r.cancel_requested = true;
-                    r.finished_at = Some(now);
-                    Ok(Change::Write(()))
-                }
-                _ if r.cancel_requested => Ok(Change::Keep(())),
-                _ => {
-                    r.cancel_requested = true;
-                    Ok(Change::Write(()))
-                }
-            }
-        })?
-        .ok_or(ServiceError::NotFound)?;
-    if updated.written {
-        if let Some(flag) = lock(&shared.running).get(id) {
-            flag.store(true, Ordering::SeqCst);
-        }
-        tracing::info!(render_id = %id, state = updated.record.state.as_str(), "cancel requested");
-    }
-    Ok(updated.record)
 }
