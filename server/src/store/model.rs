@@ -20,6 +20,8 @@ pub mod by_name {
     pub trait Named: Sized + Copy + 'static {
         const ALL: &'static [Self];
         fn name(self) -> &'static str;
+        /// The type's own exact parser (`from_name`).
+        fn from_name(s: &str) -> Option<Self>;
     }
 
     impl Named for super::OutputFormat {
@@ -27,12 +29,18 @@ pub mod by_name {
         fn name(self) -> &'static str {
             self.as_str()
         }
+        fn from_name(s: &str) -> Option<Self> {
+            super::OutputFormat::from_name(s)
+        }
     }
 
     impl Named for super::Resolution {
         const ALL: &'static [Self] = &super::Resolution::ALL;
         fn name(self) -> &'static str {
             self.as_str()
+        }
+        fn from_name(s: &str) -> Option<Self> {
+            super::Resolution::from_name(s)
         }
     }
 
@@ -42,14 +50,10 @@ pub mod by_name {
 
     pub fn deserialize<'de, T: Named, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
         let s = String::deserialize(d)?;
-        T::ALL
-            .iter()
-            .copied()
-            .find(|v| v.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<&str> = T::ALL.iter().map(|v| v.name()).collect();
-                D::Error::custom(format!("unknown value `{s}`, expected one of {names:?}"))
-            })
+        T::from_name(&s).ok_or_else(|| {
+            let names: Vec<&str> = T::ALL.iter().map(|v| v.name()).collect();
+            D::Error::custom(format!("unknown value `{s}`, expected one of {names:?}"))
+        })
     }
 }
 
