@@ -1,0 +1,140 @@
+//! Where configuration comes from: the command-line flags (each with its `VIDFORGE_*`
+//! variable) and the TOML file's shape, with the duration and size values both accept.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use serde::Deserialize;
+
+use super::BackendSetting;
+use super::parse::{ConfigError, parse_bytes, parse_duration};
+
+/// Configuration flags shared by `vidforge serve` and `vidforge assets`; each also reads a
+/// `VIDFORGE_*` environment variable.
+#[derive(Debug, Default, Clone, Args)]
+pub struct ConfigArgs {
+    /// TOML configuration file.
+    #[arg(long, env = "VIDFORGE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Listen address (default 127.0.0.1:8080; use port 0 for any free port).
+    #[arg(long, env = "VIDFORGE_LISTEN")]
+    pub listen: Option<String>,
+    /// Data directory (default ./vidforge-data).
+    #[arg(long, env = "VIDFORGE_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Bearer token and its principal as TOKEN=PRINCIPAL; repeatable (env: comma-separated).
+    #[arg(
+        long = "token",
+        env = "VIDFORGE_TOKENS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub tokens: Vec<String>,
+    /// Renders that run at once.
+    #[arg(long, env = "VIDFORGE_RENDER_SLOTS")]
+    pub render_slots: Option<usize>,
+    /// Non-terminal renders one principal may hold.
+    #[arg(long, env = "VIDFORGE_PER_PRINCIPAL_CONCURRENT")]
+    pub per_principal_concurrent: Option<usize>,
+    /// Renders that may wait for a worker.
+    #[arg(long, env = "VIDFORGE_QUEUE_CAPACITY")]
+    pub queue_capacity: Option<usize>,
+    /// Largest upload, e.g. 2GiB, 500MB, 1048576.
+    #[arg(long, env = "VIDFORGE_MAX_UPLOAD_BYTES")]
+    pub max_upload_bytes: Option<String>,
+    /// Watermark approval timeout, e.g. 30m.
+    #[arg(long, env = "VIDFORGE_APPROVAL_TIMEOUT")]
+    pub approval_timeout: Option<String>,
+    /// Task TTL, e.g. 24h.
+    #[arg(long, env = "VIDFORGE_TASK_TTL")]
+    pub task_ttl: Option<String>,
+    /// Result retention, e.g. 7d.
+    #[arg(long, env = "VIDFORGE_RESULT_TTL")]
+    pub result_ttl: Option<String>,
+    /// Idempotency-key retention, e.g. 24h.
+    #[arg(long, env = "VIDFORGE_IDEMPOTENCY_TTL")]
+    pub idempotency_ttl: Option<String>,
+    /// Sweeper interval, e.g. 60s.
+    #[arg(long, env = "VIDFORGE_SWEEP_INTERVAL")]
+    pub sweep_interval: Option<String>,
+    /// Compositor backend.
+    #[arg(long, env = "VIDFORGE_BACKEND", value_enum)]
+    pub backend: Option<BackendSetting>,
+    /// Allowed browser origins (comma-separated).
+    #[arg(
+        long = "allowed-origin",
+        env = "VIDFORGE_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub allowed_origins: Vec<String>,
+    /// Allowed Host header values (comma-separated).
+    #[arg(
+        long = "allowed-host",
+        env = "VIDFORGE_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Vec<String>,
+    /// Base URL for download links.
+    #[arg(long, env = "VIDFORGE_PUBLIC_BASE_URL")]
+    pub public_base_url: Option<String>,
+}
+
+/// The TOML file's shape; every field optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub listen: Option<String>,
+    pub data_dir: Option<PathBuf>,
+    pub tokens: Option<BTreeMap<String, String>>,
+    pub render_slots: Option<usize>,
+    pub per_principal_concurrent: Option<usize>,
+    pub queue_capacity: Option<usize>,
+    pub max_upload_bytes: Option<SizeValue>,
+    pub approval_timeout: Option<DurationValue>,
+    pub task_ttl: Option<DurationValue>,
+    pub result_ttl: Option<DurationValue>,
+    pub idempotency_ttl: Option<DurationValue>,
+    pub tombstone_grace: Option<DurationValue>,
+    pub sweep_interval: Option<DurationValue>,
+    pub tick_interval: Option<DurationValue>,
+    pub backend: Option<BackendSetting>,
+    pub allowed_origins: Option<Vec<String>>,
+    pub allowed_hosts: Option<Vec<String>>,
+    pub public_base_url: Option<String>,
+}
+
+/// A duration in the file: seconds as a number, or a string like `"30m"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum DurationValue {
+    Seconds(u64),
+    Text(String),
+}
+
+impl DurationValue {
+    pub(super) fn duration(&self, field: &'static str) -> Result<Duration, ConfigError> {
+        match self {
+            DurationValue::Seconds(s) => Ok(Duration::from_secs(*s)),
+            DurationValue::Text(t) => parse_duration(t, field),
+        }
+    }
+}
+
+/// A byte size in the file: a number, or a string like `"2GiB"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum SizeValue {
+    Bytes(u64),
+    Text(String),
+}
+
+impl SizeValue {
+    pub(super) fn bytes(&self, field: &'static str) -> Result<u64, ConfigError> {
+        match self {
+            SizeValue::Bytes(b) => Ok(*b),
+            SizeValue::Text(t) => parse_bytes(t, field),
+        }
+    }
+}
