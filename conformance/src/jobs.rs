@@ -15,6 +15,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rmcp::model::TaskStatus;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
@@ -43,13 +44,13 @@ pub enum JobState {
 
 impl JobState {
     /// The MCP task status of this state.
-    pub fn task_status(self) -> &'static str {
+    pub fn task_status(self) -> TaskStatus {
         match self {
-            JobState::Working => "working",
-            JobState::InputRequired => "input_required",
-            JobState::Completed => "completed",
-            JobState::Failed => "failed",
-            JobState::Cancelled => "cancelled",
+            JobState::Working => TaskStatus::Working,
+            JobState::InputRequired => TaskStatus::InputRequired,
+            JobState::Completed => TaskStatus::Completed,
+            JobState::Failed => TaskStatus::Failed,
+            JobState::Cancelled => TaskStatus::Cancelled,
         }
     }
 
@@ -297,14 +298,15 @@ impl Jobs {
 
     /// The task fields of a job, for `CreateTaskResult`, `tasks/get` and notifications.
     pub fn task_fields(&self, rec: &JobRecord) -> Value {
-        wire::task_fields(
+        let task = wire::task(
             &rec.id,
             rec.state.task_status(),
-            &rec.status_message,
+            rec.status_message.as_str(),
             rec.created_at,
             rec.updated_at,
             self.inner.ttl,
-        )
+        );
+        serde_json::to_value(task).unwrap_or_default()
     }
 
     /// A job as a `DetailedTask`: outstanding `inputRequests`, the inlined `result`, or

@@ -147,35 +147,56 @@ fn parse_watermark(w: &Map<String, Value>) -> Result<WatermarkArgs, ServiceError
     })
 }
 
-fn reject_unknown(
+/// A JSON argument that does not fit its schema: the dotted field and why, for the caller to
+/// turn into its error (a [`ServiceError`] here, an envelope in the MCP front's fallback tools).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArgError {
+    pub field: String,
+    pub reason: String,
+}
+
+impl From<ArgError> for ServiceError {
+    fn from(e: ArgError) -> Self {
+        ServiceError::invalid(e.field, e.reason)
+    }
+}
+
+/// Closed objects (`additionalProperties: false`): the first key not in `allowed`.
+pub(crate) fn reject_unknown(
     obj: &Map<String, Value>,
     allowed: &[&str],
     prefix: &str,
-) -> Result<(), ServiceError> {
+) -> Result<(), ArgError> {
     match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
-        Some(k) => Err(ServiceError::invalid(
-            format!("{prefix}{k}"),
-            "unknown property (additionalProperties is false)",
-        )),
+        Some(k) => Err(ArgError {
+            field: format!("{prefix}{k}"),
+            reason: if allowed.is_empty() {
+                "is an unknown property (this tool takes no arguments)".into()
+            } else {
+                format!("is an unknown property (allowed: {})", allowed.join(", "))
+            },
+        }),
         None => Ok(()),
     }
 }
 
-fn required_str<'a>(
+/// A required string property.
+pub(crate) fn required_str<'a>(
     obj: &'a Map<String, Value>,
     key: &str,
     prefix: &str,
-) -> Result<&'a str, ServiceError> {
+) -> Result<&'a str, ArgError> {
+    let field = format!("{prefix}{key}");
     match obj.get(key) {
         Some(Value::String(s)) => Ok(s),
-        Some(_) => Err(ServiceError::invalid(
-            format!("{prefix}{key}"),
-            "must be a string",
-        )),
-        None => Err(ServiceError::invalid(
-            format!("{prefix}{key}"),
-            "is required",
-        )),
+        Some(_) => Err(ArgError {
+            field,
+            reason: "must be a string".into(),
+        }),
+        None => Err(ArgError {
+            field,
+            reason: "is required".into(),
+        }),
     }
 }
 

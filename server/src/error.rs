@@ -21,7 +21,7 @@ pub enum ServiceError {
     #[error("no render with this id is visible to this credential")]
     NotFound,
     /// The render exists but has no result to read (yet, or ever).
-    #[error("render is {}, so it has no result to read", state.fallback_state())]
+    #[error("render is {}, so it has no result to read", state.public_name())]
     NotReady { state: RenderState },
     /// The result existed but was deleted after its retention.
     #[error("the result of this render was deleted after its retention")]
@@ -30,7 +30,7 @@ pub enum ServiceError {
         expired_at: u64,
     },
     /// A decision arrived for a render that is not awaiting one.
-    #[error("render is {}, not awaiting a watermark decision", state.fallback_state())]
+    #[error("render is {}, not awaiting a watermark decision", state.public_name())]
     ApprovalNotPending { state: RenderState },
     /// A different decision was already recorded.
     #[error("a different watermark decision was already recorded (approved: {recorded_approved})")]
@@ -92,10 +92,10 @@ impl ServiceError {
             | ServiceError::QuotaExceeded { reason, .. }
             | ServiceError::AssetInvalid { reason } => Some(reason.clone()),
             ServiceError::NotReady { state } => {
-                Some(format!("render state is {}", state.fallback_state()))
+                Some(format!("render state is {}", state.public_name()))
             }
             ServiceError::ApprovalNotPending { state } => {
-                Some(format!("render state is {}", state.fallback_state()))
+                Some(format!("render state is {}", state.public_name()))
             }
             ServiceError::ApprovalAlreadyRecorded { recorded_approved } => Some(format!(
                 "recorded decision: {}",

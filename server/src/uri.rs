@@ -50,6 +50,11 @@ pub fn final_file_name(format: OutputFormat) -> String {
     format!("final.{}", format.extension())
 }
 
+/// The HTTP download URL of a render's video: `<base>/videos/<id>/final.<ext>`.
+pub fn download_url(base_url: &str, render_id: &str, format: OutputFormat) -> String {
+    format!("{base_url}/videos/{render_id}/{}", final_file_name(format))
+}
+
 /// The format named by `final.<ext>`.
 pub fn parse_final_file_name(file: &str) -> Option<OutputFormat> {
     OutputFormat::from_name(file.strip_prefix("final.")?)

@@ -4,6 +4,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::args::{ArgError, reject_unknown, required_str};
 use crate::catalog::ErrorCode;
 use crate::envelope::Envelope;
 
@@ -28,36 +29,9 @@ fn object<'a>(v: &'a Value, field: &str) -> Result<&'a Map<String, Value>, Box<E
         .ok_or_else(|| invalid(field, format!("`{field}` must be an object")))
 }
 
-fn reject_unknown(
-    map: &Map<String, Value>,
-    allowed: &[&str],
-    prefix: &str,
-) -> Result<(), Box<Envelope>> {
-    for key in map.keys() {
-        if !allowed.contains(&key.as_str()) {
-            let field = format!("{prefix}{key}");
-            return Err(invalid(
-                &field,
-                format!(
-                    "unknown property `{field}`; allowed: {}",
-                    allowed.join(", ")
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn required_str<'a>(
-    map: &'a Map<String, Value>,
-    key: &str,
-    prefix: &str,
-) -> Result<&'a str, Box<Envelope>> {
-    let field = format!("{prefix}{key}");
-    match map.get(key) {
-        Some(Value::String(s)) => Ok(s),
-        Some(_) => Err(invalid(&field, format!("`{field}` must be a string"))),
-        None => Err(invalid(&field, format!("`{field}` is required"))),
+impl From<ArgError> for Box<Envelope> {
+    fn from(e: ArgError) -> Self {
+        invalid(&e.field, format!("`{}` {}", e.field, e.reason))
     }
 }
 
@@ -102,7 +76,7 @@ fn optional_note(v: Option<&Value>) -> Result<Option<String>, Box<Envelope>> {
 
 /// No arguments at all (or an empty object).
 pub fn no_arguments(v: &Value) -> Result<(), Box<Envelope>> {
-    reject_unknown(object(v, "arguments")?, &[], "")
+    Ok(reject_unknown(object(v, "arguments")?, &[], "")?)
 }
 
 /// Reads a watermark decision from an elicitation result:

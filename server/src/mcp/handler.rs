@@ -8,9 +8,9 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
-    CompleteRequestParams, CompleteResult, DiscoverResult, ErrorCode as RpcCode,
-    GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult, ListPromptsResult,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
+    CompleteResult, DiscoverResult, ErrorCode as RpcCode, GetPromptRequestParams,
+    GetPromptResponse, GetTaskParams, GetTaskResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ServerConfig,
     SubscriptionFilter, UpdateTaskParams,
@@ -28,6 +28,7 @@ use crate::uri;
 use super::Principal;
 use super::capabilities::{self, TASKS_EXTENSION};
 use super::extension::{Extensions, ToolCall};
+use super::presentation::Presenter;
 use super::resources::{ResourceRef, parse_resource_uri};
 use super::tools;
 use super::wire;
@@ -40,8 +41,8 @@ pub struct McpShared {
     pub extensions: Extensions,
     pub tools: Vec<Value>,
     pub capabilities_summary: Value,
-    /// The configured TTLs and approval timeout.
-    pub lifetimes: catalog::Lifetimes,
+    /// Render records as wire shapes, for the configured lifetimes.
+    pub presenter: Presenter,
 }
 
 #[derive(Clone)]
@@ -121,18 +122,15 @@ pub(super) fn service_envelope(err: &ServiceError, render_id: Option<&str>) -> E
 }
 
 pub(super) fn tool_error(env: Envelope) -> Result<CallToolResponse, McpError> {
-    let result: CallToolResult = from_json(wire::tool_error_result(&env, None))?;
-    Ok(CallToolResponse::Complete(result))
+    Ok(CallToolResponse::Complete(wire::tool_error_result(
+        &env, None,
+    )))
 }
 
 pub(super) fn tool_ok(text: String, structured: Value) -> Result<CallToolResponse, McpError> {
-    let result: CallToolResult = from_json(json!({
-        "resultType": "complete",
-        "isError": false,
-        "content": [{ "type": "text", "text": text }],
-        "structuredContent": structured,
-    }))?;
-    Ok(CallToolResponse::Complete(result))
+    Ok(CallToolResponse::Complete(wire::tool_ok_result(
+        text, structured,
+    )))
 }
 
 impl ServerHandler for VidforgeMcp {
@@ -346,7 +344,7 @@ impl ServerHandler for VidforgeMcp {
                     resources.push(json!({
                         "uri": uri::video_uri(&rec.id, rec.args.output_format),
                         "name": format!("{}-{}", rec.id, video_file_name),
-                        "description": format!("Rendered {resolution} {ext}; expires {}.", wire::rfc3339(self.result_expires_at(&rec))),
+                        "description": format!("Rendered {resolution} {ext}; expires {}.", wire::rfc3339(self.shared.presenter.result_expires_at(&rec))),
                         "mimeType": mime_type,
                         "size": size_bytes,
                         "annotations": { "audience": ["user"], "priority": 0.9, "lastModified": wire::rfc3339(*finished_at) }
@@ -385,7 +383,7 @@ impl ServerHandler for VidforgeMcp {
                 "uriTemplate": "vidforge://videos/{render_id}/final.{ext}",
                 "name": "render-result",
                 "title": "Rendered video",
-                "description": format!("The finished video of a render (ext: mp4, webm or mov); retained {}.", catalog::human_duration(self.shared.lifetimes.result_ttl)),
+                "description": format!("The finished video of a render (ext: mp4, webm or mov); retained {}.", catalog::human_duration(self.shared.presenter.lifetimes().result_ttl)),
             }),
             json!({
                 "uriTemplate": "vidforge://renders/{render_id}/watermark-preview.png",

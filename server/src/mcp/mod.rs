@@ -61,7 +61,7 @@ pub fn router(service: RenderService, config: &Config, extensions: Extensions) -
     let shared = Arc::new(McpShared {
         capabilities_summary: capabilities::summary(&lifetimes),
         tools: tools::tool_definitions(&lifetimes),
-        lifetimes,
+        presenter: presentation::Presenter::new(lifetimes, config.base_url()),
         extensions,
         service,
     });

@@ -1,120 +1,223 @@
-//! Presentation: a render record as the MCP wire shapes (task fields, status messages,
-//! terminal tool results, the fallback status) for the handler, `tasks/*` and `listen`.
+//! Presentation: a render record as the MCP wire shapes, for the tool calls, `tasks/*` and
+//! `listen`. Typed: rmcp's [`Task`], [`DetailedTask`] and [`CallToolResult`], and our own
+//! serde structs for the shapes rmcp does not know (the structured results, the fallback
+//! status), so a wrong shape is a compile error, not a run-time `from_json` failure.
+//!
+//! Pure: a [`Presenter`] holds what the shapes need beside the record (the configured
+//! [`Lifetimes`] and the public base URL) and nothing else; it reads no clock and no store.
+//! The store knows no MCP names: the task status of a [`RenderState`] is mapped here
+//! ([`task_status`]).
 
-use rmcp::ErrorData as McpError;
-use rmcp::model::ErrorCode as RpcCode;
-use serde_json::{Value, json};
+use rmcp::model::{
+    Annotations, CallToolResult, ContentBlock, DetailedTask, JsonObject, MetaObject, Resource,
+    Role, Task, TaskPayload, TaskStatus,
+};
+use serde::Serialize;
+use serde_json::Value;
 
-use crate::catalog::{self, ErrorCode};
-use crate::error::ServiceError;
+use crate::catalog::{self, ErrorCode, Lifetimes};
+use crate::envelope::{Envelope, RepairContext, default_repair};
 use crate::store::{Outcome, RenderRecord, RenderState};
 use crate::uri;
 
 use super::tools;
 use super::wire;
-use crate::envelope::{Envelope, RepairContext, default_repair};
 
-use super::handler::*;
+/// `_meta` key of a result link's HTTP download URL.
+pub const DOWNLOAD_URL_META: &str = "com.vidforge/download_url";
 
-impl VidforgeMcp {
-    pub(super) fn task_expired(&self, rec: &RenderRecord) -> bool {
-        self.shared.service.task_expired(rec)
+/// The native task `status` of a render: tool-level failures are `completed` (delivery, not
+/// success); `failed` is for JSON-RPC faults and never comes from a render record.
+pub fn task_status(state: RenderState) -> TaskStatus {
+    match state {
+        RenderState::Queued | RenderState::Rendering | RenderState::Previewing => {
+            TaskStatus::Working
+        }
+        RenderState::AwaitingApproval => TaskStatus::InputRequired,
+        RenderState::Succeeded | RenderState::Failed => TaskStatus::Completed,
+        RenderState::Cancelled => TaskStatus::Cancelled,
+    }
+}
+
+/// The result fields of a succeeded render, shared by its `structuredContent` and the
+/// fallback status.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ResultFields {
+    pub video_uri: String,
+    pub duration_seconds: f64,
+    pub size_bytes: u64,
+    pub resolution: String,
+    pub watermark_applied: bool,
+}
+
+/// `structuredContent` of a succeeded render's tool result.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CompletedResult {
+    /// Always `completed`.
+    pub status: &'static str,
+    #[serde(flatten)]
+    pub fields: ResultFields,
+    pub expires_at: String,
+}
+
+/// The text summary of a succeeded render (the first content block, as JSON text).
+#[derive(Serialize)]
+struct CompletedSummary<'a> {
+    status: &'static str,
+    video_uri: &'a str,
+    duration_seconds: f64,
+    size_bytes: u64,
+}
+
+/// A `follow_up`: the tool call that is the natural next step, callable as-is.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FollowUp {
+    pub next_step: &'static str,
+    pub tool: &'static str,
+    pub arguments: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alternative: Option<&'static str>,
+}
+
+/// `vidforge_get_render_status` output (its `outputSchema` is in [`tools`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FallbackStatus {
+    pub render_id: String,
+    pub state: &'static str,
+    pub terminal: bool,
+    pub poll_after_ms: u64,
+    pub status_message: String,
+    pub expires_at: String,
+    pub terminal_states: &'static [&'static str],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub watermark_preview_uri: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub follow_up: Option<FollowUp>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub result: Option<ResultFields>,
+    /// On `failed`: the whole §6 envelope.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<Value>,
+}
+
+/// `structuredContent` of the fallback render call's `accepted` answer.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Accepted {
+    /// Always `accepted`.
+    pub status: &'static str,
+    pub render_id: String,
+    pub state: &'static str,
+    pub poll_after_ms: u64,
+    pub expires_at: String,
+    pub follow_up: FollowUp,
+}
+
+/// Builds the wire shapes of render records for one deployment.
+#[derive(Clone, Debug)]
+pub struct Presenter {
+    lifetimes: Lifetimes,
+    base_url: String,
+}
+
+impl Presenter {
+    /// `lifetimes` as configured; `base_url` is where the HTTP routes answer
+    /// (`Config::base_url`).
+    pub fn new(lifetimes: Lifetimes, base_url: impl Into<String>) -> Self {
+        Presenter {
+            lifetimes,
+            base_url: base_url.into(),
+        }
     }
 
-    pub(super) fn result_expires_at(&self, rec: &RenderRecord) -> u64 {
-        self.shared.service.result_expires_at(rec)
+    /// The configured lifetimes.
+    pub fn lifetimes(&self) -> &Lifetimes {
+        &self.lifetimes
     }
 
-    /// The principal's newest renders (at most [`super::MAX_LISTED_RENDERS`]).
-    pub(super) fn recent_renders(&self, principal: &str) -> Vec<RenderRecord> {
-        let mut recs: Vec<RenderRecord> = self
-            .shared
-            .service
-            .store()
-            .renders()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|r| r.principal == principal && !r.result_deleted)
-            .collect();
-        recs.sort_by_key(|r| std::cmp::Reverse(r.created_at));
-        recs.truncate(super::MAX_LISTED_RENDERS);
-        recs
+    /// Unix ms when the result and the status of `rec` expire.
+    pub fn result_expires_at(&self, rec: &RenderRecord) -> u64 {
+        rec.result_expires_at(self.lifetimes.result_ttl)
     }
 
-    /// The inline CallToolResult of a terminal-success or tool-error render.
-    pub(super) fn terminal_tool_result(&self, rec: &RenderRecord) -> Option<Value> {
-        match &rec.outcome {
-            Some(Outcome::Success {
+    /// The HTTP download URL of a render's video.
+    pub fn download_url(&self, rec: &RenderRecord) -> String {
+        uri::download_url(&self.base_url, &rec.id, rec.args.output_format)
+    }
+
+    /// The inline `CallToolResult` of a terminal-success or tool-error render (`None` before
+    /// that, and for cancelled renders).
+    pub fn terminal_tool_result(&self, rec: &RenderRecord) -> Option<CallToolResult> {
+        match rec.outcome.as_ref()? {
+            Outcome::Success {
                 video_file_name,
                 mime_type,
-                size_bytes,
-                duration_seconds,
-                resolution,
-                watermark_applied,
                 finished_at,
                 ..
-            }) => {
-                let ext = rec.args.output_format.extension();
-                let uri = uri::video_uri(&rec.id, rec.args.output_format);
-                let mime = mime_type.as_str();
-                let summary = json!({
-                    "status": "completed",
-                    "video_uri": uri,
-                    "duration_seconds": duration_seconds,
-                    "size_bytes": size_bytes,
+            } => {
+                let fields = result_fields(rec)?;
+                let summary = to_json_text(&CompletedSummary {
+                    status: "completed",
+                    video_uri: &fields.video_uri,
+                    duration_seconds: fields.duration_seconds,
+                    size_bytes: fields.size_bytes,
                 });
-                let wm = if *watermark_applied {
+                let wm = if fields.watermark_applied {
                     "with approved watermark"
                 } else {
                     "without watermark"
                 };
-                Some(json!({
-                    "resultType": "complete",
-                    "isError": false,
-                    "content": [
-                        { "type": "text", "text": summary.to_string() },
-                        {
-                            "type": "resource_link",
-                            "uri": uri,
-                            "name": video_file_name,
-                            "description": format!("Rendered {resolution} {ext} {wm}; retained {}.", catalog::human_duration(self.shared.lifetimes.result_ttl)),
-                            "mimeType": mime,
-                            "size": size_bytes,
-                            "annotations": { "audience": ["user"], "priority": 0.9, "lastModified": wire::rfc3339(*finished_at) },
-                            "_meta": { "com.vidforge/download_url": self.shared.service.download_url(rec) }
-                        }
-                    ],
-                    "structuredContent": {
-                        "status": "completed",
-                        "video_uri": uri,
-                        "duration_seconds": duration_seconds,
-                        "size_bytes": size_bytes,
-                        "resolution": resolution,
-                        "watermark_applied": watermark_applied,
-                        "expires_at": wire::rfc3339(self.result_expires_at(rec)),
-                    }
-                }))
+                let mut meta = JsonObject::new();
+                meta.insert(DOWNLOAD_URL_META.into(), self.download_url(rec).into());
+                let mut link = Resource::new(fields.video_uri.clone(), video_file_name.clone());
+                link.description = Some(format!(
+                    "Rendered {} {} {wm}; retained {}.",
+                    fields.resolution,
+                    rec.args.output_format.extension(),
+                    catalog::human_duration(self.lifetimes.result_ttl)
+                ));
+                link.mime_type = Some(mime_type.clone());
+                link.size = Some(fields.size_bytes);
+                link.meta = Some(MetaObject(meta));
+                let mut annotations = Annotations::default()
+                    .with_audience(vec![Role::User])
+                    .with_priority(0.9);
+                annotations.last_modified = Some(wire::rfc3339(*finished_at));
+                link.annotations = Some(annotations);
+                let structured = CompletedResult {
+                    status: "completed",
+                    fields,
+                    expires_at: wire::rfc3339(self.result_expires_at(rec)),
+                };
+                let mut result = CallToolResult::success(vec![
+                    ContentBlock::text(summary),
+                    ContentBlock::resource_link(link),
+                ]);
+                result.structured_content = Some(to_value(&structured));
+                Some(result)
             }
-            Some(Outcome::Error { .. }) => {
+            Outcome::Error { .. } => {
                 let env = Envelope::from_record(rec)?;
                 let text = match env.code {
                     ErrorCode::WatermarkRejected => format!(
-                        "User rejected the watermark{}. Adjust `watermark` and re-call vidforge_render_video.",
+                        "User rejected the watermark{}. Adjust `watermark` and re-call {}.",
                         env.details
                             .get("reason")
                             .and_then(Value::as_str)
                             .map(|r| format!(" ({r})"))
-                            .unwrap_or_default()
+                            .unwrap_or_default(),
+                        tools::RENDER_VIDEO
                     ),
                     _ => format!("Render ended with {}: {}", env.code, env.message),
                 };
                 Some(wire::tool_error_result(&env, Some(text)))
             }
-            None => None,
         }
     }
 
-    pub(super) fn progress_text(rec: &RenderRecord) -> String {
+    /// The status message of a rendering render: stage, percentage and frame.
+    pub fn progress_text(rec: &RenderRecord) -> String {
         match &rec.progress {
             Some(p) => match p.frames_total {
                 Some(total) if total > 0 => format!(
@@ -130,13 +233,15 @@ impl VidforgeMcp {
         }
     }
 
-    pub(super) fn status_message(&self, rec: &RenderRecord, elicitation_form: bool) -> String {
+    /// The task's `statusMessage`; while awaiting approval it says how to decide (the
+    /// approval tool unless the request declared form elicitation).
+    pub fn status_message(&self, rec: &RenderRecord, elicitation_form: bool) -> String {
         match rec.state {
             RenderState::Queued => "Render queued; encoding starts shortly.".into(),
             RenderState::Previewing => "Preparing the watermark preview.".into(),
             RenderState::Rendering => Self::progress_text(rec),
             RenderState::AwaitingApproval => {
-                let timeout = catalog::human_duration(self.shared.lifetimes.approval_timeout);
+                let timeout = catalog::human_duration(self.lifetimes.approval_timeout);
                 let base = format!(
                     "Waiting for user approval of the watermark preview at {}. Unanswered approvals time out after {timeout}.",
                     uri::preview_uri(&rec.id)
@@ -163,62 +268,69 @@ impl VidforgeMcp {
     }
 
     /// The task fields (no status payload), for `CreateTaskResult` and `tasks/get`.
-    pub(super) fn task_fields(&self, rec: &RenderRecord, elicitation_form: bool) -> Value {
-        wire::task_fields(
+    pub fn task(&self, rec: &RenderRecord, elicitation_form: bool) -> Task {
+        wire::task(
             &rec.id,
-            rec.state.task_status(),
-            &self.status_message(rec, elicitation_form),
+            task_status(rec.state),
+            self.status_message(rec, elicitation_form),
             rec.created_at,
             rec.updated_at,
-            self.shared.lifetimes.task_ttl,
+            self.lifetimes.task_ttl,
         )
     }
 
-    pub(super) fn detailed_task(&self, rec: &RenderRecord, elicitation_form: bool) -> Value {
-        let mut task = self.task_fields(rec, elicitation_form);
-        match rec.state {
-            RenderState::AwaitingApproval => {
-                let requests = match (&rec.args.watermark, elicitation_form) {
+    /// The `DetailedTask` of a render: the watermark approval request (only in a mode the
+    /// request declared: none without form elicitation), or the terminal tool result.
+    pub fn detailed_task(&self, rec: &RenderRecord, elicitation_form: bool) -> DetailedTask {
+        let task = self.task(rec, elicitation_form);
+        let payload = match task.status {
+            TaskStatus::InputRequired => {
+                let input_requests = match (&rec.args.watermark, elicitation_form) {
                     (Some(wm), true) => {
                         wire::approval_input_requests(&rec.id, &wm.position, wm.opacity)
                     }
-                    // Only modes this polling request declared may appear.
-                    _ => json!({}),
+                    _ => Default::default(),
                 };
-                task["inputRequests"] = requests;
+                TaskPayload::InputRequired { input_requests }
             }
-            RenderState::Succeeded | RenderState::Failed => {
-                if let Some(result) = self.terminal_tool_result(rec) {
-                    task["result"] = result;
-                }
-            }
-            _ => {}
-        }
-        task
+            TaskStatus::Completed => TaskPayload::Completed {
+                result: self
+                    .terminal_tool_result(rec)
+                    .map(|r| result_object(&r))
+                    .unwrap_or_default(),
+            },
+            TaskStatus::Cancelled => TaskPayload::Cancelled,
+            _ => TaskPayload::Working,
+        };
+        DetailedTask::new(task, payload)
     }
 
-    /// Fallback `vidforge_get_render_status` output.
-    pub(super) fn fallback_status(&self, rec: &RenderRecord) -> Value {
-        let (state, terminal) = (rec.state.fallback_state(), rec.is_terminal());
+    /// `vidforge_get_render_status` output.
+    pub fn fallback_status(&self, rec: &RenderRecord) -> FallbackStatus {
+        let terminal = rec.is_terminal();
         let poll_after = match rec.state {
             RenderState::AwaitingApproval => catalog::POLL_AFTER_AWAITING_FALLBACK,
             _ if terminal => std::time::Duration::ZERO,
             _ => catalog::POLL_INTERVAL_WORKING,
         };
-        let mut out = json!({
-            "render_id": rec.id,
-            "state": state,
-            "terminal": terminal,
-            "poll_after_ms": poll_after.as_millis() as u64,
-            "status_message": self.status_message(rec, false),
-            "expires_at": wire::rfc3339(self.result_expires_at(rec)),
-            "terminal_states": tools::TERMINAL_FALLBACK_STATES,
-        });
-        if let Some(progress) = rec.progress.as_ref().and_then(|p| p.fraction()) {
-            out["progress"] = json!(progress);
-        } else if terminal {
-            out["progress"] = json!(1.0);
-        }
+        let mut out = FallbackStatus {
+            render_id: rec.id.clone(),
+            state: rec.state.public_name(),
+            terminal,
+            poll_after_ms: poll_after.as_millis() as u64,
+            status_message: self.status_message(rec, false),
+            expires_at: wire::rfc3339(self.result_expires_at(rec)),
+            terminal_states: &tools::TERMINAL_FALLBACK_STATES,
+            progress: rec
+                .progress
+                .as_ref()
+                .and_then(|p| p.fraction())
+                .or(terminal.then_some(1.0)),
+            watermark_preview_uri: None,
+            follow_up: None,
+            result: None,
+            error: None,
+        };
         match rec.state {
             RenderState::AwaitingApproval => {
                 let deadline = rec
@@ -226,93 +338,381 @@ impl VidforgeMcp {
                     .as_ref()
                     .map(|a| a.deadline)
                     .unwrap_or(rec.updated_at);
-                out["status_message"] = json!(format!(
+                out.status_message = format!(
                     "Waiting for watermark approval; times out {}.",
                     wire::rfc3339(deadline)
-                ));
-                out["watermark_preview_uri"] = json!(uri::preview_uri(&rec.id));
-                out["follow_up"] = json!({
-                    "next_step": "approve_watermark",
-                    "tool": tools::APPROVE_WATERMARK,
-                    "arguments": { "render_id": rec.id, "approved": true },
-                    "alternative": "Pass approved: false with a `note` to reject; rejection ends the render."
+                );
+                out.watermark_preview_uri = Some(uri::preview_uri(&rec.id));
+                out.follow_up = Some(FollowUp {
+                    next_step: "approve_watermark",
+                    tool: tools::APPROVE_WATERMARK,
+                    arguments: serde_json::json!({ "render_id": rec.id, "approved": true }),
+                    alternative: Some(
+                        "Pass approved: false with a `note` to reject; rejection ends the render.",
+                    ),
                 });
             }
-            RenderState::Succeeded => {
-                if let Some(result) = self.terminal_tool_result(rec) {
-                    for key in [
-                        "video_uri",
-                        "duration_seconds",
-                        "size_bytes",
-                        "resolution",
-                        "watermark_applied",
-                    ] {
-                        out[key] = result["structuredContent"][key].clone();
-                    }
-                }
-            }
-            RenderState::Failed => {
-                if let Some(env) = Envelope::from_record(rec) {
-                    out["error"] = env.to_json();
-                }
-            }
+            RenderState::Succeeded => out.result = result_fields(rec),
+            RenderState::Failed => out.error = Envelope::from_record(rec).map(|e| e.to_json()),
             _ => {}
         }
         out
     }
 
-    /// The `DetailedTask` of a render (or an extension's task) the principal owns, for task
-    /// notifications.
-    pub(super) fn detailed_any(
-        &self,
-        principal: &str,
-        id: &str,
-        elicitation_form: bool,
-    ) -> Option<Value> {
-        if let Some(owner) = self.shared.extensions.task_owner(id) {
-            return owner.get_task(principal, id).ok();
+    /// The fallback render call's answer while the render runs.
+    pub fn accepted(&self, rec: &RenderRecord) -> Accepted {
+        Accepted {
+            status: "accepted",
+            render_id: rec.id.clone(),
+            state: rec.state.public_name(),
+            poll_after_ms: catalog::POLL_INTERVAL_WORKING.as_millis() as u64,
+            expires_at: wire::rfc3339(self.result_expires_at(rec)),
+            follow_up: FollowUp {
+                next_step: "poll_render_status",
+                tool: tools::GET_RENDER_STATUS,
+                arguments: serde_json::json!({ "render_id": rec.id }),
+                alternative: None,
+            },
         }
-        let rec = self.shared.service.get(principal, id).ok()?;
-        Some(self.detailed_task(&rec, elicitation_form))
     }
 
-    /// Resolves a render for a task method: unknown and other principals' ids are the same
-    /// `-32602`; an id past its task TTL is `-32602` with the `task_expired` envelope.
-    pub(super) fn task_record(&self, principal: &str, id: &str) -> Result<RenderRecord, McpError> {
-        let rec = match self.shared.service.get(principal, id) {
-            Ok(rec) => rec,
-            Err(ServiceError::NotFound) => return Err(invalid_params_unknown_task(id)),
-            Err(e) => return Err(internal(e)),
-        };
-        if self.task_expired(&rec) {
-            let env = Envelope::new(
-                ErrorCode::TaskExpired,
-                format!(
-                    "Task state was deleted after its {} TTL; render results remain reachable for {}.",
-                    catalog::human_duration(self.shared.lifetimes.task_ttl),
-                    catalog::human_duration(self.shared.lifetimes.result_ttl)
-                ),
-            )
-            .field("taskId")
-            .value(id)
-            .reason(format!(
-                "ttlMs elapsed at {}.",
-                wire::rfc3339(self.shared.service.task_expires_at(&rec))
-            ))
-            .repair(default_repair(
-                ErrorCode::TaskExpired,
-                RepairContext {
-                    render_id: Some(id),
-                    output_format: Some(rec.args.output_format),
-                    ..Default::default()
-                },
-            ));
-            return Err(McpError::new(
-                RpcCode::INVALID_PARAMS,
-                "Unknown or expired task.",
-                Some(env.to_jsonrpc_data()),
-            ));
+    /// The `task_expired` envelope of a render whose task TTL has passed (`expired_at`: Unix
+    /// ms when it did).
+    pub fn task_expired(&self, rec: &RenderRecord, expired_at: u64) -> Envelope {
+        Envelope::new(
+            ErrorCode::TaskExpired,
+            format!(
+                "Task state was deleted after its {} TTL; render results remain reachable for {}.",
+                catalog::human_duration(self.lifetimes.task_ttl),
+                catalog::human_duration(self.lifetimes.result_ttl)
+            ),
+        )
+        .field("taskId")
+        .value(&rec.id)
+        .reason(format!("ttlMs elapsed at {}.", wire::rfc3339(expired_at)))
+        .repair(default_repair(
+            ErrorCode::TaskExpired,
+            RepairContext {
+                render_id: Some(&rec.id),
+                output_format: Some(rec.args.output_format),
+                ..Default::default()
+            },
+        ))
+    }
+}
+
+/// The result fields of a succeeded render (`None` otherwise).
+fn result_fields(rec: &RenderRecord) -> Option<ResultFields> {
+    match rec.outcome.as_ref()? {
+        Outcome::Success {
+            size_bytes,
+            duration_seconds,
+            resolution,
+            watermark_applied,
+            ..
+        } => Some(ResultFields {
+            video_uri: uri::video_uri(&rec.id, rec.args.output_format),
+            duration_seconds: *duration_seconds,
+            size_bytes: *size_bytes,
+            resolution: resolution.clone(),
+            watermark_applied: *watermark_applied,
+        }),
+        Outcome::Error { .. } => None,
+    }
+}
+
+/// A wire shape as a JSON value. Through the JSON text, so that `f32` fields (annotation
+/// priorities) read as written (`0.9`), not widened (`0.8999999761581421`).
+pub fn to_value<T: Serialize>(v: &T) -> Value {
+    serde_json::to_string(v)
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or(Value::Null)
+}
+
+/// A tool result as the JSON object a task's `result` carries.
+fn result_object(result: &CallToolResult) -> JsonObject {
+    match to_value(result) {
+        Value::Object(map) => map,
+        _ => JsonObject::default(),
+    }
+}
+
+fn to_json_text<T: Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::{
+        Approval, OutputFormat, ProgressSnapshot, ProgressStage, RenderArgs, Resolution,
+        WatermarkArgs,
+    };
+
+    const T0: u64 = 1_780_000_000_000;
+
+    fn presenter() -> Presenter {
+        Presenter::new(
+            Lifetimes {
+                task_ttl: Duration::from_secs(2 * 3600),
+                result_ttl: Duration::from_secs(3 * 86_400),
+                idempotency_ttl: Duration::from_secs(3600),
+                approval_timeout: Duration::from_secs(45 * 60),
+            },
+            "http://127.0.0.1:9999",
+        )
+    }
+
+    fn record(state: RenderState) -> RenderRecord {
+        RenderRecord {
+            id: "task_01JABCDEFGHJKMNPQRSTVWXYZ0".into(),
+            principal: "alice".into(),
+            args: RenderArgs {
+                source_asset: "a_1".into(),
+                output_format: OutputFormat::Webm,
+                resolution: Resolution::P720,
+                watermark: Some(WatermarkArgs {
+                    image_asset: "a_2".into(),
+                    position: "top_left".into(),
+                    opacity: 0.5,
+                }),
+                idempotency_key: None,
+            },
+            original_arguments: json!({}),
+            state,
+            progress: None,
+            created_at: T0,
+            updated_at: T0 + 1_000,
+            approval: None,
+            preview_path: None,
+            outcome: None,
+            cancel_requested: false,
+            finished_at: None,
+            result_deleted: false,
+            attempts: 0,
         }
-        Ok(rec)
+    }
+
+    fn succeeded() -> RenderRecord {
+        let mut rec = record(RenderState::Succeeded);
+        rec.finished_at = Some(T0 + 60_000);
+        rec.outcome = Some(Outcome::Success {
+            video_path: PathBuf::from("/data/final.webm"),
+            video_file_name: "final.webm".into(),
+            mime_type: "video/webm".into(),
+            size_bytes: 123_456,
+            duration_seconds: 2.5,
+            width: 1280,
+            height: 720,
+            resolution: "720p".into(),
+            watermark_applied: true,
+            finished_at: T0 + 60_000,
+            backend: "cpu".into(),
+            frames: 75,
+            fps: 30.0,
+        });
+        rec
+    }
+
+    fn json_of<T: Serialize>(v: &T) -> Value {
+        serde_json::from_str(&serde_json::to_string(v).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_running_render_is_a_working_task_with_the_configured_ttl() {
+        let mut rec = record(RenderState::Rendering);
+        rec.progress = Some(ProgressSnapshot::new(
+            ProgressStage::Rendering,
+            30,
+            Some(120),
+        ));
+        let task = json_of(&presenter().detailed_task(&rec, true));
+        assert_eq!(task["taskId"], rec.id.as_str());
+        assert_eq!(task["status"], "working");
+        assert_eq!(task["statusMessage"], "Rendering: 25% (frame 30/120).");
+        assert_eq!(task["ttlMs"], 2 * 3600 * 1000);
+        assert_eq!(task["pollIntervalMs"], wire::poll_interval_ms(true));
+        assert_eq!(task["createdAt"], wire::rfc3339(T0));
+        assert!(task.get("result").is_none() && task.get("inputRequests").is_none());
+    }
+
+    #[test]
+    fn awaiting_approval_asks_only_in_a_declared_mode() {
+        let mut rec = record(RenderState::AwaitingApproval);
+        rec.approval = Some(Approval {
+            decision: None,
+            requested_at: T0,
+            deadline: T0 + 45 * 60_000,
+        });
+        let p = presenter();
+        let with_form = json_of(&p.detailed_task(&rec, true));
+        assert_eq!(with_form["status"], "input_required");
+        let request = &with_form["inputRequests"][wire::APPROVAL_INPUT_KEY];
+        assert_eq!(request["method"], "elicitation/create");
+        assert!(
+            with_form["statusMessage"]
+                .as_str()
+                .unwrap()
+                .contains("45 minutes")
+        );
+        let without = json_of(&p.detailed_task(&rec, false));
+        assert_eq!(without["inputRequests"], json!({}));
+        let message = without["statusMessage"].as_str().unwrap();
+        assert!(message.contains(tools::APPROVE_WATERMARK), "{message}");
+
+        let status = json_of(&p.fallback_status(&rec));
+        assert_eq!(status["state"], "awaiting_watermark_approval");
+        assert_eq!(
+            status["poll_after_ms"],
+            catalog::POLL_AFTER_AWAITING_FALLBACK.as_millis() as u64
+        );
+        assert_eq!(status["follow_up"]["tool"], tools::APPROVE_WATERMARK);
+        assert_eq!(
+            status["follow_up"]["arguments"],
+            json!({ "render_id": rec.id, "approved": true })
+        );
+        assert_eq!(
+            status["watermark_preview_uri"],
+            uri::preview_uri(&rec.id).as_str()
+        );
+        assert_eq!(
+            status["status_message"],
+            format!(
+                "Waiting for watermark approval; times out {}.",
+                wire::rfc3339(T0 + 45 * 60_000)
+            )
+        );
+    }
+
+    #[test]
+    fn a_succeeded_render_links_its_video_and_the_fallback_mirrors_it() {
+        let rec = succeeded();
+        let p = presenter();
+        let result = json_of(&p.terminal_tool_result(&rec).unwrap());
+        assert_eq!(result["isError"], false);
+        assert_eq!(result["resultType"], "complete");
+        let link = &result["content"][1];
+        assert_eq!(link["type"], "resource_link");
+        assert_eq!(
+            link["uri"],
+            uri::video_uri(&rec.id, OutputFormat::Webm).as_str()
+        );
+        assert_eq!(link["mimeType"], "video/webm");
+        assert_eq!(link["size"], 123_456);
+        assert_eq!(link["annotations"]["priority"], 0.9);
+        assert_eq!(link["annotations"]["audience"], json!(["user"]));
+        assert_eq!(
+            link["_meta"][DOWNLOAD_URL_META],
+            format!("http://127.0.0.1:9999/videos/{}/final.webm", rec.id)
+        );
+        assert_eq!(
+            link["description"],
+            "Rendered 720p webm with approved watermark; retained 3 days."
+        );
+        let summary: Value =
+            serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+        assert_eq!(summary["status"], "completed");
+        let structured = &result["structuredContent"];
+        assert_eq!(structured["resolution"], "720p");
+        assert_eq!(structured["watermark_applied"], true);
+        assert_eq!(
+            structured["expires_at"],
+            wire::rfc3339(T0 + 60_000 + 3 * 86_400_000)
+        );
+
+        // The task carries the same result, priorities as written.
+        let task = json_of(&p.detailed_task(&rec, false));
+        assert_eq!(task["status"], "completed");
+        assert_eq!(task["result"], result);
+
+        let status = json_of(&p.fallback_status(&rec));
+        assert_eq!(status["terminal"], true);
+        assert_eq!(status["progress"], 1.0);
+        assert_eq!(status["poll_after_ms"], 0);
+        for key in [
+            "video_uri",
+            "duration_seconds",
+            "size_bytes",
+            "resolution",
+            "watermark_applied",
+        ] {
+            assert_eq!(status[key], structured[key], "{key}");
+        }
+        assert!(status.get("error").is_none() && status.get("follow_up").is_none());
+    }
+
+    #[test]
+    fn a_rejected_watermark_is_a_tool_error_with_the_reason() {
+        let mut rec = record(RenderState::Failed);
+        rec.finished_at = Some(T0 + 5_000);
+        rec.outcome = Some(Outcome::Error {
+            code: ErrorCode::WatermarkRejected,
+            message: "The user rejected the watermark.".into(),
+            reason: Some("too big".into()),
+            field: Some("watermark".into()),
+            retry_after_ms: None,
+        });
+        let p = presenter();
+        let result = json_of(&p.terminal_tool_result(&rec).unwrap());
+        assert_eq!(result["isError"], true);
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(text.starts_with("User rejected the watermark"), "{text}");
+        assert_eq!(result["structuredContent"]["code"], "watermark_rejected");
+        let task = json_of(&p.detailed_task(&rec, true));
+        assert_eq!(task["status"], "completed");
+        assert_eq!(task["result"]["isError"], true);
+        let status = json_of(&p.fallback_status(&rec));
+        assert_eq!(status["state"], "failed");
+        assert_eq!(status["error"]["code"], "watermark_rejected");
+        assert!(status.get("video_uri").is_none());
+    }
+
+    #[test]
+    fn cancelled_and_queued_renders_have_no_result() {
+        let p = presenter();
+        let cancelled = record(RenderState::Cancelled);
+        assert!(p.terminal_tool_result(&cancelled).is_none());
+        let task = json_of(&p.detailed_task(&cancelled, true));
+        assert_eq!(task["status"], "cancelled");
+        assert!(task.get("result").is_none());
+        let queued = json_of(&p.accepted(&record(RenderState::Queued)));
+        assert_eq!(queued["status"], "accepted");
+        assert_eq!(queued["state"], "queued");
+        assert_eq!(queued["follow_up"]["tool"], tools::GET_RENDER_STATUS);
+        assert!(queued["follow_up"].get("alternative").is_none());
+    }
+
+    #[test]
+    fn every_state_has_a_declared_fallback_state_and_task_status() {
+        for state in [
+            RenderState::Queued,
+            RenderState::Rendering,
+            RenderState::Previewing,
+            RenderState::AwaitingApproval,
+            RenderState::Succeeded,
+            RenderState::Failed,
+            RenderState::Cancelled,
+        ] {
+            assert!(tools::FALLBACK_STATES.contains(&state.public_name()));
+            assert_eq!(
+                tools::TERMINAL_FALLBACK_STATES.contains(&state.public_name()),
+                state.is_terminal()
+            );
+            assert_eq!(task_status(state).is_terminal(), state.is_terminal());
+        }
+    }
+
+    #[test]
+    fn an_expired_task_names_the_configured_ttls() {
+        let env = presenter().task_expired(&record(RenderState::Succeeded), T0 + 7_200_000);
+        assert_eq!(env.code, ErrorCode::TaskExpired);
+        assert!(env.message.contains("2 hours"), "{}", env.message);
+        assert!(env.message.contains("3 days"), "{}", env.message);
     }
 }

@@ -6,7 +6,7 @@ use rmcp::model::{ErrorCode as RpcCode, ReadResourceResult};
 use serde_json::json;
 
 use crate::catalog::{self, ErrorCode};
-use crate::store::OutputFormat;
+use crate::store::{OutputFormat, RenderRecord};
 use crate::uri;
 
 use crate::envelope::{Envelope, RepairContext};
@@ -14,6 +14,22 @@ use crate::envelope::{Envelope, RepairContext};
 use super::handler::*;
 
 impl VidforgeMcp {
+    /// The principal's newest renders (at most [`super::MAX_LISTED_RENDERS`]).
+    pub(super) fn recent_renders(&self, principal: &str) -> Vec<RenderRecord> {
+        let mut recs: Vec<RenderRecord> = self
+            .shared
+            .service
+            .store()
+            .renders()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r.principal == principal && !r.result_deleted)
+            .collect();
+        recs.sort_by_key(|r| std::cmp::Reverse(r.created_at));
+        recs.truncate(super::MAX_LISTED_RENDERS);
+        recs
+    }
+
     pub(super) fn read_capabilities(&self, uri: &str) -> Result<ReadResourceResult, McpError> {
         from_json(json!({
             "resultType": "complete",
@@ -102,13 +118,13 @@ impl VidforgeMcp {
         if size > catalog::MAX_INLINE_RESOURCE_BYTES {
             let env = Envelope::new(
                 ErrorCode::ResultTooLargeToInline,
-                ErrorCode::ResultTooLargeToInline.description(&self.shared.lifetimes),
+                ErrorCode::ResultTooLargeToInline.description(self.shared.presenter.lifetimes()),
             )
             .field("uri")
             .value(uri)
             .detail(
                 "download_url",
-                json!(self.shared.service.download_url(&rec)),
+                json!(self.shared.presenter.download_url(&rec)),
             )
             .detail("size_bytes", json!(size));
             return Err(McpError::new(

@@ -6,10 +6,12 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
-use serde_json::json;
+use serde_json::{Value, json};
 
-use crate::store::RenderState;
+use crate::error::ServiceError;
+use crate::store::{RenderRecord, RenderState};
 
+use super::presentation::to_value;
 use super::wire;
 
 use super::handler::*;
@@ -28,9 +30,11 @@ impl VidforgeMcp {
             return from_json(detailed);
         }
         let rec = self.task_record(&principal, &request.task_id)?;
-        let mut detailed = self.detailed_task(&rec, declared.elicitation_form);
-        detailed["resultType"] = json!("complete");
-        from_json(detailed)
+        Ok(GetTaskResult::new(
+            self.shared
+                .presenter
+                .detailed_task(&rec, declared.elicitation_form),
+        ))
     }
 
     pub(super) async fn task_update(
@@ -106,5 +110,45 @@ impl VidforgeMcp {
             .await
             .map(|_| ())
             .map_err(internal)
+    }
+
+    /// Resolves a render for a task method: unknown and other principals' ids are the same
+    /// `-32602`; an id past its task TTL is `-32602` with the `task_expired` envelope.
+    pub(super) fn task_record(&self, principal: &str, id: &str) -> Result<RenderRecord, McpError> {
+        let service = &self.shared.service;
+        let rec = match service.get(principal, id) {
+            Ok(rec) => rec,
+            Err(ServiceError::NotFound) => return Err(invalid_params_unknown_task(id)),
+            Err(e) => return Err(internal(e)),
+        };
+        if service.task_expired(&rec) {
+            let env = self
+                .shared
+                .presenter
+                .task_expired(&rec, service.task_expires_at(&rec));
+            return Err(McpError::new(
+                RpcCode::INVALID_PARAMS,
+                "Unknown or expired task.",
+                Some(env.to_jsonrpc_data()),
+            ));
+        }
+        Ok(rec)
+    }
+
+    /// The `DetailedTask` of a render (or an extension's task) the principal owns, as wire
+    /// JSON for task notifications.
+    pub(super) fn detailed_any(
+        &self,
+        principal: &str,
+        id: &str,
+        elicitation_form: bool,
+    ) -> Option<Value> {
+        if let Some(owner) = self.shared.extensions.task_owner(id) {
+            return owner.get_task(principal, id).ok();
+        }
+        let rec = self.shared.service.get(principal, id).ok()?;
+        Some(to_value(
+            &self.shared.presenter.detailed_task(&rec, elicitation_form),
+        ))
     }
 }

@@ -4,11 +4,11 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResponse, CreateTaskResult};
 use serde_json::{Value, json};
 
-use crate::catalog::{self, ErrorCode};
+use crate::catalog::ErrorCode;
 use crate::store::{RenderArgs, RenderState};
 
+use super::presentation::to_value;
 use super::tools;
-use super::wire;
 use crate::envelope::{Envelope, Repair};
 
 use super::handler::*;
@@ -34,27 +34,24 @@ impl VidforgeMcp {
             Err(e) => return tool_error(service_envelope(&e, None)),
         };
         let rec = outcome.record;
+        let presenter = &self.shared.presenter;
         if declared.tasks {
-            let task: CreateTaskResult = from_json({
-                let mut t = self.task_fields(&rec, declared.elicitation_form);
-                t["resultType"] = json!("task");
-                t
-            })?;
-            return Ok(CallToolResponse::Task(task));
+            let task = presenter.task(&rec, declared.elicitation_form);
+            return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
         }
         // Fallback path: never block; answer with the accepted envelope (or, on an
         // idempotent replay of a finished render, its terminal result).
         match rec.state {
             RenderState::Succeeded | RenderState::Failed => {
-                let result = self
+                let result = presenter
                     .terminal_tool_result(&rec)
                     .ok_or_else(|| internal("terminal render without an outcome"))?;
-                Ok(CallToolResponse::Complete(from_json(result)?))
+                Ok(CallToolResponse::Complete(result))
             }
             RenderState::Cancelled => tool_error(
                 Envelope::new(
                     ErrorCode::RenderCancelled,
-                    ErrorCode::RenderCancelled.description(&self.shared.lifetimes),
+                    ErrorCode::RenderCancelled.description(self.shared.presenter.lifetimes()),
                 )
                 .field("idempotency_key")
                 .repair(Some(
@@ -62,28 +59,14 @@ impl VidforgeMcp {
                         .alternative("Pass a new idempotency_key to start a fresh render."),
                 )),
             ),
-            _ => {
-                let state = rec.state.fallback_state();
-                tool_ok(
-                    format!(
-                        "Render accepted as {}; poll {}.",
-                        rec.id,
-                        tools::GET_RENDER_STATUS
-                    ),
-                    json!({
-                        "status": "accepted",
-                        "render_id": rec.id,
-                        "state": state,
-                        "poll_after_ms": catalog::POLL_INTERVAL_WORKING.as_millis() as u64,
-                        "expires_at": wire::rfc3339(self.result_expires_at(&rec)),
-                        "follow_up": {
-                            "next_step": "poll_render_status",
-                            "tool": tools::GET_RENDER_STATUS,
-                            "arguments": { "render_id": rec.id }
-                        }
-                    }),
-                )
-            }
+            _ => tool_ok(
+                format!(
+                    "Render accepted as {}; poll {}.",
+                    rec.id,
+                    tools::GET_RENDER_STATUS
+                ),
+                to_value(&presenter.accepted(&rec)),
+            ),
         }
     }
 
@@ -98,12 +81,8 @@ impl VidforgeMcp {
         };
         match self.shared.service.get(principal, &id) {
             Ok(rec) => {
-                let status = self.fallback_status(&rec);
-                let text = status["status_message"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                tool_ok(text, status)
+                let status = self.shared.presenter.fallback_status(&rec);
+                tool_ok(status.status_message.clone(), to_value(&status))
             }
             Err(e) => tool_error(service_envelope(&e, Some(&id))),
         }
@@ -125,7 +104,7 @@ impl VidforgeMcp {
             .await
         {
             Ok(outcome) => {
-                let state = outcome.record.state.fallback_state();
+                let state = outcome.record.state.public_name();
                 let verb = if approved { "approved" } else { "rejected" };
                 tool_ok(
                     format!(
@@ -156,7 +135,7 @@ impl VidforgeMcp {
         match self.shared.service.cancel(principal, &id).await {
             Ok(rec) => {
                 let state = if rec.is_terminal() {
-                    rec.state.fallback_state()
+                    rec.state.public_name()
                 } else {
                     "cancelling"
                 };

@@ -1,6 +1,7 @@
 //! MCP-specific wire helpers built from render records. The error envelope itself lives in
 //! [`crate::envelope`] (shared with the HTTP routes).
 
+use rmcp::model::{CallToolResult, ContentBlock, InputRequests, Task, TaskStatus};
 use serde_json::{Value, json};
 
 use crate::catalog;
@@ -21,25 +22,20 @@ pub fn poll_interval_ms(working: bool) -> u64 {
     }
 }
 
-/// The `Task` fields every task carries, render or job (`CreateTaskResult`, `tasks/get`,
+/// The `Task` every task carries, render or job (`CreateTaskResult`, `tasks/get`,
 /// `notifications/tasks`).
-pub fn task_fields(
+pub fn task(
     id: &str,
-    status: &str,
-    status_message: &str,
+    status: TaskStatus,
+    status_message: impl Into<String>,
     created_at: u64,
     updated_at: u64,
     ttl: std::time::Duration,
-) -> Value {
-    json!({
-        "taskId": id,
-        "status": status,
-        "statusMessage": status_message,
-        "createdAt": rfc3339(created_at),
-        "lastUpdatedAt": rfc3339(updated_at),
-        "ttlMs": ttl.as_millis() as u64,
-        "pollIntervalMs": poll_interval_ms(status == "working"),
-    })
+) -> Task {
+    Task::new(id, status, rfc3339(created_at), rfc3339(updated_at))
+        .with_status_message(status_message)
+        .with_ttl_ms(ttl.as_millis() as u64)
+        .with_poll_interval_ms(poll_interval_ms(status == TaskStatus::Working))
 }
 
 /// A form-mode `elicitation/create` input request asking for an object with `properties`.
@@ -54,32 +50,36 @@ pub fn form_elicitation(message: &str, properties: Value, required: &[&str]) -> 
     })
 }
 
-/// A complete `isError: true` CallToolResult as wire JSON (envelope in `structuredContent`).
-pub fn tool_error_result(env: &Envelope, text: Option<String>) -> Value {
+/// A complete `isError: true` CallToolResult (envelope in `structuredContent`).
+pub fn tool_error_result(env: &Envelope, text: Option<String>) -> CallToolResult {
     let text = text.unwrap_or_else(|| format!("{}: {}", env.code, env.message));
-    json!({
-        "resultType": "complete",
-        "isError": true,
-        "content": [{ "type": "text", "text": text }],
-        "structuredContent": env.to_json(),
-    })
+    let mut result = CallToolResult::error(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(env.to_json());
+    result
 }
 
-/// The form elicitation asking for watermark approval.
-pub fn approval_input_requests(id: &str, position: &str, opacity: f64) -> Value {
-    json!({
-        APPROVAL_INPUT_KEY: form_elicitation(
-            &format!(
-                "Approve this watermark? Preview: {} ({position}, opacity {opacity}). Rejecting ends the render.",
-                crate::uri::preview_uri(id)
-            ),
-            json!({
-                "approved": { "type": "boolean", "description": "true to continue the render with this watermark; false to reject and end it." },
-                "note": { "type": "string", "description": "Optional reason or requested adjustment when rejecting." }
-            }),
-            &["approved"],
-        )
-    })
+/// A complete successful CallToolResult: `text` for people, `structured` for programs.
+pub fn tool_ok_result(text: impl Into<String>, structured: Value) -> CallToolResult {
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(structured);
+    result
+}
+
+/// The form elicitation asking for watermark approval, keyed [`APPROVAL_INPUT_KEY`].
+pub fn approval_input_requests(id: &str, position: &str, opacity: f64) -> InputRequests {
+    let request = form_elicitation(
+        &format!(
+            "Approve this watermark? Preview: {} ({position}, opacity {opacity}). Rejecting ends the render.",
+            crate::uri::preview_uri(id)
+        ),
+        json!({
+            "approved": { "type": "boolean", "description": "true to continue the render with this watermark; false to reject and end it." },
+            "note": { "type": "string", "description": "Optional reason or requested adjustment when rejecting." }
+        }),
+        &["approved"],
+    );
+    // rmcp's typed request, read from the wire shape above (a fixed, valid elicitation).
+    serde_json::from_value(json!({ APPROVAL_INPUT_KEY: request })).unwrap_or_default()
 }
 
 /// Checks that `response` can answer an input request of `method` (MRTR `inputResponses`,
@@ -112,7 +112,7 @@ mod tests {
     #[test]
     fn error_results_carry_the_envelope() {
         let env = Envelope::new(ErrorCode::RenderQuotaExceeded, "busy").retry_after(Some(30_000));
-        let r = tool_error_result(&env, None);
+        let r = serde_json::to_value(tool_error_result(&env, None)).unwrap();
         assert_eq!(r["isError"], true);
         assert_eq!(r["structuredContent"]["code"], "render_quota_exceeded");
         assert_eq!(r["structuredContent"]["retry_after_ms"], 30_000);
@@ -134,7 +134,7 @@ mod tests {
 
     #[test]
     fn approval_request_is_a_form_elicitation() {
-        let r = approval_input_requests("task_1", "top_left", 0.6);
+        let r = serde_json::to_value(approval_input_requests("task_1", "top_left", 0.6)).unwrap();
         let req = &r[APPROVAL_INPUT_KEY];
         assert_eq!(req["method"], "elicitation/create");
         assert_eq!(

@@ -343,11 +343,10 @@ impl RenderService {
 
     /// Download URL of a succeeded render's video (`<base>/videos/<id>/final.<ext>`).
     pub fn download_url(&self, rec: &RenderRecord) -> String {
-        format!(
-            "{}/videos/{}/{}",
-            self.shared.config.base_url(),
-            rec.id,
-            crate::uri::final_file_name(rec.args.output_format)
+        crate::uri::download_url(
+            &self.shared.config.base_url(),
+            &rec.id,
+            rec.args.output_format,
         )
     }
 

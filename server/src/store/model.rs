@@ -130,26 +130,16 @@ impl RenderState {
         }
     }
 
-    /// The fallback tool's `state` (`queued | rendering | awaiting_watermark_approval |
-    /// succeeded | failed | cancelled`); previewing reads as rendering.
-    pub fn fallback_state(self) -> &'static str {
+    /// The state as clients read it, in error messages, the fallback status tool and the
+    /// HTTP routes (`queued | rendering | awaiting_watermark_approval | succeeded | failed |
+    /// cancelled`, the contract's render states); previewing reads as rendering.
+    pub fn public_name(self) -> &'static str {
         match self {
             RenderState::Queued => "queued",
             RenderState::Rendering | RenderState::Previewing => "rendering",
             RenderState::AwaitingApproval => "awaiting_watermark_approval",
             RenderState::Succeeded => "succeeded",
             RenderState::Failed => "failed",
-            RenderState::Cancelled => "cancelled",
-        }
-    }
-
-    /// The native task `status`: tool-level failures are `completed` (delivery, not success);
-    /// `failed` is for JSON-RPC faults and never comes from a render record.
-    pub fn task_status(self) -> &'static str {
-        match self {
-            RenderState::Queued | RenderState::Rendering | RenderState::Previewing => "working",
-            RenderState::AwaitingApproval => "input_required",
-            RenderState::Succeeded | RenderState::Failed => "completed",
             RenderState::Cancelled => "cancelled",
         }
     }
