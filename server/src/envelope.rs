@@ -235,6 +235,7 @@ impl Envelope {
             reason,
             field,
             retry_after_ms,
+            temporary,
         }) = &rec.outcome
         else {
             return None;
@@ -246,6 +247,9 @@ impl Envelope {
         }
         if let Some(r) = reason {
             env = env.reason(r.clone());
+        }
+        if let Some(t) = temporary {
+            env.temporary = *t;
         }
         Some(
             env.retry_after(*retry_after_ms)

@@ -51,13 +51,26 @@ pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
             shared.index(&rec);
             continue;
         }
+        let max_crashes = shared.config.max_render_crashes;
         let updated = shared.update(&rec.id, |r| {
             if r.is_terminal() {
                 return Ok(Change::Keep(()));
             }
+            // Claimed by a worker and never finished nor handed back at a clean shutdown: the
+            // attempt ended with the process.
+            let crashed = matches!(r.state, RenderState::Rendering | RenderState::Previewing);
+            if crashed {
+                r.crashes += 1;
+            }
             if r.cancel_requested {
                 r.state = RenderState::Cancelled;
                 r.finished_at = Some(now);
+            } else if crashed && r.crashes >= max_crashes {
+                tracing::error!(render_id = %r.id, crashes = r.crashes, "render ended the server process too often; failing it instead of restarting it");
+                r.state = RenderState::Failed;
+                r.progress = None;
+                r.finished_at = Some(now);
+                r.outcome = Some(crash_loop_outcome(r.crashes));
             } else {
                 r.state = RenderState::Queued;
                 r.progress = None;
@@ -90,6 +103,24 @@ pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
     expire_due_approvals(shared)?;
     sweep(shared)?;
     Ok(())
+}
+
+/// How a render that kept ending the server process ends: `render_failed`, not temporary
+/// (the same attempt would end the same way).
+fn crash_loop_outcome(crashes: u32) -> Outcome {
+    Outcome::Error {
+        code: ErrorCode::RenderFailed,
+        message: format!(
+            "The render was stopped: {crashes} attempts ended the server process before they \
+             finished (a crash, an abort or an out-of-memory kill), so it is not restarted again."
+        ),
+        reason: Some(format!(
+            "{crashes} attempts were found unfinished at server start"
+        )),
+        field: None,
+        retry_after_ms: None,
+        temporary: Some(false),
+    }
 }
 
 pub(crate) fn spawn_maintenance(shared: &Arc<Shared>) -> Result<JoinHandle<()>, ServiceError> {
@@ -157,6 +188,7 @@ pub(crate) fn expire_due_approvals(shared: &Shared) -> Result<usize, ServiceErro
                 )),
                 field: Some("watermark".into()),
                 retry_after_ms: None,
+                temporary: None,
             });
             Ok(Change::Write(true))
         })?;

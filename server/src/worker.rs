@@ -339,6 +339,15 @@ fn run_render(
                 .get_render(id)?
                 .is_some_and(|r| r.cancel_requested);
             if shared.shutdown.load(Ordering::SeqCst) && !user_cancel {
+                // Handed back durably, so boot recovery does not count a crash.
+                shared.update_durable(id, |r| {
+                    if r.state != RenderState::Rendering {
+                        return Ok(Change::Keep(()));
+                    }
+                    r.state = RenderState::Queued;
+                    r.progress = None;
+                    Ok(Change::Write(()))
+                })?;
                 tracing::info!(render_id = %id, "render interrupted by shutdown; it resumes on the next start");
                 return Ok(());
             }
@@ -392,6 +401,7 @@ pub fn failure_outcome(e: &EngineError) -> Outcome {
             _ => None,
         },
         retry_after_ms: None,
+        temporary: None,
     }
 }
 

@@ -140,6 +140,32 @@ impl Server {
         }
     }
 
+    /// SIGTERM, then waits (bounded) for the graceful exit: what an operator's stop looks like.
+    pub fn terminate(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("vidforge serve did not stop on SIGTERM:\n{}", self.log());
+        }
+    }
+
+    /// Starts the server again on the same port and data dir (after [`Server::kill9`] or
+    /// [`Server::terminate`]; a running server is killed first).
+    pub fn start_again(&mut self) {
+        self.kill9();
+        self.spawn();
+    }
+
     /// Starts the server again on the same port and data dir.
     pub fn restart(&mut self) {
         self.kill9();

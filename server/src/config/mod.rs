@@ -7,6 +7,7 @@
 //! render_slots = 1
 //! per_principal_concurrent = 2
 //! queue_capacity = 32
+//! max_render_crashes = 3      # attempts that may end the process before a render fails
 //! max_upload_bytes = "2GiB"
 //! approval_timeout = "30m"
 //! task_ttl = "24h"
@@ -50,6 +51,8 @@ pub const DEFAULT_MAX_UPLOAD_BYTES: u64 = 2 * 1024 * 1024 * 1024;
 pub const DEFAULT_PER_PRINCIPAL_CONCURRENT: usize = 2;
 /// Default number of renders that may wait for a worker.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 32;
+/// Default [`Config::max_render_crashes`].
+pub const DEFAULT_MAX_RENDER_CRASHES: u32 = 3;
 /// Default interval of the approval-deadline check.
 pub const DEFAULT_TICK_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a tombstone of an expired result is kept after its files are deleted, so a late
@@ -94,6 +97,10 @@ pub struct Config {
     pub per_principal_concurrent: usize,
     /// Renders that may wait for a free worker, beyond the ones running.
     pub queue_capacity: usize,
+    /// Attempts of one render that may end with the server process (a crash, an abort, an
+    /// out-of-memory kill) before boot recovery ends it as `render_failed` instead of
+    /// restarting it again: no crash loops.
+    pub max_render_crashes: u32,
     /// Largest accepted upload.
     pub max_upload_bytes: u64,
     /// How long a watermark preview waits for a decision.
@@ -132,6 +139,7 @@ impl Config {
             render_slots: default_render_slots(),
             per_principal_concurrent: DEFAULT_PER_PRINCIPAL_CONCURRENT,
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
+            max_render_crashes: DEFAULT_MAX_RENDER_CRASHES,
             max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
             approval_timeout: catalog::APPROVAL_TIMEOUT,
             task_ttl: catalog::TASK_TTL,
@@ -192,6 +200,7 @@ impl Config {
             f.per_principal_concurrent,
         );
         set(&mut self.queue_capacity, f.queue_capacity);
+        set(&mut self.max_render_crashes, f.max_render_crashes);
         if let Some(v) = f.max_upload_bytes {
             self.max_upload_bytes = v.bytes("max_upload_bytes")?;
         }
@@ -248,6 +257,7 @@ impl Config {
             a.per_principal_concurrent,
         );
         set(&mut self.queue_capacity, a.queue_capacity);
+        set(&mut self.max_render_crashes, a.max_render_crashes);
         if let Some(v) = &a.max_upload_bytes {
             self.max_upload_bytes = parse_bytes(v, "max_upload_bytes")?;
         }
@@ -300,6 +310,9 @@ impl Config {
         }
         if self.per_principal_concurrent == 0 {
             return bad("per_principal_concurrent", "must be at least 1");
+        }
+        if self.max_render_crashes == 0 {
+            return bad("max_render_crashes", "must be at least 1");
         }
         if self.max_upload_bytes == 0 {
             return bad("max_upload_bytes", "must be positive");

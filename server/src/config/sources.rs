@@ -41,6 +41,9 @@ pub struct ConfigArgs {
     /// Renders that may wait for a worker.
     #[arg(long, env = "VIDFORGE_QUEUE_CAPACITY")]
     pub queue_capacity: Option<usize>,
+    /// Attempts of one render that may end the server process before it fails for good.
+    #[arg(long, env = "VIDFORGE_MAX_RENDER_CRASHES")]
+    pub max_render_crashes: Option<u32>,
     /// Largest upload, e.g. 2GiB, 500MB, 1048576.
     #[arg(long, env = "VIDFORGE_MAX_UPLOAD_BYTES")]
     pub max_upload_bytes: Option<String>,
@@ -91,6 +94,7 @@ pub struct FileConfig {
     pub render_slots: Option<usize>,
     pub per_principal_concurrent: Option<usize>,
     pub queue_capacity: Option<usize>,
+    pub max_render_crashes: Option<u32>,
     pub max_upload_bytes: Option<SizeValue>,
     pub approval_timeout: Option<DurationValue>,
     pub task_ttl: Option<DurationValue>,

@@ -496,6 +496,7 @@ mod tests {
             finished_at: None,
             result_deleted: false,
             attempts: 0,
+            crashes: 0,
         }
     }
 
@@ -657,6 +658,7 @@ mod tests {
             reason: Some("too big".into()),
             field: Some("watermark".into()),
             retry_after_ms: None,
+            temporary: None,
         });
         let p = presenter();
         let result = json_of(&p.terminal_tool_result(&rec).unwrap());

@@ -109,6 +109,7 @@ pub(super) fn create_blocking(
         finished_at: None,
         result_deleted: false,
         attempts: 0,
+        crashes: 0,
     };
     shared.store.put_render(&rec)?;
     if let Some(key) = &rec.args.idempotency_key {
@@ -197,6 +198,7 @@ pub(super) fn decide_blocking(
                     }),
                     field: Some("watermark".into()),
                     retry_after_ms: None,
+                    temporary: None,
                 });
             }
             Ok(Change::Write(()))

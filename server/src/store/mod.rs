@@ -321,11 +321,13 @@ mod tests {
                 reason: Some("r".into()),
                 field: Some("watermark".into()),
                 retry_after_ms: None,
+                temporary: None,
             }),
             cancel_requested: false,
             finished_at: Some(3),
             result_deleted: false,
             attempts: 1,
+            crashes: 0,
         }
     }
 

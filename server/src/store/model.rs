@@ -259,6 +259,10 @@ pub enum Outcome {
         reason: Option<String>,
         field: Option<String>,
         retry_after_ms: Option<u64>,
+        /// Overrides the code's catalog `temporary` (a render that crashed the server
+        /// repeatedly is `render_failed` but not worth retrying as is).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        temporary: Option<bool>,
     },
 }
 
@@ -306,6 +310,10 @@ pub struct RenderRecord {
     /// How many times a worker started this render (boot recovery restarts it).
     #[serde(default)]
     pub attempts: u32,
+    /// How many of those attempts ended with the server process (found unfinished by boot
+    /// recovery); at `Config::max_render_crashes` the render fails instead of restarting.
+    #[serde(default)]
+    pub crashes: u32,
 }
 
 impl RenderRecord {
