@@ -15,6 +15,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once per process: the size of the `serve` flags does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Render a video file: scale, optional watermark, encode.
