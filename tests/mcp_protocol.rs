@@ -333,3 +333,97 @@ fn bearer_tokens_gate_access_and_isolate_principals() {
     );
     assert_eq!(alice.task_get(&task_id, Caps::TASKS).status, 200);
 }
+
+/// POSTs a raw body with the standard headers; returns (HTTP status, JSON body).
+fn post_raw(mcp: &Mcp, method: &str, body: &str) -> (u16, Value) {
+    let client = reqwest::blocking::Client::new();
+    let mut req = client
+        .post(&mcp.url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .body(body.to_string());
+    for (k, v) in header_set(method) {
+        req = req.header(k, v);
+    }
+    let resp = req.send().expect("POST /mcp");
+    let status = resp.status().as_u16();
+    let text = resp.text().unwrap();
+    let json = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("not a JSON body ({e}), status {status}: {text}"));
+    (status, json)
+}
+
+#[test]
+fn malformed_messages_get_their_json_rpc_codes() {
+    let (_dir, server) = server();
+    let mcp = server.mcp();
+    let meta = r#""_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}, "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}}"#;
+    let cases = [
+        ("tools/list", "{bad json".to_string(), -32700, Value::Null),
+        ("tools/list", "[1, 2]".to_string(), -32600, Value::Null),
+        (
+            "tools/list",
+            r#"{"id": 5, "method": "tools/list"}"#.to_string(),
+            -32600,
+            json!(5),
+        ),
+        (
+            "tasks/get",
+            format!(
+                r#"{{"jsonrpc": "2.0", "id": 6, "method": "tasks/get", "params": {{"taskId": 1, {meta}}}}}"#
+            ),
+            -32602,
+            json!(6),
+        ),
+        (
+            "tools/call",
+            format!(
+                r#"{{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {{"name": "vidforge_get_render_status", "arguments": [], {meta}}}}}"#
+            ),
+            -32602,
+            json!(7),
+        ),
+    ];
+    for (method, body, code, id) in cases {
+        let (status, reply) = post_raw(&mcp, method, &body);
+        assert_eq!(status, 400, "{body}: {reply}");
+        assert_eq!(reply["jsonrpc"], "2.0", "{reply}");
+        assert_eq!(reply["error"]["code"], code, "{body}: {reply}");
+        assert_eq!(reply["id"], id, "{body}: {reply}");
+    }
+}
+
+#[test]
+fn null_is_refused_where_the_schema_allows_none() {
+    let (_dir, server) = server();
+    let mut mcp = server.mcp();
+    let base = json!({"source_asset_uri": "vidforge://assets/a_01JVXD00000000000000000000", "output_format": "mp4", "resolution": "720p"});
+    let logo = json!({"image_asset_uri": "vidforge://assets/a_01JVXD00000000000000000001"});
+    let mut cases = Vec::new();
+    for (field, value) in [("watermark", Value::Null), ("idempotency_key", Value::Null)] {
+        let mut args = base.clone();
+        args[field] = value;
+        cases.push((args, field.to_string()));
+    }
+    for key in ["position", "opacity"] {
+        let mut args = base.clone();
+        args["watermark"] = logo.clone();
+        args["watermark"][key] = Value::Null;
+        cases.push((args, format!("watermark.{key}")));
+    }
+    for (args, field) in cases {
+        let reply = mcp.tool("vidforge_render_video", args.clone(), Caps::NONE);
+        let env = &reply.result()["structuredContent"];
+        assert_eq!(env["code"], "invalid_arguments", "{args}: {env}");
+        assert_eq!(env["details"]["field"], field.as_str(), "{env}");
+    }
+    let reply = mcp.tool(
+        "vidforge_approve_watermark",
+        json!({"render_id": "task_x", "approved": false, "note": null}),
+        Caps::NONE,
+    );
+    assert_eq!(
+        reply.result()["structuredContent"]["details"]["field"],
+        "note"
+    );
+}

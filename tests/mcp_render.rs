@@ -192,6 +192,26 @@ fn fallback_tools_render_without_the_tasks_extension() {
 }
 
 #[test]
+fn quota_refusals_carry_a_callable_repair() {
+    let f = fixture(&["--per-principal-concurrent", "1"]);
+    let mut mcp = f.server.mcp();
+    // A watermarked render holds the principal's only slot while it waits for approval.
+    let held = mcp.tool("vidforge_render_video", render_args(&f, true), Caps::TASKS);
+    let id = held.result()["taskId"].as_str().unwrap().to_string();
+    mcp.wait_task(&id, Caps::TASKS, WAIT, |t| status_of(t) == "input_required");
+    let mut args = render_args(&f, false);
+    args["idempotency_key"] = json!("second-render");
+    let refused = mcp.tool("vidforge_render_video", args.clone(), Caps::TASKS);
+    let env = &refused.result()["structuredContent"];
+    assert_eq!(env["code"], "render_quota_exceeded", "{env}");
+    assert_eq!(env["temporary"], true);
+    assert!(env["retry_after_ms"].as_u64().unwrap() > 0);
+    // Callable as-is: the original arguments (a new render, so without the key).
+    assert_eq!(env["repair"]["tool"], "vidforge_render_video");
+    assert_eq!(env["repair"]["arguments"], render_args(&f, false), "{env}");
+}
+
+#[test]
 fn rejection_ends_completed_with_a_callable_repair() {
     let f = fixture(&[]);
     let mut mcp = f.server.mcp();

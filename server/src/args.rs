@@ -43,15 +43,26 @@ impl RenderArgs {
         let res = required_str(obj, "resolution", "")?;
         let resolution = Resolution::from_name(res)
             .ok_or_else(|| ServiceError::invalid("resolution", "must be one of 720p, 1080p, 4k"))?;
+        // Optional properties are omitted, never `null` (the schema allows no null).
         let watermark = match obj.get("watermark") {
-            None | Some(Value::Null) => None,
+            None => None,
             Some(Value::Object(w)) => Some(parse_watermark(w)?),
-            Some(_) => return Err(ServiceError::invalid("watermark", "must be an object")),
+            Some(_) => {
+                return Err(ServiceError::invalid(
+                    "watermark",
+                    "must be an object (omit it to render without a watermark)",
+                ));
+            }
         };
         let idempotency_key = match obj.get("idempotency_key") {
-            None | Some(Value::Null) => None,
+            None => None,
             Some(Value::String(k)) => Some(k.clone()),
-            Some(_) => return Err(ServiceError::invalid("idempotency_key", "must be a string")),
+            Some(_) => {
+                return Err(ServiceError::invalid(
+                    "idempotency_key",
+                    "must be a string (omit it for none)",
+                ));
+            }
         };
         let parsed = RenderArgs {
             source_asset: source_asset.to_string(),
@@ -116,7 +127,7 @@ fn parse_watermark(w: &Map<String, Value>) -> Result<WatermarkArgs, ServiceError
     let image = required_str(w, "image_asset_uri", "watermark.")?;
     let image_asset = asset_id(image, "watermark.image_asset_uri")?;
     let position = match w.get("position") {
-        None | Some(Value::Null) => DEFAULT_POSITION,
+        None => DEFAULT_POSITION,
         Some(Value::String(p)) => Position::parse(p).ok_or_else(|| {
             ServiceError::invalid(
                 "watermark.position",
@@ -126,17 +137,17 @@ fn parse_watermark(w: &Map<String, Value>) -> Result<WatermarkArgs, ServiceError
         Some(_) => {
             return Err(ServiceError::invalid(
                 "watermark.position",
-                "must be a string",
+                "must be a string (omit it for bottom_right)",
             ));
         }
     };
     let opacity = match w.get("opacity") {
-        None | Some(Value::Null) => DEFAULT_OPACITY,
+        None => DEFAULT_OPACITY,
         Some(Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
         Some(_) => {
             return Err(ServiceError::invalid(
                 "watermark.opacity",
-                "must be a number",
+                "must be a number (omit it for 1.0)",
             ));
         }
     };

@@ -78,49 +78,51 @@ impl<'a> RepairContext<'a> {
 }
 
 /// The repair vidforge suggests for `code` (`None` when no callable step helps, e.g. schema
-/// errors the caller must fix from `details`).
+/// errors the caller must fix from `details`, or when a render repair would need arguments
+/// `ctx` does not have: every repair is callable as-is).
 pub fn default_repair(code: ErrorCode, ctx: RepairContext<'_>) -> Option<Repair> {
-    let args = || ctx.arguments.cloned().unwrap_or_else(|| json!({}));
+    // Without the original arguments no render repair is callable as-is: none is offered.
+    let args = || ctx.arguments.cloned();
     let status = |id: &str| json!({ "render_id": id });
     match code {
-        ErrorCode::WatermarkRejected => Some(
-            Repair::new("revise_watermark_and_rerender", tools::RENDER_VIDEO, args()).alternative(
+        ErrorCode::WatermarkRejected => args().map(|a| {
+            Repair::new("revise_watermark_and_rerender", tools::RENDER_VIDEO, a).alternative(
                 "Adjust `watermark.position` or `watermark.opacity` per the user's note before \
                  re-calling, or omit `watermark` to render without one.",
-            ),
-        ),
-        ErrorCode::WatermarkApprovalTimeout => Some(
-            Repair::new("rerender_and_approve", tools::RENDER_VIDEO, args()).alternative(
+            )
+        }),
+        ErrorCode::WatermarkApprovalTimeout => args().map(|a| {
+            Repair::new("rerender_and_approve", tools::RENDER_VIDEO, a).alternative(
                 "Re-call and have the user answer the approval request within the timeout, or \
                  omit `watermark` to render without an approval pause.",
-            ),
-        ),
-        ErrorCode::RenderFailed => Some(
-            Repair::new("retry_render", tools::RENDER_VIDEO, args())
-                .alternative("If it fails again, try another output_format or resolution."),
-        ),
-        ErrorCode::RenderQuotaExceeded => Some(
-            Repair::new("retry_after_delay", tools::RENDER_VIDEO, args()).alternative(
+            )
+        }),
+        ErrorCode::RenderFailed => args().map(|a| {
+            Repair::new("retry_render", tools::RENDER_VIDEO, a)
+                .alternative("If it fails again, try another output_format or resolution.")
+        }),
+        ErrorCode::RenderQuotaExceeded => args().map(|a| {
+            Repair::new("retry_after_delay", tools::RENDER_VIDEO, a).alternative(
                 "Wait retry_after_ms, or cancel one of your running renders with \
                  vidforge_cancel_render.",
-            ),
-        ),
-        ErrorCode::UnsupportedCodec => Some(
-            Repair::new("use_different_source", tools::RENDER_VIDEO, args()).alternative(
+            )
+        }),
+        ErrorCode::UnsupportedCodec => args().map(|a| {
+            Repair::new("use_different_source", tools::RENDER_VIDEO, a).alternative(
                 "Upload the video in a supported codec (H.264, HEVC, VP8/VP9, AV1, ProRes) and \
                  pass its new vidforge://assets/… URI as source_asset_uri.",
-            ),
-        ),
-        ErrorCode::SourceNotFound => Some(
-            Repair::new("upload_asset_then_rerender", tools::RENDER_VIDEO, args()).alternative(
+            )
+        }),
+        ErrorCode::SourceNotFound => args().map(|a| {
+            Repair::new("upload_asset_then_rerender", tools::RENDER_VIDEO, a).alternative(
                 "Upload the file first (POST /assets on this server) and pass the returned \
                  vidforge://assets/… URI.",
-            ),
-        ),
-        ErrorCode::ResultExpired => Some(
-            Repair::new("rerender", tools::RENDER_VIDEO, args())
-                .alternative("The result was deleted after its retention; re-render it."),
-        ),
+            )
+        }),
+        ErrorCode::ResultExpired => args().map(|a| {
+            Repair::new("rerender", tools::RENDER_VIDEO, a)
+                .alternative("The result was deleted after its retention; re-render it.")
+        }),
         ErrorCode::TaskExpired => ctx.render_id.map(|id| {
             let mut r = Repair::new("check_render_status", tools::GET_RENDER_STATUS, status(id));
             if let Some(f) = ctx.output_format {
@@ -134,16 +136,16 @@ pub fn default_repair(code: ErrorCode, ctx: RepairContext<'_>) -> Option<Repair>
         ErrorCode::ApprovalNotPending | ErrorCode::ApprovalAlreadyRecorded => ctx
             .render_id
             .map(|id| Repair::new("check_render_status", tools::GET_RENDER_STATUS, status(id))),
-        ErrorCode::IdempotencyConflict => Some(
-            Repair::new("use_new_idempotency_key", tools::RENDER_VIDEO, args()).alternative(
+        ErrorCode::IdempotencyConflict => args().map(|a| {
+            Repair::new("use_new_idempotency_key", tools::RENDER_VIDEO, a).alternative(
                 "Re-send the original arguments with this key to get the existing render, or \
                  use a new idempotency_key for the new arguments.",
-            ),
-        ),
-        ErrorCode::RenderCancelled => Some(
-            Repair::new("rerender", tools::RENDER_VIDEO, args())
-                .alternative("Re-call with a new idempotency_key to restart the render."),
-        ),
+            )
+        }),
+        ErrorCode::RenderCancelled => args().map(|a| {
+            Repair::new("rerender", tools::RENDER_VIDEO, a)
+                .alternative("Re-call with a new idempotency_key to restart the render.")
+        }),
         // Schema errors (fixed from `details`), unknown ids, upload errors, and codes added to
         // the catalog later: no generic callable step.
         _ => None,
@@ -215,6 +217,18 @@ impl Envelope {
 
     /// From a service error, with the default repair for `ctx`.
     pub fn from_service_error(e: &ServiceError, ctx: RepairContext<'_>) -> Self {
+        if let ServiceError::Internal(detail) = e {
+            // A fault of ours, not the caller's: no internal text leaves the server (it is
+            // logged under the request id), and repeating the call will not help by itself.
+            let mut env = Envelope::new(
+                e.code(),
+                "The server hit an internal fault and could not complete the request; it was \
+                 logged under this request_id.",
+            );
+            env.temporary = false;
+            tracing::error!(request_id = %env.request_id, detail = %detail, "internal fault reported to a client");
+            return env;
+        }
         let mut env = Envelope::new(e.code(), e.to_string());
         if let Some(f) = e.field() {
             env = env.field(f);
@@ -289,6 +303,31 @@ impl Envelope {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn internal_faults_hide_their_text_and_are_not_temporary() {
+        let e = ServiceError::Internal("sled: IO error: /var/lib/x: Input/output error".into());
+        let env = Envelope::from_service_error(&e, RepairContext::default());
+        assert_eq!(env.code, ErrorCode::RenderFailed);
+        assert!(!env.temporary);
+        assert!(!env.message.contains("sled") && !env.message.contains("/var/lib"));
+        assert!(env.repair.is_none());
+    }
+
+    #[test]
+    fn render_repairs_need_the_arguments() {
+        assert!(default_repair(ErrorCode::RenderQuotaExceeded, RepairContext::default()).is_none());
+        let args = json!({"source_asset_uri": "vidforge://assets/a_1"});
+        let repair = default_repair(
+            ErrorCode::RenderQuotaExceeded,
+            RepairContext {
+                arguments: Some(&args),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(repair.arguments, args);
+    }
 
     #[test]
     fn shapes_match_the_contract() {

@@ -65,7 +65,7 @@ pub fn approval_args(v: &Value) -> Result<(String, bool, Option<String>), Box<En
 
 fn optional_note(v: Option<&Value>) -> Result<Option<String>, Box<Envelope>> {
     match v {
-        None | Some(Value::Null) => Ok(None),
+        None => Ok(None),
         Some(Value::String(s)) if s.chars().count() <= MAX_NOTE_CHARS => Ok(Some(s.clone())),
         Some(_) => Err(invalid(
             "note",

@@ -29,6 +29,7 @@ mod args;
 pub mod capabilities;
 pub mod extension;
 mod handler;
+pub mod jsonrpc;
 mod listen;
 mod notify;
 mod presentation;
@@ -148,9 +149,20 @@ async fn wire_layer(request: Request, next: Next) -> Response {
             );
         }
     };
+    let message = match jsonrpc::check(&bytes) {
+        Ok(message) => message,
+        Err(refusal) => {
+            return rpc_error_response(
+                StatusCode::BAD_REQUEST,
+                refusal.id,
+                refusal.code,
+                &refusal.message,
+                refusal.data,
+            );
+        }
+    };
     let mut task_ids: Option<Vec<String>> = None;
-    if let Ok(message) = serde_json::from_slice::<Value>(&bytes)
-        && message["method"] == "subscriptions/listen"
+    if message["method"] == "subscriptions/listen"
         && let Some(ids) = message["params"]["notifications"].get("taskIds")
     {
         let id = message.get("id").cloned().unwrap_or(Value::Null);
@@ -235,7 +247,7 @@ async fn rewrite_response(response: Response, task_ids: Option<Vec<String>>) -> 
     if ct.starts_with("text/event-stream") {
         let (parts, body) = response.into_parts();
         let mut rewriter = SseRewriter {
-            buffer: String::new(),
+            buffer: Vec::new(),
             task_ids,
         };
         let stream = body
@@ -247,18 +259,20 @@ async fn rewrite_response(response: Response, task_ids: Option<Vec<String>>) -> 
 }
 
 /// Rewrites complete SSE events as they stream past; partial events wait in the buffer.
+/// Buffers bytes, not text: an event is decoded only once whole, so a multi-byte character
+/// split across chunks is never torn (the `\n\n` boundary is ASCII).
 struct SseRewriter {
-    buffer: String,
+    buffer: Vec<u8>,
     task_ids: Option<Vec<String>>,
 }
 
 impl SseRewriter {
     fn push(&mut self, bytes: &[u8]) -> Bytes {
-        self.buffer.push_str(&String::from_utf8_lossy(bytes));
+        self.buffer.extend_from_slice(bytes);
         let mut out = String::new();
-        while let Some(end) = self.buffer.find("\n\n") {
-            let event: String = self.buffer.drain(..end + 2).collect();
-            out.push_str(&self.rewrite_event(&event));
+        while let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
+            let event: Vec<u8> = self.buffer.drain(..end + 2).collect();
+            out.push_str(&self.rewrite_event(&String::from_utf8_lossy(&event)));
         }
         Bytes::from(out)
     }
@@ -288,7 +302,7 @@ mod tests {
     #[test]
     fn sse_rewriter_handles_split_events() {
         let mut r = SseRewriter {
-            buffer: String::new(),
+            buffer: Vec::new(),
             task_ids: Some(vec!["task_1".into()]),
         };
         let ack = r#"{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{}}}"#;
@@ -298,6 +312,30 @@ mod tests {
         let text = String::from_utf8(second.to_vec()).unwrap();
         assert!(text.starts_with("event: message\ndata: "));
         assert!(text.contains(r#""taskIds":["task_1"]"#), "{text}");
+    }
+
+    #[test]
+    fn sse_rewriter_keeps_characters_split_across_chunks() {
+        let mut r = SseRewriter {
+            buffer: Vec::new(),
+            task_ids: None,
+        };
+        let event = "data: {\"jsonrpc\":\"2.0\",\"method\":\"n\",\"params\":{\"text\":\"caf\u{e9} \u{1f3ac}\"}}\n\n";
+        let bytes = event.as_bytes();
+        // Split inside the four-byte clapper emoji and inside the two-byte é.
+        let e_acute = event.find('\u{e9}').unwrap() + 1;
+        let clapper = event.find('\u{1f3ac}').unwrap() + 2;
+        let mut out = Vec::new();
+        for chunk in [
+            &bytes[..e_acute],
+            &bytes[e_acute..clapper],
+            &bytes[clapper..],
+        ] {
+            out.extend_from_slice(&r.push(chunk));
+        }
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("caf\u{e9} \u{1f3ac}"), "{text}");
+        assert!(!text.contains('\u{fffd}'), "{text}");
     }
 
     #[test]

@@ -5,11 +5,12 @@ use rmcp::model::{CallToolResponse, CreateTaskResult};
 use serde_json::{Value, json};
 
 use crate::catalog::ErrorCode;
-use crate::store::{RenderArgs, RenderState};
+use crate::store::{RenderArgs, RenderState, without_idempotency_key};
 
 use super::presentation::to_value;
 use super::tools;
-use crate::envelope::{Envelope, Repair};
+use crate::envelope::{Envelope, Repair, RepairContext};
+use crate::error::ServiceError;
 
 use super::handler::*;
 
@@ -20,9 +21,20 @@ impl VidforgeMcp {
         arguments: Value,
         declared: &Declared,
     ) -> Result<CallToolResponse, McpError> {
+        // Repairs of refused creations re-send these arguments (a new render: no key).
+        let repair_arguments = without_idempotency_key(&arguments);
+        let refused = |e: &ServiceError| {
+            tool_error(Envelope::from_service_error(
+                e,
+                RepairContext {
+                    arguments: Some(&repair_arguments),
+                    ..Default::default()
+                },
+            ))
+        };
         let args = match RenderArgs::from_tool_arguments(&arguments) {
             Ok(args) => args,
-            Err(e) => return tool_error(service_envelope(&e, None)),
+            Err(e) => return refused(&e),
         };
         let outcome = match self
             .shared
@@ -31,7 +43,7 @@ impl VidforgeMcp {
             .await
         {
             Ok(o) => o,
-            Err(e) => return tool_error(service_envelope(&e, None)),
+            Err(e) => return refused(&e),
         };
         let rec = outcome.record;
         let presenter = &self.shared.presenter;

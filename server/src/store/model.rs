@@ -340,12 +340,18 @@ impl RenderRecord {
     /// `original_arguments` without `idempotency_key`: literally callable to start a new
     /// render with the same intent (for `repair.arguments`).
     pub fn repair_arguments(&self) -> serde_json::Value {
-        let mut v = self.original_arguments.clone();
-        if let Some(obj) = v.as_object_mut() {
-            obj.remove("idempotency_key");
-        }
-        v
+        without_idempotency_key(&self.original_arguments)
     }
+}
+
+/// Render tool arguments without `idempotency_key`: callable as-is to start a new render with
+/// the same intent.
+pub fn without_idempotency_key(arguments: &serde_json::Value) -> serde_json::Value {
+    let mut v = arguments.clone();
+    if let Some(obj) = v.as_object_mut() {
+        obj.remove("idempotency_key");
+    }
+    v
 }
 
 /// An idempotency key's memory: which render it created and with which arguments.
