@@ -4,6 +4,7 @@
 use rmcp::ErrorData as McpError;
 use rmcp::service::SubscriptionContext;
 use serde_json::Value;
+use tokio::sync::broadcast::error::RecvError;
 
 use super::RequestedTaskIds;
 use super::extension::ListChange;
@@ -13,7 +14,7 @@ use super::handler::*;
 /// Waits for the next list change, or forever once the channel has closed.
 async fn next_list_change(
     rx: &mut Option<tokio::sync::broadcast::Receiver<ListChange>>,
-) -> Result<ListChange, tokio::sync::broadcast::error::RecvError> {
+) -> Result<ListChange, RecvError> {
     match rx {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,
@@ -64,16 +65,21 @@ impl VidforgeMcp {
             }
             tokio::select! {
                 _ = context.cancelled() => return Ok(()),
-                changed = changes.recv(), if !task_ids.is_empty() => match changed {
-                    Ok(id) if task_ids.contains(&id) => pending.push(id),
-                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(_) => return Ok(()),
+                changed = changes.recv(), if !task_ids.is_empty() => match to_resend(changed, &task_ids) {
+                    Some(ids) => pending.extend(ids),
+                    None => return Ok(()),
                 },
                 change = next_list_change(&mut list_changes) => {
                     let sent = match change {
                         Ok(ListChange::Tools) => context.sink().notify_tool_list_changed().await,
                         Ok(ListChange::Prompts) => context.sink().notify_prompt_list_changed().await,
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => Ok(()),
+                        // Missed changes: both lists may have changed.
+                        Err(RecvError::Lagged(_)) => match context.sink().notify_tool_list_changed().await {
+                            Ok(()) | Err(rmcp::service::SubscriptionSendError::NotificationNotAccepted(_)) => {
+                                context.sink().notify_prompt_list_changed().await
+                            }
+                            Err(e) => Err(e),
+                        },
                         Err(_) => {
                             list_changes = None;
                             Ok(())
@@ -88,5 +94,38 @@ impl VidforgeMcp {
                 }
             }
         }
+    }
+}
+
+/// The subscribed task ids a change event asks to (re)send, `None` once the broadcast has
+/// closed. A listener that fell behind the broadcast (`Lagged`) may have missed any change,
+/// the terminal one included, so every subscribed task's current state is sent again
+/// (unchanged ones are then skipped as repeats).
+fn to_resend(event: Result<String, RecvError>, task_ids: &[String]) -> Option<Vec<String>> {
+    match event {
+        Ok(id) if task_ids.contains(&id) => Some(vec![id]),
+        Ok(_) => Some(Vec::new()),
+        Err(RecvError::Lagged(_)) => Some(task_ids.to_vec()),
+        Err(RecvError::Closed) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lagging_listener_gets_every_subscribed_task_again() {
+        let ids = vec!["task_a".to_string(), "task_b".to_string()];
+        assert_eq!(
+            to_resend(Ok("task_b".into()), &ids),
+            Some(vec!["task_b".into()])
+        );
+        assert_eq!(to_resend(Ok("task_z".into()), &ids), Some(vec![]));
+        assert_eq!(
+            to_resend(Err(RecvError::Lagged(3)), &ids),
+            Some(ids.clone())
+        );
+        assert_eq!(to_resend(Err(RecvError::Closed), &ids), None);
     }
 }
