@@ -41,6 +41,7 @@ pub use engine::{Engine, decode_frames, decode_raw_frames, output_size};
 pub use error::{ErrorKind, MediaError};
 pub use probe::{AudioStreamInfo, ProbeInfo, VideoStreamInfo, probe};
 pub use source::{MAX_DIMENSION, init};
+pub use tempout::{sync_dir, sync_parent_dirs};
 pub use types::{
     BackendChoice, EncoderSettings, OutputFormat, Progress, RenderJob, RenderReport, Resolution,
     Stage, StageTimes, WatermarkSpec,

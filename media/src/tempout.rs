@@ -6,6 +6,27 @@ use std::path::{Path, PathBuf};
 
 use crate::error::MediaError;
 
+/// Flushes a directory's entries (a rename or a new file in it) to disk.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// [`sync_dir`] on the directory holding `path` and on its parent, which holds that
+/// directory's own entry when it was just created.
+pub fn sync_parent_dirs(path: &Path) -> std::io::Result<()> {
+    let mut dir = path.parent();
+    for _ in 0..2 {
+        match dir {
+            Some(d) if !d.as_os_str().is_empty() => {
+                sync_dir(d)?;
+                dir = d.parent();
+            }
+            _ => break,
+        }
+    }
+    Ok(())
+}
+
 pub(crate) struct TempOutput {
     tmp: PathBuf,
     dest: PathBuf,
@@ -60,15 +81,19 @@ impl TempOutput {
         &self.tmp
     }
 
-    /// Moves the finished file into place.
+    /// Moves the finished file into place durably: the file's data reaches the disk before
+    /// the rename, and the rename (directory entry) before this returns, so a record written
+    /// afterwards never points at an empty or missing file after a power loss.
     pub fn commit(mut self) -> Result<(), MediaError> {
-        std::fs::rename(&self.tmp, &self.dest).map_err(|e| {
-            MediaError::failed(format!(
-                "moving the finished file to {}: {e}",
-                self.dest.display()
-            ))
-        })?;
+        let io = |what: &str, e: std::io::Error| {
+            MediaError::failed(format!("{what} {}: {e}", self.dest.display()))
+        };
+        std::fs::File::open(&self.tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| io("syncing the finished file for", e))?;
+        std::fs::rename(&self.tmp, &self.dest).map_err(|e| io("moving the finished file to", e))?;
         self.committed = true;
+        sync_parent_dirs(&self.dest).map_err(|e| io("syncing the directory of", e))?;
         Ok(())
     }
 }

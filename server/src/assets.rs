@@ -190,6 +190,11 @@ impl AssetCatalog {
         tokio::fs::create_dir_all(&asset_dir).await?;
         let path = asset_dir.join(&name);
         tokio::fs::rename(partial, &path).await?;
+        // The record is flushed next: the file's new name must be on disk first.
+        let synced = path.clone();
+        tokio::task::spawn_blocking(move || vidforge_media::sync_parent_dirs(&synced))
+            .await
+            .map_err(|e| ServiceError::Internal(format!("sync task failed: {e}")))??;
         let rec = AssetRecord {
             id: id.to_string(),
             uri: uri::asset_uri(id),
