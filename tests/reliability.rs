@@ -103,3 +103,102 @@ fn clean_stops_do_not_count_as_crashes() {
         .wait_task(&id, Caps::TASKS, WAIT, |t| t["status"] == "completed");
     assert_eq!(done["result"]["isError"], false, "{done}");
 }
+
+/// Runs the ffmpeg CLI (quietly) and asserts it succeeded.
+fn ffmpeg(args: &[&str]) {
+    let status = std::process::Command::new("ffmpeg")
+        .args(["-hide_banner", "-loglevel", "error", "-y"])
+        .args(args)
+        .status()
+        .expect("run ffmpeg");
+    assert!(status.success(), "ffmpeg {args:?}");
+}
+
+/// The hostile corpus: small files that declare huge pictures, broken and empty files. Each
+/// is refused at upload with a clear `asset_invalid` envelope naming the problem, and the
+/// server's peak memory stays bounded although the uploads run concurrently.
+#[test]
+fn hostile_uploads_are_refused_with_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let p = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
+    // A PNG bomb: 8192x8192 RGBA 16-bit, all black (compresses to well under a megabyte).
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "color=black:s=8192x8192",
+        "-frames:v",
+        "1",
+        "-pix_fmt",
+        "rgba64be",
+        &p("bomb.png"),
+    ]);
+    // Tiny files declaring huge pictures.
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "color=black:s=16000x16:d=1",
+        "-c:v",
+        "ffv1",
+        &p("wide.mkv"),
+    ]);
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "color=black:s=8192x8192:d=0.04",
+        "-c:v",
+        "ffv1",
+        &p("square.mkv"),
+    ]);
+    let clip = make_clip(dir.path(), "clip.mp4", 320, 180, 1.0, false);
+    let bytes = std::fs::read(&clip).unwrap();
+    std::fs::write(p("truncated.mp4"), &bytes[..bytes.len() / 3]).unwrap();
+    std::fs::write(
+        p("garbage.mp4"),
+        (0..65_536u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    std::fs::write(p("text.mp4"), "this is not a video\n".repeat(100)).unwrap();
+    let cases: &[(&str, &str)] = &[
+        ("bomb.png", "watermarks must be 1..=4096 pixels per side"),
+        ("wide.mkv", "at most 8192 pixels per side"),
+        ("square.mkv", "at most 35.4 megapixels"),
+        ("truncated.mp4", ""),
+        ("garbage.mp4", ""),
+        ("text.mp4", "text file"),
+    ];
+    let baseline = server.peak_rss_kib();
+    // Every file four times at once: the probe limit keeps memory flat.
+    std::thread::scope(|s| {
+        for round in 0..4 {
+            for (name, expected) in cases {
+                let server = &server;
+                let path = dir.path().join(name);
+                s.spawn(move || {
+                    let (status, env) = upload_raw(server, &path);
+                    assert_eq!(status, 422, "{name} (round {round}): {env}");
+                    assert_eq!(env["code"], "asset_invalid", "{name}: {env}");
+                    let message = env["message"].as_str().unwrap_or_default();
+                    assert!(message.contains(expected), "{name}: {message}");
+                });
+            }
+        }
+    });
+    let peak = server.peak_rss_kib();
+    eprintln!(
+        "peak RSS: {} MiB (baseline {} MiB)",
+        peak / 1024,
+        baseline / 1024
+    );
+    assert!(peak < 256 * 1024, "peak RSS {} MiB", peak / 1024);
+    // Nothing half-written is left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("data/assets"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

@@ -39,8 +39,8 @@ pub use vidforge_gpu::{ColorSpec, Position, Rotation, Yuv420Frame};
 pub use compose::{ComposeSpec, Compositor, CpuCompositor, WgpuCompositor};
 pub use engine::{Engine, decode_frames, decode_raw_frames, output_size};
 pub use error::{ErrorKind, MediaError};
-pub use probe::{AudioStreamInfo, ProbeInfo, VideoStreamInfo, probe};
-pub use source::{MAX_DIMENSION, init};
+pub use probe::{AudioStreamInfo, ProbeInfo, VideoStreamInfo, probe, probe_within};
+pub use source::{MAX_DIMENSION, SourceLimits, init};
 pub use tempout::{sync_dir, sync_parent_dirs};
 pub use types::{
     BackendChoice, EncoderSettings, OutputFormat, Progress, RenderJob, RenderReport, Resolution,

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use crate::error::MediaError;
-use crate::source::{self, Opened};
+use crate::source::{self, Opened, SourceLimits};
 
 /// A media file as the engine sees it.
 #[derive(Clone, Debug, PartialEq)]
@@ -53,12 +53,18 @@ pub struct AudioStreamInfo {
 /// Opens `path` and describes it. Files without a video stream but with audio succeed with
 /// `video: None`; missing, empty, corrupt, text and still-image files are typed errors.
 pub fn probe(path: &Path) -> Result<ProbeInfo, MediaError> {
+    probe_within(path, &SourceLimits::ENGINE)
+}
+
+/// [`probe`], refusing (as `UnsupportedCodec`-kind errors naming the limit) pictures over
+/// `limits` without decoding them.
+pub fn probe_within(path: &Path, limits: &SourceLimits) -> Result<ProbeInfo, MediaError> {
     let audio_info = |a: &source::AudioMeta| AudioStreamInfo {
         codec: a.codec_name.clone(),
         sample_rate: a.sample_rate,
         channels: a.channels,
     };
-    match source::open_any(path)? {
+    match source::open_any(path, limits)? {
         Opened::AudioOnly {
             format_name,
             size_bytes,

@@ -33,7 +33,10 @@ pub fn load_watermark_png(path: &Path) -> Result<WatermarkImage, MediaError> {
             "{w}x{h} is outside the supported 1..={MAX_WATERMARK_SIDE} pixels per side"
         )));
     }
-    let mut buf = vec![0u8; reader.output_buffer_size()];
+    // Fallible allocations: a picture too large for this process's memory is a clean error,
+    // never an abort.
+    let mut buf = zeroed_buffer(reader.output_buffer_size())
+        .map_err(|_| bad(format!("{w}x{h} does not fit in memory")))?;
     let frame = reader
         .next_frame(&mut buf)
         .map_err(|e| bad(format!("corrupt PNG data ({e})")))?;
@@ -45,7 +48,9 @@ pub fn load_watermark_png(path: &Path) -> Result<WatermarkImage, MediaError> {
     }
     let pixels = (w * h) as usize;
     let line = frame.line_size;
-    let mut rgba = Vec::with_capacity(pixels * 4);
+    let mut rgba = Vec::new();
+    rgba.try_reserve_exact(pixels * 4)
+        .map_err(|_| bad(format!("{w}x{h} does not fit in memory")))?;
     let channels = match color {
         png::ColorType::Grayscale => 1,
         png::ColorType::GrayscaleAlpha => 2,
@@ -72,6 +77,14 @@ pub fn load_watermark_png(path: &Path) -> Result<WatermarkImage, MediaError> {
         height: h,
         rgba,
     })
+}
+
+/// A zero-filled buffer of `len` bytes, or an error when the allocation fails.
+pub(crate) fn zeroed_buffer(len: usize) -> Result<Vec<u8>, std::collections::TryReserveError> {
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(len)?;
+    buf.resize(len, 0);
+    Ok(buf)
 }
 
 /// Checks the opacity is a number in 0..=1.

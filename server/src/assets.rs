@@ -12,25 +12,41 @@ use futures_util::{Stream, StreamExt};
 use tokio::io::AsyncWriteExt;
 
 use crate::clock::SharedClock;
-use crate::engine::Prober;
+use crate::engine::{Prober, SourceLimits};
 use crate::error::ServiceError;
 use crate::ids;
 use crate::store::{AssetKind, AssetProbe, AssetRecord, Store};
 use crate::uri;
 
+/// What the PNG decoder may allocate for itself while an upload is checked (it needs a few
+/// rows; the picture itself is never held).
+const PNG_DECODER_BYTES: usize = 16 << 20;
+
 /// Prefix of in-flight upload files inside the assets directory.
 const PARTIAL_PREFIX: &str = ".partial-";
 /// The eight-byte PNG signature.
 const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
-/// Largest PNG dimension accepted as a watermark (keeps decode memory bounded).
-const MAX_PNG_SIDE: u32 = 8192;
+/// What an upload may be ([`crate::config::Config::upload_limits`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UploadLimits {
+    /// Largest upload in bytes (enforced while streaming).
+    pub max_bytes: u64,
+    /// Largest source video picture (checked before decoding).
+    pub source: SourceLimits,
+    /// Largest watermark PNG side (checked from its header).
+    pub max_watermark_side: u32,
+    /// Uploads probed at once.
+    pub concurrent_probes: usize,
+}
 
 /// Asset ingestion and lookup over the store.
 #[derive(Clone)]
 pub struct AssetCatalog {
     store: Store,
     dir: PathBuf,
-    max_bytes: u64,
+    limits: UploadLimits,
+    /// Bounds the probes running at once (each may decode a frame).
+    probes: Arc<tokio::sync::Semaphore>,
     prober: Arc<dyn Prober>,
     clock: SharedClock,
 }
@@ -39,14 +55,15 @@ impl AssetCatalog {
     pub fn new(
         store: Store,
         dir: PathBuf,
-        max_bytes: u64,
+        limits: UploadLimits,
         prober: Arc<dyn Prober>,
         clock: SharedClock,
     ) -> Self {
         AssetCatalog {
             store,
             dir,
-            max_bytes,
+            limits,
+            probes: Arc::new(tokio::sync::Semaphore::new(limits.concurrent_probes.max(1))),
             prober,
             clock,
         }
@@ -152,9 +169,9 @@ impl AssetCatalog {
                 reason: format!("the upload was interrupted: {e}"),
             })?;
             written += chunk.len() as u64;
-            if written > self.max_bytes {
+            if written > self.limits.max_bytes {
                 return Err(ServiceError::AssetTooLarge {
-                    limit_bytes: self.max_bytes,
+                    limit_bytes: self.limits.max_bytes,
                 });
             }
             file.write_all(&chunk).await?;
@@ -181,10 +198,17 @@ impl AssetCatalog {
         let probe_path = partial.to_path_buf();
         let prober = self.prober.clone();
         let shown_name = file_name.to_string();
-        let (kind, probe) =
-            tokio::task::spawn_blocking(move || classify(&probe_path, &shown_name, &*prober))
-                .await
-                .map_err(|e| ServiceError::Internal(format!("probe task failed: {e}")))??;
+        let limits = self.limits;
+        let _permit = self
+            .probes
+            .acquire()
+            .await
+            .map_err(|e| ServiceError::Internal(format!("probe limiter closed: {e}")))?;
+        let (kind, probe) = tokio::task::spawn_blocking(move || {
+            classify(&probe_path, &shown_name, &limits, &*prober)
+        })
+        .await
+        .map_err(|e| ServiceError::Internal(format!("probe task failed: {e}")))??;
         let name = sanitize_file_name(file_name, kind);
         let asset_dir = self.dir.join(id);
         tokio::fs::create_dir_all(&asset_dir).await?;
@@ -230,18 +254,20 @@ impl AssetCatalog {
 fn classify(
     path: &Path,
     shown_name: &str,
+    limits: &UploadLimits,
     prober: &dyn Prober,
 ) -> Result<(AssetKind, AssetProbe), ServiceError> {
     let mut head = [0u8; 8];
     let n = std::fs::File::open(path)?.read(&mut head)?;
     if n == 8 && head == PNG_SIGNATURE {
-        return probe_png(path).map(|p| (AssetKind::Image, p));
+        return probe_png(path, limits.max_watermark_side).map(|p| (AssetKind::Image, p));
     }
-    let probe = prober
-        .probe_video(path)
-        .map_err(|e| ServiceError::AssetInvalid {
-            reason: e.message.replace(&path.display().to_string(), shown_name),
-        })?;
+    let probe =
+        prober
+            .probe_video(path, &limits.source)
+            .map_err(|e| ServiceError::AssetInvalid {
+                reason: e.message.replace(&path.display().to_string(), shown_name),
+            })?;
     if probe.width.is_none() {
         return Err(ServiceError::AssetInvalid {
             reason: "the file has no video stream".into(),
@@ -250,24 +276,37 @@ fn classify(
     Ok((AssetKind::Video, probe))
 }
 
-fn probe_png(path: &Path) -> Result<AssetProbe, ServiceError> {
+/// Checks a PNG's size from its header, then decodes it row by row (one row in memory, the
+/// decoder's own allocations capped) to prove the image data is readable.
+fn probe_png(path: &Path, max_side: u32) -> Result<AssetProbe, ServiceError> {
     let invalid = |reason: String| ServiceError::AssetInvalid { reason };
     let file = std::io::BufReader::new(std::fs::File::open(path)?);
-    let mut decoder = png::Decoder::new(file);
+    let mut decoder = png::Decoder::new_with_limits(
+        file,
+        png::Limits {
+            bytes: PNG_DECODER_BYTES,
+        },
+    );
     decoder.set_transformations(png::Transformations::EXPAND);
     let mut reader = decoder
         .read_info()
         .map_err(|e| invalid(format!("unreadable PNG header: {e}")))?;
     let (w, h) = (reader.info().width, reader.info().height);
-    if w == 0 || h == 0 || w > MAX_PNG_SIDE || h > MAX_PNG_SIDE {
+    if w == 0 || h == 0 || w > max_side || h > max_side {
         return Err(invalid(format!(
-            "PNG is {w}x{h}; watermarks must be 1..={MAX_PNG_SIDE} pixels per side"
+            "PNG is {w}x{h}; watermarks must be 1..={max_side} pixels per side"
         )));
     }
-    let mut buf = vec![0u8; reader.output_buffer_size()];
-    reader
-        .next_frame(&mut buf)
-        .map_err(|e| invalid(format!("corrupt PNG image data: {e}")))?;
+    let mut rows = 0u32;
+    while let Some(_row) = reader
+        .next_row()
+        .map_err(|e| invalid(format!("corrupt PNG image data: {e}")))?
+    {
+        rows += 1;
+    }
+    if rows == 0 {
+        return Err(invalid("the PNG has no image rows".into()));
+    }
     Ok(AssetProbe {
         width: Some(w),
         height: Some(h),

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use crate::store::{AssetProbe, OutputFormat, Resolution};
+pub use vidforge_media::SourceLimits;
 
 /// A progress report from the engine: the media crate's own type.
 pub use vidforge_media::Progress as EngineProgress;
@@ -83,6 +84,7 @@ pub trait Renderer: Send + Sync {
 
 /// Inspects uploaded video files.
 pub trait Prober: Send + Sync {
-    /// Probes a video file; an error means it is not a usable video.
-    fn probe_video(&self, path: &Path) -> Result<AssetProbe, EngineError>;
+    /// Probes a video file; an error means it is not a usable video (pictures over `limits`
+    /// included, refused without being decoded).
+    fn probe_video(&self, path: &Path, limits: &SourceLimits) -> Result<AssetProbe, EngineError>;
 }

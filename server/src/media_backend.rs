@@ -79,8 +79,12 @@ impl Renderer for MediaRenderer {
 pub struct MediaProber;
 
 impl Prober for MediaProber {
-    fn probe_video(&self, path: &Path) -> Result<AssetProbe, EngineError> {
-        let info = media::probe(path).map_err(map_error)?;
+    fn probe_video(
+        &self,
+        path: &Path,
+        limits: &media::SourceLimits,
+    ) -> Result<AssetProbe, EngineError> {
+        let info = media::probe_within(path, limits).map_err(map_error)?;
         let video = info.video.as_ref();
         Ok(AssetProbe {
             width: video.map(|v| v.width),

@@ -132,6 +132,18 @@ impl Server {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
 
+    /// The server process's peak resident memory so far (`VmHWM` in `/proc/<pid>/status`),
+    /// in KiB.
+    pub fn peak_rss_kib(&self) -> u64 {
+        let pid = self.child.as_ref().expect("server is running").id();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmHWM in /proc/<pid>/status")
+    }
+
     /// SIGKILL, no shutdown hooks: what a crash looks like.
     pub fn kill9(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -392,6 +404,26 @@ impl Mcp {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+}
+
+/// Uploads a file through `POST /assets`; returns the HTTP status and the JSON answer
+/// (an asset, or an error envelope).
+pub fn upload_raw(server: &Server, path: &Path) -> (u16, Value) {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("upload");
+    let resp = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .expect("http client")
+        .post(format!("{}/assets?name={name}", server.base()))
+        .header("Content-Type", "application/octet-stream")
+        .body(std::fs::read(path).expect("read upload"))
+        .send()
+        .expect("POST /assets");
+    let status = resp.status().as_u16();
+    (status, resp.json().expect("upload answer is JSON"))
 }
 
 /// Uploads a file through `POST /assets` and returns its `vidforge://assets/…` URI.

@@ -108,7 +108,7 @@ async fn add_direct(args: &AddArgs) -> anyhow::Result<serde_json::Value> {
     let catalog = AssetCatalog::new(
         store,
         data_dir.join("assets"),
-        config.max_upload_bytes,
+        config.upload_limits(),
         Arc::new(MediaProber),
         clock::from_env(),
     );

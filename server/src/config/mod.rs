@@ -9,6 +9,10 @@
 //! queue_capacity = 32
 //! max_render_crashes = 3      # attempts that may end the process before a render fails
 //! max_upload_bytes = "2GiB"
+//! max_source_side = 8192      # source video: largest width or height
+//! max_source_pixels = 35389440 # source video: largest width x height (8192x4320)
+//! max_watermark_side = 4096   # watermark PNG: largest width or height
+//! max_concurrent_probes = 2   # uploads probed at once
 //! approval_timeout = "30m"
 //! task_ttl = "24h"
 //! result_ttl = "7d"
@@ -31,6 +35,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::catalog;
+use crate::engine::SourceLimits;
 
 mod parse;
 mod sources;
@@ -51,6 +56,12 @@ pub const DEFAULT_MAX_UPLOAD_BYTES: u64 = 2 * 1024 * 1024 * 1024;
 pub const DEFAULT_PER_PRINCIPAL_CONCURRENT: usize = 2;
 /// Default number of renders that may wait for a worker.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 32;
+/// Default [`Config::max_watermark_side`].
+pub const DEFAULT_MAX_WATERMARK_SIDE: u32 = 4096;
+/// Largest [`Config::max_watermark_side`] that may be configured.
+pub const MAX_WATERMARK_SIDE: u32 = 8192;
+/// Default [`Config::max_concurrent_probes`].
+pub const DEFAULT_MAX_CONCURRENT_PROBES: usize = 2;
 /// Default [`Config::max_render_crashes`].
 pub const DEFAULT_MAX_RENDER_CRASHES: u32 = 3;
 /// Default interval of the approval-deadline check.
@@ -103,6 +114,14 @@ pub struct Config {
     pub max_render_crashes: u32,
     /// Largest accepted upload.
     pub max_upload_bytes: u64,
+    /// Largest source video picture, checked at upload before anything is decoded.
+    pub max_source_side: u32,
+    /// Largest source video picture in pixels (width x height).
+    pub max_source_pixels: u64,
+    /// Largest watermark PNG side (a watermark covers at most a quarter of a 4K frame).
+    pub max_watermark_side: u32,
+    /// Uploads probed at once (probing decodes; the rest wait their turn).
+    pub max_concurrent_probes: usize,
     /// How long a watermark preview waits for a decision.
     pub approval_timeout: Duration,
     /// Task lifetime (`ttlMs`).
@@ -141,6 +160,10 @@ impl Config {
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             max_render_crashes: DEFAULT_MAX_RENDER_CRASHES,
             max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
+            max_source_side: SourceLimits::DEFAULT.max_side,
+            max_source_pixels: SourceLimits::DEFAULT.max_pixels,
+            max_watermark_side: DEFAULT_MAX_WATERMARK_SIDE,
+            max_concurrent_probes: DEFAULT_MAX_CONCURRENT_PROBES,
             approval_timeout: catalog::APPROVAL_TIMEOUT,
             task_ttl: catalog::TASK_TTL,
             result_ttl: catalog::RESULT_TTL,
@@ -156,6 +179,19 @@ impl Config {
     }
 
     /// The configured TTLs and approval timeout, as descriptions and messages state them.
+    /// What an upload may be.
+    pub fn upload_limits(&self) -> crate::assets::UploadLimits {
+        crate::assets::UploadLimits {
+            max_bytes: self.max_upload_bytes,
+            source: SourceLimits {
+                max_side: self.max_source_side,
+                max_pixels: self.max_source_pixels,
+            },
+            max_watermark_side: self.max_watermark_side,
+            concurrent_probes: self.max_concurrent_probes,
+        }
+    }
+
     pub fn lifetimes(&self) -> catalog::Lifetimes {
         catalog::Lifetimes {
             task_ttl: self.task_ttl,
@@ -201,6 +237,10 @@ impl Config {
         );
         set(&mut self.queue_capacity, f.queue_capacity);
         set(&mut self.max_render_crashes, f.max_render_crashes);
+        set(&mut self.max_source_side, f.max_source_side);
+        set(&mut self.max_source_pixels, f.max_source_pixels);
+        set(&mut self.max_watermark_side, f.max_watermark_side);
+        set(&mut self.max_concurrent_probes, f.max_concurrent_probes);
         if let Some(v) = f.max_upload_bytes {
             self.max_upload_bytes = v.bytes("max_upload_bytes")?;
         }
@@ -258,6 +298,10 @@ impl Config {
         );
         set(&mut self.queue_capacity, a.queue_capacity);
         set(&mut self.max_render_crashes, a.max_render_crashes);
+        set(&mut self.max_source_side, a.max_source_side);
+        set(&mut self.max_source_pixels, a.max_source_pixels);
+        set(&mut self.max_watermark_side, a.max_watermark_side);
+        set(&mut self.max_concurrent_probes, a.max_concurrent_probes);
         if let Some(v) = &a.max_upload_bytes {
             self.max_upload_bytes = parse_bytes(v, "max_upload_bytes")?;
         }
@@ -316,6 +360,28 @@ impl Config {
         }
         if self.max_upload_bytes == 0 {
             return bad("max_upload_bytes", "must be positive");
+        }
+        let engine = SourceLimits::ENGINE;
+        if self.max_source_side == 0 || self.max_source_side > engine.max_side {
+            return bad(
+                "max_source_side",
+                &format!("must be between 1 and {}", engine.max_side),
+            );
+        }
+        if self.max_source_pixels == 0 || self.max_source_pixels > engine.max_pixels {
+            return bad(
+                "max_source_pixels",
+                &format!("must be between 1 and {}", engine.max_pixels),
+            );
+        }
+        if self.max_watermark_side == 0 || self.max_watermark_side > MAX_WATERMARK_SIDE {
+            return bad(
+                "max_watermark_side",
+                &format!("must be between 1 and {MAX_WATERMARK_SIDE}"),
+            );
+        }
+        if self.max_concurrent_probes == 0 {
+            return bad("max_concurrent_probes", "must be at least 1");
         }
         if self.approval_timeout.is_zero() {
             return bad("approval_timeout", "must be positive");

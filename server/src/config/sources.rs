@@ -47,6 +47,18 @@ pub struct ConfigArgs {
     /// Largest upload, e.g. 2GiB, 500MB, 1048576.
     #[arg(long, env = "VIDFORGE_MAX_UPLOAD_BYTES")]
     pub max_upload_bytes: Option<String>,
+    /// Largest source video width or height accepted at upload.
+    #[arg(long, env = "VIDFORGE_MAX_SOURCE_SIDE")]
+    pub max_source_side: Option<u32>,
+    /// Largest source video picture in pixels (width x height) accepted at upload.
+    #[arg(long, env = "VIDFORGE_MAX_SOURCE_PIXELS")]
+    pub max_source_pixels: Option<u64>,
+    /// Largest watermark PNG width or height accepted at upload.
+    #[arg(long, env = "VIDFORGE_MAX_WATERMARK_SIDE")]
+    pub max_watermark_side: Option<u32>,
+    /// Uploads probed at once.
+    #[arg(long, env = "VIDFORGE_MAX_CONCURRENT_PROBES")]
+    pub max_concurrent_probes: Option<usize>,
     /// Watermark approval timeout, e.g. 30m.
     #[arg(long, env = "VIDFORGE_APPROVAL_TIMEOUT")]
     pub approval_timeout: Option<String>,
@@ -96,6 +108,10 @@ pub struct FileConfig {
     pub queue_capacity: Option<usize>,
     pub max_render_crashes: Option<u32>,
     pub max_upload_bytes: Option<SizeValue>,
+    pub max_source_side: Option<u32>,
+    pub max_source_pixels: Option<u64>,
+    pub max_watermark_side: Option<u32>,
+    pub max_concurrent_probes: Option<usize>,
     pub approval_timeout: Option<DurationValue>,
     pub task_ttl: Option<DurationValue>,
     pub result_ttl: Option<DurationValue>,

@@ -132,7 +132,7 @@ impl RenderService {
         let assets = AssetCatalog::new(
             store.clone(),
             config.assets_dir(),
-            config.max_upload_bytes,
+            config.upload_limits(),
             parts.prober,
             parts.clock.clone(),
         );
