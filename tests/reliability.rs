@@ -202,3 +202,126 @@ fn hostile_uploads_are_refused_with_bounded_memory() {
         .unwrap_or_default();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+fn http() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+fn asset_id(uri: &str) -> &str {
+    uri.rsplit('/').next().unwrap()
+}
+
+/// Assets have a TTL and a delete path (HTTP and `vidforge assets rm`); an asset an unfinished
+/// render uses is kept; previews of renders that ended without a result are removed.
+#[test]
+fn assets_expire_and_delete_and_previews_go_with_their_render() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&data, &["--asset-ttl", "3s", "--sweep-interval", "1s"]);
+    let clip = upload(
+        &server,
+        None,
+        &make_clip(dir.path(), "clip.mp4", 320, 180, 0.6, false),
+    );
+    let logo = upload(&server, None, &make_logo(dir.path()));
+    let spare = upload(
+        &server,
+        None,
+        &make_clip(dir.path(), "spare.mp4", 160, 90, 0.3, false),
+    );
+    let base = server.base();
+
+    // The asset JSON states when it expires.
+    let got: Value = http()
+        .get(format!("{base}/assets/{}", asset_id(&spare)))
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert!(got["expires_at"].is_string(), "{got}");
+
+    // A render waiting for approval uses the clip and the logo: both are kept.
+    let mut mcp = server.mcp();
+    let args = json!({"source_asset_uri": clip, "output_format": "mp4", "resolution": "720p",
+        "watermark": {"image_asset_uri": logo}});
+    let created = mcp.tool("vidforge_render_video", args, Caps::TASKS);
+    let id = created.result()["taskId"].as_str().unwrap().to_string();
+    mcp.wait_task(&id, Caps::TASKS, WAIT, |t| t["status"] == "input_required");
+    let refused = http()
+        .delete(format!("{base}/assets/{}", asset_id(&clip)))
+        .send()
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 409);
+    let env: Value = refused.json().unwrap();
+    assert_eq!(env["code"], "asset_in_use", "{env}");
+    assert_eq!(env["temporary"], true);
+    assert!(
+        env["details"]["reason"].as_str().unwrap().contains(&id),
+        "{env}"
+    );
+
+    // `vidforge assets rm --server` deletes a free asset; it is gone for good.
+    let rm = std::process::Command::new(vidforge_bin())
+        .args(["assets", "rm", &spare, "--server", &base])
+        .output()
+        .unwrap();
+    assert!(
+        rm.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rm.stderr)
+    );
+    let gone = http()
+        .get(format!("{base}/assets/{}", asset_id(&spare)))
+        .send()
+        .unwrap();
+    assert_eq!(gone.status().as_u16(), 404);
+    let env: Value = gone.json().unwrap();
+    assert_eq!(env["code"], "asset_not_found");
+    assert!(!data.join("assets").join(asset_id(&spare)).exists());
+
+    // Past the TTL the sweeper keeps what the waiting render uses...
+    std::thread::sleep(Duration::from_secs(5));
+    for uri in [&clip, &logo] {
+        let kept = http()
+            .get(format!("{base}/assets/{}", asset_id(uri)))
+            .send()
+            .unwrap();
+        assert_eq!(kept.status().as_u16(), 200, "{uri}");
+    }
+    // ...and once the render ends without a result (rejected), its preview goes, then the
+    // expired assets.
+    let preview = format!("{base}/renders/{id}/watermark-preview.png");
+    assert_eq!(http().get(&preview).send().unwrap().status().as_u16(), 200);
+    let rejected = mcp.tool(
+        "vidforge_approve_watermark",
+        json!({"render_id": id, "approved": false}),
+        Caps::NONE,
+    );
+    assert_eq!(rejected.result()["isError"], false, "{}", rejected.body);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let preview_gone = http().get(&preview).send().unwrap().status().as_u16() == 404;
+        let assets_gone = [&clip, &logo].iter().all(|uri| {
+            http()
+                .get(format!("{base}/assets/{}", asset_id(uri)))
+                .send()
+                .unwrap()
+                .status()
+                .as_u16()
+                == 404
+        });
+        if preview_gone && assets_gone {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "preview gone: {preview_gone}, assets gone: {assets_gone}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(!data.join("previews").join(&id).exists());
+    assert!(!data.join("assets").join(asset_id(&clip)).exists());
+}

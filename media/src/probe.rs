@@ -56,7 +56,7 @@ pub fn probe(path: &Path) -> Result<ProbeInfo, MediaError> {
     probe_within(path, &SourceLimits::ENGINE)
 }
 
-/// [`probe`], refusing (as `UnsupportedCodec`-kind errors naming the limit) pictures over
+/// [`probe`], refusing (as `InvalidInput` errors naming the limit) pictures over
 /// `limits` without decoding them.
 pub fn probe_within(path: &Path, limits: &SourceLimits) -> Result<ProbeInfo, MediaError> {
     let audio_info = |a: &source::AudioMeta| AudioStreamInfo {

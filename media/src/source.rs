@@ -48,13 +48,13 @@ impl SourceLimits {
         let pixels = width as u64 * height as u64;
         if width > self.max_side || height > self.max_side {
             return Err(format!(
-                "the picture is {width}x{height}; this server accepts at most {} pixels per side",
+                "the picture is {width}x{height}; at most {} pixels per side are accepted",
                 self.max_side
             ));
         }
         if pixels > self.max_pixels {
             return Err(format!(
-                "the picture is {width}x{height} ({:.1} megapixels); this server accepts at most {:.1} megapixels",
+                "the picture is {width}x{height} ({:.1} megapixels); at most {:.1} megapixels are accepted",
                 pixels as f64 / 1e6,
                 self.max_pixels as f64 / 1e6
             ));
@@ -350,10 +350,7 @@ pub(crate) fn open_any(path: &Path, limits: &SourceLimits) -> Result<Opened, Med
     let mut input = match open_input_bounded(path, limits) {
         Ok(i) => i,
         Err(OpenInputError::TooLarge(reason)) => {
-            return Err(MediaError::unsupported(format!(
-                "{}: {reason}",
-                path.display()
-            )));
+            return Err(MediaError::invalid(format!("{}: {reason}", path.display())));
         }
         Err(OpenInputError::Ffmpeg(e)) => {
             if looks_like_text(path) {
@@ -461,10 +458,7 @@ pub(crate) fn open_any(path: &Path, limits: &SourceLimits) -> Result<Opened, Med
     }
     let (width, height) = (width as u32, height as u32);
     if let Err(reason) = limits.check(width, height) {
-        return Err(MediaError::unsupported(format!(
-            "{}: {reason}",
-            path.display()
-        )));
+        return Err(MediaError::invalid(format!("{}: {reason}", path.display())));
     }
 
     let (pix_fmt, bit_depth) = if raw_format >= 0 {

@@ -98,6 +98,51 @@ impl AssetCatalog {
             .filter(|a| a.principal == principal))
     }
 
+    /// Deletes an asset: the record first (flushed, so a crash cannot resurrect it), then its
+    /// files. Callers check [`in_use_by`] first.
+    pub fn remove(&self, rec: &AssetRecord) -> Result<(), ServiceError> {
+        self.store.delete_asset(&rec.id)?;
+        self.store.flush()?;
+        let dir = self.dir.join(&rec.id);
+        if let Err(e) = std::fs::remove_dir_all(&dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            // The orphan sweep retries it.
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot delete asset files");
+        }
+        tracing::info!(asset_id = %rec.id, "asset deleted");
+        Ok(())
+    }
+
+    /// Asset directories without a record, older than `min_age` (so an upload that is just
+    /// being recorded is never touched): what a crash between the two steps of
+    /// [`AssetCatalog::remove`] leaves. Returns how many it deleted.
+    pub fn remove_orphans(&self, min_age: std::time::Duration) -> Result<usize, ServiceError> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Ok(0);
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !ids::is_well_formed(&name, ids::ASSET_ID_PREFIX) {
+                continue;
+            }
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age >= min_age);
+            if old
+                && self.store.get_asset(&name)?.is_none()
+                && std::fs::remove_dir_all(entry.path()).is_ok()
+            {
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
+
     /// Streams `stream` into a new asset owned by `principal`.
     pub async fn add_stream<S, E>(
         &self,
@@ -313,6 +358,24 @@ fn probe_png(path: &Path, max_side: u32) -> Result<AssetProbe, ServiceError> {
         format: Some("png".into()),
         ..AssetProbe::default()
     })
+}
+
+/// The unfinished renders that use asset `id` (as source or watermark): while any does, the
+/// asset is kept.
+pub fn in_use_by(store: &Store, id: &str) -> Result<Vec<String>, ServiceError> {
+    Ok(store
+        .renders()?
+        .into_iter()
+        .filter(|r| !r.is_terminal())
+        .filter(|r| {
+            r.args.source_asset == id
+                || r.args
+                    .watermark
+                    .as_ref()
+                    .is_some_and(|w| w.image_asset == id)
+        })
+        .map(|r| r.id)
+        .collect())
 }
 
 /// Keeps a safe base name (letters, digits, `.`, `_`, `-`; at most 100 characters); falls back

@@ -12,6 +12,10 @@ use std::time::Duration;
 pub const TASK_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// Default for how long a rendered result and its status stay reachable: 7 days.
 pub const RESULT_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+/// `retry_after_ms` of `storage_full` and `asset_in_use`: conditions that clear on their own.
+pub const STORAGE_RETRY_AFTER: Duration = Duration::from_secs(60);
+/// Default for how long an uploaded asset is kept: 7 days (renders still using it keep it).
+pub const ASSET_TTL: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 /// Default for how long an idempotency key is remembered: 24 h.
 pub const IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// Default for how long a render waits for a watermark decision before ending with
@@ -49,6 +53,7 @@ pub struct Lifetimes {
     pub result_ttl: Duration,
     pub idempotency_ttl: Duration,
     pub approval_timeout: Duration,
+    pub asset_ttl: Duration,
 }
 
 impl Default for Lifetimes {
@@ -59,6 +64,7 @@ impl Default for Lifetimes {
             result_ttl: RESULT_TTL,
             idempotency_ttl: IDEMPOTENCY_TTL,
             approval_timeout: APPROVAL_TIMEOUT,
+            asset_ttl: ASSET_TTL,
         }
     }
 }
@@ -103,11 +109,14 @@ pub enum ErrorCode {
     AssetInvalid,
     RenderCancelled,
     ResultTooLargeToInline,
+    AssetNotFound,
+    AssetInUse,
+    StorageFull,
 }
 
 impl ErrorCode {
     /// Every code, in catalog order.
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 20] = [
         ErrorCode::SourceNotFound,
         ErrorCode::UnsupportedCodec,
         ErrorCode::WatermarkRejected,
@@ -125,6 +134,9 @@ impl ErrorCode {
         ErrorCode::AssetInvalid,
         ErrorCode::RenderCancelled,
         ErrorCode::ResultTooLargeToInline,
+        ErrorCode::AssetNotFound,
+        ErrorCode::AssetInUse,
+        ErrorCode::StorageFull,
     ];
 
     /// The codes `vidforge_render_video` lists inline in its `_meta` (repair-critical only).
@@ -157,6 +169,9 @@ impl ErrorCode {
             ErrorCode::AssetInvalid => "asset_invalid",
             ErrorCode::RenderCancelled => "render_cancelled",
             ErrorCode::ResultTooLargeToInline => "result_too_large_to_inline",
+            ErrorCode::AssetNotFound => "asset_not_found",
+            ErrorCode::AssetInUse => "asset_in_use",
+            ErrorCode::StorageFull => "storage_full",
         }
     }
 
@@ -168,7 +183,10 @@ impl ErrorCode {
     pub fn temporary(self) -> bool {
         matches!(
             self,
-            ErrorCode::RenderQuotaExceeded | ErrorCode::RenderFailed
+            ErrorCode::RenderQuotaExceeded
+                | ErrorCode::RenderFailed
+                | ErrorCode::AssetInUse
+                | ErrorCode::StorageFull
         )
     }
 
@@ -228,6 +246,16 @@ impl ErrorCode {
                 "The result is larger than {} MiB and is not inlined by resources/read; download it over HTTP (details.download_url).",
                 MAX_INLINE_RESOURCE_BYTES / (1024 * 1024)
             ),
+            ErrorCode::AssetNotFound => format!(
+                "No asset with this id is visible to this credential (assets are deleted {} after upload).",
+                human_duration(lifetimes.asset_ttl)
+            ),
+            ErrorCode::AssetInUse => {
+                "A render that has not finished uses this asset; retry after it ends (or cancel it).".into()
+            }
+            ErrorCode::StorageFull => {
+                "The server's disk is nearly full: new uploads and renders are refused for now; honour retry_after_ms. Finished results stay downloadable.".into()
+            }
         }
     }
 }

@@ -47,6 +47,15 @@ pub enum ServiceError {
     /// An upload is neither a readable video nor a PNG image (nothing was kept).
     #[error("upload is not a readable video or PNG image: {reason}")]
     AssetInvalid { reason: String },
+    /// No asset with this id is visible to this credential.
+    #[error("no asset with this id is visible to this credential")]
+    AssetNotFound,
+    /// Unfinished renders use the asset.
+    #[error("renders that have not finished use this asset: {}", renders.join(", "))]
+    AssetInUse { renders: Vec<String> },
+    /// Free disk space is under the configured floor.
+    #[error("the server's disk is nearly full ({free_bytes} bytes free, floor {floor_bytes})")]
+    StorageFull { free_bytes: u64, floor_bytes: u64 },
     /// Store or file-system fault.
     #[error("internal error: {0}")]
     Internal(String),
@@ -68,6 +77,9 @@ impl ServiceError {
             ServiceError::QuotaExceeded { .. } => ErrorCode::RenderQuotaExceeded,
             ServiceError::AssetTooLarge { .. } => ErrorCode::AssetTooLarge,
             ServiceError::AssetInvalid { .. } => ErrorCode::AssetInvalid,
+            ServiceError::AssetNotFound => ErrorCode::AssetNotFound,
+            ServiceError::AssetInUse { .. } => ErrorCode::AssetInUse,
+            ServiceError::StorageFull { .. } => ErrorCode::StorageFull,
             ServiceError::Internal(_) => ErrorCode::RenderFailed,
         }
     }
@@ -116,7 +128,19 @@ impl ServiceError {
                 "the key was first used with different arguments; use a new key for new arguments"
                     .into(),
             ),
-            ServiceError::NotFound | ServiceError::Internal(_) => None,
+            ServiceError::AssetInUse { renders } => Some(format!(
+                "used by unfinished renders: {}",
+                renders.join(", ")
+            )),
+            ServiceError::StorageFull {
+                free_bytes,
+                floor_bytes,
+            } => Some(format!(
+                "{free_bytes} bytes free, under the floor of {floor_bytes}"
+            )),
+            ServiceError::NotFound | ServiceError::AssetNotFound | ServiceError::Internal(_) => {
+                None
+            }
         }
     }
 
@@ -124,6 +148,9 @@ impl ServiceError {
     pub fn retry_after_ms(&self) -> Option<u64> {
         match self {
             ServiceError::QuotaExceeded { retry_after_ms, .. } => Some(*retry_after_ms),
+            ServiceError::AssetInUse { .. } | ServiceError::StorageFull { .. } => {
+                Some(catalog::STORAGE_RETRY_AFTER.as_millis() as u64)
+            }
             _ => None,
         }
     }

@@ -2,7 +2,9 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `POST /assets?name=clip.mp4` (or `X-Filename`) | raw-body upload → `201` asset JSON; `413` over the limit, `422` unreadable |
+//! | `POST /assets?name=clip.mp4` (or `X-Filename`) | raw-body upload → `201` asset JSON; `413` over the limit, `422` unreadable or over the picture limits |
+//! | `GET /assets/{id}` | the asset JSON (with `expires_at`); `404` unknown or not yours |
+//! | `DELETE /assets/{id}` | deletes the asset → `204`; `404` unknown or not yours; `409` while an unfinished render uses it |
 //! | `GET /videos/{id}/final.{ext}` | result download ([`serve_file`]: `Range` → `206`/`416`, `If-Range`, `If-Modified-Since` → `304`, `HEAD`); `404` unknown or not yours; `410` expired |
 //! | `GET /renders/{id}/watermark-preview.png` | the watermark preview (same) |
 //! | `GET /healthz` | liveness (no auth) |
@@ -39,6 +41,7 @@ pub fn http_routes(service: RenderService) -> Router {
     let auth = Auth::from_config(service.config());
     let protected = Router::new()
         .route("/assets", post(upload).layer(DefaultBodyLimit::disable()))
+        .route("/assets/{id}", get(get_asset).delete(delete_asset))
         .route("/videos/{id}/{file}", get(download))
         .route("/renders/{id}/{file}", get(preview))
         .layer(axum::middleware::from_fn_with_state(auth, require_auth));
@@ -68,6 +71,9 @@ pub fn status_for(e: &ServiceError) -> StatusCode {
         ServiceError::ApprovalNotPending { .. }
         | ServiceError::ApprovalAlreadyRecorded { .. }
         | ServiceError::IdempotencyConflict => StatusCode::CONFLICT,
+        ServiceError::AssetNotFound => StatusCode::NOT_FOUND,
+        ServiceError::AssetInUse { .. } => StatusCode::CONFLICT,
+        ServiceError::StorageFull { .. } => StatusCode::INSUFFICIENT_STORAGE,
         ServiceError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -79,8 +85,9 @@ fn service_error(e: &ServiceError) -> Response {
     )
 }
 
-/// The asset JSON returned by uploads (and printed by `vidforge assets add`).
-pub fn asset_json(a: &AssetRecord) -> serde_json::Value {
+/// The asset JSON returned by uploads (and printed by `vidforge assets add`); `expires_at`
+/// is Unix ms (`created_at` + the configured asset TTL).
+pub fn asset_json(a: &AssetRecord, expires_at: u64) -> serde_json::Value {
     json!({
         "asset_id": a.id,
         "uri": a.uri,
@@ -94,6 +101,7 @@ pub fn asset_json(a: &AssetRecord) -> serde_json::Value {
         "audio_codec": a.probe.audio_codec,
         "format": a.probe.format,
         "created_at": rfc3339(a.created_at),
+        "expires_at": rfc3339(expires_at),
     })
 }
 
@@ -140,7 +148,32 @@ async fn upload(
         .add_asset_stream(principal.as_str(), &name, body.into_data_stream())
         .await
     {
-        Ok(rec) => (StatusCode::CREATED, axum::Json(asset_json(&rec))).into_response(),
+        Ok(rec) => {
+            let json = asset_json(&rec, service.asset_expires_at(&rec));
+            (StatusCode::CREATED, axum::Json(json)).into_response()
+        }
+        Err(e) => service_error(&e),
+    }
+}
+
+async fn get_asset(
+    State(service): State<RenderService>,
+    Extension(principal): Extension<Principal>,
+    UrlPath(id): UrlPath<String>,
+) -> Response {
+    match service.resolve_asset(principal.as_str(), &id) {
+        Ok(rec) => axum::Json(asset_json(&rec, service.asset_expires_at(&rec))).into_response(),
+        Err(_) => service_error(&ServiceError::AssetNotFound),
+    }
+}
+
+async fn delete_asset(
+    State(service): State<RenderService>,
+    Extension(principal): Extension<Principal>,
+    UrlPath(id): UrlPath<String>,
+) -> Response {
+    match service.delete_asset(principal.as_str(), &id).await {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => service_error(&e),
     }
 }

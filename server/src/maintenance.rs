@@ -31,7 +31,15 @@ pub struct SweepReport {
     pub orphans_deleted: usize,
     /// Records the extra sweep steps ([`crate::shared::Sweeper`]) removed.
     pub extension_records_deleted: usize,
+    /// Assets past their TTL that no unfinished render uses.
+    pub assets_deleted: usize,
+    /// Watermark previews of renders that ended without a result.
+    pub previews_deleted: usize,
 }
+
+/// Directories younger than this are never treated as orphans (an upload or a render may be
+/// about to record them).
+const ORPHAN_MIN_AGE: Duration = Duration::from_secs(3600);
 
 pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
     let mut records = shared.store.renders()?;
@@ -230,6 +238,36 @@ pub(crate) fn sweep(shared: &Shared) -> Result<SweepReport, ServiceError> {
             report.results_deleted += 1;
         }
     }
+    // Previews only serve the approval: once a render ended without a result (rejected,
+    // timed out, cancelled, failed), its preview goes.
+    for rec in records.iter().filter(|r| {
+        matches!(r.state, RenderState::Failed | RenderState::Cancelled) && r.preview_path.is_some()
+    }) {
+        let dir = shared.preview_dir(&rec.id);
+        if let Err(e) = std::fs::remove_dir_all(&dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot delete a preview");
+            continue;
+        }
+        shared.update(&rec.id, |r: &mut RenderRecord| {
+            r.preview_path = None;
+            Ok(Change::Write(()))
+        })?;
+        report.previews_deleted += 1;
+    }
+    // Serialised with render creation: no render starts using an asset being deleted.
+    let creating = lock(&shared.create_lock);
+    for asset in shared.store.assets()? {
+        if now >= add_ms(asset.created_at, cfg.asset_ttl)
+            && crate::assets::in_use_by(&shared.store, &asset.id)?.is_empty()
+        {
+            shared.assets.remove(&asset)?;
+            report.assets_deleted += 1;
+        }
+    }
+    drop(creating);
+    report.orphans_deleted += shared.assets.remove_orphans(ORPHAN_MIN_AGE)?;
     let cutoff = now.saturating_sub(cfg.idempotency_ttl.as_millis() as u64);
     report.idempotency_deleted = shared.store.remove_idempotency_before(cutoff)?;
     for sweeper in lock(&shared.sweepers).iter() {

@@ -16,6 +16,7 @@
 //! approval_timeout = "30m"
 //! task_ttl = "24h"
 //! result_ttl = "7d"
+//! asset_ttl = "7d"            # uploads are deleted this long after upload (unless in use)
 //! backend = "auto"            # auto | wgpu | cpu
 //! allowed_origins = ["http://localhost:3000"]
 //! allowed_hosts = ["localhost", "127.0.0.1"]
@@ -128,6 +129,8 @@ pub struct Config {
     pub task_ttl: Duration,
     /// Result and status retention.
     pub result_ttl: Duration,
+    /// How long an uploaded asset is kept (renders still using it keep it longer).
+    pub asset_ttl: Duration,
     /// Idempotency-key retention.
     pub idempotency_ttl: Duration,
     /// Extra time a result tombstone is kept after its files are swept.
@@ -167,6 +170,7 @@ impl Config {
             approval_timeout: catalog::APPROVAL_TIMEOUT,
             task_ttl: catalog::TASK_TTL,
             result_ttl: catalog::RESULT_TTL,
+            asset_ttl: catalog::ASSET_TTL,
             idempotency_ttl: catalog::IDEMPOTENCY_TTL,
             tombstone_grace: DEFAULT_TOMBSTONE_GRACE,
             backend: BackendSetting::Auto,
@@ -194,6 +198,7 @@ impl Config {
 
     pub fn lifetimes(&self) -> catalog::Lifetimes {
         catalog::Lifetimes {
+            asset_ttl: self.asset_ttl,
             task_ttl: self.task_ttl,
             result_ttl: self.result_ttl,
             idempotency_ttl: self.idempotency_ttl,
@@ -252,6 +257,7 @@ impl Config {
             ),
             (&mut self.task_ttl, f.task_ttl, "task_ttl"),
             (&mut self.result_ttl, f.result_ttl, "result_ttl"),
+            (&mut self.asset_ttl, f.asset_ttl, "asset_ttl"),
             (
                 &mut self.idempotency_ttl,
                 f.idempotency_ttl,
@@ -313,6 +319,7 @@ impl Config {
             ),
             (&mut self.task_ttl, &a.task_ttl, "task_ttl"),
             (&mut self.result_ttl, &a.result_ttl, "result_ttl"),
+            (&mut self.asset_ttl, &a.asset_ttl, "asset_ttl"),
             (
                 &mut self.idempotency_ttl,
                 &a.idempotency_ttl,
@@ -385,6 +392,9 @@ impl Config {
         }
         if self.approval_timeout.is_zero() {
             return bad("approval_timeout", "must be positive");
+        }
+        if self.asset_ttl.is_zero() {
+            return bad("asset_ttl", "must be positive");
         }
         if self.result_ttl < self.task_ttl {
             return bad("result_ttl", "must not be shorter than task_ttl");

@@ -68,6 +68,9 @@ pub struct ConfigArgs {
     /// Result retention, e.g. 7d.
     #[arg(long, env = "VIDFORGE_RESULT_TTL")]
     pub result_ttl: Option<String>,
+    /// Asset retention after upload, e.g. 7d.
+    #[arg(long, env = "VIDFORGE_ASSET_TTL")]
+    pub asset_ttl: Option<String>,
     /// Idempotency-key retention, e.g. 24h.
     #[arg(long, env = "VIDFORGE_IDEMPOTENCY_TTL")]
     pub idempotency_ttl: Option<String>,
@@ -115,6 +118,7 @@ pub struct FileConfig {
     pub approval_timeout: Option<DurationValue>,
     pub task_ttl: Option<DurationValue>,
     pub result_ttl: Option<DurationValue>,
+    pub asset_ttl: Option<DurationValue>,
     pub idempotency_ttl: Option<DurationValue>,
     pub tombstone_grace: Option<DurationValue>,
     pub sweep_interval: Option<DurationValue>,

@@ -464,6 +464,7 @@ mod tests {
                 result_ttl: Duration::from_secs(3 * 86_400),
                 idempotency_ttl: Duration::from_secs(3600),
                 approval_timeout: Duration::from_secs(45 * 60),
+                asset_ttl: Duration::from_secs(86_400),
             },
             "http://127.0.0.1:9999",
         )

@@ -371,6 +371,33 @@ impl RenderService {
             .await
     }
 
+    /// Deletes an asset `principal` owns (another principal's is `AssetNotFound`, like a
+    /// missing one); refused with `AssetInUse` while an unfinished render uses it. Serialised
+    /// with render creation, so no render can start using it meanwhile.
+    pub async fn delete_asset(&self, principal: &str, uri_or_id: &str) -> Result<(), ServiceError> {
+        let service = self.clone();
+        let (principal, id) = (principal.to_string(), uri_or_id.to_string());
+        blocking(move || {
+            let shared = &service.shared;
+            let _creating = lock(&shared.create_lock);
+            let rec = shared
+                .assets
+                .lookup(&principal, &id)?
+                .ok_or(ServiceError::AssetNotFound)?;
+            let renders = crate::assets::in_use_by(&shared.store, &rec.id)?;
+            if !renders.is_empty() {
+                return Err(ServiceError::AssetInUse { renders });
+            }
+            shared.assets.remove(&rec)
+        })
+        .await
+    }
+
+    /// When an asset expires (Unix ms).
+    pub fn asset_expires_at(&self, rec: &AssetRecord) -> u64 {
+        crate::clock::add_ms(rec.created_at, self.shared.config.asset_ttl)
+    }
+
     /// [`RenderService::add_asset_stream`] from a local file.
     pub async fn add_asset_path(
         &self,

@@ -211,6 +211,11 @@ impl Store {
         Ok(())
     }
 
+    /// Removes an asset record (not flushed); whether it existed.
+    pub fn delete_asset(&self, id: &str) -> Result<bool, StoreError> {
+        Ok(self.assets.remove(id.as_bytes())?.is_some())
+    }
+
     /// Every asset record.
     pub fn assets(&self) -> Result<Vec<AssetRecord>, StoreError> {
         all_in(&self.assets, "asset")
