@@ -325,3 +325,157 @@ fn assets_expire_and_delete_and_previews_go_with_their_render() {
     assert!(!data.join("previews").join(&id).exists());
     assert!(!data.join("assets").join(asset_id(&clip)).exists());
 }
+
+/// A small tmpfs mounted for one test (CI runs as root; without mount rights the test fails
+/// and says why). Unmounted on drop.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(size: &str) -> Tmpfs {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .expect("run mount");
+        assert!(
+            out.status.success(),
+            "the disk-full test mounts a small tmpfs and needs root (CI runs as root): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Tmpfs { dir }
+    }
+
+    fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    fn free_bytes(&self) -> u64 {
+        let out = std::process::Command::new("df")
+            .args(["--output=avail", "-B1"])
+            .arg(self.path())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .nth(1)
+            .and_then(|l| l.trim().parse().ok())
+            .unwrap()
+    }
+
+    /// Fills the file system with `filler` until `leave` bytes are free (or none).
+    fn fill(&self, filler: &std::path::Path, leave: u64) {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(filler)
+            .unwrap();
+        let chunk = vec![0x5au8; 64 * 1024];
+        for _ in 0..100_000 {
+            let free = self.free_bytes();
+            if free <= leave {
+                break;
+            }
+            let n = ((free - leave) as usize).min(chunk.len());
+            if f.write_all(&chunk[..n]).is_err() {
+                break;
+            }
+            f.sync_all().unwrap();
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// On a full disk: new uploads and renders are refused early with `storage_full` (temporary,
+/// `retry_after_ms`); an upload that hits ENOSPC says so and leaves nothing; finished results
+/// stay downloadable; the server even starts on a completely full disk; and work resumes once
+/// space is back.
+#[test]
+fn a_full_disk_refuses_new_work_but_keeps_serving_reads() {
+    let fs = Tmpfs::mount("96m");
+    let work = tempfile::tempdir().unwrap();
+    let data = fs.path().join("data");
+    let mut server = Server::start(
+        &data,
+        &["--min-free-bytes", "8MiB", "--disk-reserve-bytes", "4MiB"],
+    );
+    assert!(
+        data.join(".disk-reserve").exists(),
+        "the reserve is in place"
+    );
+    let clip_path = make_clip(work.path(), "clip.mp4", 320, 180, 0.6, false);
+    let clip = upload(&server, None, &clip_path);
+    let mut mcp = server.mcp();
+    let created = mcp.tool(
+        "vidforge_render_video",
+        json!({"source_asset_uri": clip, "output_format": "mp4", "resolution": "720p"}),
+        Caps::TASKS,
+    );
+    let id = created.result()["taskId"].as_str().unwrap().to_string();
+    let done = mcp.wait_task(&id, Caps::TASKS, WAIT, |t| t["status"] == "completed");
+    let url = done["result"]["content"][1]["_meta"]["com.vidforge/download_url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let size = http().get(&url).send().unwrap().bytes().unwrap().len();
+    assert!(size > 0);
+
+    // Under the floor: refused before a byte is written.
+    let filler = fs.path().join("filler");
+    fs.fill(&filler, 6 << 20);
+    let (status, env) = upload_raw(&server, &clip_path);
+    assert_eq!(status, 507, "{env}");
+    assert_eq!(env["code"], "storage_full");
+    assert_eq!(env["temporary"], true);
+    assert!(env["retry_after_ms"].as_u64().unwrap() > 0, "{env}");
+    let refused = mcp.tool(
+        "vidforge_render_video",
+        json!({"source_asset_uri": clip, "output_format": "webm", "resolution": "720p"}),
+        Caps::TASKS,
+    );
+    assert_eq!(
+        refused.result()["structuredContent"]["code"],
+        "storage_full"
+    );
+    // Reads go on.
+    assert_eq!(
+        http().get(&url).send().unwrap().bytes().unwrap().len(),
+        size
+    );
+
+    // Completely full, then a crash: the server still starts and serves the result.
+    fs.fill(&filler, 0);
+    server.kill9();
+    server.start_again();
+    assert_eq!(
+        http().get(&url).send().unwrap().bytes().unwrap().len(),
+        size
+    );
+    let again = server.mcp().task_get(&id, Caps::TASKS);
+    assert_eq!(again.result()["status"], "completed");
+    let (status, env) = upload_raw(&server, &clip_path);
+    assert_eq!(status, 507, "{env}");
+    let leftovers: Vec<_> = std::fs::read_dir(data.join("assets"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // Space is back: work resumes.
+    std::fs::remove_file(&filler).unwrap();
+    let (status, env) = upload_raw(&server, &clip_path);
+    assert_eq!(status, 201, "{env}");
+}

@@ -53,9 +53,9 @@ pub enum ServiceError {
     /// Unfinished renders use the asset.
     #[error("renders that have not finished use this asset: {}", renders.join(", "))]
     AssetInUse { renders: Vec<String> },
-    /// Free disk space is under the configured floor.
-    #[error("the server's disk is nearly full ({free_bytes} bytes free, floor {floor_bytes})")]
-    StorageFull { free_bytes: u64, floor_bytes: u64 },
+    /// Free disk space is under the configured floor, or a write found the disk full.
+    #[error("the server's disk is full: {reason}")]
+    StorageFull { reason: String },
     /// Store or file-system fault.
     #[error("internal error: {0}")]
     Internal(String),
@@ -132,12 +132,7 @@ impl ServiceError {
                 "used by unfinished renders: {}",
                 renders.join(", ")
             )),
-            ServiceError::StorageFull {
-                free_bytes,
-                floor_bytes,
-            } => Some(format!(
-                "{free_bytes} bytes free, under the floor of {floor_bytes}"
-            )),
+            ServiceError::StorageFull { reason } => Some(reason.clone()),
             ServiceError::NotFound | ServiceError::AssetNotFound | ServiceError::Internal(_) => {
                 None
             }
@@ -172,6 +167,14 @@ impl ServiceError {
         }
     }
 
+    /// A write found no space left on the device.
+    pub(crate) fn disk_full() -> Self {
+        tracing::warn!("a write found the disk full");
+        ServiceError::StorageFull {
+            reason: "a write found no space left on the device".into(),
+        }
+    }
+
     pub(crate) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
         ServiceError::InvalidArguments {
             field: field.into(),
@@ -182,6 +185,11 @@ impl ServiceError {
 
 impl From<StoreError> for ServiceError {
     fn from(e: StoreError) -> Self {
+        if let StoreError::Sled(sled::Error::Io(io)) = &e
+            && crate::disk::is_no_space(io)
+        {
+            return ServiceError::disk_full();
+        }
         tracing::error!(error = %e, "store fault");
         ServiceError::Internal(e.to_string())
     }
@@ -189,6 +197,9 @@ impl From<StoreError> for ServiceError {
 
 impl From<std::io::Error> for ServiceError {
     fn from(e: std::io::Error) -> Self {
+        if crate::disk::is_no_space(&e) {
+            return ServiceError::disk_full();
+        }
         tracing::error!(error = %e, "file-system fault");
         ServiceError::Internal(e.to_string())
     }

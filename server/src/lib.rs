@@ -14,6 +14,7 @@ pub mod catalog;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod disk;
 pub mod engine;
 pub mod envelope;
 pub mod error;

@@ -157,6 +157,8 @@ pub(crate) fn spawn_maintenance(shared: &Arc<Shared>) -> Result<JoinHandle<()>, 
                         Ok(_) => {}
                         Err(e) => tracing::error!(error = %e, "sweep failed"),
                     }
+                    // Space may be back (the sweep freed some, or an operator did).
+                    crate::service::refill_reserve(&shared.config);
                 }
             }
         })

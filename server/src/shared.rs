@@ -45,6 +45,8 @@ pub(crate) struct Shared {
     /// Cancel flags of renders a worker is running.
     pub running: Mutex<HashMap<String, Arc<AtomicBool>>>,
     pub shutdown: AtomicBool,
+    /// Refuses new uploads and renders under the free-space floor.
+    pub disk: crate::disk::DiskGuard,
 }
 
 /// An extra sweep step registered with [`crate::service::RenderService::add_sweeper`]: deletes what has

@@ -9,6 +9,8 @@
 //! queue_capacity = 32
 //! max_render_crashes = 3      # attempts that may end the process before a render fails
 //! max_upload_bytes = "2GiB"
+//! min_free_bytes = "1GiB"     # refuse new uploads and renders under this much free disk
+//! disk_reserve_bytes = "64MiB" # ballast that lets the server start on a full disk
 //! max_source_side = 8192      # source video: largest width or height
 //! max_source_pixels = 35389440 # source video: largest width x height (8192x4320)
 //! max_watermark_side = 4096   # watermark PNG: largest width or height
@@ -57,6 +59,10 @@ pub const DEFAULT_MAX_UPLOAD_BYTES: u64 = 2 * 1024 * 1024 * 1024;
 pub const DEFAULT_PER_PRINCIPAL_CONCURRENT: usize = 2;
 /// Default number of renders that may wait for a worker.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 32;
+/// Default [`Config::min_free_bytes`]: 1 GiB.
+pub const DEFAULT_MIN_FREE_BYTES: u64 = 1 << 30;
+/// Default [`Config::disk_reserve_bytes`]: 64 MiB.
+pub const DEFAULT_DISK_RESERVE_BYTES: u64 = 64 << 20;
 /// Default [`Config::max_watermark_side`].
 pub const DEFAULT_MAX_WATERMARK_SIDE: u32 = 4096;
 /// Largest [`Config::max_watermark_side`] that may be configured.
@@ -115,6 +121,11 @@ pub struct Config {
     pub max_render_crashes: u32,
     /// Largest accepted upload.
     pub max_upload_bytes: u64,
+    /// New uploads and renders are refused (`storage_full`) while free space on the data dir
+    /// is under this floor; finishing work and reads go on.
+    pub min_free_bytes: u64,
+    /// Size of the ballast file that lets the server start on a full disk (0: none).
+    pub disk_reserve_bytes: u64,
     /// Largest source video picture, checked at upload before anything is decoded.
     pub max_source_side: u32,
     /// Largest source video picture in pixels (width x height).
@@ -163,6 +174,8 @@ impl Config {
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             max_render_crashes: DEFAULT_MAX_RENDER_CRASHES,
             max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
+            min_free_bytes: DEFAULT_MIN_FREE_BYTES,
+            disk_reserve_bytes: DEFAULT_DISK_RESERVE_BYTES,
             max_source_side: SourceLimits::DEFAULT.max_side,
             max_source_pixels: SourceLimits::DEFAULT.max_pixels,
             max_watermark_side: DEFAULT_MAX_WATERMARK_SIDE,
@@ -249,6 +262,12 @@ impl Config {
         if let Some(v) = f.max_upload_bytes {
             self.max_upload_bytes = v.bytes("max_upload_bytes")?;
         }
+        if let Some(v) = f.min_free_bytes {
+            self.min_free_bytes = v.bytes("min_free_bytes")?;
+        }
+        if let Some(v) = f.disk_reserve_bytes {
+            self.disk_reserve_bytes = v.bytes("disk_reserve_bytes")?;
+        }
         for (slot, value, name) in [
             (
                 &mut self.approval_timeout,
@@ -310,6 +329,12 @@ impl Config {
         set(&mut self.max_concurrent_probes, a.max_concurrent_probes);
         if let Some(v) = &a.max_upload_bytes {
             self.max_upload_bytes = parse_bytes(v, "max_upload_bytes")?;
+        }
+        if let Some(v) = &a.min_free_bytes {
+            self.min_free_bytes = parse_bytes(v, "min_free_bytes")?;
+        }
+        if let Some(v) = &a.disk_reserve_bytes {
+            self.disk_reserve_bytes = parse_bytes(v, "disk_reserve_bytes")?;
         }
         for (slot, value, name) in [
             (

@@ -47,6 +47,12 @@ pub struct ConfigArgs {
     /// Largest upload, e.g. 2GiB, 500MB, 1048576.
     #[arg(long, env = "VIDFORGE_MAX_UPLOAD_BYTES")]
     pub max_upload_bytes: Option<String>,
+    /// Free disk space under which new uploads and renders are refused, e.g. 1GiB.
+    #[arg(long, env = "VIDFORGE_MIN_FREE_BYTES")]
+    pub min_free_bytes: Option<String>,
+    /// Ballast kept in the data dir so the server can start on a full disk, e.g. 64MiB (0: none).
+    #[arg(long, env = "VIDFORGE_DISK_RESERVE_BYTES")]
+    pub disk_reserve_bytes: Option<String>,
     /// Largest source video width or height accepted at upload.
     #[arg(long, env = "VIDFORGE_MAX_SOURCE_SIDE")]
     pub max_source_side: Option<u32>,
@@ -111,6 +117,8 @@ pub struct FileConfig {
     pub queue_capacity: Option<usize>,
     pub max_render_crashes: Option<u32>,
     pub max_upload_bytes: Option<SizeValue>,
+    pub min_free_bytes: Option<SizeValue>,
+    pub disk_reserve_bytes: Option<SizeValue>,
     pub max_source_side: Option<u32>,
     pub max_source_pixels: Option<u64>,
     pub max_watermark_side: Option<u32>,

@@ -24,7 +24,9 @@ use crate::error::ServiceError;
 use crate::maintenance::{self, SweepReport};
 pub use crate::shared::Sweeper;
 use crate::shared::{Shared, lock};
-use crate::store::{AssetRecord, Outcome, RenderArgs, RenderRecord, RenderState, Store};
+use crate::store::{
+    AssetRecord, Outcome, RenderArgs, RenderRecord, RenderState, Store, StoreError,
+};
 use crate::worker;
 
 mod transactions;
@@ -128,7 +130,7 @@ impl RenderService {
             .map_err(|e| ServiceError::Internal(e.to_string()))?;
         config.data_dir = std::path::absolute(&config.data_dir)?;
         config.ensure_dirs()?;
-        let store = Store::open(&config.db_dir())?;
+        let store = open_store(&config)?;
         let assets = AssetCatalog::new(
             store.clone(),
             config.assets_dir(),
@@ -137,6 +139,7 @@ impl RenderService {
             parts.clock.clone(),
         );
         assets.remove_partial_uploads();
+        let (config_dir, min_free_bytes) = (config.data_dir.clone(), config.min_free_bytes);
         let (queue_tx, queue_rx) = crossbeam_channel::unbounded();
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
         let shared = Arc::new(Shared {
@@ -153,6 +156,7 @@ impl RenderService {
             active: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
             shutdown: AtomicBool::new(false),
+            disk: crate::disk::DiskGuard::new(&config_dir, min_free_bytes),
         });
         maintenance::recover(&shared)?;
         let mut threads = worker::spawn_workers(&shared)?;
@@ -365,6 +369,7 @@ impl RenderService {
         S: Stream<Item = Result<Bytes, E>> + Send,
         E: std::fmt::Display,
     {
+        self.shared.disk.check()?;
         self.shared
             .assets
             .add_stream(principal, file_name, stream)
@@ -439,6 +444,42 @@ impl RenderService {
     /// and idempotency keys past their TTL, then runs the [`RenderService::add_sweeper`] steps.
     pub fn sweep(&self) -> Result<SweepReport, ServiceError> {
         maintenance::sweep(&self.shared)
+    }
+}
+
+/// Opens the database; when that fails for lack of space, releases the disk reserve and
+/// tries once more (the server then starts, serves reads and refuses new work until space
+/// is back). Puts the reserve (back) in place when there is room for it.
+fn open_store(config: &Config) -> Result<Store, ServiceError> {
+    let store = match Store::open(&config.db_dir()) {
+        Err(StoreError::Sled(sled::Error::Io(e)))
+            if crate::disk::is_no_space(&e) && crate::disk::release_ballast(&config.data_dir) =>
+        {
+            Store::open(&config.db_dir())?
+        }
+        other => other?,
+    };
+    refill_reserve(config);
+    Ok(store)
+}
+
+/// Puts the disk reserve in place if it is missing and the disk has room for it beyond the
+/// free-space floor.
+pub(crate) fn refill_reserve(config: &Config) {
+    let path = config.data_dir.join(crate::disk::BALLAST_FILE);
+    if config.disk_reserve_bytes == 0 || path.exists() {
+        return;
+    }
+    let room = crate::disk::free_bytes(&config.data_dir).unwrap_or(0);
+    if room
+        < config
+            .disk_reserve_bytes
+            .saturating_add(config.min_free_bytes)
+    {
+        return;
+    }
+    if let Err(e) = crate::disk::ensure_ballast(&config.data_dir, config.disk_reserve_bytes) {
+        tracing::warn!(error = %e, "cannot create the disk reserve");
     }
 }
 

@@ -46,6 +46,8 @@ pub(super) fn create_blocking(
         }
         // The render it pointed to is gone: the key starts a new one.
     }
+    // A replay above costs nothing; a new render needs room to finish.
+    shared.disk.check()?;
 
     let source = shared
         .assets
