@@ -103,11 +103,14 @@ pub enum ErrorCode {
     AssetInvalid,
     RenderCancelled,
     ResultTooLargeToInline,
+    RequestForbidden,
+    UnsupportedMediaType,
+    UploadTimeout,
 }
 
 impl ErrorCode {
     /// Every code, in catalog order.
-    pub const ALL: [ErrorCode; 17] = [
+    pub const ALL: [ErrorCode; 20] = [
         ErrorCode::SourceNotFound,
         ErrorCode::UnsupportedCodec,
         ErrorCode::WatermarkRejected,
@@ -125,6 +128,9 @@ impl ErrorCode {
         ErrorCode::AssetInvalid,
         ErrorCode::RenderCancelled,
         ErrorCode::ResultTooLargeToInline,
+        ErrorCode::RequestForbidden,
+        ErrorCode::UnsupportedMediaType,
+        ErrorCode::UploadTimeout,
     ];
 
     /// The codes `vidforge_render_video` lists inline in its `_meta` (repair-critical only).
@@ -157,6 +163,9 @@ impl ErrorCode {
             ErrorCode::AssetInvalid => "asset_invalid",
             ErrorCode::RenderCancelled => "render_cancelled",
             ErrorCode::ResultTooLargeToInline => "result_too_large_to_inline",
+            ErrorCode::RequestForbidden => "request_forbidden",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
+            ErrorCode::UploadTimeout => "upload_timeout",
         }
     }
 
@@ -168,7 +177,7 @@ impl ErrorCode {
     pub fn temporary(self) -> bool {
         matches!(
             self,
-            ErrorCode::RenderQuotaExceeded | ErrorCode::RenderFailed
+            ErrorCode::RenderQuotaExceeded | ErrorCode::RenderFailed | ErrorCode::UploadTimeout
         )
     }
 
@@ -228,6 +237,22 @@ impl ErrorCode {
                 "The result is larger than {} MiB and is not inlined by resources/read; download it over HTTP (details.download_url).",
                 MAX_INLINE_RESOURCE_BYTES / (1024 * 1024)
             ),
+            ErrorCode::RequestForbidden => {
+                "The request's Host or Origin header is not allowed here (DNS-rebinding and \
+                 cross-site protection); details.field names it. Call from an allowed origin, or \
+                 have the operator add it to allowed_hosts / allowed_origins."
+                    .into()
+            }
+            ErrorCode::UnsupportedMediaType => {
+                "Uploads must be sent as application/octet-stream or the file's own video/* or \
+                 image/png type; form and text content types are refused."
+                    .into()
+            }
+            ErrorCode::UploadTimeout => {
+                "The upload sent no data for the server's body timeout and was aborted; nothing \
+                 was kept. Re-send it."
+                    .into()
+            }
         }
     }
 }
