@@ -8,7 +8,7 @@
 //!   [`http1::Builder::header_read_timeout`] (with tokio's timer). hyper starts that clock
 //!   whenever a connection waits for a request head, so it ends half-sent headers and silent
 //!   or unused kept-alive connections alike.
-//! - **Idle timeout** (`idle_timeout`): the socket is wrapped in [`Tracked`], which notes the
+//! - **Idle timeout** (`idle_timeout`): the socket is wrapped in `Tracked`, which notes the
 //!   last byte read or written. A connection that moves nothing for `idle_timeout` is asked to
 //!   close (hyper's graceful shutdown: at once without a request in flight, after it
 //!   otherwise); one that still moves nothing for another `idle_timeout` is dropped. SSE

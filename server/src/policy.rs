@@ -12,7 +12,7 @@
 //!
 //! A refusal is `403` with the §6 envelope, code `request_forbidden`, `details.field` naming
 //! the header. The matching follows rmcp 3.11's Streamable HTTP checks rule for rule (rmcp's
-//! own checks are switched off in [`crate::mcp::router`] so `/mcp` is decided here too).
+//! own checks are switched off in `mcp::router` so `/mcp` is decided here too).
 
 use std::sync::Arc;
 
