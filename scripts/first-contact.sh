@@ -166,7 +166,7 @@ done
 
 step "server/discover and one small render through tasks/*"
 [ -f clip.mp4 ] || die "the README's blocks did not make clip.mp4"
-SOURCE="$(curl -fsS --data-binary @clip.mp4 "$BASE/assets?name=clip.mp4" | python3 -c 'import json,sys; print(json.load(sys.stdin)["uri"])')"
+SOURCE="$(curl -fsS -H 'Content-Type: application/octet-stream' --data-binary @clip.mp4 "$BASE/assets?name=clip.mp4" | python3 -c 'import json,sys; print(json.load(sys.stdin)["uri"])')"
 python3 scripts/lib/task_render.py "$BASE" "$SOURCE" "$WORK/task-result.mp4" || die "the render through tasks/* failed"
 size="$(ffprobe -v error -select_streams v:0 -show_entries stream=width,height -of csv=p=0 "$WORK/task-result.mp4")"
 [ "$size" = "1280,720" ] || die "the rendered video is '$size', expected 1280,720"

@@ -38,7 +38,7 @@ ffmpeg -hide_banner -loglevel error -y -f lavfi -i testsrc2=size=320x180:rate=25
   -f lavfi -i sine=frequency=440:sample_rate=48000:duration=0.6 -c:a aac -b:a 64k \
   -c:v libx264 -preset ultrafast -pix_fmt yuv420p -shortest "$WORK/clip.mp4"
 ffmpeg -hide_banner -loglevel error -y -f lavfi -i 'color=c=red@0.6:s=96x48,format=rgba' -frames:v 1 "$WORK/logo.png"
-upload() { curl -fsS --data-binary "@$1" "$BASE/assets?name=$(basename "$1")" | python3 -c 'import json,sys; print(json.load(sys.stdin)["uri"])'; }
+upload() { curl -fsS -H 'Content-Type: application/octet-stream' --data-binary "@$1" "$BASE/assets?name=$(basename "$1")" | python3 -c 'import json,sys; print(json.load(sys.stdin)["uri"])'; }
 CLIP="$(upload "$WORK/clip.mp4")"
 LOGO="$(upload "$WORK/logo.png")"
 

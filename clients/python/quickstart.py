@@ -23,6 +23,8 @@ from mcp.client.streamable_http import streamable_http_client
 def upload(server: str, path: str, headers: dict) -> str:
     """POST the file to /assets; returns its vidforge://assets/... URI."""
     url = f"{server}/assets?name={urllib.parse.quote(os.path.basename(path))}"
+    # urllib would label the bytes application/x-www-form-urlencoded, which uploads refuse.
+    headers = {**headers, "Content-Type": "application/octet-stream"}
     with open(path, "rb") as f:
         req = urllib.request.Request(url, data=f.read(), headers=headers, method="POST")
     with urllib.request.urlopen(req, timeout=300) as resp:

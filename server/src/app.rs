@@ -1,17 +1,21 @@
 //! Wiring of the running server: the production service (media engine, process clock), the
-//! full router (HTTP routes + MCP), and graceful shutdown.
+//! full router (HTTP routes + MCP behind one request policy), the accept loop with its
+//! connection limits, and graceful shutdown.
 
 use std::future::Future;
 use std::sync::Arc;
 
 use axum::Router;
 use tokio::net::TcpListener;
+use tower_http::timeout::RequestBodyTimeoutLayer;
 
 use crate::clock;
 use crate::config::Config;
+use crate::connections::{self, ConnectionLimits};
 use crate::http;
 use crate::mcp::Extensions;
 use crate::media_backend::{MediaProber, MediaRenderer};
+use crate::policy::{self, RequestPolicy};
 use crate::service::{RenderService, ServiceParts};
 
 /// Starts the service with the media engine (`config.backend`) and the process clock
@@ -29,18 +33,28 @@ pub fn start_service(config: Config) -> anyhow::Result<RenderService> {
     Ok(service)
 }
 
-/// Every route the server answers: [`http::http_routes`] plus the MCP endpoint at `/mcp`.
-/// Each router authenticates its own routes with the bearer-token middleware (all but
-/// `/healthz`): [`http::http_routes`] and [`crate::mcp::router`] apply it themselves, so
-/// nothing here wraps them again.
+/// Every route the server answers: [`http::http_routes`] plus the MCP endpoint at `/mcp`,
+/// all behind the Host/Origin [`policy`] and the request-body timeout
+/// (`body_idle_timeout`), and [`http::health_routes`] (`/healthz`) outside both. Each router
+/// authenticates its own routes with the bearer-token middleware, so nothing here wraps them
+/// again; a route added to either router is behind the policy without further wiring.
 pub fn router(service: &RenderService) -> Router {
     router_with(service, Extensions::default())
 }
 
 /// [`router`] with MCP `extensions` mounted beside vidforge's own surface.
 pub fn router_with(service: &RenderService, extensions: Extensions) -> Router {
-    let mcp = crate::mcp::router(service.clone(), service.config(), extensions);
-    http::http_routes(service.clone()).merge(mcp)
+    let config = service.config();
+    let mcp = crate::mcp::router(service.clone(), config, extensions);
+    let policy = Arc::new(RequestPolicy::from_config(config));
+    let guarded = http::http_routes(service.clone())
+        .merge(mcp)
+        .layer(RequestBodyTimeoutLayer::new(config.body_idle_timeout))
+        .layer(axum::middleware::from_fn_with_state(
+            policy,
+            policy::enforce,
+        ));
+    http::health_routes(service.clone()).merge(guarded)
 }
 
 /// Serves [`router`] on `listener` until `shutdown` resolves, then drains connections.
@@ -52,16 +66,16 @@ pub async fn serve(
     serve_with(service, listener, shutdown, Extensions::default()).await
 }
 
-/// [`serve`] with MCP `extensions` mounted ([`router_with`]).
+/// [`serve`] with MCP `extensions` mounted ([`router_with`]), within the configured
+/// connection limits ([`connections::serve`]).
 pub async fn serve_with(
     service: &RenderService,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
     extensions: Extensions,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router_with(service, extensions))
-        .with_graceful_shutdown(shutdown)
-        .await
+    let limits = ConnectionLimits::from_config(service.config());
+    connections::serve(listener, router_with(service, extensions), limits, shutdown).await
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

@@ -112,11 +112,14 @@ pub enum ErrorCode {
     AssetNotFound,
     AssetInUse,
     StorageFull,
+    RequestForbidden,
+    UnsupportedMediaType,
+    UploadTimeout,
 }
 
 impl ErrorCode {
     /// Every code, in catalog order.
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 23] = [
         ErrorCode::SourceNotFound,
         ErrorCode::UnsupportedCodec,
         ErrorCode::WatermarkRejected,
@@ -137,6 +140,9 @@ impl ErrorCode {
         ErrorCode::AssetNotFound,
         ErrorCode::AssetInUse,
         ErrorCode::StorageFull,
+        ErrorCode::RequestForbidden,
+        ErrorCode::UnsupportedMediaType,
+        ErrorCode::UploadTimeout,
     ];
 
     /// The codes `vidforge_render_video` lists inline in its `_meta` (repair-critical only).
@@ -172,6 +178,9 @@ impl ErrorCode {
             ErrorCode::AssetNotFound => "asset_not_found",
             ErrorCode::AssetInUse => "asset_in_use",
             ErrorCode::StorageFull => "storage_full",
+            ErrorCode::RequestForbidden => "request_forbidden",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
+            ErrorCode::UploadTimeout => "upload_timeout",
         }
     }
 
@@ -187,6 +196,7 @@ impl ErrorCode {
                 | ErrorCode::RenderFailed
                 | ErrorCode::AssetInUse
                 | ErrorCode::StorageFull
+                | ErrorCode::UploadTimeout
         )
     }
 
@@ -255,6 +265,22 @@ impl ErrorCode {
             }
             ErrorCode::StorageFull => {
                 "The server's disk is nearly full: new uploads and renders are refused for now; honour retry_after_ms. Finished results stay downloadable.".into()
+            }
+            ErrorCode::RequestForbidden => {
+                "The request's Host or Origin header is not allowed here (DNS-rebinding and \
+                 cross-site protection); details.field names it. Call from an allowed origin, or \
+                 have the operator add it to allowed_hosts / allowed_origins."
+                    .into()
+            }
+            ErrorCode::UnsupportedMediaType => {
+                "Uploads must be sent as application/octet-stream or the file's own video/* or \
+                 image/png type; form and text content types are refused."
+                    .into()
+            }
+            ErrorCode::UploadTimeout => {
+                "The upload sent no data for the server's body timeout and was aborted; nothing \
+                 was kept. Re-send it."
+                    .into()
             }
         }
     }

@@ -2,16 +2,23 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `POST /assets?name=clip.mp4` (or `X-Filename`) | raw-body upload → `201` asset JSON; `413` over the limit, `422` unreadable or over the picture limits |
+//! | `POST /assets?name=clip.mp4` (or `X-Filename`) | raw-body upload (`Content-Type: application/octet-stream`, the file's own type, or none) → `201` asset JSON; `413` over the limit, `415` a form or text content type, `408` when the body stalls for `body_idle_timeout`, `422` unreadable |
 //! | `GET /assets/{id}` | the asset JSON (with `expires_at`); `404` unknown or not yours |
 //! | `DELETE /assets/{id}` | deletes the asset → `204`; `404` unknown or not yours; `409` while an unfinished render uses it |
 //! | `GET /videos/{id}/final.{ext}` | result download ([`serve_file`]: `Range` → `206`/`416`, `If-Range`, `If-Modified-Since` → `304`, `HEAD`); `404` unknown or not yours; `410` expired |
 //! | `GET /renders/{id}/watermark-preview.png` | the watermark preview (same) |
-//! | `GET /healthz` | liveness (no auth) |
+//! | `GET /healthz` | liveness (no auth, no Host/Origin check) |
 //!
-//! Error bodies are the §6 envelope ([`crate::envelope`]).
+//! Every route but `/healthz` answers to the Host/Origin policy ([`crate::policy`], applied by
+//! [`crate::app::router_with`]). Uploads also refuse the content types a browser may send
+//! cross-site without a preflight (`text/plain`, `application/x-www-form-urlencoded`,
+//! `multipart/form-data`): `415`. A request without `Content-Type` is accepted (plain HTTP
+//! clients send raw bytes without one; browsers always send `Origin` cross-site, which the
+//! policy checks). Error bodies are the §6 envelope ([`crate::envelope`]).
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::body::Body;
@@ -19,12 +26,14 @@ use axum::extract::{DefaultBodyLimit, Extension, Path as UrlPath, Query, Request
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use futures_util::StreamExt;
 use httpdate::HttpDate;
 use serde::Deserialize;
 use serde_json::json;
 use tower_http::services::ServeFile;
 
 use crate::auth::{Auth, Principal, require_auth};
+use crate::catalog::ErrorCode;
 use crate::clock::rfc3339;
 use crate::envelope::{Envelope, RepairContext, fingerprint};
 use crate::error::ServiceError;
@@ -35,19 +44,31 @@ use crate::uri::PREVIEW_FILE_NAME;
 /// Header naming an upload's file when `?name=` is absent.
 pub const FILENAME_HEADER: &str = "x-filename";
 
-/// The HTTP routes, authenticated with the service's tokens (except `/healthz`). Merge with the
-/// MCP router: `http_routes(service.clone()).merge(mcp_router)`.
+/// Content types a browser sends cross-site without a CORS preflight (the Fetch standard's
+/// CORS-safelisted `Content-Type` values): refused on uploads.
+pub const REFUSED_UPLOAD_TYPES: [&str; 3] = [
+    "text/plain",
+    "application/x-www-form-urlencoded",
+    "multipart/form-data",
+];
+
+/// The authenticated HTTP routes (uploads, downloads, previews). [`crate::app::router_with`]
+/// merges them with the MCP router behind the request policy.
 pub fn http_routes(service: RenderService) -> Router {
     let auth = Auth::from_config(service.config());
-    let protected = Router::new()
+    Router::new()
         .route("/assets", post(upload).layer(DefaultBodyLimit::disable()))
         .route("/assets/{id}", get(get_asset).delete(delete_asset))
         .route("/videos/{id}/{file}", get(download))
         .route("/renders/{id}/{file}", get(preview))
-        .layer(axum::middleware::from_fn_with_state(auth, require_auth));
+        .layer(axum::middleware::from_fn_with_state(auth, require_auth))
+        .with_state(service)
+}
+
+/// `/healthz`: no auth and no Host/Origin policy (probes and load balancers call it by IP).
+pub fn health_routes(service: RenderService) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
-        .merge(protected)
         .with_state(service)
 }
 
@@ -126,6 +147,9 @@ async fn upload(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    if let Some(refused) = refused_content_type(&headers) {
+        return unsupported_media_type(&refused);
+    }
     let limit = service.config().max_upload_bytes;
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -144,13 +168,27 @@ async fn upload(
                 .map(str::to_string)
         })
         .unwrap_or_default();
+    // The router's body timeout ends a stalled upload with an error; remember that it was
+    // the timeout, so the answer is 408 rather than "interrupted".
+    let stalled = Arc::new(AtomicBool::new(false));
+    let seen = stalled.clone();
+    let stream = body.into_data_stream().inspect(move |chunk| {
+        if let Err(e) = chunk
+            && crate::connections::is_body_timeout(e)
+        {
+            seen.store(true, Ordering::SeqCst);
+        }
+    });
     match service
-        .add_asset_stream(principal.as_str(), &name, body.into_data_stream())
+        .add_asset_stream(principal.as_str(), &name, stream)
         .await
     {
         Ok(rec) => {
             let json = asset_json(&rec, service.asset_expires_at(&rec));
             (StatusCode::CREATED, axum::Json(json)).into_response()
+        }
+        Err(_) if stalled.load(Ordering::SeqCst) => {
+            upload_timeout(service.config().body_idle_timeout)
         }
         Err(e) => service_error(&e),
     }
@@ -176,6 +214,60 @@ async fn delete_asset(
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
         Err(e) => service_error(&e),
     }
+}
+
+/// The refused content type of an upload (lowercased, without parameters), if it is one.
+/// A missing `Content-Type` is accepted; one that is not text is refused.
+fn refused_content_type(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(header::CONTENT_TYPE)?;
+    let Ok(text) = value.to_str() else {
+        return Some("(not text)".into());
+    };
+    let essence = text
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    REFUSED_UPLOAD_TYPES
+        .contains(&essence.as_str())
+        .then_some(essence)
+}
+
+/// `415`: the upload's content type is one a browser form may send.
+fn unsupported_media_type(refused: &str) -> Response {
+    let env = Envelope::new(
+        ErrorCode::UnsupportedMediaType,
+        format!(
+            "Uploads must be sent with Content-Type: application/octet-stream (or the file's own \
+             type, e.g. video/mp4 or image/png), not {refused}. With curl: -H 'Content-Type: \
+             application/octet-stream' --data-binary @FILE."
+        ),
+    )
+    .field("Content-Type")
+    .reason(
+        "form and text content types can be sent cross-site by any web page without asking, so \
+         uploads refuse them",
+    );
+    error_response(StatusCode::UNSUPPORTED_MEDIA_TYPE, &env)
+}
+
+/// `408`: the upload sent nothing for `idle`; it was aborted and nothing was kept. The
+/// connection closes (the rest of the body is never read).
+fn upload_timeout(idle: std::time::Duration) -> Response {
+    let env = Envelope::new(
+        ErrorCode::UploadTimeout,
+        format!(
+            "The upload sent no data for {} and was aborted; nothing was kept. Re-send it.",
+            crate::catalog::human_duration(idle)
+        ),
+    )
+    .reason(format!("body_idle_timeout is {} ms", idle.as_millis()));
+    let mut response = error_response(StatusCode::REQUEST_TIMEOUT, &env);
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 async fn download(

@@ -4,7 +4,8 @@
 //! Layers, bottom up: [`store`] (sled, the truth) → [`shared`] (the state every actor shares)
 //! → [`worker`] pool and [`maintenance`] (boot recovery, approval deadlines, sweeper) →
 //! [`service::RenderService`] (creation, idempotency, quota, approvals, cancel; starts the two
-//! before it) → [`http`] (uploads, downloads) and the MCP layer → [`app`] / [`cli`].
+//! before it) → [`http`] (uploads, downloads) and the MCP layer, both behind [`policy`]
+//! (Host/Origin) → [`app`] (the router) on [`connections`] (accept loop and limits) → [`cli`].
 
 pub mod app;
 pub mod args;
@@ -14,6 +15,7 @@ pub mod catalog;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod connections;
 pub mod disk;
 pub mod engine;
 pub mod envelope;
@@ -23,6 +25,7 @@ pub mod ids;
 pub mod maintenance;
 pub mod mcp;
 pub mod media_backend;
+pub mod policy;
 pub mod service;
 pub mod shared;
 pub mod store;

@@ -54,6 +54,8 @@ pub struct Server {
     pub args: Vec<String>,
     /// The binary serving: [`vidforge_bin`] or [`conformance_bin`].
     pub bin: PathBuf,
+    /// Extra environment variables of the server process.
+    pub env: Vec<(String, String)>,
     child: Option<Child>,
     log_path: PathBuf,
 }
@@ -64,6 +66,17 @@ impl Server {
         Server::start_bin(vidforge_bin(), data_dir, extra)
     }
 
+    /// [`Server::start`] with extra environment variables (e.g. `VIDFORGE_*` settings).
+    pub fn start_with_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut server = Server::new(vidforge_bin(), data_dir, extra);
+        server.env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        server.spawn();
+        server
+    }
+
     /// [`Server::start`] with the conformance suite's fixtures mounted (`vidforge-conformance
     /// serve`).
     pub fn start_conformance(data_dir: &Path, extra: &[&str]) -> Server {
@@ -71,16 +84,21 @@ impl Server {
     }
 
     fn start_bin(bin: PathBuf, data_dir: &Path, extra: &[&str]) -> Server {
-        let mut server = Server {
+        let mut server = Server::new(bin, data_dir, extra);
+        server.spawn();
+        server
+    }
+
+    fn new(bin: PathBuf, data_dir: &Path, extra: &[&str]) -> Server {
+        Server {
             port: free_port(),
             data_dir: data_dir.to_path_buf(),
             args: extra.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
             bin,
             child: None,
             log_path: data_dir.with_extension("log"),
-        };
-        server.spawn();
-        server
+        }
     }
 
     fn spawn(&mut self) {
@@ -99,6 +117,7 @@ impl Server {
             .arg("cpu")
             .args(&self.args)
             .env("RUST_LOG", "info")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log handle"))
             .stderr(log)

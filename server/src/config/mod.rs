@@ -23,6 +23,10 @@
 //! allowed_origins = ["http://localhost:3000"]
 //! allowed_hosts = ["localhost", "127.0.0.1"]
 //! public_base_url = "https://renders.example.com"
+//! header_read_timeout = "10s"  # a request head must arrive within this
+//! idle_timeout = "60s"         # a connection moving no bytes either way is closed
+//! body_idle_timeout = "30s"    # an upload sending nothing for this long is aborted (408)
+//! max_connections = 1024       # connections served at once; more wait to be accepted
 //! [tokens]                     # bearer token -> principal name
 //! "s3cret-token" = "alice"
 //! ```
@@ -73,6 +77,16 @@ pub const DEFAULT_MAX_CONCURRENT_PROBES: usize = 2;
 pub const DEFAULT_MAX_RENDER_CRASHES: u32 = 3;
 /// Default interval of the approval-deadline check.
 pub const DEFAULT_TICK_INTERVAL: Duration = Duration::from_secs(1);
+/// Default limit for receiving a request head (see [`Config::header_read_timeout`]).
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default limit for a connection that moves no bytes (see [`Config::idle_timeout`]).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default limit for a request body that delivers nothing (see [`Config::body_idle_timeout`]).
+pub const DEFAULT_BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default number of connections served at once.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Shortest accepted header and body timeout.
+const MIN_CONNECTION_TIMEOUT: Duration = Duration::from_millis(100);
 /// How long a tombstone of an expired result is kept after its files are deleted, so a late
 /// read gets `result_expired` (with a repair) rather than `render_not_found`.
 pub const DEFAULT_TOMBSTONE_GRACE: Duration = Duration::from_secs(7 * 24 * 60 * 60);
@@ -160,6 +174,20 @@ pub struct Config {
     pub sweep_interval: Duration,
     /// How often approval deadlines are checked.
     pub tick_interval: Duration,
+    /// A request head (request line and headers) must arrive within this, or the connection
+    /// is closed. hyper starts this clock whenever a connection waits for a request, so it
+    /// also closes a kept-alive connection that sends no next request.
+    pub header_read_timeout: Duration,
+    /// A connection that moves no bytes in either direction for this long (a response the
+    /// client does not read, a kept-alive connection nobody uses) is asked to close: at once
+    /// when no request is in flight, after that request otherwise; if it still moves nothing
+    /// for another `idle_timeout` it is closed. SSE streams send keep-alives more often.
+    pub idle_timeout: Duration,
+    /// A request body (an upload) that delivers no bytes for this long is aborted: `408`
+    /// with `upload_timeout`, and the upload's temporary file is removed.
+    pub body_idle_timeout: Duration,
+    /// Connections served at once; further ones wait in the listen backlog until one closes.
+    pub max_connections: usize,
 }
 
 impl Config {
@@ -192,6 +220,10 @@ impl Config {
             public_base_url: None,
             sweep_interval: catalog::SWEEP_INTERVAL,
             tick_interval: DEFAULT_TICK_INTERVAL,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            body_idle_timeout: DEFAULT_BODY_IDLE_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 
@@ -289,11 +321,23 @@ impl Config {
             ),
             (&mut self.sweep_interval, f.sweep_interval, "sweep_interval"),
             (&mut self.tick_interval, f.tick_interval, "tick_interval"),
+            (
+                &mut self.header_read_timeout,
+                f.header_read_timeout,
+                "header_read_timeout",
+            ),
+            (&mut self.idle_timeout, f.idle_timeout, "idle_timeout"),
+            (
+                &mut self.body_idle_timeout,
+                f.body_idle_timeout,
+                "body_idle_timeout",
+            ),
         ] {
             if let Some(v) = value {
                 *slot = v.duration(name)?;
             }
         }
+        set(&mut self.max_connections, f.max_connections);
         set(&mut self.backend, f.backend);
         set(&mut self.allowed_origins, f.allowed_origins);
         set(&mut self.allowed_hosts, f.allowed_hosts);
@@ -355,11 +399,23 @@ impl Config {
                 &a.sweep_interval,
                 "sweep_interval",
             ),
+            (
+                &mut self.header_read_timeout,
+                &a.header_read_timeout,
+                "header_read_timeout",
+            ),
+            (&mut self.idle_timeout, &a.idle_timeout, "idle_timeout"),
+            (
+                &mut self.body_idle_timeout,
+                &a.body_idle_timeout,
+                "body_idle_timeout",
+            ),
         ] {
             if let Some(v) = value {
                 *slot = parse_duration(v, name)?;
             }
         }
+        set(&mut self.max_connections, a.max_connections);
         set(&mut self.backend, a.backend);
         if !a.allowed_origins.is_empty() {
             self.allowed_origins = a.allowed_origins.clone();
@@ -426,6 +482,18 @@ impl Config {
         }
         if self.sweep_interval.is_zero() || self.tick_interval.is_zero() {
             return bad("sweep_interval", "intervals must be positive");
+        }
+        if self.header_read_timeout < MIN_CONNECTION_TIMEOUT {
+            return bad("header_read_timeout", "must be at least 100ms");
+        }
+        if self.idle_timeout < Duration::from_secs(1) {
+            return bad("idle_timeout", "must be at least 1s");
+        }
+        if self.body_idle_timeout < MIN_CONNECTION_TIMEOUT {
+            return bad("body_idle_timeout", "must be at least 100ms");
+        }
+        if self.max_connections == 0 {
+            return bad("max_connections", "must be at least 1");
         }
         for (token, principal) in &self.tokens {
             if token.len() < 8 {
@@ -572,6 +640,9 @@ max_upload_bytes = "1MiB"
 approval_timeout = 90
 result_ttl = "8d"
 backend = "cpu"
+header_read_timeout = "3s"
+idle_timeout = 90
+max_connections = 64
 [tokens]
 "tok-alice-123" = "alice"
 "#,
@@ -581,6 +652,7 @@ backend = "cpu"
             config: Some(path),
             listen: Some("localhost:7000".into()),
             approval_timeout: Some("2m".into()),
+            idle_timeout: Some("45s".into()),
             ..Default::default()
         };
         let c = Config::load(&args).unwrap();
@@ -590,6 +662,10 @@ backend = "cpu"
         assert_eq!(c.approval_timeout, Duration::from_secs(120));
         assert_eq!(c.result_ttl, Duration::from_secs(8 * 86_400));
         assert_eq!(c.backend, BackendSetting::Cpu);
+        assert_eq!(c.header_read_timeout, Duration::from_secs(3));
+        assert_eq!(c.idle_timeout, Duration::from_secs(45));
+        assert_eq!(c.body_idle_timeout, DEFAULT_BODY_IDLE_TIMEOUT);
+        assert_eq!(c.max_connections, 64);
         assert_eq!(
             c.tokens.get("tok-alice-123").map(String::as_str),
             Some("alice")

@@ -83,6 +83,18 @@ pub struct ConfigArgs {
     /// Sweeper interval, e.g. 60s.
     #[arg(long, env = "VIDFORGE_SWEEP_INTERVAL")]
     pub sweep_interval: Option<String>,
+    /// Limit for receiving a request head, e.g. 10s (also ends unused kept-alive connections).
+    #[arg(long, env = "VIDFORGE_HEADER_READ_TIMEOUT")]
+    pub header_read_timeout: Option<String>,
+    /// A connection moving no bytes for this long is closed, e.g. 60s.
+    #[arg(long, env = "VIDFORGE_IDLE_TIMEOUT")]
+    pub idle_timeout: Option<String>,
+    /// An upload sending nothing for this long is aborted (408), e.g. 30s.
+    #[arg(long, env = "VIDFORGE_BODY_IDLE_TIMEOUT")]
+    pub body_idle_timeout: Option<String>,
+    /// Connections served at once; more wait until one closes.
+    #[arg(long, env = "VIDFORGE_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
     /// Compositor backend.
     #[arg(long, env = "VIDFORGE_BACKEND", value_enum)]
     pub backend: Option<BackendSetting>,
@@ -131,6 +143,10 @@ pub struct FileConfig {
     pub tombstone_grace: Option<DurationValue>,
     pub sweep_interval: Option<DurationValue>,
     pub tick_interval: Option<DurationValue>,
+    pub header_read_timeout: Option<DurationValue>,
+    pub idle_timeout: Option<DurationValue>,
+    pub body_idle_timeout: Option<DurationValue>,
+    pub max_connections: Option<usize>,
     pub backend: Option<BackendSetting>,
     pub allowed_origins: Option<Vec<String>>,
     pub allowed_hosts: Option<Vec<String>>,

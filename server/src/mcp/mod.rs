@@ -2,7 +2,10 @@
 //!
 //! rmcp 3.11 (`StreamableHttpService` in stateless mode) does the protocol plumbing: JSON-RPC
 //! framing, `MCP-Protocol-Version` / `Mcp-Method` / `Mcp-Name` checks, `_meta` validation,
-//! Host and Origin checks, the tasks-extension gate and SSE. Two thin axum layers around it
+//! the tasks-extension gate and SSE. Host and Origin are checked before any of it by the one
+//! request policy every route shares ([`crate::policy`], applied in
+//! [`crate::app::router_with`]); rmcp's own copy of that check is switched off so `/mcp`
+//! cannot decide differently from the other routes. Two thin axum layers around rmcp
 //! supply what rmcp 3.11 lacks (ARCHITECTURE.md lists each gap):
 //! - `taskIds` on `subscriptions/listen` (dropped by rmcp's `SubscriptionFilter`): read here,
 //!   carried to the handler in request extensions, and echoed in the acknowledgement;
@@ -57,7 +60,14 @@ pub struct RequestedTaskIds(pub Vec<String>);
 
 /// The `/mcp` router: bearer auth, then vidforge's wire layer, then rmcp's streamable HTTP
 /// service. `extensions` are served beside vidforge's own tools (none in production).
-pub fn router(service: RenderService, config: &Config, extensions: Extensions) -> axum::Router {
+///
+/// It has no Host/Origin check of its own: serve it only through
+/// [`crate::app::router_with`], which puts every route behind [`crate::policy`].
+pub(crate) fn router(
+    service: RenderService,
+    config: &Config,
+    extensions: Extensions,
+) -> axum::Router {
     let lifetimes = config.lifetimes();
     let shared = Arc::new(McpShared {
         capabilities_summary: capabilities::summary(&lifetimes),
@@ -66,23 +76,17 @@ pub fn router(service: RenderService, config: &Config, extensions: Extensions) -
         extensions,
         service,
     });
-    let port = config.listen.port();
-    let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
-    hosts.push(config.listen.ip().to_string());
-    hosts.extend(config.allowed_hosts.iter().cloned());
-    let mut origins: Vec<String> = vec![
-        format!("http://127.0.0.1:{port}"),
-        format!("http://localhost:{port}"),
-        format!("http://[::1]:{port}"),
-    ];
-    origins.extend(config.allowed_origins.iter().cloned());
+    // Host and Origin: decided by crate::policy for every route (this one included), from
+    // the one list RequestPolicy::from_config builds; rmcp's duplicate check stays off.
     let mcp_config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
         .with_stateless_protocol_metadata_required(true)
-        .with_allowed_hosts(hosts)
-        .with_allowed_origins(origins)
-        .enforce_origin_validation()
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        .with_sse_keep_alive(Some(crate::connections::sse_keep_alive(
+            config.idle_timeout,
+        )))
         .with_max_request_body_bytes(MAX_MCP_BODY_BYTES);
     let mcp = StreamableHttpService::new(
         move || {
@@ -139,6 +143,15 @@ async fn wire_layer(request: Request, next: Next) -> Response {
         .await
     {
         Ok(collected) => collected.to_bytes(),
+        Err(e) if crate::connections::is_body_timeout(&*e) => {
+            return rpc_error_response(
+                StatusCode::REQUEST_TIMEOUT,
+                Value::Null,
+                rmcp::model::ErrorCode::INVALID_REQUEST,
+                "The request body stalled and was abandoned.",
+                json!({}),
+            );
+        }
         Err(_) => {
             return rpc_error_response(
                 StatusCode::PAYLOAD_TOO_LARGE,
