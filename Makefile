@@ -4,7 +4,7 @@ CARGO ?= cargo
 # Tests run the wgpu path on Mesa lavapipe and fail (not skip) when no adapter is found.
 TEST_ENV := WGPU_BACKEND=vulkan VIDFORGE_REQUIRE_GPU=1 XDG_RUNTIME_DIR=/tmp RUST_LOG=warn
 
-.PHONY: deps build serve test first-contact lint fmt bench
+.PHONY: deps build serve test first-contact lint fmt bench chaos fuzz
 
 deps:
 	./scripts/install-deps.sh
@@ -35,6 +35,15 @@ first-contact:
 # The full benchmark (release build), side by side with the ffmpeg CLI; see README.
 bench: build
 	./target/release/vidforge bench --out bench-report
+
+# Long reliability runs (CI runs the same tests with 10 kill cycles and a few thousand cases):
+# 100 `kill -9` cycles against the real binary; 200,000 mutation-fuzz cases. A failing run
+# prints its seed: replay it with VIDFORGE_CHAOS_SEED / VIDFORGE_FUZZ_SEED.
+chaos: deps
+	$(TEST_ENV) VIDFORGE_CHAOS_CYCLES=$${VIDFORGE_CHAOS_CYCLES:-100} $(CARGO) test --test chaos -- --nocapture
+
+fuzz: deps
+	$(TEST_ENV) VIDFORGE_FUZZ_CASES=$${VIDFORGE_FUZZ_CASES:-200000} $(CARGO) test -p vidforge --release --test fuzz -- --nocapture
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -20,6 +20,7 @@ pub mod disk;
 pub mod engine;
 pub mod envelope;
 pub mod error;
+pub mod fair_queue;
 pub mod http;
 pub mod ids;
 pub mod maintenance;

@@ -96,12 +96,12 @@ pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
         if let Some(u) = updated
             && u.record.state == RenderState::Queued
         {
-            requeue.push(u.record.id);
+            requeue.push((u.record.principal, u.record.id));
         }
     }
     shared.store.flush()?;
-    for id in &requeue {
-        shared.enqueue(id);
+    for (principal, id) in &requeue {
+        shared.enqueue(principal, id);
     }
     tracing::info!(
         requeued = requeue.len(),

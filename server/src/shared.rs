@@ -36,8 +36,8 @@ pub(crate) struct Shared {
     pub events: broadcast::Sender<String>,
     /// Extra sweep steps (an MCP extension's own expired records), run with every sweep.
     pub sweepers: Mutex<Vec<Sweeper>>,
-    pub queue_tx: crossbeam_channel::Sender<String>,
-    pub queue_rx: crossbeam_channel::Receiver<String>,
+    /// Renders waiting for a worker, fair between principals.
+    pub queue: crate::fair_queue::FairQueue,
     /// Serialises creation: idempotency lookup, quota check and the durable write are one step.
     pub create_lock: Mutex<()>,
     /// Non-terminal renders (rebuilt from the store at boot).
@@ -89,9 +89,8 @@ impl Shared {
         let _ = self.events.send(id.to_string());
     }
 
-    pub fn enqueue(&self, id: &str) {
-        // The receiver lives as long as `Shared`, so send cannot fail.
-        let _ = self.queue_tx.send(id.to_string());
+    pub fn enqueue(&self, principal: &str, id: &str) {
+        self.queue.push(principal, id);
     }
 
     /// Compare-and-swap update that stamps `updated_at` and re-indexes. Not flushed.

@@ -9,8 +9,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::RecvTimeoutError;
-
 use crate::args::watermark_params_hash;
 use crate::catalog::{self, ErrorCode};
 use crate::clock::add_ms;
@@ -39,18 +37,14 @@ pub(crate) fn spawn_workers(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>,
 
 fn worker_loop(shared: &Shared) {
     while !shared.shutdown.load(Ordering::SeqCst) {
-        match shared.queue_rx.recv_timeout(IDLE_POLL) {
-            Ok(id) => {
-                if shared.shutdown.load(Ordering::SeqCst) {
-                    // Left queued in the store: boot recovery picks it up.
-                    break;
-                }
-                if let Err(e) = process(shared, &id) {
-                    tracing::error!(render_id = %id, error = %e, "render processing failed");
-                }
+        if let Some(id) = shared.queue.pop_timeout(IDLE_POLL) {
+            if shared.shutdown.load(Ordering::SeqCst) {
+                // Left queued in the store: boot recovery picks it up.
+                break;
             }
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => break,
+            if let Err(e) = process(shared, &id) {
+                tracing::error!(render_id = %id, error = %e, "render processing failed");
+            }
         }
     }
 }

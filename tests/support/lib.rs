@@ -389,6 +389,33 @@ impl Mcp {
         }
     }
 
+    /// [`Mcp::call`] that tolerates a server that is down or restarting: the `result`, or
+    /// `None` on a transport failure or a JSON-RPC error (nothing is validated or asserted).
+    pub fn try_call(&mut self, method: &str, params: Value, caps: Caps) -> Option<Value> {
+        let name = mcp_name(method, &params);
+        let body = self.envelope(method, params, caps);
+        let client = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .ok()?;
+        let mut req = client
+            .post(&self.url)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", PROTOCOL)
+            .header("Mcp-Method", method)
+            .body(body.to_string());
+        if let Some(name) = name {
+            req = req.header("Mcp-Name", name);
+        }
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
+        }
+        let text = req.send().ok()?.text().ok()?;
+        let json: Value = serde_json::from_str(&text).ok()?;
+        json.get("result").cloned()
+    }
+
     pub fn tool(&mut self, name: &str, arguments: Value, caps: Caps) -> Reply {
         self.call(
             "tools/call",

@@ -11,6 +11,7 @@
 //! max_upload_bytes = "2GiB"
 //! min_free_bytes = "1GiB"     # refuse new uploads and renders under this much free disk
 //! disk_reserve_bytes = "64MiB" # ballast that lets the server start on a full disk
+//! max_source_seconds = 7200   # source video: longest a render accepts
 //! max_source_side = 8192      # source video: largest width or height
 //! max_source_pixels = 35389440 # source video: largest width x height (8192x4320)
 //! max_watermark_side = 4096   # watermark PNG: largest width or height
@@ -63,6 +64,8 @@ pub const DEFAULT_MAX_UPLOAD_BYTES: u64 = 2 * 1024 * 1024 * 1024;
 pub const DEFAULT_PER_PRINCIPAL_CONCURRENT: usize = 2;
 /// Default number of renders that may wait for a worker.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 32;
+/// Default [`Config::max_source_seconds`]: 2 hours.
+pub const DEFAULT_MAX_SOURCE_SECONDS: u64 = 2 * 60 * 60;
 /// Default [`Config::min_free_bytes`]: 1 GiB.
 pub const DEFAULT_MIN_FREE_BYTES: u64 = 1 << 30;
 /// Default [`Config::disk_reserve_bytes`]: 64 MiB.
@@ -140,6 +143,8 @@ pub struct Config {
     pub min_free_bytes: u64,
     /// Size of the ballast file that lets the server start on a full disk (0: none).
     pub disk_reserve_bytes: u64,
+    /// Longest source a render accepts, in seconds (checked at creation from the probe).
+    pub max_source_seconds: u64,
     /// Largest source video picture, checked at upload before anything is decoded.
     pub max_source_side: u32,
     /// Largest source video picture in pixels (width x height).
@@ -204,6 +209,7 @@ impl Config {
             max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
             min_free_bytes: DEFAULT_MIN_FREE_BYTES,
             disk_reserve_bytes: DEFAULT_DISK_RESERVE_BYTES,
+            max_source_seconds: DEFAULT_MAX_SOURCE_SECONDS,
             max_source_side: SourceLimits::DEFAULT.max_side,
             max_source_pixels: SourceLimits::DEFAULT.max_pixels,
             max_watermark_side: DEFAULT_MAX_WATERMARK_SIDE,
@@ -287,6 +293,7 @@ impl Config {
         );
         set(&mut self.queue_capacity, f.queue_capacity);
         set(&mut self.max_render_crashes, f.max_render_crashes);
+        set(&mut self.max_source_seconds, f.max_source_seconds);
         set(&mut self.max_source_side, f.max_source_side);
         set(&mut self.max_source_pixels, f.max_source_pixels);
         set(&mut self.max_watermark_side, f.max_watermark_side);
@@ -367,6 +374,7 @@ impl Config {
         );
         set(&mut self.queue_capacity, a.queue_capacity);
         set(&mut self.max_render_crashes, a.max_render_crashes);
+        set(&mut self.max_source_seconds, a.max_source_seconds);
         set(&mut self.max_source_side, a.max_source_side);
         set(&mut self.max_source_pixels, a.max_source_pixels);
         set(&mut self.max_watermark_side, a.max_watermark_side);
@@ -467,6 +475,9 @@ impl Config {
                 "max_watermark_side",
                 &format!("must be between 1 and {MAX_WATERMARK_SIDE}"),
             );
+        }
+        if self.max_source_seconds == 0 {
+            return bad("max_source_seconds", "must be at least 1");
         }
         if self.max_concurrent_probes == 0 {
             return bad("max_concurrent_probes", "must be at least 1");

@@ -53,6 +53,9 @@ pub struct ConfigArgs {
     /// Ballast kept in the data dir so the server can start on a full disk, e.g. 64MiB (0: none).
     #[arg(long, env = "VIDFORGE_DISK_RESERVE_BYTES")]
     pub disk_reserve_bytes: Option<String>,
+    /// Longest source video a render accepts, in seconds.
+    #[arg(long, env = "VIDFORGE_MAX_SOURCE_SECONDS")]
+    pub max_source_seconds: Option<u64>,
     /// Largest source video width or height accepted at upload.
     #[arg(long, env = "VIDFORGE_MAX_SOURCE_SIDE")]
     pub max_source_side: Option<u32>,
@@ -131,6 +134,7 @@ pub struct FileConfig {
     pub max_upload_bytes: Option<SizeValue>,
     pub min_free_bytes: Option<SizeValue>,
     pub disk_reserve_bytes: Option<SizeValue>,
+    pub max_source_seconds: Option<u64>,
     pub max_source_side: Option<u32>,
     pub max_source_pixels: Option<u64>,
     pub max_watermark_side: Option<u32>,

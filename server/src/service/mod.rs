@@ -140,7 +140,6 @@ impl RenderService {
         );
         assets.remove_partial_uploads();
         let (config_dir, min_free_bytes) = (config.data_dir.clone(), config.min_free_bytes);
-        let (queue_tx, queue_rx) = crossbeam_channel::unbounded();
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
         let shared = Arc::new(Shared {
             config,
@@ -150,8 +149,7 @@ impl RenderService {
             assets,
             events,
             sweepers: Mutex::new(Vec::new()),
-            queue_tx,
-            queue_rx,
+            queue: Default::default(),
             create_lock: Mutex::new(()),
             active: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),

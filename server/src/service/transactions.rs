@@ -61,6 +61,18 @@ pub(super) fn create_blocking(
             reason: "the source asset is a PNG image, not a video".into(),
         });
     }
+    // Work per render is bounded: a tiny upload may not buy hours of the render slots.
+    let max_seconds = shared.config.max_source_seconds;
+    if let Some(d) = source.probe.duration_seconds
+        && d > max_seconds as f64
+    {
+        return Err(ServiceError::invalid(
+            "source_asset_uri",
+            format!(
+                "the source is {d:.0} s long; this server renders sources of at most {max_seconds} s"
+            ),
+        ));
+    }
     if let Some(w) = &args.watermark {
         let image = shared
             .assets
@@ -127,7 +139,7 @@ pub(super) fn create_blocking(
     }
     shared.store.flush()?;
     shared.index(&rec);
-    shared.enqueue(&rec.id);
+    shared.enqueue(&rec.principal, &rec.id);
     shared.notify(&rec.id);
     tracing::info!(
         render_id = %rec.id,
@@ -209,7 +221,7 @@ pub(super) fn decide_blocking(
     if updated.written {
         tracing::info!(render_id = %id, approved, "watermark decision recorded");
         if approved {
-            shared.enqueue(id);
+            shared.enqueue(&updated.record.principal, id);
         }
     }
     Ok(DecisionOutcome {
