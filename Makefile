@@ -4,7 +4,7 @@ CARGO ?= cargo
 # Tests run the wgpu path on Mesa lavapipe and fail (not skip) when no adapter is found.
 TEST_ENV := WGPU_BACKEND=vulkan VIDFORGE_REQUIRE_GPU=1 XDG_RUNTIME_DIR=/tmp RUST_LOG=warn
 
-.PHONY: deps build serve test first-contact lint fmt bench chaos fuzz
+.PHONY: deps build serve test first-contact lint fmt bench load chaos fuzz
 
 deps:
 	./scripts/install-deps.sh
@@ -35,6 +35,11 @@ first-contact:
 # The full benchmark (release build), side by side with the ffmpeg CLI; see README.
 bench: build
 	./target/release/vidforge bench --out bench-report
+
+# The MCP front under load (release build): 64 clients poll tasks/get and tools/list for 30 s
+# while a 4k render runs; req/s, p50/p99 and the server's peak RSS (docs/reliability.md).
+load: build
+	./target/release/vidforge load --clients 64 --seconds 30
 
 # Long reliability runs (CI runs the same tests with 10 kill cycles and a few thousand cases):
 # 100 `kill -9` cycles against the real binary; 200,000 mutation-fuzz cases. A failing run

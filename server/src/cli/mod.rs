@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 
 pub mod assets;
 pub mod bench;
+pub mod load;
 pub mod render;
 pub mod serve;
 
@@ -29,6 +30,8 @@ pub enum Command {
     Assets(assets::AssetsArgs),
     /// Benchmark renders side by side with the ffmpeg CLI (report.json, report.md, fps.svg).
     Bench(bench::BenchArgs),
+    /// Load-test the MCP front on loopback while a render runs (req/s, p50/p99, peak RSS).
+    Load(load::LoadArgs),
 }
 
 /// Logs to stderr; `RUST_LOG` overrides the default `info` level.
@@ -57,5 +60,6 @@ pub fn run_with(cli: Cli, extensions: Vec<crate::mcp::ExtensionSpec>) -> anyhow:
         Command::Serve(args) => serve::run_serve_with(args, extensions),
         Command::Assets(args) => assets::run_assets(args),
         Command::Bench(args) => bench::run_bench(args),
+        Command::Load(args) => load::run_load(args),
     }
 }
