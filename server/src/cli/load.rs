@@ -252,7 +252,7 @@ async fn measure(server: &ServerChild, dir: &Path, args: &LoadArgs) -> anyhow::R
                 n += 1;
                 let id = (c as u64) << 32 | n;
                 let t = Instant::now();
-                let ok = if n % 2 == 0 {
+                let ok = if n.is_multiple_of(2) {
                     call(&client, &base, id, "tasks/get", json!({"taskId": task})).await
                 } else {
                     call(&client, &base, id, "tools/list", json!({})).await
