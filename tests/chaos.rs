@@ -14,20 +14,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use vidforge_suite::*;
 
-/// xorshift64*: a small seeded generator, so a run can be replayed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
+/// A number in `0..n` (0 when `n` is 0).
+fn below(rng: &mut fastrand::Rng, n: u64) -> u64 {
+    rng.u64(..n.max(1))
 }
 
 #[derive(Default)]
@@ -62,19 +51,19 @@ fn client(
     stop: Arc<AtomicBool>,
     seed: u64,
 ) {
-    let mut rng = Rng(seed ^ 0x9e37_79b9_7f4a_7c15);
+    let mut rng = fastrand::Rng::with_seed(seed ^ 0x9e37_79b9_7f4a_7c15);
     let mut created = 0u32;
     for _ in 0..100_000 {
         if stop.load(Ordering::SeqCst) {
             return;
         }
-        match rng.below(10) {
+        match below(&mut rng, 10) {
             // A new render (a third of them watermarked), or the same key again.
             0..=3 => {
                 let known: Vec<String> = ledger.lock().unwrap().keys.keys().cloned().collect();
-                let resend = !known.is_empty() && rng.below(3) == 0;
+                let resend = !known.is_empty() && below(&mut rng, 3) == 0;
                 let (key, watermark) = if resend {
-                    let key = known[rng.below(known.len() as u64) as usize].clone();
+                    let key = known[below(&mut rng, known.len() as u64) as usize].clone();
                     let wm = key.ends_with("-wm");
                     (key, wm)
                 } else {
@@ -82,7 +71,7 @@ fn client(
                         continue;
                     }
                     created += 1;
-                    let wm = rng.below(3) == 0;
+                    let wm = below(&mut rng, 3) == 0;
                     (
                         format!("chaos-{seed}-{created}{}", if wm { "-wm" } else { "" }),
                         wm,
@@ -127,7 +116,7 @@ fn client(
                 if waiting.is_empty() {
                     continue;
                 }
-                let id = waiting[rng.below(waiting.len() as u64) as usize].clone();
+                let id = waiting[below(&mut rng, waiting.len() as u64) as usize].clone();
                 let Some(task) = mcp.try_call("tasks/get", json!({"taskId": id}), Caps::TASKS)
                 else {
                     continue;
@@ -148,12 +137,12 @@ fn client(
             // Poll something.
             _ => {
                 let ids: Vec<String> = ledger.lock().unwrap().keys.values().cloned().collect();
-                if let Some(id) = ids.get(rng.below(ids.len() as u64 + 1) as usize) {
+                if let Some(id) = ids.get(below(&mut rng, ids.len() as u64 + 1) as usize) {
                     let _ = mcp.try_call("tasks/get", json!({"taskId": id}), Caps::TASKS);
                 }
             }
         }
-        std::thread::sleep(Duration::from_millis(rng.below(60)));
+        std::thread::sleep(Duration::from_millis(below(&mut rng, 60)));
     }
 }
 
@@ -195,9 +184,9 @@ fn kill_9_at_random_moments_loses_and_duplicates_nothing() {
         let (clip, logo) = (clip.clone(), logo.clone());
         std::thread::spawn(move || client(mcp, clip, logo, ledger, stop, seed))
     };
-    let mut rng = Rng(seed);
+    let mut rng = fastrand::Rng::with_seed(seed);
     for _ in 0..cycles {
-        std::thread::sleep(Duration::from_millis(200 + rng.below(1800)));
+        std::thread::sleep(Duration::from_millis(200 + below(&mut rng, 1800)));
         server.kill9();
         server.start_again();
     }

@@ -479,3 +479,49 @@ fn a_full_disk_refuses_new_work_but_keeps_serving_reads() {
     let (status, env) = upload_raw(&server, &clip_path);
     assert_eq!(status, 201, "{env}");
 }
+
+/// A faststart mp4 cut to 30 % keeps an index of all its frames: rendering it is an error
+/// naming the truncation, not a short video reported as a success.
+#[test]
+fn a_truncated_source_fails_instead_of_passing_off_a_short_video() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let full = dir.path().join("full.mp4");
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=640x360:rate=30:duration=3",
+        "-c:v",
+        "libx264",
+        "-preset",
+        "ultrafast",
+        "-movflags",
+        "+faststart",
+        full.to_str().unwrap(),
+    ]);
+    let bytes = std::fs::read(&full).unwrap();
+    let cut = dir.path().join("cut.mp4");
+    std::fs::write(&cut, &bytes[..bytes.len() * 3 / 10]).unwrap();
+    let clip = upload(&server, None, &cut);
+    let mut mcp = server.mcp();
+    let created = mcp.tool(
+        "vidforge_render_video",
+        json!({"source_asset_uri": clip, "output_format": "mp4", "resolution": "720p"}),
+        Caps::TASKS,
+    );
+    let id = created.result()["taskId"].as_str().unwrap().to_string();
+    let done = mcp.wait_task(&id, Caps::TASKS, WAIT, |t| t["status"] == "completed");
+    assert_eq!(done["result"]["isError"], true, "{done}");
+    let reason = done["result"]["structuredContent"]["details"]["reason"]
+        .as_str()
+        .unwrap();
+    assert!(reason.contains("truncated"), "{reason}");
+    assert!(
+        !dir.path()
+            .join("data/results")
+            .join(&id)
+            .join("final.mp4")
+            .exists()
+    );
+}

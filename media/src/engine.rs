@@ -149,6 +149,7 @@ impl Engine {
         let spec = self.compose_spec(job, &src)?;
         let decoder = src.video_decoder_for_output((spec.out_width, spec.out_height))?;
         let frames_total = src.video.frames_estimate;
+        let frames_declared = src.video.frames_declared;
         let backend = self.backend_name();
         tracing::info!(
             input = %job.input.display(),
@@ -190,6 +191,7 @@ impl Engine {
                 })
             });
         let outcome = pipeline::run(reader, make, muxer, cancel, progress, frames_total, depths)?;
+        check_complete(outcome.encode.frames, frames_declared)?;
         tmp.commit()?;
         let size_bytes = std::fs::metadata(&job.output).map(|m| m.len()).unwrap_or(0);
         let duration_seconds = ffmpeg::format::input(&job.output)
@@ -384,9 +386,34 @@ fn write_png(img: &Yuv420Frame, path: &Path) -> Result<(), MediaError> {
     Ok(())
 }
 
+/// A source whose container declares many more frames than could be decoded is truncated
+/// or damaged (an mp4 cut short keeps its index): its render is an error, not a short video
+/// passed off as complete. A tenth of slack covers edit lists and decoders that drop a few
+/// frames.
+fn check_complete(frames: u64, declared: Option<u64>) -> Result<(), MediaError> {
+    match declared {
+        Some(declared) if frames.saturating_mul(10) < declared.saturating_mul(9) => {
+            Err(MediaError::invalid(format!(
+                "the source is truncated or damaged: its container declares {declared} frames \
+                 but only {frames} could be decoded; upload the complete file"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_source_that_decodes_far_short_of_its_declared_frames_is_an_error() {
+        assert!(check_complete(26, Some(90)).is_err());
+        assert!(check_complete(85, Some(90)).is_ok());
+        assert!(check_complete(26, None).is_ok());
+        let e = check_complete(0, Some(90)).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
+    }
 
     #[test]
     fn output_size_fits_the_box_and_keeps_orientation() {

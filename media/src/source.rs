@@ -168,6 +168,8 @@ pub(crate) struct VideoMeta {
     pub time_base: Rational,
     pub avg_fps: f64,
     pub frames_estimate: Option<u64>,
+    /// The frame count the container itself declares (not estimated), when it does.
+    pub frames_declared: Option<u64>,
     pub color_space: ffmpeg::color::Space,
     pub color_range: ffmpeg::color::Range,
 }
@@ -508,6 +510,7 @@ pub(crate) fn open_any(path: &Path, limits: &SourceLimits) -> Result<Opened, Med
     let duration_seconds = container_duration(&input)
         .or(stream_duration)
         .unwrap_or(0.0);
+    let frames_declared = (vs.frames() > 0).then_some(vs.frames() as u64);
     let frames_estimate = if vs.frames() > 0 {
         Some(vs.frames() as u64)
     } else {
@@ -536,6 +539,7 @@ pub(crate) fn open_any(path: &Path, limits: &SourceLimits) -> Result<Opened, Med
         time_base,
         avg_fps,
         frames_estimate,
+        frames_declared,
         color_space,
         color_range,
     };

@@ -379,6 +379,11 @@ pub fn failure_outcome(e: &EngineError) -> Outcome {
             ErrorCode::UnsupportedCodec,
             "The source asset's codec cannot be rendered.",
         ),
+        // The disk filled up under the render (FFmpeg reports ENOSPC as text).
+        FailureKind::RenderFailed if e.message.contains("No space left on device") => (
+            ErrorCode::StorageFull,
+            "The server's disk filled up during the render; nothing was kept. Retry later.",
+        ),
         FailureKind::RenderFailed | FailureKind::Cancelled => (
             ErrorCode::RenderFailed,
             "The renderer failed; re-calling starts a new render.",
@@ -394,7 +399,8 @@ pub fn failure_outcome(e: &EngineError) -> Outcome {
             }
             _ => None,
         },
-        retry_after_ms: None,
+        retry_after_ms: (code == ErrorCode::StorageFull)
+            .then_some(crate::catalog::STORAGE_RETRY_AFTER.as_millis() as u64),
         temporary: None,
     }
 }

@@ -10,19 +10,9 @@ use serde_json::{Map, Value, json};
 use vidforge::mcp::jsonrpc;
 use vidforge::store::RenderArgs;
 
-/// xorshift64*.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
+/// A number in `0..n` (0 when `n` is 0).
+fn below(rng: &mut fastrand::Rng, n: usize) -> usize {
+    rng.usize(..n.max(1))
 }
 
 fn cases(default: usize) -> usize {
@@ -48,7 +38,7 @@ fn seed() -> u64 {
 }
 
 /// A random JSON value of bounded depth, biased towards the shapes the parsers expect.
-fn value(rng: &mut Rng, depth: u32) -> Value {
+fn value(rng: &mut fastrand::Rng, depth: u32) -> Value {
     const WORDS: &[&str] = &[
         "",
         "mp4",
@@ -90,17 +80,17 @@ fn value(rng: &mut Rng, depth: u32) -> Value {
         "_meta",
         "x",
     ];
-    match rng.below(if depth == 0 { 6 } else { 8 }) {
+    match below(rng, if depth == 0 { 6 } else { 8 }) {
         0 => Value::Null,
-        1 => json!(rng.below(2) == 0),
-        2 => json!(rng.next() as i64),
-        3 => json!([0.0, -1.0, 0.5, 1.0, 1.5, 1e308, f64::MIN_POSITIVE][rng.below(7)]),
-        4 | 5 => json!(WORDS[rng.below(WORDS.len())]),
-        6 => Value::Array((0..rng.below(4)).map(|_| value(rng, depth - 1)).collect()),
+        1 => json!(below(rng, 2) == 0),
+        2 => json!(rng.i64(..)),
+        3 => json!([0.0, -1.0, 0.5, 1.0, 1.5, 1e308, f64::MIN_POSITIVE][below(rng, 7)]),
+        4 | 5 => json!(WORDS[below(rng, WORDS.len())]),
+        6 => Value::Array((0..below(rng, 4)).map(|_| value(rng, depth - 1)).collect()),
         _ => {
             let mut m = Map::new();
-            for _ in 0..rng.below(6) {
-                m.insert(KEYS[rng.below(KEYS.len())].into(), value(rng, depth - 1));
+            for _ in 0..below(rng, 6) {
+                m.insert(KEYS[below(rng, KEYS.len())].into(), value(rng, depth - 1));
             }
             Value::Object(m)
         }
@@ -108,19 +98,19 @@ fn value(rng: &mut Rng, depth: u32) -> Value {
 }
 
 /// Replaces a random node of `v` with a random value.
-fn mutate(rng: &mut Rng, v: &mut Value) {
+fn mutate(rng: &mut fastrand::Rng, v: &mut Value) {
     match v {
-        Value::Object(m) if !m.is_empty() && rng.below(3) != 0 => {
+        Value::Object(m) if !m.is_empty() && below(rng, 3) != 0 => {
             let keys: Vec<String> = m.keys().cloned().collect();
-            let k = &keys[rng.below(keys.len())];
-            if rng.below(5) == 0 {
+            let k = &keys[below(rng, keys.len())];
+            if below(rng, 5) == 0 {
                 m.remove(k);
             } else {
                 mutate(rng, m.get_mut(k).unwrap());
             }
         }
-        Value::Array(a) if !a.is_empty() && rng.below(3) != 0 => {
-            let i = rng.below(a.len());
+        Value::Array(a) if !a.is_empty() && below(rng, 3) != 0 => {
+            let i = below(rng, a.len());
             mutate(rng, &mut a[i]);
         }
         _ => *v = value(rng, 3),
@@ -128,22 +118,22 @@ fn mutate(rng: &mut Rng, v: &mut Value) {
 }
 
 /// Byte-level damage: flips, truncation, insertion, duplication.
-fn damage(rng: &mut Rng, bytes: &mut Vec<u8>) {
-    for _ in 0..1 + rng.below(8) {
+fn damage(rng: &mut fastrand::Rng, bytes: &mut Vec<u8>) {
+    for _ in 0..1 + below(rng, 8) {
         if bytes.is_empty() {
-            bytes.push(rng.next() as u8);
+            bytes.push(rng.u8(..));
             continue;
         }
-        let i = rng.below(bytes.len());
-        match rng.below(5) {
-            0 => bytes[i] ^= 1 << rng.below(8),
-            1 => bytes[i] = rng.next() as u8,
+        let i = below(rng, bytes.len());
+        match below(rng, 5) {
+            0 => bytes[i] ^= 1 << below(rng, 8),
+            1 => bytes[i] = rng.u8(..),
             2 => bytes.truncate(i),
-            3 => bytes.insert(i, rng.next() as u8),
+            3 => bytes.insert(i, rng.u8(..)),
             _ => {
-                let end = (i + 1 + rng.below(4096)).min(bytes.len());
+                let end = (i + 1 + below(rng, 4096)).min(bytes.len());
                 let chunk = bytes[i..end].to_vec();
-                let at = rng.below(bytes.len());
+                let at = below(rng, bytes.len());
                 bytes.splice(at..at, chunk);
             }
         }
@@ -152,7 +142,7 @@ fn damage(rng: &mut Rng, bytes: &mut Vec<u8>) {
 
 #[test]
 fn json_rpc_bodies_never_panic_the_framing_checks() {
-    let mut rng = Rng(seed());
+    let mut rng = fastrand::Rng::with_seed(seed());
     let seeds = [
         json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"taskId": "task_x"}}),
         json!({"jsonrpc": "2.0", "id": "a", "method": "tools/call",
@@ -164,11 +154,11 @@ fn json_rpc_bodies_never_panic_the_framing_checks() {
     let (mut ok, mut refused) = (0, 0);
     for i in 0..n {
         let mut v = seeds[i % seeds.len()].clone();
-        for _ in 0..1 + rng.below(4) {
+        for _ in 0..1 + below(&mut rng, 4) {
             mutate(&mut rng, &mut v);
         }
         let mut bytes = v.to_string().into_bytes();
-        if rng.below(4) == 0 {
+        if below(&mut rng, 4) == 0 {
             damage(&mut rng, &mut bytes);
         }
         match jsonrpc::check(&bytes) {
@@ -184,7 +174,7 @@ fn json_rpc_bodies_never_panic_the_framing_checks() {
 
 #[test]
 fn tool_arguments_never_panic_the_parser() {
-    let mut rng = Rng(seed());
+    let mut rng = fastrand::Rng::with_seed(seed());
     let valid = json!({"source_asset_uri": "vidforge://assets/a_01JVXD00000000000000000000",
         "output_format": "mp4", "resolution": "720p",
         "watermark": {"image_asset_uri": "vidforge://assets/a_01JVXD00000000000000000001",
@@ -194,7 +184,7 @@ fn tool_arguments_never_panic_the_parser() {
     let mut accepted = 0;
     for _ in 0..n {
         let mut v = valid.clone();
-        for _ in 0..1 + rng.below(3) {
+        for _ in 0..1 + below(&mut rng, 3) {
             mutate(&mut rng, &mut v);
         }
         match RenderArgs::from_tool_arguments(&v) {
@@ -214,7 +204,7 @@ fn tool_arguments_never_panic_the_parser() {
 #[test]
 fn damaged_media_never_panics_the_probe() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = Rng(seed());
+    let mut rng = fastrand::Rng::with_seed(seed());
     let sources = [
         vidforge_media::fixtures::clip(
             dir.path(),

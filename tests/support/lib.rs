@@ -117,6 +117,10 @@ impl Server {
             .arg("cpu")
             .args(&self.args)
             .env("RUST_LOG", "info")
+            // Test servers need little disk: a small floor and reserve keep them independent
+            // of how full the CI disk is (tests that exercise the floor pass flags, which win).
+            .env("VIDFORGE_MIN_FREE_BYTES", "64MiB")
+            .env("VIDFORGE_DISK_RESERVE_BYTES", "1MiB")
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log handle"))
