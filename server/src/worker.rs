@@ -45,7 +45,20 @@ fn worker_loop(shared: &Shared) {
             if let Err(e) = process(shared, &id) {
                 tracing::error!(render_id = %id, error = %e, "render processing failed");
             }
+            release_freed_memory();
         }
+    }
+}
+
+/// Hands memory the render freed back to the OS. The encoders' threads leave glibc malloc
+/// arenas full of freed blocks that RSS keeps counting (VP9 most: an idle server stayed near
+/// 470 MiB after webm renders); trimming after each render brings it back down.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory of the allocator's own arenas; it takes
+    // no pointers and is safe to call from any thread at any time.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
