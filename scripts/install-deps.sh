@@ -11,6 +11,8 @@ PACKAGES=(
   mesa-vulkan-drivers
   # The ffmpeg CLI: test fixtures and the benchmark's reference runs.
   ffmpeg
+  # strace: the durability test checks the fsync / rename order of uploads and results.
+  strace
 )
 
 # The SDK-client and conformance checks run on a project-local Node 22 installed by npm from

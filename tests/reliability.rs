@@ -525,3 +525,146 @@ fn a_truncated_source_fails_instead_of_passing_off_a_short_video() {
             .exists()
     );
 }
+
+/// Files are durable before any record points at them: traced with strace, an upload and a
+/// render each fsync the file, rename it into place, then fsync its directory, all before
+/// the database's fsync that makes the record durable.
+#[test]
+fn files_are_fsynced_then_renamed_then_their_directory_fsynced() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let data = dir.path().join("data");
+    let trace = dir.path().join("strace.log");
+    let mut child = std::process::Command::new("strace")
+        .args([
+            "-f",
+            "-y",
+            "-qq",
+            "-e",
+            "trace=fsync,rename,renameat2",
+            "-o",
+        ])
+        .arg(&trace)
+        .arg(vidforge_bin())
+        .args([
+            "serve",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--backend",
+            "cpu",
+        ])
+        .arg("--data-dir")
+        .arg(&data)
+        .env("VIDFORGE_MIN_FREE_BYTES", "64MiB")
+        .env("VIDFORGE_DISK_RESERVE_BYTES", "0")
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run strace (scripts/install-deps.sh installs it)");
+    struct Kill<'a>(&'a mut std::process::Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let guard = Kill(&mut child);
+    let base = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while http().get(format!("{base}/healthz")).send().is_err() {
+        assert!(Instant::now() < deadline, "the traced server did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let clip = make_clip(dir.path(), "clip.mp4", 320, 180, 0.4, false);
+    let uploaded: Value = http()
+        .post(format!("{base}/assets?name=clip.mp4"))
+        .header("Content-Type", "application/octet-stream")
+        .body(std::fs::read(&clip).unwrap())
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    let mut mcp = Mcp::new(&base);
+    let created = mcp.tool(
+        "vidforge_render_video",
+        json!({"source_asset_uri": uploaded["uri"], "output_format": "mp4", "resolution": "720p"}),
+        Caps::TASKS,
+    );
+    let id = created.result()["taskId"].as_str().unwrap().to_string();
+    mcp.wait_task(&id, Caps::TASKS, WAIT, |t| t["status"] == "completed");
+    // strace writes its log out when it ends: stop the traced server (and strace with it;
+    // both command lines name the port).
+    let _ = std::process::Command::new("pkill")
+        .args(["-TERM", "-f", &format!("listen 127.0.0.1:{port} ")])
+        .status();
+    let stop_by = Instant::now() + Duration::from_secs(10);
+    while guard.0.try_wait().ok().flatten().is_none() && Instant::now() < stop_by {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = std::fs::read_to_string(&trace).unwrap();
+    let calls: Vec<&str> = log
+        .lines()
+        // A call another thread interrupted is logged with its arguments first ("unfinished")
+        // and completed later ("resumed"): the first line is the one to read.
+        .filter(|l| !l.contains("resumed>"))
+        .collect();
+    for (file, what) in [
+        (
+            format!("{}/clip.mp4", uploaded["asset_id"].as_str().unwrap()),
+            "upload",
+        ),
+        (format!("{id}/final.mp4"), "result"),
+    ] {
+        let rename = calls
+            .iter()
+            .position(|l| l.contains("rename") && l.contains(&format!("{file}\"")))
+            .unwrap_or_else(|| panic!("{what}: no rename to {file} in\n{log}"));
+        let before = &calls[..rename];
+        assert!(
+            before
+                .iter()
+                .any(|l| l.contains("fsync(") && l.contains(".partial")),
+            "{what}: the file was not fsynced before its rename:\n{log}"
+        );
+        let parent = file.rsplit_once('/').unwrap().0;
+        let after = &calls[rename..];
+        let dir_sync = after
+            .iter()
+            .position(|l| l.contains("fsync(") && l.contains(&format!("{parent}>")))
+            .unwrap_or_else(|| panic!("{what}: its directory was never fsynced:\n{log}"));
+        let db_sync = after
+            .iter()
+            .position(|l| l.contains("fsync(") && l.contains("/db/"))
+            .unwrap_or_else(|| panic!("{what}: no database fsync after it:\n{log}"));
+        assert!(
+            dir_sync < db_sync,
+            "{what}: the record was made durable before the directory:\n{log}"
+        );
+    }
+}
+
+/// Work per render is bounded: a source longer than `max_source_seconds` is refused at
+/// creation with `invalid_arguments` naming the limit.
+#[test]
+fn sources_over_the_duration_limit_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &["--max-source-seconds", "1"]);
+    let clip = upload(
+        &server,
+        None,
+        &make_clip(dir.path(), "long.mp4", 160, 90, 2.5, false),
+    );
+    let reply = server.mcp().tool(
+        "vidforge_render_video",
+        json!({"source_asset_uri": clip, "output_format": "mp4", "resolution": "720p"}),
+        Caps::TASKS,
+    );
+    let env = &reply.result()["structuredContent"];
+    assert_eq!(env["code"], "invalid_arguments", "{env}");
+    assert_eq!(env["details"]["field"], "source_asset_uri");
+    assert!(
+        env["message"].as_str().unwrap().contains("at most 1 s"),
+        "{env}"
+    );
+}

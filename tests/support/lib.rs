@@ -316,6 +316,15 @@ fn mcp_name(method: &str, params: &Value) -> Option<String> {
 }
 
 impl Mcp {
+    /// A client of the server at `base` (`http://127.0.0.1:PORT`) not started by [`Server`].
+    pub fn new(base: &str) -> Mcp {
+        Mcp {
+            url: format!("{base}/mcp"),
+            token: None,
+            next_id: 1,
+        }
+    }
+
     pub fn with_token(mut self, token: &str) -> Self {
         self.token = Some(token.to_string());
         self
