@@ -15,7 +15,7 @@ use crate::clock::SharedClock;
 use crate::engine::{Prober, SourceLimits};
 use crate::error::ServiceError;
 use crate::ids;
-use crate::store::{AssetKind, AssetProbe, AssetRecord, Store};
+use crate::store::{AssetKind, AssetProbe, AssetRecord, RenderRecord, Store};
 use crate::uri;
 
 /// What the PNG decoder may allocate for itself while an upload is checked (it needs a few
@@ -99,7 +99,7 @@ impl AssetCatalog {
     }
 
     /// Deletes an asset: the record first (flushed, so a crash cannot resurrect it), then its
-    /// files. Callers check [`in_use_by`] first.
+    /// files. Callers first make sure no unfinished render uses it.
     pub fn remove(&self, rec: &AssetRecord) -> Result<(), ServiceError> {
         self.store.delete_asset(&rec.id)?;
         self.store.flush()?;
@@ -360,20 +360,19 @@ fn probe_png(path: &Path, max_side: u32) -> Result<AssetProbe, ServiceError> {
     })
 }
 
-/// The unfinished renders that use asset `id` (as source or watermark): while any does, the
-/// asset is kept.
+/// The assets a render uses: its source and, if it has one, its watermark image.
+pub fn used_by(rec: &RenderRecord) -> impl Iterator<Item = &str> {
+    std::iter::once(rec.args.source_asset.as_str())
+        .chain(rec.args.watermark.as_ref().map(|w| w.image_asset.as_str()))
+}
+
+/// The unfinished renders that use asset `id`: while any does, the asset is kept. Scans the
+/// store (for the CLI's direct mode; the server asks its index of unfinished renders).
 pub fn in_use_by(store: &Store, id: &str) -> Result<Vec<String>, ServiceError> {
     Ok(store
         .renders()?
         .into_iter()
-        .filter(|r| !r.is_terminal())
-        .filter(|r| {
-            r.args.source_asset == id
-                || r.args
-                    .watermark
-                    .as_ref()
-                    .is_some_and(|w| w.image_asset == id)
-        })
+        .filter(|r| !r.is_terminal() && used_by(r).any(|a| a == id))
         .map(|r| r.id)
         .collect())
 }

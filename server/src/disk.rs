@@ -88,6 +88,21 @@ pub fn ensure_ballast(dir: &Path, bytes: u64) -> std::io::Result<()> {
     })
 }
 
+/// Puts the ballast back in `dir` if it is missing and the disk has room for it beyond the
+/// free-space floor (called at start and after each sweep).
+pub fn refill_reserve(dir: &Path, reserve_bytes: u64, floor_bytes: u64) {
+    if reserve_bytes == 0 || dir.join(BALLAST_FILE).exists() {
+        return;
+    }
+    let room = free_bytes(dir).unwrap_or(0);
+    if room < reserve_bytes.saturating_add(floor_bytes) {
+        return;
+    }
+    if let Err(e) = ensure_ballast(dir, reserve_bytes) {
+        tracing::warn!(error = %e, "cannot create the disk reserve");
+    }
+}
+
 /// Deletes the ballast file; whether there was one.
 pub fn release_ballast(dir: &Path) -> bool {
     let released = std::fs::remove_file(dir.join(BALLAST_FILE)).is_ok();

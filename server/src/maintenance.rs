@@ -158,7 +158,12 @@ pub(crate) fn spawn_maintenance(shared: &Arc<Shared>) -> Result<JoinHandle<()>, 
                         Err(e) => tracing::error!(error = %e, "sweep failed"),
                     }
                     // Space may be back (the sweep freed some, or an operator did).
-                    crate::service::refill_reserve(&shared.config);
+                    let cfg = &shared.config;
+                    crate::disk::refill_reserve(
+                        &cfg.data_dir,
+                        cfg.disk_reserve_bytes,
+                        cfg.min_free_bytes,
+                    );
                 }
             }
         })
@@ -260,10 +265,9 @@ pub(crate) fn sweep(shared: &Shared) -> Result<SweepReport, ServiceError> {
     }
     // Serialised with render creation: no render starts using an asset being deleted.
     let creating = lock(&shared.create_lock);
+    let in_use = shared.assets_in_use()?;
     for asset in shared.store.assets()? {
-        if now >= add_ms(asset.created_at, cfg.asset_ttl)
-            && crate::assets::in_use_by(&shared.store, &asset.id)?.is_empty()
-        {
+        if now >= add_ms(asset.created_at, cfg.asset_ttl) && !in_use.contains_key(&asset.id) {
             shared.assets.remove(&asset)?;
             report.assets_deleted += 1;
         }

@@ -84,6 +84,27 @@ impl Shared {
         }
     }
 
+    /// Asset id → the unfinished renders that use it, from the index of non-terminal renders
+    /// (so it costs a lookup per unfinished render, not a scan of the store). Callers that act
+    /// on it hold `create_lock`, so no render starts using an asset meanwhile.
+    pub fn assets_in_use(&self) -> Result<HashMap<String, Vec<String>>, ServiceError> {
+        let ids: Vec<String> = lock(&self.active).keys().cloned().collect();
+        let mut in_use: HashMap<String, Vec<String>> = HashMap::new();
+        for id in ids {
+            if let Some(rec) = self.store.get_render(&id)?
+                && !rec.is_terminal()
+            {
+                for asset in crate::assets::used_by(&rec) {
+                    in_use
+                        .entry(asset.to_string())
+                        .or_default()
+                        .push(id.clone());
+                }
+            }
+        }
+        Ok(in_use)
+    }
+
     pub fn notify(&self, id: &str) {
         // No receivers is fine.
         let _ = self.events.send(id.to_string());

@@ -60,6 +60,16 @@ pub struct Server {
     log_path: PathBuf,
 }
 
+/// What `vidforge serve` prints once it has bound its port.
+const LISTENING: &str = "vidforge listening on http://";
+
+/// How a start ended.
+enum Ready {
+    Serving,
+    /// Another process holds the port.
+    PortTaken,
+}
+
 impl Server {
     /// Starts a server on a fresh port with `extra` flags (e.g. `--token`, `--approval-timeout`).
     pub fn start(data_dir: &Path, extra: &[&str]) -> Server {
@@ -101,7 +111,27 @@ impl Server {
         }
     }
 
+    /// Starts the process and waits until it serves. On a first start, a port another
+    /// process took between [`free_port`] and the bind is replaced by a fresh one (a few times,
+    /// bounded); a restart keeps its port, so clients' URLs stay valid.
     fn spawn(&mut self) {
+        let first_start = self.child.is_none() && !self.log_path.exists();
+        for _ in 0..5 {
+            match self.spawn_once() {
+                Ready::Serving => return,
+                Ready::PortTaken if first_start => self.port = free_port(),
+                Ready::PortTaken => panic!(
+                    "port {} was taken before the restart:\n{}",
+                    self.port,
+                    self.log()
+                ),
+            }
+        }
+        panic!("no free port after 5 tries:\n{}", self.log());
+    }
+
+    fn spawn_once(&mut self) -> Ready {
+        let listening_before = self.log().matches(LISTENING).count();
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -128,19 +158,29 @@ impl Server {
             .spawn()
             .expect("spawn vidforge serve");
         self.child = Some(child);
-        self.wait_ready();
+        self.wait_ready(listening_before)
     }
 
-    fn wait_ready(&mut self) {
+    /// Ready once *this* process says it listens (its log gains a "listening on" line) and
+    /// `/healthz` answers: a `/healthz` answer alone could come from another test's server
+    /// that took the port first.
+    fn wait_ready(&mut self, listening_before: usize) -> Ready {
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if let Some(child) = self.child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
             {
-                panic!("vidforge serve exited early ({status}):\n{}", self.log());
+                self.child = None;
+                let log = self.log();
+                if log.contains(&format!("cannot listen on 127.0.0.1:{}", self.port)) {
+                    return Ready::PortTaken;
+                }
+                panic!("vidforge serve exited early ({status}):\n{log}");
             }
-            if ureq_get(&format!("{}/healthz", self.base())).is_ok() {
-                return;
+            if self.log().matches(LISTENING).count() > listening_before
+                && ureq_get(&format!("{}/healthz", self.base())).is_ok()
+            {
+                return Ready::Serving;
             }
             std::thread::sleep(Duration::from_millis(50));
         }

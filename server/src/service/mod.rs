@@ -387,8 +387,7 @@ impl RenderService {
                 .assets
                 .lookup(&principal, &id)?
                 .ok_or(ServiceError::AssetNotFound)?;
-            let renders = crate::assets::in_use_by(&shared.store, &rec.id)?;
-            if !renders.is_empty() {
+            if let Some(renders) = shared.assets_in_use()?.remove(&rec.id) {
                 return Err(ServiceError::AssetInUse { renders });
             }
             shared.assets.remove(&rec)
@@ -457,28 +456,12 @@ fn open_store(config: &Config) -> Result<Store, ServiceError> {
         }
         other => other?,
     };
-    refill_reserve(config);
+    crate::disk::refill_reserve(
+        &config.data_dir,
+        config.disk_reserve_bytes,
+        config.min_free_bytes,
+    );
     Ok(store)
-}
-
-/// Puts the disk reserve in place if it is missing and the disk has room for it beyond the
-/// free-space floor.
-pub(crate) fn refill_reserve(config: &Config) {
-    let path = config.data_dir.join(crate::disk::BALLAST_FILE);
-    if config.disk_reserve_bytes == 0 || path.exists() {
-        return;
-    }
-    let room = crate::disk::free_bytes(&config.data_dir).unwrap_or(0);
-    if room
-        < config
-            .disk_reserve_bytes
-            .saturating_add(config.min_free_bytes)
-    {
-        return;
-    }
-    if let Err(e) = crate::disk::ensure_ballast(&config.data_dir, config.disk_reserve_bytes) {
-        tracing::warn!(error = %e, "cannot create the disk reserve");
-    }
 }
 
 /// Whether the task handle of `rec` has expired at `now_ms`.
