@@ -12,21 +12,19 @@
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ErrorCode, JsonRpcMessage};
 use serde_json::{Value, json};
 
-/// The request methods rmcp parses into typed params (MCP 2026-07-28 + the tasks extension).
-/// A request naming one of these whose params do not fit is `-32602`, not "method not found".
+/// The request methods vidforge serves with typed params (MCP 2026-07-28 + the tasks
+/// extension). A request naming one of these whose params do not fit is `-32602`, not "method
+/// not found". Methods 2026-07-28 removed (`initialize`, `ping`, `logging/setLevel`,
+/// `resources/subscribe`, `resources/unsubscribe`) are not here: whatever their params, they
+/// are `-32601` (the conformance suite's `server-stateless` checks it).
 pub const TYPED_METHODS: &[&str] = &[
-    "ping",
-    "initialize",
     "server/discover",
     "completion/complete",
-    "logging/setLevel",
     "prompts/get",
     "prompts/list",
     "resources/list",
     "resources/templates/list",
     "resources/read",
-    "resources/subscribe",
-    "resources/unsubscribe",
     "subscriptions/listen",
     "tools/call",
     "tools/list",
@@ -157,6 +155,24 @@ mod tests {
             let refusal = check(body.as_bytes()).unwrap_err();
             assert_eq!(refusal.code.0, -32602, "{body}");
             assert_eq!(refusal.id, json!(1));
+        }
+    }
+
+    #[test]
+    fn removed_methods_stay_method_not_found() {
+        for method in [
+            "initialize",
+            "ping",
+            "logging/setLevel",
+            "resources/subscribe",
+        ] {
+            let body = format!(
+                r#"{{"jsonrpc": "2.0", "id": 1, "method": "{method}", "params": {{"x": []}}}}"#
+            );
+            assert!(
+                check(body.as_bytes()).is_ok(),
+                "{method}: left to rmcp (-32601)"
+            );
         }
     }
 
