@@ -343,15 +343,6 @@ impl RenderService {
         result_expired(rec, self.shared.now(), &self.shared.config)
     }
 
-    /// Download URL of a succeeded render's video (`<base>/videos/<id>/final.<ext>`).
-    pub fn download_url(&self, rec: &RenderRecord) -> String {
-        crate::uri::download_url(
-            &self.shared.config.base_url(),
-            &rec.id,
-            rec.args.output_format,
-        )
-    }
-
     // ---- assets ----
 
     /// Streams an upload to disk (size limit enforced while streaming), probes it and records
