@@ -1,5 +1,5 @@
-// vidforge compose pass: ONE compute pass turns a planar 8-bit YUV 4:2:0 source frame into
-// the output frame (two dispatches of this entry point, luma then chroma, each specialised by
+// vidforge compose pass: ONE compute pass turns a YUV 4:2:0 source frame (planar 8-bit, NV12
+// or P010: the planes' byte addressing below covers all three) into the output frame (two dispatches of this entry point, luma then chroma, each specialised by
 // the pipeline constants below). Per output sample it
 //   1. resamples its own plane with a separable filter: exact-coverage box ("area") on
 //      shrinking axes, cubic convolution (B = 0, C = 0.6) on enlarging ones, centre-aligned
@@ -66,6 +66,9 @@ struct Params {
 // filter loops have constant bounds (unrolled) and unused features compile away.
 // Chroma (U and V) instead of luma.
 override IS_CHROMA: bool = false;
+// 16-bit little-endian source samples (P010: the value in the high 10 bits) instead of bytes.
+// Samples are read on the 8-bit code scale (value / 256), so the rest of the pass is shared.
+override SAMPLE16: bool = false;
 // Colour conversion: 0 identity, 1 per-plane scale + offset, 2 full matrix.
 override MODE: u32 = 0u;
 override HAS_WATERMARK: bool = false;
@@ -86,8 +89,12 @@ const MAX_ROW_WORDS: u32 = 8u;
 @group(0) @binding(2) var<storage, read> wm: array<u32>;
 @group(0) @binding(3) var<storage, read_write> dst: array<u32>;
 
+// The source sample at byte `addr`, on the 8-bit code scale.
 fn src_byte(addr: i32) -> f32 {
     let a = u32(addr);
+    if (SAMPLE16) {
+        return f32((src[a >> 2u] >> ((a & 2u) << 3u)) & 0xffffu) * (1.0 / 256.0);
+    }
     return f32((src[a >> 2u] >> ((a & 3u) << 3u)) & 0xffu);
 }
 

@@ -49,6 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         out_height: oh,
         out_color: ColorSpec::OUTPUT,
         watermark: Some(prepare_watermark(&logo, placement, 0.6, ColorSpec::OUTPUT)),
+        src_format: Default::default(),
     };
     let mut gpu = GpuCompositor::new(&ctx, cfg, 3)?;
     // Two distinct frames so nothing can be cached between submissions.

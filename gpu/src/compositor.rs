@@ -1,4 +1,5 @@
-//! The pipelined compositor: planar YUV in, planar YUV out, one fused compute pass per frame.
+//! The pipelined compositor: 4:2:0 YUV in (planar, NV12 or P010), planar YUV out, one fused
+//! compute pass per frame.
 //!
 //! Per frame: the planes are written into a mapped upload buffer of a ring slot, then one
 //! command buffer copies them to the device input buffer, runs the compose pass (two
@@ -18,7 +19,9 @@ use bytemuck::{Pod, Zeroable};
 use crate::context::{GpuContext, PipelineKey};
 use crate::error::GpuError;
 use crate::filter::{self, Kernel, MAX_TAPS};
-use crate::frame::{ColorSpec, PreparedWatermark, Rotation, Yuv420Frame};
+use crate::frame::{
+    ColorSpec, PreparedWatermark, Rotation, SourceFormat, SourceFrame, Yuv420Frame,
+};
 
 /// Everything that stays fixed for a run of frames.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,6 +37,8 @@ pub struct ComposeConfig {
     pub out_color: ColorSpec,
     /// Already resampled and converted to `out_color` by [`crate::prepare_watermark`].
     pub watermark: Option<PreparedWatermark>,
+    /// Memory layout of the submitted frames.
+    pub src_format: SourceFormat,
 }
 
 /// Most frames a compositor keeps in flight.
@@ -84,32 +89,65 @@ const PENDING: u8 = 0;
 const READY: u8 = 1;
 const FAILED: u8 = 2;
 
-/// The source planes packed back to back in one storage buffer (the shader addresses bytes).
+/// The source planes packed back to back, rows tightly packed, in one storage buffer (the
+/// shader addresses bytes).
 #[derive(Clone, Copy, Debug)]
 struct InLayout {
+    format: SourceFormat,
     luma: (u32, u32),
     chroma: (u32, u32),
-    offsets: [u64; 3],
+    /// Per memory plane: byte offset, row bytes, rows (unused planes: zeros).
+    planes: [(u64, usize, usize); 3],
     size: u64,
 }
 
+/// Where one display plane's samples are: the byte of sample (0, 0) of the coded plane, the
+/// bytes between horizontally adjacent samples, and the bytes between rows.
+#[derive(Clone, Copy, Debug)]
+struct PlaneBytes {
+    base: u64,
+    step: u64,
+    stride: u64,
+}
+
 impl InLayout {
-    fn new(w: u32, h: u32) -> Self {
-        let (cw, ch) = Yuv420Frame::chroma_size(w, h);
-        let y = w as u64 * h as u64;
-        let c = cw as u64 * ch as u64;
+    fn new(w: u32, h: u32, format: SourceFormat) -> Self {
+        let mut planes = [(0u64, 0usize, 0usize); 3];
+        let mut end = 0u64;
+        for (i, plane) in planes.iter_mut().enumerate().take(format.plane_count()) {
+            let (row, rows) = format.plane_shape(i, w, h);
+            *plane = (end, row, rows);
+            end += row as u64 * rows as u64;
+        }
         Self {
+            format,
             luma: (w, h),
-            chroma: (cw, ch),
-            offsets: [0, y, y + c],
+            chroma: Yuv420Frame::chroma_size(w, h),
+            planes,
             // Copies move whole words; the shader's row loads may read a few words past the
             // last plane (unused bytes), so keep them inside the buffer.
-            size: ((y + 2 * c).div_ceil(4) + MAX_ROW_WORDS as u64) * 4,
+            size: (end.div_ceil(4) + MAX_ROW_WORDS as u64) * 4,
         }
     }
 
     fn plane_dims(&self, plane: usize) -> (u32, u32) {
         if plane == 0 { self.luma } else { self.chroma }
+    }
+
+    /// Display plane `plane` (Y, U, V) in the buffer: U and V interleave in the semi-planar
+    /// formats (V one sample after U).
+    fn plane_bytes(&self, plane: usize) -> PlaneBytes {
+        let sb = self.format.sample_bytes() as u64;
+        let at = |i: usize, first: u64, step: u64| PlaneBytes {
+            base: self.planes[i].0 + first,
+            step,
+            stride: self.planes[i].1 as u64,
+        };
+        match (self.format, plane) {
+            (_, 0) => at(0, 0, sb),
+            (SourceFormat::Yuv420p, i) => at(i, 0, 1),
+            (_, i) => at(1, (i as u64 - 1) * sb, 2 * sb),
+        }
     }
 }
 
@@ -199,17 +237,18 @@ fn invalid(reason: impl Into<String>) -> GpuError {
     }
 }
 
-/// Display-space addressing of a `w x h` coded plane stored at byte `base`: the byte of
-/// display sample (0, 0), and the byte steps for +1 display column and +1 display row.
-fn plane_addressing(rotation: Rotation, base: i64, w: i64, h: i64) -> (i64, i64, i64) {
+/// Display-space addressing of a `w x h` coded plane laid out as `b`: the byte of display
+/// sample (0, 0), and the byte steps for +1 display column and +1 display row.
+fn plane_addressing(rotation: Rotation, b: PlaneBytes, w: i64, h: i64) -> (i64, i64, i64) {
+    let (base, s, r) = (b.base as i64, b.step as i64, b.stride as i64);
     match rotation {
         // Display (dx, dy) shows coded (dx, dy).
-        Rotation::None => (base, 1, w),
+        Rotation::None => (base, s, r),
         // Turned clockwise: display (dx, dy) shows coded (dy, h - 1 - dx).
-        Rotation::Cw90 => (base + (h - 1) * w, -w, 1),
-        Rotation::Cw180 => (base + (h - 1) * w + w - 1, -1, -w),
+        Rotation::Cw90 => (base + (h - 1) * r, -r, s),
+        Rotation::Cw180 => (base + (h - 1) * r + (w - 1) * s, -s, -r),
         // Display (dx, dy) shows coded (w - 1 - dy, dx).
-        Rotation::Cw270 => (base + w - 1, w, -1),
+        Rotation::Cw270 => (base + (w - 1) * s, r, -s),
     }
 }
 
@@ -286,7 +325,7 @@ impl GpuCompositor {
         let (dcw, dch) = cfg.rotation.display_size(scw, sch);
         let (ocw, och) = Yuv420Frame::chroma_size(ow, oh);
 
-        let in_layout = InLayout::new(sw, sh);
+        let in_layout = InLayout::new(sw, sh, cfg.src_format);
         let out_layout = OutLayout::new(ow, oh);
         let max_binding = limits
             .max_storage_buffer_binding_size
@@ -341,12 +380,7 @@ impl GpuCompositor {
 
         let addressing: [(i64, i64, i64); 3] = std::array::from_fn(|i| {
             let (w, h) = in_layout.plane_dims(i);
-            plane_addressing(
-                cfg.rotation,
-                in_layout.offsets[i] as i64,
-                w as i64,
-                h as i64,
-            )
+            plane_addressing(cfg.rotation, in_layout.plane_bytes(i), w as i64, h as i64)
         });
         let mut planes = [PlaneParams::default(); 3];
         for (i, plane) in planes.iter_mut().enumerate() {
@@ -403,10 +437,15 @@ impl GpuCompositor {
                 "a {ow}x{oh} output needs more workgroups than the device's {max_groups} per dimension"
             )));
         }
-        // Unrotated rows are contiguous: load whole words per source row when they are few.
-        let row_words = |(s, d): (u32, u32), taps: usize| {
+        // Unrotated rows of 8-bit samples stored side by side are contiguous bytes: load whole
+        // words per source row when they are few.
+        let contiguous = |plane: usize| {
+            let b = in_layout.plane_bytes(plane);
+            cfg.rotation == Rotation::None && b.step == 1
+        };
+        let row_words = |plane: usize, (s, d): (u32, u32), taps: usize| {
             let words = filter::row_words(s, d, taps);
-            if cfg.rotation == Rotation::None && words <= MAX_ROW_WORDS {
+            if contiguous(plane) && words <= MAX_ROW_WORDS {
                 words
             } else {
                 0
@@ -414,13 +453,14 @@ impl GpuCompositor {
         };
         let key = |is_chroma: bool, axes: [(u32, u32); 2], taps: [usize; 2]| PipelineKey {
             is_chroma,
+            sample16: cfg.src_format.sample_bytes() == 2,
             mode: affine.mode as u32,
             has_watermark: cfg.watermark.is_some(),
             kern_x: kernel(axes[0].0, axes[0].1),
             kern_y: kernel(axes[1].0, axes[1].1),
             taps_x: taps[0] as u32,
             taps_y: taps[1] as u32,
-            row_words: row_words(axes[0], taps[0]),
+            row_words: row_words(is_chroma as usize, axes[0], taps[0]),
         };
         let dispatches = [
             (
@@ -544,8 +584,12 @@ impl GpuCompositor {
     ///
     /// Precisely: when every slot is busy, the oldest frame is waited for and returned, and the
     /// new frame takes its slot, so `frames_in_flight` frames stay queued on the GPU.
-    pub fn submit(&mut self, frame: &Yuv420Frame) -> Result<Option<Yuv420Frame>, GpuError> {
-        self.shared.check_frame(frame)?;
+    pub fn submit<'a>(
+        &mut self,
+        frame: impl Into<SourceFrame<'a>>,
+    ) -> Result<Option<Yuv420Frame>, GpuError> {
+        let frame = frame.into();
+        self.shared.check_frame(&frame)?;
         let done = if self.free.is_empty() {
             Some(self.retrieve_oldest()?)
         } else {
@@ -556,7 +600,7 @@ impl GpuCompositor {
                 "no free frame slot after draining the oldest".into(),
             ));
         };
-        match self.shared.run(&mut self.slots[index], frame) {
+        match self.shared.run(&mut self.slots[index], &frame) {
             Ok(()) => self.in_flight.push_back(index),
             Err(e) => {
                 self.free.push(index);
@@ -577,13 +621,17 @@ impl GpuCompositor {
 
     /// Convenience: compose one frame synchronously (preview). Uses its own buffers, so frames
     /// already in flight are unaffected and still come out of `submit`/`finish` in order.
-    pub fn compose_one(&mut self, frame: &Yuv420Frame) -> Result<Yuv420Frame, GpuError> {
-        self.shared.check_frame(frame)?;
+    pub fn compose_one<'a>(
+        &mut self,
+        frame: impl Into<SourceFrame<'a>>,
+    ) -> Result<Yuv420Frame, GpuError> {
+        let frame = frame.into();
+        self.shared.check_frame(&frame)?;
         let slot = match &mut self.preview {
             Some(slot) => slot,
             None => self.preview.insert(self.shared.new_slot()),
         };
-        self.shared.run(slot, frame)?;
+        self.shared.run(slot, &frame)?;
         self.shared.retrieve(slot)
     }
 
@@ -631,7 +679,7 @@ impl Shared {
         }
     }
 
-    fn check_frame(&self, frame: &Yuv420Frame) -> Result<(), GpuError> {
+    fn check_frame(&self, frame: &SourceFrame) -> Result<(), GpuError> {
         let (w, h) = self.in_layout.luma;
         let mismatch = |detail: String| GpuError::FrameSizeMismatch {
             expected_width: w,
@@ -643,18 +691,24 @@ impl Shared {
         if (frame.width, frame.height) != (w, h) {
             return Err(mismatch("dimensions differ".into()));
         }
-        let (cw, ch) = self.in_layout.chroma;
-        let want = [
-            w as usize * h as usize,
-            cw as usize * ch as usize,
-            cw as usize * ch as usize,
-        ];
-        let lens = [frame.y.len(), frame.u.len(), frame.v.len()];
-        for (i, name) in ["Y", "U", "V"].into_iter().enumerate() {
-            if lens[i] != want[i] {
+        let format = self.in_layout.format;
+        if frame.format != format {
+            return Err(mismatch(format!(
+                "the frame is {} but the compositor was built for {}",
+                frame.format.as_str(),
+                format.as_str()
+            )));
+        }
+        for (i, &(data, stride)) in frame.planes.iter().enumerate().take(format.plane_count()) {
+            let (_, row, rows) = self.in_layout.planes[i];
+            let need = stride
+                .saturating_mul(rows.saturating_sub(1))
+                .saturating_add(row);
+            if stride < row || data.len() < need {
                 return Err(mismatch(format!(
-                    "{name} plane has {} bytes, expected {} (tightly packed)",
-                    lens[i], want[i]
+                    "plane {i} has {} bytes with a {stride}-byte stride; {rows} rows of {row} \
+                     bytes need a stride of at least {row} and {need} bytes",
+                    data.len()
                 )));
             }
         }
@@ -703,7 +757,7 @@ impl Shared {
     }
 
     /// Uploads `frame` into `slot` and submits the compose work for it.
-    fn run(&self, slot: &mut Slot, frame: &Yuv420Frame) -> Result<(), GpuError> {
+    fn run(&self, slot: &mut Slot, frame: &SourceFrame) -> Result<(), GpuError> {
         self.check_lost()?;
         let inner = &self.ctx.inner;
         self.wait_for(&slot.upload_state, slot.submission.as_ref())?;
@@ -712,10 +766,20 @@ impl Shared {
                 .upload
                 .get_mapped_range_mut(..)
                 .map_err(|e| GpuError::Map(format!("upload buffer: {e}")))?;
-            for (i, plane) in [&frame.y, &frame.u, &frame.v].into_iter().enumerate() {
-                let start = self.in_layout.offsets[i] as usize;
-                view.slice(start..start + plane.len())
-                    .copy_from_slice(plane);
+            let format = self.in_layout.format;
+            for (i, &(data, stride)) in frame.planes.iter().enumerate().take(format.plane_count()) {
+                let (start, row, rows) = self.in_layout.planes[i];
+                let start = start as usize;
+                if stride == row {
+                    view.slice(start..start + row * rows)
+                        .copy_from_slice(&data[..row * rows]);
+                } else {
+                    // Decoders pad their rows: drop the padding.
+                    for r in 0..rows {
+                        view.slice(start + r * row..start + (r + 1) * row)
+                            .copy_from_slice(&data[r * stride..r * stride + row]);
+                    }
+                }
             }
         }
         slot.upload.unmap();

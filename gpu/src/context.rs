@@ -46,6 +46,8 @@ pub(crate) struct ContextInner {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct PipelineKey {
     pub is_chroma: bool,
+    /// 16-bit source samples (P010) instead of bytes.
+    pub sample16: bool,
     pub mode: u32,
     pub has_watermark: bool,
     pub kern_x: u32,
@@ -245,6 +247,7 @@ impl GpuContext {
         let b = |v: bool| if v { 1.0 } else { 0.0 };
         let constants = [
             ("IS_CHROMA", b(key.is_chroma)),
+            ("SAMPLE16", b(key.sample16)),
             ("MODE", key.mode as f64),
             ("HAS_WATERMARK", b(key.has_watermark)),
             ("KERN_X", key.kern_x as f64),

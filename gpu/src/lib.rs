@@ -1,7 +1,8 @@
 //! vidforge's GPU compositor: one fused wgpu compute pass scales a planar YUV frame to the
 //! output size and alpha-composites the watermark. Knows nothing of FFmpeg, files or tasks.
 //!
-//! - Frames cross the bus as planar 8-bit YUV 4:2:0 (1.5 B/px), in and out.
+//! - Frames cross the bus as 4:2:0 YUV: in as planar 8-bit, NV12 or P010 (what software and
+//!   hardware decoders give, [`SourceFormat`]), out as planar 8-bit (1.5 B/px).
 //! - Per output sample, in one pass: resample its own plane (exact-coverage area filter when
 //!   shrinking, cubic B=0/C=0.6 when enlarging, centre-aligned per plane, i.e. swscale's
 //!   `SWS_AREA` / `SWS_BICUBIC` with default chroma siting), rotate by 90/180/270 (folded into
@@ -18,6 +19,7 @@
 //! let cfg = ComposeConfig {
 //!     src_width: 1920, src_height: 1080, src_color: ColorSpec::OUTPUT, rotation: Rotation::None,
 //!     out_width: 1280, out_height: 720, out_color: ColorSpec::OUTPUT, watermark: None,
+//!     src_format: Default::default(),
 //! };
 //! let mut gpu = GpuCompositor::new(&ctx, cfg, 3)?;
 //! let frame = Yuv420Frame::filled(1920, 1080, [81, 90, 240]);
@@ -42,8 +44,9 @@ pub use compositor::{ComposeConfig, GpuCompositor, MAX_FRAMES_IN_FLIGHT};
 pub use context::{AdapterPreference, AdapterSummary, GpuContext};
 pub use error::GpuError;
 pub use frame::{
-    ColorSpec, Matrix, Placement, Position, PreparedWatermark, Range, Rotation, WatermarkImage,
-    Yuv420Frame, blend_watermark, place_watermark, prepare_watermark,
+    ColorSpec, Matrix, Placement, Position, PreparedWatermark, Range, Rotation, SemiPlanarFrame,
+    SourceFormat, SourceFrame, WatermarkImage, Yuv420Frame, blend_watermark, place_watermark,
+    prepare_watermark,
 };
 
 #[cfg(test)]

@@ -7,8 +7,8 @@ use common::*;
 use vidforge_gpu::filter::color_affine;
 use vidforge_gpu::{
     AdapterPreference, ColorSpec, GpuCompositor, GpuContext, GpuError, Matrix, Placement, Position,
-    Range, Rotation, WatermarkImage, Yuv420Frame, blend_watermark, place_watermark,
-    prepare_watermark,
+    Range, Rotation, SemiPlanarFrame, SourceFormat, SourceFrame, WatermarkImage, Yuv420Frame,
+    blend_watermark, place_watermark, prepare_watermark,
 };
 
 const COLOUR: [u8; 3] = [81, 90, 240]; // BT.709 limited red-ish
@@ -616,4 +616,127 @@ fn bad_configs_and_frames_are_typed_errors() {
         0,
         "after errors",
     );
+}
+
+/// The semi-planar inputs hardware decoders give (NV12; P010 for 10-bit) go through the same
+/// pass as planar 8-bit, and agree with it to rounding (interleaved chroma takes the per-tap
+/// loads, whose float sums round in another order than the planar row loads) on every path
+/// (rotation, shrink, enlarge, matrix change, watermark), with padded rows too. The planar
+/// path itself is held to the CPU references by the tests above.
+#[test]
+fn nv12_and_p010_inputs_match_the_planar_path() {
+    let Some(ctx) = context("semi_planar") else {
+        return;
+    };
+    let (sw, sh) = (640, 360);
+    let src = lavfi_frame("testsrc2", sw, sh).unwrap_or_else(|| synthetic_frame(sw, sh));
+    let logo = gradient_watermark(96, 40);
+    let bt601_full = ColorSpec {
+        matrix: Matrix::Bt601,
+        range: Range::Full,
+    };
+    for (rot, (ow, oh), color) in [
+        (Rotation::None, (426, 240), ColorSpec::OUTPUT),
+        (Rotation::None, (1280, 720), bt601_full),
+        (Rotation::Cw90, (240, 426), ColorSpec::OUTPUT),
+        (Rotation::Cw180, (640, 360), bt601_full),
+        (Rotation::Cw270, (180, 320), ColorSpec::OUTPUT),
+    ] {
+        let mut cfg = config(sw, sh, ow, oh);
+        cfg.rotation = rot;
+        cfg.src_color = color;
+        let placement = place_watermark(ow, oh, logo.width, logo.height, Position::BottomRight)
+            .expect("watermark fits");
+        cfg.watermark = Some(prepare_watermark(&logo, placement, 0.7, ColorSpec::OUTPUT));
+        let planar = GpuCompositor::new(&ctx, cfg.clone(), 1)
+            .unwrap()
+            .compose_one(&src)
+            .unwrap();
+        for (format, low_bits) in [
+            (SourceFormat::Nv12, 0),
+            (SourceFormat::P010, 0),
+            (SourceFormat::P010, 3),
+        ] {
+            let semi = SemiPlanarFrame::from_yuv420(&src, format, low_bits);
+            let mut cfg = cfg.clone();
+            cfg.src_format = format;
+            let mut gpu = GpuCompositor::new(&ctx, cfg, 2).unwrap();
+            let out = gpu.compose_one(&semi).unwrap();
+            let what = format!("{rot:?} -> {ow}x{oh} {color:?} {format:?} +{low_bits}");
+            let p = psnr_planes(&out, &planar);
+            let worst = max_difference(&out, &planar);
+            eprintln!(
+                "{what}: PSNR Y {:.1} U {:.1} V {:.1}, largest difference {worst}",
+                p[0], p[1], p[2]
+            );
+            assert!(p.iter().all(|&v| v >= 45.0), "{what}: {p:?}");
+            assert!(worst <= 1 + (low_bits > 0) as u8, "{what}: off by {worst}");
+            // Rows padded the way decoders pad them (64-byte aligned strides).
+            let padded = |data: &[u8], row: usize| -> (Vec<u8>, usize) {
+                let stride = row.next_multiple_of(64) + 64;
+                let mut out = vec![0xAB; stride * (data.len() / row)];
+                for (r, chunk) in data.chunks(row).enumerate() {
+                    out[r * stride..r * stride + row].copy_from_slice(chunk);
+                }
+                (out, stride)
+            };
+            let y_row = format.plane_shape(0, sw, sh).0;
+            let uv_row = format.plane_shape(1, sw, sh).0;
+            let (y, ys) = padded(&semi.y, y_row);
+            let (uv, uvs) = padded(&semi.uv, uv_row);
+            let strided = SourceFrame {
+                width: sw,
+                height: sh,
+                format,
+                planes: [(&y, ys), (&uv, uvs), (&[], 0)],
+            };
+            assert!(
+                gpu.compose_one(strided).unwrap() == out,
+                "{what}: padded rows change the output"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_frame_of_another_format_or_short_planes_is_a_typed_error() {
+    let Some(ctx) = context("semi_planar_errors") else {
+        return;
+    };
+    let mut cfg = config(64, 32, 32, 16);
+    cfg.src_format = SourceFormat::Nv12;
+    let mut gpu = GpuCompositor::new(&ctx, cfg, 1).unwrap();
+    let planar = Yuv420Frame::filled(64, 32, [100, 110, 120]);
+    let err = gpu.submit(&planar).unwrap_err();
+    assert!(
+        matches!(err, GpuError::FrameSizeMismatch { ref detail, .. } if detail.contains("yuv420p")),
+        "{err}"
+    );
+    let mut semi = SemiPlanarFrame::from_yuv420(&planar, SourceFormat::Nv12, 0);
+    semi.uv.truncate(semi.uv.len() - 1);
+    let err = gpu.submit(&semi).unwrap_err();
+    assert!(
+        matches!(err, GpuError::FrameSizeMismatch { ref detail, .. } if detail.contains("plane 1")),
+        "{err}"
+    );
+    // A stride shorter than a row.
+    let semi = SemiPlanarFrame::from_yuv420(&planar, SourceFormat::Nv12, 0);
+    let bad = SourceFrame {
+        planes: [(&semi.y, 32), (&semi.uv, 64), (&[], 0)],
+        ..semi.as_source()
+    };
+    assert!(matches!(
+        gpu.submit(bad),
+        Err(GpuError::FrameSizeMismatch { .. })
+    ));
+    assert_eq!(gpu.in_flight(), 0);
+}
+
+/// The largest sample difference between two frames of one size.
+fn max_difference(a: &Yuv420Frame, b: &Yuv420Frame) -> u8 {
+    [(&a.y, &b.y), (&a.u, &b.u), (&a.v, &b.v)]
+        .into_iter()
+        .flat_map(|(p, q)| p.iter().zip(q.iter()).map(|(x, y)| x.abs_diff(*y)))
+        .max()
+        .unwrap_or(0)
 }

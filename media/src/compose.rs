@@ -9,7 +9,7 @@ use ffmpeg_next as ffmpeg;
 use vidforge_gpu::filter::{ColorAffine, ColorMode, color_affine};
 use vidforge_gpu::{
     ColorSpec, ComposeConfig, GpuCompositor, GpuContext, Matrix, PreparedWatermark, Range,
-    Rotation, Yuv420Frame, blend_watermark,
+    Rotation, SourceFormat, SourceFrame, Yuv420Frame, blend_watermark,
 };
 
 use crate::area::{self, PlaneScaler};
@@ -400,16 +400,101 @@ impl SourceConverter {
         };
         Sws::cached(&mut self.sws, key)?.scale_to_yuv420(frame, dst)
     }
+
+    /// Converts `frame` into `dst`, an allocated frame of this converter's size in any pixel
+    /// format swscale writes (the GPU layouts: yuv420p, NV12, P010), in this converter's colour.
+    pub fn convert_video(
+        &mut self,
+        frame: &frame::Video,
+        dst: &mut frame::Video,
+    ) -> Result<(), MediaError> {
+        check_frame(frame)?;
+        let color = frame_color(
+            frame.color_space(),
+            frame.color_range(),
+            frame.format(),
+            frame.width(),
+            frame.height(),
+        );
+        let key = SwsKey {
+            src_fmt: frame.format(),
+            src_w: frame.width(),
+            src_h: frame.height(),
+            dst_fmt: dst.format(),
+            dst_w: self.width,
+            dst_h: self.height,
+            flags: ffi::SWS_BICUBIC,
+            src_space: color.sws_space,
+            src_full: color.full_range,
+            dst_space: sws_space_of(self.spec.matrix),
+            dst_full: self.spec.range == Range::Full,
+        };
+        Sws::cached(&mut self.sws, key)?.scale_to_frame(frame, dst)
+    }
 }
 
-/// The wgpu compositor: frames are converted to 8-bit yuv420p at source size (a copy when they
-/// already are), then scaled, rotated, colour-converted and watermarked on the GPU.
+/// The layout the wgpu compositor reads a decoded pixel format in, as is: planar 8-bit 4:2:0
+/// from software decoders, NV12 / P010 from NVDEC and other hardware decoders.
+fn gpu_layout(p: Pixel) -> Option<SourceFormat> {
+    match p {
+        Pixel::YUV420P | Pixel::YUVJ420P => Some(SourceFormat::Yuv420p),
+        Pixel::NV12 => Some(SourceFormat::Nv12),
+        Pixel::P010LE => Some(SourceFormat::P010),
+        _ => None,
+    }
+}
+
+/// A decoded frame's planes, with FFmpeg's row strides, as the GPU compositor reads them.
+fn as_source(frame: &frame::Video, format: SourceFormat) -> SourceFrame<'_> {
+    let plane = |i: usize| {
+        if i < format.plane_count() {
+            (frame.data(i), frame.stride(i))
+        } else {
+            (&[][..], 0)
+        }
+    };
+    SourceFrame {
+        width: frame.width(),
+        height: frame.height(),
+        format,
+        planes: [plane(0), plane(1), plane(2)],
+    }
+}
+
+/// The GPU compositor of a stream with what it was built for: frames of that pixel format,
+/// size and colour are read straight from the decoder's buffers; others (mid-stream changes)
+/// are converted to it by swscale first.
+struct GpuStream {
+    gpu: GpuCompositor,
+    pix: Pixel,
+    format: SourceFormat,
+    conv: SourceConverter,
+    converted: frame::Video,
+}
+
+impl GpuStream {
+    fn reads_as_is(&self, frame: &frame::Video) -> bool {
+        let color = frame_color(
+            frame.color_space(),
+            frame.color_range(),
+            frame.format(),
+            frame.width(),
+            frame.height(),
+        );
+        frame.format() == self.pix
+            && (frame.width(), frame.height()) == self.conv.size()
+            && color.spec == Some(self.conv.spec())
+    }
+}
+
+/// The wgpu compositor: decoded frames in the layouts the shader reads (yuv420p, NV12,
+/// P010) go to the GPU as they are, other formats are converted to 8-bit yuv420p at source
+/// size first; then they are scaled, rotated, colour-converted and watermarked on the GPU.
 pub struct WgpuCompositor {
     ctx: GpuContext,
     spec: ComposeSpec,
     frames_in_flight: usize,
-    state: Option<(GpuCompositor, SourceConverter)>,
-    input: Option<Yuv420Frame>,
+    stream: Option<GpuStream>,
 }
 
 impl WgpuCompositor {
@@ -418,43 +503,80 @@ impl WgpuCompositor {
             ctx: ctx.clone(),
             spec,
             frames_in_flight: frames_in_flight.max(1),
-            state: None,
-            input: None,
+            stream: None,
         }
+    }
+
+    /// Builds the GPU compositor for the stream's first frame.
+    fn start(&self, frame: &frame::Video) -> Result<GpuStream, MediaError> {
+        let conv = SourceConverter::for_frame(frame)?;
+        let color = frame_color(
+            frame.color_space(),
+            frame.color_range(),
+            frame.format(),
+            frame.width(),
+            frame.height(),
+        );
+        // Read as is when the shader knows the layout and the matrix; else planar 8-bit.
+        let (pix, format) = match gpu_layout(frame.format()) {
+            Some(format) if color.spec.is_some() => (frame.format(), format),
+            _ => (Pixel::YUV420P, SourceFormat::Yuv420p),
+        };
+        let (w, h) = conv.size();
+        let cfg = ComposeConfig {
+            src_width: w,
+            src_height: h,
+            src_color: conv.spec(),
+            rotation: self.spec.rotation,
+            out_width: self.spec.out_width,
+            out_height: self.spec.out_height,
+            out_color: ColorSpec::OUTPUT,
+            watermark: self.spec.watermark.clone(),
+            src_format: format,
+        };
+        let gpu = GpuCompositor::new(&self.ctx, cfg, self.frames_in_flight)?;
+        tracing::debug!(
+            decoded = ?frame.format(),
+            gpu_input = format.as_str(),
+            "GPU compositor input"
+        );
+        Ok(GpuStream {
+            gpu,
+            pix,
+            format,
+            conv,
+            converted: frame::Video::empty(),
+        })
     }
 }
 
 impl Compositor for WgpuCompositor {
     fn push(&mut self, frame: &frame::Video) -> Result<Option<Yuv420Frame>, MediaError> {
-        if self.state.is_none() {
-            // The first frame fixes the GPU source size and colour; later frames that differ
-            // (mid-stream size changes) are converted to it by swscale.
-            let conv = SourceConverter::for_frame(frame)?;
-            let (w, h) = conv.size();
-            let cfg = ComposeConfig {
-                src_width: w,
-                src_height: h,
-                src_color: conv.spec(),
-                rotation: self.spec.rotation,
-                out_width: self.spec.out_width,
-                out_height: self.spec.out_height,
-                out_color: ColorSpec::OUTPUT,
-                watermark: self.spec.watermark.clone(),
-            };
-            let gpu = GpuCompositor::new(&self.ctx, cfg, self.frames_in_flight)?;
-            self.input = Some(scale::blank_frame(w, h));
-            self.state = Some((gpu, conv));
+        check_frame(frame)?;
+        if self.stream.is_none() {
+            self.stream = Some(self.start(frame)?);
         }
-        let (Some((gpu, conv)), Some(input)) = (self.state.as_mut(), self.input.as_mut()) else {
+        let Some(stream) = self.stream.as_mut() else {
             return Err(MediaError::failed("GPU compositor not initialised"));
         };
-        conv.convert(frame, input)?;
-        Ok(gpu.submit(input)?)
+        if stream.reads_as_is(frame) {
+            return Ok(stream.gpu.submit(as_source(frame, stream.format))?);
+        }
+        let (w, h) = stream.conv.size();
+        if stream.converted.format() != stream.pix
+            || (stream.converted.width(), stream.converted.height()) != (w, h)
+        {
+            stream.converted = frame::Video::new(stream.pix, w, h);
+        }
+        stream.conv.convert_video(frame, &mut stream.converted)?;
+        Ok(stream
+            .gpu
+            .submit(as_source(&stream.converted, stream.format))?)
     }
 
     fn finish(&mut self) -> Result<Vec<Yuv420Frame>, MediaError> {
-        match self.state.as_mut() {
-            Some((gpu, _)) => Ok(gpu.finish()?),
+        match self.stream.as_mut() {
+            Some(stream) => Ok(stream.gpu.finish()?),
             None => Ok(Vec::new()),
         }
     }

@@ -1,4 +1,4 @@
-//! Encoders and the muxer: H.264 (libx264) or VP9 (libvpx-vp9) video, AAC or Opus audio
+//! Encoders and the muxer: H.264 (libx264 or NVENC) or VP9 (libvpx-vp9) video, AAC or Opus audio
 //! (copied when the container takes the source codec, else transcoded with swresample).
 
 use std::collections::BTreeMap;
@@ -15,6 +15,7 @@ use ffmpeg_next as ffmpeg;
 use vidforge_gpu::Yuv420Frame;
 
 use crate::error::MediaError;
+use crate::hardware::H264Encoder;
 use crate::source::{AudioMeta, Source};
 use crate::types::{EncoderSettings, OutputFormat};
 
@@ -183,6 +184,54 @@ enum AudioOut {
     Transcode(Box<AudioTranscoder>),
 }
 
+/// The WebM video encoder.
+pub(crate) const VP9_ENCODER: &str = "libvpx-vp9";
+
+/// The H.264 encoder's options. NVENC runs constant quality (`rc vbr`, `cq` = the x264 CRF,
+/// no bitrate target) at preset p4 with `tune hq`: the settings meant to land near x264
+/// veryfast CRF 23 (the device check measures both against the source, side by side).
+fn h264_options(h264: H264Encoder, settings: &EncoderSettings) -> Dictionary<'static> {
+    let mut d = Dictionary::new();
+    let quality = settings.h264_crf.min(51).to_string();
+    match h264 {
+        H264Encoder::X264 => {
+            d.set("preset", &settings.h264_preset);
+            d.set("crf", &quality);
+        }
+        H264Encoder::Nvenc => {
+            d.set("preset", "p4");
+            d.set("tune", "hq");
+            d.set("rc", "vbr");
+            d.set("cq", &quality);
+        }
+    }
+    d
+}
+
+/// Opens (and closes) one NVENC H.264 session, as a render would: the only reliable test of
+/// an encoder (the FFmpeg build has `h264_nvenc` everywhere; the card and driver decide).
+pub(crate) fn probe_nvenc() -> Result<(), String> {
+    crate::init();
+    let codec = encoder::find_by_name(H264Encoder::Nvenc.ffmpeg_name())
+        .ok_or("this FFmpeg build has no h264_nvenc encoder")?;
+    let ctx = codec::context::Context::new_with_codec(codec);
+    let mut enc = ctx.encoder().video().map_err(|e| e.to_string())?;
+    enc.set_width(256);
+    enc.set_height(256);
+    enc.set_format(Pixel::YUV420P);
+    enc.set_time_base(Rational::new(1, 30));
+    enc.set_frame_rate(Some(Rational::new(30, 1)));
+    enc.set_bit_rate(0);
+    let opened = enc
+        .open_as_with(
+            codec,
+            h264_options(H264Encoder::Nvenc, &EncoderSettings::default()),
+        )
+        .map_err(|e| format!("opening h264_nvenc failed: {e}"))?;
+    drop(opened);
+    Ok(())
+}
+
 /// Copying is possible when the container carries the source codec as-is.
 fn can_copy_audio(format: OutputFormat, id: codec::Id) -> bool {
     match format {
@@ -198,6 +247,7 @@ impl Muxer {
         path: &Path,
         format: OutputFormat,
         settings: &EncoderSettings,
+        h264: H264Encoder,
         out_w: u32,
         out_h: u32,
         src: &Source,
@@ -213,10 +263,7 @@ impl Muxer {
         // Video.
         let (codec_name, opts) = match format {
             OutputFormat::Mp4 | OutputFormat::Mov => {
-                let mut d = Dictionary::new();
-                d.set("preset", &settings.h264_preset);
-                d.set("crf", &settings.h264_crf.min(51).to_string());
-                ("libx264", d)
+                (h264.ffmpeg_name(), h264_options(h264, settings))
             }
             OutputFormat::Webm => {
                 let mut d = Dictionary::new();
@@ -224,7 +271,7 @@ impl Muxer {
                 d.set("cpu-used", &settings.vp9_cpu_used.min(8).to_string());
                 d.set("row-mt", "1");
                 d.set("crf", &settings.vp9_crf.min(63).to_string());
-                ("libvpx-vp9", d)
+                (VP9_ENCODER, d)
             }
         };
         let codec = encoder::find_by_name(codec_name).ok_or_else(|| {
@@ -265,8 +312,8 @@ impl Muxer {
         enc.set_color_range(ffmpeg::color::Range::MPEG);
         enc.set_color_primaries(ffmpeg::color::Primaries::BT709);
         enc.set_color_transfer_characteristic(ffmpeg::color::TransferCharacteristic::BT709);
-        if format == OutputFormat::Webm {
-            // Constant quality: a zero target bitrate with crf.
+        if format == OutputFormat::Webm || h264 == H264Encoder::Nvenc {
+            // Constant quality: a zero target bitrate with crf / cq.
             enc.set_bit_rate(0);
         }
         if global_header {

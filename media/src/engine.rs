@@ -13,11 +13,15 @@ use vidforge_gpu::{AdapterPreference, GpuContext, Yuv420Frame};
 use crate::compose::{ComposeSpec, Compositor, CpuCompositor, SourceConverter, WgpuCompositor};
 use crate::encode::Muxer;
 use crate::error::MediaError;
+use crate::hardware::{self, H264Encoder, HardwareChoice};
+use crate::hwdecode::CudaDevice;
 use crate::pipeline::{self, FrameReader};
 use crate::scale::{Sws, SwsKey};
 use crate::source::{self, Source};
 use crate::tempout::TempOutput;
-use crate::types::{BackendChoice, Progress, RenderJob, RenderReport, Resolution, Stage};
+use crate::types::{
+    BackendChoice, OutputFormat, Progress, RenderJob, RenderReport, Resolution, Stage,
+};
 use crate::watermark;
 
 /// Frames the GPU compositor keeps in flight (overlaps upload, compute and readback).
@@ -44,8 +48,12 @@ pub fn output_size(display_width: u32, display_height: u32, resolution: Resoluti
 /// is in use.
 #[derive(Clone)]
 pub struct Engine {
+    /// The one wgpu device and queue of the process, shared by every render's compositor.
     gpu: Option<GpuContext>,
     choice: BackendChoice,
+    /// The one CUDA device of the process for NVDEC decoding, shared by every decoder.
+    cuda: Option<CudaDevice>,
+    h264: H264Encoder,
 }
 
 impl std::fmt::Debug for Engine {
@@ -53,6 +61,8 @@ impl std::fmt::Debug for Engine {
         f.debug_struct("Engine")
             .field("choice", &self.choice)
             .field("backend", &self.backend_name())
+            .field("nvdec", &self.cuda.is_some())
+            .field("h264", &self.h264)
             .finish()
     }
 }
@@ -60,8 +70,26 @@ impl std::fmt::Debug for Engine {
 impl Engine {
     /// `Auto`: a hardware adapter if any, else the CPU compositor. `Wgpu`: any adapter,
     /// software included; an error when there is none. `Cpu`: no GPU at all.
+    ///
+    /// Hardware decoding and encoding are `auto` (see [`Engine::with_hardware`]).
     pub fn new(choice: BackendChoice) -> Result<Engine, MediaError> {
+        Self::with_hardware(choice, HardwareChoice::default())
+    }
+
+    /// Like [`Engine::new`], with the decode and encode choices: a CUDA device is opened and
+    /// an NVENC session tried once, here; forced choices that cannot be had are errors.
+    pub fn with_hardware(
+        choice: BackendChoice,
+        hardware: HardwareChoice,
+    ) -> Result<Engine, MediaError> {
         crate::init();
+        let cuda = hardware::select_decoder(hardware.decode, CudaDevice::open)?;
+        let h264 = hardware::select_encoder(hardware.encoder, crate::encode::probe_nvenc)?;
+        tracing::info!(
+            nvdec = cuda.is_some(),
+            h264 = h264.ffmpeg_name(),
+            "decoder and encoder selected"
+        );
         let gpu = match choice {
             BackendChoice::Cpu => None,
             BackendChoice::Wgpu => Some(
@@ -84,7 +112,12 @@ impl Engine {
                 software = a.is_software, "GPU compositor ready"
             );
         }
-        Ok(Engine { gpu, choice })
+        Ok(Engine {
+            gpu,
+            choice,
+            cuda,
+            h264,
+        })
     }
 
     /// `cpu` or the GPU adapter's name.
@@ -92,6 +125,24 @@ impl Engine {
         match &self.gpu {
             Some(ctx) => ctx.adapter().name.clone(),
             None => "cpu".to_string(),
+        }
+    }
+
+    /// Whether renders decode on NVDEC (codecs it supports).
+    pub fn hw_decode(&self) -> bool {
+        self.cuda.is_some()
+    }
+
+    /// The H.264 encoder mp4/mov renders use.
+    pub fn h264_encoder(&self) -> H264Encoder {
+        self.h264
+    }
+
+    /// The FFmpeg encoder a render to `format` uses.
+    pub fn video_encoder_name(&self, format: OutputFormat) -> &'static str {
+        match format {
+            OutputFormat::Mp4 | OutputFormat::Mov => self.h264.ffmpeg_name(),
+            OutputFormat::Webm => crate::encode::VP9_ENCODER,
         }
     }
 
@@ -147,7 +198,8 @@ impl Engine {
         let tmp = TempOutput::new(&job.output)?;
         let src = source::open(&job.input)?;
         let spec = self.compose_spec(job, &src)?;
-        let decoder = src.video_decoder_for_output((spec.out_width, spec.out_height))?;
+        let (decoder, nvdec) =
+            src.video_decoder_for_output((spec.out_width, spec.out_height), self.cuda.as_ref())?;
         let frames_total = src.video.frames_estimate;
         let frames_declared = src.video.frames_declared;
         let backend = self.backend_name();
@@ -159,12 +211,15 @@ impl Engine {
             out = %format!("{}x{} {}", spec.out_width, spec.out_height, job.format),
             watermark = spec.watermark.is_some(),
             backend = %backend,
+            decode = if nvdec { "nvdec" } else { "software" },
+            encoder = self.video_encoder_name(job.format),
             "render start"
         );
         let muxer = Muxer::open(
             tmp.path(),
             job.format,
             &job.encoder,
+            self.h264,
             spec.out_width,
             spec.out_height,
             &src,
@@ -221,6 +276,8 @@ impl Engine {
             height: out_h,
             size_bytes,
             backend,
+            decoder: if nvdec { "nvdec" } else { "software" }.to_string(),
+            encoder: self.video_encoder_name(job.format).to_string(),
             elapsed,
             fps,
             stage_times: outcome.stage_times,

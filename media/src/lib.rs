@@ -24,6 +24,8 @@ mod encode;
 mod engine;
 mod error;
 pub mod fixtures;
+mod hardware;
+mod hwdecode;
 mod pipeline;
 mod probe;
 mod scale;
@@ -39,6 +41,9 @@ pub use vidforge_gpu::{ColorSpec, Position, Rotation, Yuv420Frame};
 pub use compose::{ComposeSpec, Compositor, CpuCompositor, WgpuCompositor};
 pub use engine::{Engine, decode_frames, decode_raw_frames, output_size};
 pub use error::{ErrorKind, MediaError};
+pub use hardware::{
+    EncoderChoice, H264Encoder, HardwareChoice, HardwareReport, HwDecodeChoice, probe_hardware,
+};
 pub use probe::{AudioStreamInfo, ProbeInfo, VideoStreamInfo, probe, probe_within};
 pub use source::{MAX_DIMENSION, SourceLimits, init};
 pub use tempout::{sync_dir, sync_parent_dirs};

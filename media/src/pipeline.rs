@@ -123,7 +123,8 @@ impl FrameReader {
                 Ok(()) => {
                     self.frames += 1;
                     self.errors = 0;
-                    return Ok(Some(Item::Video(f)));
+                    // NVDEC surfaces come to system memory here (NV12 / P010).
+                    return Ok(Some(Item::Video(crate::hwdecode::download(f)?)));
                 }
                 Err(ffmpeg::Error::Eof) => return self.finish(),
                 Err(e) if is_eagain(&e) => {}

@@ -154,6 +154,34 @@ impl Sws {
         Ok(())
     }
 
+    /// Scales `src` into `dst`, an allocated FFmpeg frame of the key's destination format
+    /// and size.
+    pub fn scale_to_frame(
+        &mut self,
+        src: &frame::Video,
+        dst: &mut frame::Video,
+    ) -> Result<(), MediaError> {
+        check_frame(src, &self.key)?;
+        if dst.format() != self.key.dst_fmt
+            || dst.width() != self.key.dst_w
+            || dst.height() != self.key.dst_h
+            || dst.planes() == 0
+        {
+            return Err(MediaError::failed(
+                "swscale destination frame does not match its context",
+            ));
+        }
+        // SAFETY: `dst` was allocated by FFmpeg for exactly this format and size, so its
+        // planes hold `linesize * plane height` bytes each.
+        unsafe {
+            let f = dst.as_mut_ptr();
+            let d = (*f).data;
+            let l = (*f).linesize;
+            self.scale_raw(src, [d[0], d[1], d[2], d[3]], [l[0], l[1], l[2], l[3]]);
+        }
+        Ok(())
+    }
+
     /// Scales a yuv420p `Yuv420Frame` into a packed single-plane destination (RGB24 for PNGs).
     pub fn yuv420_to_packed(
         &mut self,

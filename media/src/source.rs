@@ -11,6 +11,7 @@ use ffmpeg_next as ffmpeg;
 use vidforge_gpu::{ColorSpec, Matrix, Range, Rotation};
 
 use crate::error::MediaError;
+use crate::hwdecode::CudaDevice;
 
 /// Sources from this size up (about 4K UHD) decode with one frame thread per core.
 const BIG_SOURCE_PIXELS: u64 = 3840 * 2160 * 9 / 10;
@@ -587,7 +588,7 @@ impl Source {
     /// Opens the video decoder with frame (and slice) threading, FFmpeg's automatic thread
     /// count (cores + 1).
     pub fn video_decoder(&self) -> Result<decoder::Video, MediaError> {
-        self.video_decoder_with_threads(0)
+        self.video_decoder_with(0, None).map(|(d, _)| d)
     }
 
     /// The video decoder for a render to `out` (width, height). Each frame thread beyond the
@@ -596,7 +597,14 @@ impl Source {
     /// already runs beside compose and encode, so the extra thread adds no speed) or the
     /// source is 4K-class (12 MB a frame; measured: -25 to -30 MB peak RSS, fps within run
     /// noise). Smaller shrinking renders are decode-bound and keep the automatic count.
-    pub fn video_decoder_for_output(&self, out: (u32, u32)) -> Result<decoder::Video, MediaError> {
+    ///
+    /// With a CUDA device the decoder uses NVDEC when FFmpeg has a `cuda` hwaccel for the
+    /// codec (the flag says whether it does); frames then need [`crate::hwdecode::download`].
+    pub fn video_decoder_for_output(
+        &self,
+        out: (u32, u32),
+        cuda: Option<&CudaDevice>,
+    ) -> Result<(decoder::Video, bool), MediaError> {
         let pixels = |(w, h): (u32, u32)| u64::from(w) * u64::from(h);
         let src = pixels((self.video.width, self.video.height));
         let threads = if pixels(out) >= src || src >= BIG_SOURCE_PIXELS {
@@ -604,11 +612,15 @@ impl Source {
         } else {
             0
         };
-        self.video_decoder_with_threads(threads)
+        self.video_decoder_with(threads, cuda)
     }
 
-    /// `threads` 0 lets FFmpeg choose.
-    fn video_decoder_with_threads(&self, threads: usize) -> Result<decoder::Video, MediaError> {
+    /// `threads` 0 lets FFmpeg choose (as the ffmpeg CLI does, with or without a hwaccel).
+    fn video_decoder_with(
+        &self,
+        threads: usize,
+        cuda: Option<&CudaDevice>,
+    ) -> Result<(decoder::Video, bool), MediaError> {
         let stream = self
             .input
             .stream(self.video.index)
@@ -632,13 +644,35 @@ impl Source {
             (*p).thread_type = ffi::FF_THREAD_FRAME | ffi::FF_THREAD_SLICE;
             (*p).pkt_timebase = stream.time_base().into();
         }
+        // SAFETY: looking up the static decoder descriptor of the stream's codec id.
+        let supported = cuda.is_some()
+            && crate::hwdecode::cuda_supports(unsafe {
+                ffi::avcodec_find_decoder((*ctx.as_ptr()).codec_id)
+            });
+        let on_gpu = crate::hardware::decode_on_gpu(cuda, supported);
+        if let Some(device) = cuda.filter(|_| on_gpu) {
+            // SAFETY: the context is not opened yet.
+            unsafe { device.attach(ctx.as_mut_ptr())? };
+        }
+        if cuda.is_some() {
+            tracing::info!(
+                codec = %self.video.codec_name,
+                decode = if on_gpu { "nvdec" } else { "software" },
+                "{}",
+                if on_gpu {
+                    "decoding on the GPU (NVDEC)"
+                } else {
+                    "NVDEC has no decoder for this codec: decoding in software"
+                }
+            );
+        }
         let dec = ctx.decoder().video().map_err(|e| {
             MediaError::unsupported(format!(
                 "cannot open the '{}' decoder: {e}",
                 self.video.codec_name
             ))
         })?;
-        Ok(dec)
+        Ok((dec, on_gpu))
     }
 
     /// Container start time in `tb` units.

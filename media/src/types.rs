@@ -285,6 +285,10 @@ pub struct RenderReport {
     pub size_bytes: u64,
     /// `cpu` or the GPU adapter's name.
     pub backend: String,
+    /// `nvdec` or `software`.
+    pub decoder: String,
+    /// The FFmpeg video encoder (`libx264`, `h264_nvenc`, `libvpx-vp9`).
+    pub encoder: String,
     pub elapsed: Duration,
     /// Frames per second of wall time.
     pub fps: f64,

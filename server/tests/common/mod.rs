@@ -125,6 +125,8 @@ impl Renderer for ScriptedRenderer {
             height,
             size_bytes: body.len() as u64,
             backend: "scripted".into(),
+            decoder: "scripted".into(),
+            encoder: "scripted".into(),
             elapsed,
             fps: done as f64 / elapsed.as_secs_f64().max(1e-6),
             stage_times: Default::default(),
