@@ -227,7 +227,12 @@ pub(crate) fn probe_nvenc() -> Result<(), String> {
             codec,
             h264_options(H264Encoder::Nvenc, &EncoderSettings::default()),
         )
-        .map_err(|e| format!("opening h264_nvenc failed: {e}"))?;
+        .map_err(|e| {
+            format!(
+                "opening h264_nvenc failed ({e}); it needs the NVIDIA driver and a GPU with an \
+                 NVENC engine"
+            )
+        })?;
     drop(opened);
     Ok(())
 }

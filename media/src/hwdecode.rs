@@ -69,7 +69,8 @@ impl CudaDevice {
         };
         if ret < 0 || buf.is_null() {
             return Err(format!(
-                "opening a CUDA device failed: {}",
+                "FFmpeg could not open a CUDA device ({}); it needs the NVIDIA driver's \
+                 libcuda.so.1 and a visible NVIDIA GPU",
                 ffmpeg_error_text(ret)
             ));
         }

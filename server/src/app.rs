@@ -21,7 +21,7 @@ use crate::service::{RenderService, ServiceParts};
 /// Starts the service with the media engine (`config.backend`) and the process clock
 /// ([`clock::from_env`]). Blocking: opens the store and runs boot recovery.
 pub fn start_service(config: Config) -> anyhow::Result<RenderService> {
-    let renderer = MediaRenderer::new(config.backend)
+    let renderer = MediaRenderer::new(&config)
         .map_err(|e| anyhow::anyhow!("cannot initialise the render engine: {e}"))?;
     tracing::info!(backend = %crate::engine::Renderer::backend_name(&renderer), "render engine ready");
     let service = RenderService::start(ServiceParts {

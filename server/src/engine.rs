@@ -63,11 +63,32 @@ impl EngineError {
     }
 }
 
+/// What the render engine found and uses on this host (the capability summary, `serve`'s
+/// banner and `/healthz` report it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HardwareInfo {
+    /// The compositor: `cpu` or the GPU adapter's name.
+    pub compositor: String,
+    /// `nvdec` (CUDA device open: codecs NVDEC supports decode on the GPU) or `software`.
+    pub decoder: String,
+    /// The H.264 encoder of mp4/mov (`libx264` or `h264_nvenc`).
+    pub h264_encoder: String,
+}
+
 /// Renders videos and previews. Implementations block; the worker pool calls them from
 /// dedicated threads.
 pub trait Renderer: Send + Sync {
     /// Human-readable backend (adapter) name for logs.
     fn backend_name(&self) -> String;
+
+    /// The hardware in use. By default: the backend, software decoding, libx264.
+    fn hardware(&self) -> HardwareInfo {
+        HardwareInfo {
+            compositor: self.backend_name(),
+            decoder: "software".into(),
+            h264_encoder: "libx264".into(),
+        }
+    }
 
     /// Renders `plan` to `plan.output`, reporting progress and checking `cancel` per frame.
     fn render(

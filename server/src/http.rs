@@ -131,6 +131,8 @@ async fn healthz(State(service): State<RenderService>) -> Response {
         "status": "ok",
         "fingerprint": fingerprint(),
         "backend": service.backend_name(),
+        "decoder": service.hardware().decoder,
+        "h264_encoder": service.hardware().h264_encoder,
     }))
     .into_response()
 }

@@ -5,9 +5,10 @@ use std::sync::atomic::AtomicBool;
 
 use vidforge_media as media;
 
-use crate::config::BackendSetting;
+use crate::config::{BackendSetting, Config, EncoderSetting, HwDecodeSetting};
 use crate::engine::{
-    EngineError, EngineProgress, EngineReport, FailureKind, Prober, RenderPlan, Renderer,
+    EngineError, EngineProgress, EngineReport, FailureKind, HardwareInfo, Prober, RenderPlan,
+    Renderer,
 };
 use crate::store::AssetProbe;
 
@@ -17,14 +18,27 @@ pub struct MediaRenderer {
 }
 
 impl MediaRenderer {
-    /// Initialises the engine (GPU adapter selection happens here).
-    pub fn new(backend: BackendSetting) -> Result<Self, EngineError> {
-        let choice = match backend {
+    /// Initialises the engine: the GPU adapter, the CUDA device and the NVENC probe are
+    /// chosen here, once for the process.
+    pub fn new(config: &Config) -> Result<Self, EngineError> {
+        let choice = match config.backend {
             BackendSetting::Auto => media::BackendChoice::Auto,
             BackendSetting::Wgpu => media::BackendChoice::Wgpu,
             BackendSetting::Cpu => media::BackendChoice::Cpu,
         };
-        let engine = media::Engine::new(choice).map_err(map_error)?;
+        let hardware = media::HardwareChoice {
+            decode: match config.hwdecode {
+                HwDecodeSetting::Auto => media::HwDecodeChoice::Auto,
+                HwDecodeSetting::Cuda => media::HwDecodeChoice::Cuda,
+                HwDecodeSetting::Off => media::HwDecodeChoice::Off,
+            },
+            encoder: match config.encoder {
+                EncoderSetting::Auto => media::EncoderChoice::Auto,
+                EncoderSetting::X264 => media::EncoderChoice::X264,
+                EncoderSetting::Nvenc => media::EncoderChoice::Nvenc,
+            },
+        };
+        let engine = media::Engine::with_hardware(choice, hardware).map_err(map_error)?;
         Ok(MediaRenderer { engine })
     }
 }
@@ -54,6 +68,19 @@ fn job(plan: &RenderPlan) -> media::RenderJob {
 impl Renderer for MediaRenderer {
     fn backend_name(&self) -> String {
         self.engine.backend_name()
+    }
+
+    fn hardware(&self) -> HardwareInfo {
+        HardwareInfo {
+            compositor: self.engine.backend_name(),
+            decoder: if self.engine.hw_decode() {
+                "nvdec"
+            } else {
+                "software"
+            }
+            .into(),
+            h264_encoder: self.engine.h264_encoder().ffmpeg_name().into(),
+        }
     }
 
     fn render(

@@ -16,10 +16,13 @@ use vidforge::store::{Outcome, RenderArgs, RenderState};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watermarked_render_on_the_cpu_backend() {
     let dir = tempfile::tempdir().unwrap();
+    let mut config = test_config(dir.path());
+    config.backend = BackendSetting::Cpu;
+    let renderer = MediaRenderer::new(&config).expect("cpu engine");
     let service = RenderService::start(ServiceParts {
-        config: test_config(dir.path()),
+        config,
         clock: Arc::new(SystemClock),
-        renderer: Arc::new(MediaRenderer::new(BackendSetting::Cpu).expect("cpu engine")),
+        renderer: Arc::new(renderer),
         prober: Arc::new(MediaProber),
     })
     .unwrap();

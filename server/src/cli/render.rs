@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Args;
 use vidforge_media::{
-    BackendChoice, EncoderSettings, Engine, OutputFormat, Position, Progress, RenderJob,
-    Resolution, Stage, WatermarkSpec,
+    BackendChoice, EncoderChoice, EncoderSettings, Engine, HardwareChoice, HwDecodeChoice,
+    OutputFormat, Position, Progress, RenderJob, Resolution, Stage, WatermarkSpec,
 };
 
 fn parse_resolution(s: &str) -> Result<Resolution, String> {
@@ -29,6 +29,14 @@ fn parse_position(s: &str) -> Result<Position, String> {
 
 fn parse_backend(s: &str) -> Result<BackendChoice, String> {
     BackendChoice::parse(s).ok_or_else(|| format!("unknown backend '{s}' (auto, wgpu, cpu)"))
+}
+
+fn parse_hwdecode(s: &str) -> Result<HwDecodeChoice, String> {
+    HwDecodeChoice::parse(s).ok_or_else(|| format!("unknown hwdecode '{s}' (auto, cuda, off)"))
+}
+
+fn parse_encoder(s: &str) -> Result<EncoderChoice, String> {
+    EncoderChoice::parse(s).ok_or_else(|| format!("unknown encoder '{s}' (auto, x264, nvenc)"))
 }
 
 fn parse_opacity(s: &str) -> Result<f32, String> {
@@ -66,6 +74,12 @@ pub struct RenderArgs {
     /// Compositor: auto (hardware GPU if any, else CPU), wgpu (any adapter), cpu.
     #[arg(long, default_value = "auto", value_parser = parse_backend)]
     pub backend: BackendChoice,
+    /// Decoding: auto (NVDEC when a CUDA device opens and supports the codec), cuda, off.
+    #[arg(long, default_value = "auto", value_parser = parse_hwdecode)]
+    pub hwdecode: HwDecodeChoice,
+    /// H.264 encoder for mp4/mov: auto (NVENC when a session opens, else x264), x264, nvenc.
+    #[arg(long, default_value = "auto", value_parser = parse_encoder)]
+    pub encoder: EncoderChoice,
     /// x264 preset (mp4/mov).
     #[arg(long, default_value = "veryfast")]
     pub preset: String,
@@ -86,7 +100,11 @@ pub struct RenderArgs {
 #[derive(Debug, Args)]
 pub struct ProbeArgs {
     /// Media file to describe.
-    pub input: PathBuf,
+    #[arg(required_unless_present = "hardware")]
+    pub input: Option<PathBuf>,
+    /// Report this machine's hardware instead: GPU adapters, CUDA/NVDEC, NVENC.
+    #[arg(long)]
+    pub hardware: bool,
 }
 
 /// A single carriage-return progress line on stderr, redrawn at most ten times a second.
@@ -228,7 +246,12 @@ pub fn run_render(args: RenderArgs) -> anyhow::Result<()> {
         }),
         encoder,
     };
-    let engine = Engine::new(args.backend).context("starting the render engine")?;
+    let hardware = HardwareChoice {
+        decode: args.hwdecode,
+        encoder: args.encoder,
+    };
+    let engine =
+        Engine::with_hardware(args.backend, hardware).context("starting the render engine")?;
 
     if let Some(png) = &args.preview {
         let (w, h) = engine
@@ -255,7 +278,7 @@ pub fn run_render(args: RenderArgs) -> anyhow::Result<()> {
         )
     })?;
     println!(
-        "{}: {}x{} {}, {} frames, {:.2} s, {:.1} MB in {:.2} s ({:.1} fps, backend {})",
+        "{}: {}x{} {}, {} frames, {:.2} s, {:.1} MB in {:.2} s ({:.1} fps, backend {}, {} decode, {})",
         args.output.display(),
         report.width,
         report.height,
@@ -265,7 +288,9 @@ pub fn run_render(args: RenderArgs) -> anyhow::Result<()> {
         report.size_bytes as f64 / 1e6,
         report.elapsed.as_secs_f64(),
         report.fps,
-        report.backend
+        report.backend,
+        report.decoder,
+        report.encoder
     );
     println!(
         "  stage busy time: decode {:.2} s, compose {:.2} s, encode {:.2} s",
@@ -277,9 +302,16 @@ pub fn run_render(args: RenderArgs) -> anyhow::Result<()> {
 }
 
 pub fn run_probe(args: ProbeArgs) -> anyhow::Result<()> {
-    let info = vidforge_media::probe(&args.input)
-        .with_context(|| format!("probing {}", args.input.display()))?;
-    println!("{}", args.input.display());
+    if args.hardware {
+        print_hardware();
+        return Ok(());
+    }
+    let Some(input) = args.input else {
+        bail!("give a media file to probe, or --hardware");
+    };
+    let info =
+        vidforge_media::probe(&input).with_context(|| format!("probing {}", input.display()))?;
+    println!("{}", input.display());
     println!("  container: {}", info.format);
     println!(
         "  duration:  {}",
@@ -326,4 +358,56 @@ pub fn run_probe(args: ProbeArgs) -> anyhow::Result<()> {
         None => println!("  audio:     none"),
     }
     Ok(())
+}
+
+/// `vidforge probe --hardware`: what `auto` would pick on this machine, and why.
+fn print_hardware() {
+    use vidforge_media::gpu::{AdapterPreference, GpuContext};
+    println!("GPU compositor (wgpu)");
+    match GpuContext::new(AdapterPreference::HardwareOnly) {
+        Ok(ctx) => {
+            let a = ctx.adapter();
+            println!(
+                "  hardware adapter: {} ({}, {}) - backend auto uses it",
+                a.name, a.backend, a.device_type
+            );
+        }
+        Err(e) => {
+            println!("  hardware adapter: none ({e})");
+            match GpuContext::new(AdapterPreference::AllowSoftware) {
+                Ok(ctx) => println!(
+                    "  software adapter: {} - only --backend wgpu uses it; auto uses the CPU compositor",
+                    ctx.adapter().name
+                ),
+                Err(_) => println!("  software adapter: none"),
+            }
+        }
+    }
+    let hw = vidforge_media::probe_hardware();
+    println!("Decoding (NVDEC)");
+    match &hw.cuda {
+        Ok(device) => println!("  CUDA device: opened ({device}) - hwdecode auto uses NVDEC"),
+        Err(e) => println!("  CUDA device: none ({e}) - hwdecode auto decodes in software"),
+    }
+    println!(
+        "  cuda hwaccel codecs: {}",
+        list_or_none(&hw.cuda_hwaccel_codecs)
+    );
+    println!(
+        "  cuvid decoders in FFmpeg: {}",
+        list_or_none(&hw.nvdec_decoders)
+    );
+    println!("Encoding (NVENC)");
+    match &hw.nvenc {
+        Ok(()) => println!("  h264_nvenc: session opened - encoder auto uses NVENC"),
+        Err(e) => println!("  h264_nvenc: unavailable ({e}) - encoder auto uses libx264"),
+    }
+}
+
+fn list_or_none(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".into()
+    } else {
+        items.join(", ")
+    }
 }

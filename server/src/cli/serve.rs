@@ -82,7 +82,10 @@ pub fn run_serve_with(args: ServeArgs, extensions: Vec<ExtensionSpec>) -> anyhow
         println!("  uploads       POST {base}/assets?name=<file name>");
         println!("  data dir      {data_dir}");
         println!("  auth          {auth}");
-        println!("  backend       {}", service.backend_name());
+        let hw = service.hardware();
+        println!("  backend       {}", hw.compositor);
+        println!("  decoder       {}", hw.decoder);
+        println!("  h264 encoder  {}", hw.h264_encoder);
         for name in &names {
             println!("  mounted       {name} (test use only)");
             tracing::warn!(extension = %name, "extension mounted beside the production tools");

@@ -21,6 +21,8 @@
 //! result_ttl = "7d"
 //! asset_ttl = "7d"            # uploads are deleted this long after upload (unless in use)
 //! backend = "auto"            # auto | wgpu | cpu
+//! hwdecode = "auto"           # auto | cuda | off: NVDEC decoding
+//! encoder = "auto"            # auto | x264 | nvenc: the H.264 encoder of mp4/mov
 //! allowed_origins = ["http://localhost:3000"]
 //! allowed_hosts = ["localhost", "127.0.0.1"]
 //! public_base_url = "https://renders.example.com"
@@ -117,6 +119,32 @@ impl BackendSetting {
     }
 }
 
+/// How video is decoded (`--hwdecode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum HwDecodeSetting {
+    /// NVDEC when a CUDA device opens and supports the codec (per job), else software.
+    #[default]
+    Auto,
+    /// NVDEC; the server does not start without a CUDA device.
+    Cuda,
+    /// Software decoding only.
+    Off,
+}
+
+/// Which H.264 encoder writes mp4/mov (`--encoder`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum EncoderSetting {
+    /// NVENC when an encoder session opens at start-up, else libx264.
+    #[default]
+    Auto,
+    /// libx264.
+    X264,
+    /// NVENC; the server does not start without it.
+    Nvenc,
+}
+
 /// The resolved configuration.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -167,6 +195,10 @@ pub struct Config {
     pub tombstone_grace: Duration,
     /// Compositor choice.
     pub backend: BackendSetting,
+    /// Decoder choice.
+    pub hwdecode: HwDecodeSetting,
+    /// H.264 encoder choice.
+    pub encoder: EncoderSetting,
     /// Origins allowed to call the MCP endpoint (browser clients). Empty: no Origin accepted
     /// except requests that send none.
     pub allowed_origins: Vec<String>,
@@ -221,6 +253,8 @@ impl Config {
             idempotency_ttl: catalog::IDEMPOTENCY_TTL,
             tombstone_grace: DEFAULT_TOMBSTONE_GRACE,
             backend: BackendSetting::Auto,
+            hwdecode: HwDecodeSetting::Auto,
+            encoder: EncoderSetting::Auto,
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             public_base_url: None,
@@ -346,6 +380,8 @@ impl Config {
         }
         set(&mut self.max_connections, f.max_connections);
         set(&mut self.backend, f.backend);
+        set(&mut self.hwdecode, f.hwdecode);
+        set(&mut self.encoder, f.encoder);
         set(&mut self.allowed_origins, f.allowed_origins);
         set(&mut self.allowed_hosts, f.allowed_hosts);
         if f.public_base_url.is_some() {
@@ -425,6 +461,8 @@ impl Config {
         }
         set(&mut self.max_connections, a.max_connections);
         set(&mut self.backend, a.backend);
+        set(&mut self.hwdecode, a.hwdecode);
+        set(&mut self.encoder, a.encoder);
         if !a.allowed_origins.is_empty() {
             self.allowed_origins = a.allowed_origins.clone();
         }

@@ -8,8 +8,8 @@ use std::time::Duration;
 use clap::Args;
 use serde::Deserialize;
 
-use super::BackendSetting;
 use super::parse::{ConfigError, parse_bytes, parse_duration};
+use super::{BackendSetting, EncoderSetting, HwDecodeSetting};
 
 /// Configuration flags shared by `vidforge serve` and `vidforge assets`; each also reads a
 /// `VIDFORGE_*` environment variable.
@@ -101,6 +101,12 @@ pub struct ConfigArgs {
     /// Compositor backend.
     #[arg(long, env = "VIDFORGE_BACKEND", value_enum)]
     pub backend: Option<BackendSetting>,
+    /// Video decoding: NVDEC when a CUDA device opens (auto), always (cuda), never (off).
+    #[arg(long, env = "VIDFORGE_HWDECODE", value_enum)]
+    pub hwdecode: Option<HwDecodeSetting>,
+    /// H.264 encoder for mp4/mov: NVENC when a session opens (auto), x264, nvenc.
+    #[arg(long, env = "VIDFORGE_ENCODER", value_enum)]
+    pub encoder: Option<EncoderSetting>,
     /// Allowed browser origins (comma-separated).
     #[arg(
         long = "allowed-origin",
@@ -152,6 +158,8 @@ pub struct FileConfig {
     pub body_idle_timeout: Option<DurationValue>,
     pub max_connections: Option<usize>,
     pub backend: Option<BackendSetting>,
+    pub hwdecode: Option<HwDecodeSetting>,
+    pub encoder: Option<EncoderSetting>,
     pub allowed_origins: Option<Vec<String>>,
     pub allowed_hosts: Option<Vec<String>>,
     pub public_base_url: Option<String>,

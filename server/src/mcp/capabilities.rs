@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::catalog::{self, Lifetimes};
+use crate::engine::HardwareInfo;
 
 use super::tools;
 use crate::envelope::fingerprint;
@@ -12,7 +13,7 @@ use crate::envelope::fingerprint;
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 pub const PROTOCOL_REVISION: &str = "2026-07-28";
 
-pub fn summary(lifetimes: &Lifetimes) -> Value {
+pub fn summary(lifetimes: &Lifetimes, hardware: &HardwareInfo) -> Value {
     let approval = catalog::human_duration(lifetimes.approval_timeout);
     json!({
         "server": {
@@ -33,6 +34,11 @@ pub fn summary(lifetimes: &Lifetimes) -> Value {
             "Edit, trim, or transcode interactively.",
             "Stream partial video output."
         ],
+        "hardware": {
+            "compositor": hardware.compositor,
+            "decoder": hardware.decoder,
+            "h264_encoder": hardware.h264_encoder
+        },
         "tools": tools::TOOL_ORDER,
         "error_carriers": { "tool_errors": "structuredContent", "non_tool_rpc_errors": "error.data" },
         "error_catalog": tools::full_error_catalog(lifetimes),

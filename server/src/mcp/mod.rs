@@ -70,7 +70,7 @@ pub(crate) fn router(
 ) -> axum::Router {
     let lifetimes = config.lifetimes();
     let shared = Arc::new(McpShared {
-        capabilities_summary: capabilities::summary(&lifetimes),
+        capabilities_summary: capabilities::summary(&lifetimes, &service.hardware()),
         tools: tools::tool_definitions(&lifetimes),
         presenter: presentation::Presenter::new(lifetimes, config.base_url()),
         extensions,

@@ -193,6 +193,11 @@ impl RenderService {
         self.shared.renderer.backend_name()
     }
 
+    /// The compositor, decoder and encoder the render engine uses.
+    pub fn hardware(&self) -> crate::engine::HardwareInfo {
+        self.shared.renderer.hardware()
+    }
+
     /// Current time in unix ms, from the injected clock.
     pub fn now_ms(&self) -> u64 {
         self.shared.now()
