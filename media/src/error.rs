@@ -47,6 +47,10 @@ pub enum MediaError {
     RenderFailed { reason: String },
     #[error("render cancelled")]
     Cancelled,
+    /// A forced hardware choice (`--hwdecode cuda`, `--encoder nvenc`, `--backend wgpu`) that
+    /// this machine cannot have: reported when the engine starts.
+    #[error("{reason}")]
+    HardwareUnavailable { reason: String },
 }
 
 impl MediaError {
@@ -57,6 +61,7 @@ impl MediaError {
             MediaError::InvalidInput { .. } => ErrorKind::InvalidInput,
             MediaError::RenderFailed { .. } => ErrorKind::RenderFailed,
             MediaError::Cancelled => ErrorKind::Cancelled,
+            MediaError::HardwareUnavailable { .. } => ErrorKind::RenderFailed,
         }
     }
 

@@ -109,12 +109,14 @@ pub(crate) fn select_decoder<D>(
                 Ok(None)
             }
         },
-        HwDecodeChoice::Cuda => open().map(Some).map_err(|e| {
-            MediaError::failed(format!(
-                "--hwdecode cuda: no CUDA device ({e}); use --hwdecode auto or off on machines \
+        HwDecodeChoice::Cuda => open()
+            .map(Some)
+            .map_err(|e| MediaError::HardwareUnavailable {
+                reason: format!(
+                    "--hwdecode cuda: no CUDA device ({e}); use --hwdecode auto or off on machines \
                  without an NVIDIA GPU"
-            ))
-        }),
+                ),
+            }),
     }
 }
 
@@ -133,10 +135,12 @@ pub(crate) fn select_encoder(
             }
         },
         EncoderChoice::Nvenc => probe().map(|()| H264Encoder::Nvenc).map_err(|e| {
-            MediaError::failed(format!(
-                "--encoder nvenc: no NVENC encoder session opens ({e}); use --encoder auto or \
+            MediaError::HardwareUnavailable {
+                reason: format!(
+                    "--encoder nvenc: no NVENC encoder session opens ({e}); use --encoder auto or \
                  x264 on cards without NVENC"
-            ))
+                ),
+            }
         }),
     }
 }
