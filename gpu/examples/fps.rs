@@ -1,13 +1,34 @@
 //! Throughput of the GPU compositor: `cargo run -p vidforge-gpu --release --example fps
-//! [OUT_WxOUT_H] [SECONDS]`. Defaults: 1080p -> 1280x720 with a watermark, 3 frames in flight,
-//! about 5 s (capped at 10). Upload, compose and readback are all included.
+//! [OUTPUT] [SECONDS] [INPUT_FORMAT]`. OUTPUT is `WxH` or 720p / 1080p / 4k (default 720p),
+//! INPUT_FORMAT yuv420p (default), nv12 or p010 (what NVDEC hands over). The source is a 1080p
+//! frame, with a watermark, 3 frames in flight, for about SECONDS (default 5, capped at 10).
+//! Upload, compose and readback are all included in the fps; where the adapter records
+//! timestamps the compose pass alone is timed too (GPU time per frame, and the bandwidth it
+//! reaches moving the source once and the output once). The last line is JSON.
 
 use std::time::{Duration, Instant};
 
 use vidforge_gpu::{
     AdapterPreference, ColorSpec, ComposeConfig, GpuCompositor, GpuContext, Position, Rotation,
-    WatermarkImage, Yuv420Frame, place_watermark, prepare_watermark,
+    SemiPlanarFrame, SourceFormat, WatermarkImage, Yuv420Frame, place_watermark, prepare_watermark,
 };
+
+/// Compose passes timed by timestamp queries.
+const KERNEL_ITERATIONS: u32 = 50;
+
+fn output_size(s: &str) -> Result<(u32, u32), Box<dyn std::error::Error>> {
+    Ok(match s {
+        "720p" => (1280, 720),
+        "1080p" => (1920, 1080),
+        "4k" => (3840, 2160),
+        _ => {
+            let (w, h) = s
+                .split_once('x')
+                .ok_or("size must be WxH, 720p, 1080p or 4k")?;
+            (w.parse()?, h.parse()?)
+        }
+    })
+}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
@@ -16,14 +37,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         )
         .init();
     let mut args = std::env::args().skip(1);
-    let (ow, oh) = match args.next() {
-        Some(s) => {
-            let (w, h) = s.split_once('x').ok_or("size must be WxH")?;
-            (w.parse()?, h.parse()?)
-        }
-        None => (1280u32, 720u32),
-    };
+    let (ow, oh) = output_size(args.next().as_deref().unwrap_or("720p"))?;
     let seconds: f64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(5.0);
+    let format = match args.next().as_deref() {
+        None | Some("yuv420p") => SourceFormat::Yuv420p,
+        Some("nv12") => SourceFormat::Nv12,
+        Some("p010") => SourceFormat::P010,
+        Some(other) => return Err(format!("unknown input format {other}").into()),
+    };
     let budget = Duration::from_secs_f64(seconds.clamp(0.5, 10.0));
     let (sw, sh) = (1920u32, 1080u32);
 
@@ -49,11 +70,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         out_height: oh,
         out_color: ColorSpec::OUTPUT,
         watermark: Some(prepare_watermark(&logo, placement, 0.6, ColorSpec::OUTPUT)),
-        src_format: Default::default(),
+        src_format: format,
     };
     let mut gpu = GpuCompositor::new(&ctx, cfg, 3)?;
     // Two distinct frames so nothing can be cached between submissions.
-    let frames: Vec<Yuv420Frame> = (0..2u8)
+    let planar: Vec<Yuv420Frame> = (0..2u8)
         .map(|i| {
             let mut f = Yuv420Frame::filled(sw, sh, [60 + i * 40, 110, 150]);
             for (j, v) in f.y.iter_mut().enumerate() {
@@ -62,15 +83,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             f
         })
         .collect();
+    let semi: Vec<SemiPlanarFrame> = planar
+        .iter()
+        .map(|f| SemiPlanarFrame::from_yuv420(f, format, 1))
+        .collect();
+    let frame = |i: usize| match format {
+        SourceFormat::Yuv420p => (&planar[i]).into(),
+        _ => semi[i].as_source(),
+    };
 
     // Warm-up: first dispatch compiles/allocates lazily on some drivers.
-    gpu.compose_one(&frames[0])?;
+    gpu.compose_one(frame(0))?;
     let cpu_start = cpu_seconds();
     let start = Instant::now();
     let mut done = 0u64;
-    let mut submitted = 0u64;
+    let mut submitted = 0usize;
     while start.elapsed() < budget {
-        if gpu.submit(&frames[(submitted % 2) as usize])?.is_some() {
+        if gpu.submit(frame(submitted % 2))?.is_some() {
             done += 1;
         }
         submitted += 1;
@@ -78,9 +107,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     done += gpu.finish()?.len() as u64;
     let secs = start.elapsed().as_secs_f64();
     let cpu = cpu_seconds().zip(cpu_start).map(|(end, begin)| end - begin);
+    let fps = done as f64 / secs;
     println!(
-        "{sw}x{sh} -> {ow}x{oh} (+watermark): {done} frames in {secs:.2} s = {:.1} fps ({:.2} ms/frame){}",
-        done as f64 / secs,
+        "{sw}x{sh} {} -> {ow}x{oh} (+watermark): {done} frames in {secs:.2} s = {fps:.1} fps ({:.2} ms/frame){}",
+        format.as_str(),
         secs * 1000.0 / done.max(1) as f64,
         // On a software adapter the "GPU" is this process's threads: CPU time per frame is the
         // cost that stays meaningful on a busy machine.
@@ -89,6 +119,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             c * 1000.0 / done.max(1) as f64
         ))
         .unwrap_or_default()
+    );
+    let kernel = gpu.kernel_timing(frame(0), KERNEL_ITERATIONS)?;
+    match &kernel {
+        Some(k) => println!(
+            "compose kernel alone (timestamp queries, {KERNEL_ITERATIONS} passes): {:.3} ms/frame, {:.1} GB/s effective ({} bytes moved per frame)",
+            k.per_frame.as_secs_f64() * 1000.0,
+            k.bandwidth() / 1e9,
+            k.bytes_per_frame
+        ),
+        None => println!("compose kernel alone: the adapter records no timestamps"),
+    }
+    let kernel_json = kernel.map_or("null".to_string(), |k| {
+        format!(
+            "{{\"ms_per_frame\": {:.4}, \"bandwidth_gb_s\": {:.2}, \"bytes_per_frame\": {}}}",
+            k.per_frame.as_secs_f64() * 1000.0,
+            k.bandwidth() / 1e9,
+            k.bytes_per_frame
+        )
+    });
+    println!(
+        "{{\"adapter\": \"{}\", \"source\": \"{sw}x{sh}\", \"input_format\": \"{}\", \"output\": \"{ow}x{oh}\", \"frames\": {done}, \"seconds\": {secs:.3}, \"fps\": {fps:.1}, \"kernel\": {kernel_json}}}",
+        a.name.replace('"', "'"),
+        format.as_str()
     );
     Ok(())
 }

@@ -23,6 +23,24 @@ use crate::frame::{
     ColorSpec, PreparedWatermark, Rotation, SourceFormat, SourceFrame, Yuv420Frame,
 };
 
+/// What [`GpuCompositor::kernel_timing`] measured.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KernelTiming {
+    /// GPU time of one compose pass (both dispatches).
+    pub per_frame: Duration,
+    /// Bytes one pass must move at least: the source read once, the output written once.
+    pub bytes_per_frame: u64,
+    /// Source size.
+    pub source: (u32, u32),
+}
+
+impl KernelTiming {
+    /// Effective memory bandwidth of the pass, in bytes per second.
+    pub fn bandwidth(&self) -> f64 {
+        self.bytes_per_frame as f64 / self.per_frame.as_secs_f64().max(1e-12)
+    }
+}
+
 /// Everything that stays fixed for a run of frames.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ComposeConfig {
@@ -633,6 +651,97 @@ impl GpuCompositor {
         };
         self.shared.run(slot, &frame)?;
         self.shared.retrieve(slot)
+    }
+
+    /// GPU time of the compose pass alone (no upload, no readback), by timestamp queries:
+    /// `frame` is uploaded once, then composed `iterations` times in one pass. `None` when the
+    /// adapter records no timestamps. Frames in flight are unaffected.
+    pub fn kernel_timing<'a>(
+        &mut self,
+        frame: impl Into<SourceFrame<'a>>,
+        iterations: u32,
+    ) -> Result<Option<KernelTiming>, GpuError> {
+        let ctx = self.shared.ctx.clone();
+        if !ctx.inner.timestamps || iterations == 0 {
+            return Ok(None);
+        }
+        // Leaves `frame` in the device input buffer.
+        self.compose_one(frame)?;
+        let device = &ctx.inner.device;
+        let queue = &ctx.inner.queue;
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let queries = device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("compose kernel timing"),
+            ty: wgpu::QueryType::Timestamp,
+            count: 2,
+        });
+        let resolve = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("compose kernel timing resolve"),
+            size: 16,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let read = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("compose kernel timing read"),
+            size: 16,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("compose kernel timing"),
+        });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("compose kernel timing"),
+                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &queries,
+                    beginning_of_pass_write_index: Some(0),
+                    end_of_pass_write_index: Some(1),
+                }),
+            });
+            pass.set_bind_group(0, &self.shared.bind_group, &[]);
+            for _ in 0..iterations {
+                for (pipeline, x, y) in &self.shared.dispatches {
+                    pass.set_pipeline(pipeline);
+                    pass.dispatch_workgroups(*x, *y, 1);
+                }
+            }
+        }
+        encoder.resolve_query_set(&queries, 0..2, &resolve, 0);
+        encoder.copy_buffer_to_buffer(&resolve, 0, &read, 0, 16);
+        let submission = queue.submit([encoder.finish()]);
+        let state = Arc::new(AtomicU8::new(PENDING));
+        let done = state.clone();
+        read.map_async(wgpu::MapMode::Read, .., move |r| {
+            done.store(if r.is_ok() { READY } else { FAILED }, Ordering::Release);
+        });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(GpuError::Device(format!("timing the compose pass: {e}")));
+        }
+        self.shared.wait_for(&state, Some(&submission))?;
+        let ticks = {
+            let view = read
+                .get_mapped_range(..)
+                .map_err(|e| GpuError::Map(format!("timestamp buffer: {e}")))?;
+            let t: [u64; 2] = bytemuck::pod_read_unaligned(&view[..16]);
+            t[1].saturating_sub(t[0])
+        };
+        read.unmap();
+        let nanos = ticks as f64 * f64::from(queue.get_timestamp_period());
+        let luma = self.shared.in_layout.luma;
+        let src_bytes = self
+            .shared
+            .in_layout
+            .planes
+            .iter()
+            .map(|p| p.1 as u64 * p.2 as u64);
+        Ok(Some(KernelTiming {
+            per_frame: Duration::from_secs_f64(nanos / 1e9 / f64::from(iterations)),
+            // Each source byte read once and each output byte written once: the least a
+            // pass must move (the filter's overlapping windows hit the caches).
+            bytes_per_frame: src_bytes.sum::<u64>() + self.shared.out_layout.size,
+            source: luma,
+        }))
     }
 
     /// Frames submitted and not yet returned.

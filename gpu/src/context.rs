@@ -39,6 +39,8 @@ pub(crate) struct ContextInner {
     pipelines: Mutex<HashMap<PipelineKey, wgpu::ComputePipeline>>,
     /// Set by the device-lost callback.
     pub(crate) lost: Arc<Mutex<Option<String>>>,
+    /// Whether the device records GPU timestamps (profiling the compose kernel).
+    pub(crate) timestamps: bool,
 }
 
 /// The pipeline-overridable constants of compose.wgsl: one pipeline per plane group and
@@ -178,9 +180,17 @@ impl GpuContext {
         };
 
         let limits = adapter.limits();
+        // Timestamp queries when the adapter has them: only profiling uses them.
+        let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
+        let required_features = if timestamps {
+            wgpu::Features::TIMESTAMP_QUERY
+        } else {
+            wgpu::Features::empty()
+        };
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("vidforge-gpu"),
             required_limits: limits.clone(),
+            required_features,
             ..Default::default()
         }))
         .map_err(|e| GpuError::RequestDevice(format!("adapter {}: {e}", summary.name)))?;
@@ -225,6 +235,7 @@ impl GpuContext {
                 pipeline_layout,
                 pipelines: Mutex::new(HashMap::new()),
                 lost,
+                timestamps,
             }),
         })
     }

@@ -40,7 +40,7 @@ mod error;
 pub mod filter;
 pub mod frame;
 
-pub use compositor::{ComposeConfig, GpuCompositor, MAX_FRAMES_IN_FLIGHT};
+pub use compositor::{ComposeConfig, GpuCompositor, KernelTiming, MAX_FRAMES_IN_FLIGHT};
 pub use context::{AdapterPreference, AdapterSummary, GpuContext};
 pub use error::GpuError;
 pub use frame::{

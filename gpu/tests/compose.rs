@@ -740,3 +740,43 @@ fn max_difference(a: &Yuv420Frame, b: &Yuv420Frame) -> u8 {
         .max()
         .unwrap_or(0)
 }
+
+/// The compose pass alone, timed by timestamp queries where the adapter has them (lavapipe
+/// does): a positive time, the bytes of one source and one output, and frames in flight keep
+/// their order.
+#[test]
+fn kernel_timing_measures_the_pass_without_disturbing_frames_in_flight() {
+    let Some(ctx) = context("kernel_timing") else {
+        return;
+    };
+    let mut cfg = config(640, 360, 320, 180);
+    cfg.src_format = SourceFormat::Nv12;
+    let mut gpu = GpuCompositor::new(&ctx, cfg, 3).unwrap();
+    let frames: Vec<SemiPlanarFrame> = (0..3u8)
+        .map(|i| {
+            let f = Yuv420Frame::filled(640, 360, [40 + 60 * i, 128, 128]);
+            SemiPlanarFrame::from_yuv420(&f, SourceFormat::Nv12, 0)
+        })
+        .collect();
+    assert!(gpu.submit(&frames[0]).unwrap().is_none());
+    assert!(gpu.submit(&frames[1]).unwrap().is_none());
+    match gpu.kernel_timing(&frames[2], 5).unwrap() {
+        Some(t) => {
+            eprintln!(
+                "kernel {:?} per frame, {:.2} GB/s",
+                t.per_frame,
+                t.bandwidth() / 1e9
+            );
+            assert!(t.per_frame > std::time::Duration::ZERO);
+            let out = 320 * 180 + 2 * 160 * 90;
+            assert!(t.bytes_per_frame >= (640 * 360 * 3 / 2 + out) as u64);
+            assert_eq!(t.source, (640, 360));
+        }
+        None => eprintln!("this adapter records no timestamps"),
+    }
+    let mut out = gpu.finish().unwrap();
+    assert_eq!(out.len(), 2);
+    let second = out.pop().unwrap();
+    let first = out.pop().unwrap();
+    assert_eq!((first.y[0], second.y[0]), (40, 100));
+}
