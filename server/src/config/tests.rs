@@ -44,6 +44,8 @@ max_upload_bytes = "1MiB"
 approval_timeout = 90
 result_ttl = "8d"
 backend = "cpu"
+hwdecode = "off"
+encoder = "nvenc"
 header_read_timeout = "3s"
 idle_timeout = 90
 max_connections = 64
@@ -57,9 +59,13 @@ max_connections = 64
         listen: Some("localhost:7000".into()),
         approval_timeout: Some("2m".into()),
         idle_timeout: Some("45s".into()),
+        encoder: Some(EncoderSetting::X264),
         ..Default::default()
     };
     let c = Config::load(&args).unwrap();
+    assert_eq!(c.hwdecode, HwDecodeSetting::Off);
+    // Flags win over the file.
+    assert_eq!(c.encoder, EncoderSetting::X264);
     assert_eq!(c.listen.to_string(), "127.0.0.1:7000");
     assert_eq!(c.render_slots, 2);
     assert_eq!(c.max_upload_bytes, 1 << 20);

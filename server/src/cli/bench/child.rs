@@ -8,10 +8,10 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
-use vidforge_media::gpu::place_watermark;
+use vidforge_media::gpu::{Placement, place_watermark};
 use vidforge_media::{
-    BackendChoice, EncoderSettings, Engine, OutputFormat, Position, RenderJob, Resolution,
-    WatermarkSpec, output_size,
+    BackendChoice, EncoderChoice, EncoderSettings, Engine, H264Encoder, HardwareChoice,
+    HwDecodeChoice, OutputFormat, Position, RenderJob, Resolution, WatermarkSpec, output_size,
 };
 
 use super::{LOGO_SIZE, OPACITY};
@@ -26,6 +26,8 @@ pub(super) struct ChildJob {
     pub(super) watermark: PathBuf,
     pub(super) opacity: f32,
     pub(super) backend: String,
+    pub(super) hwdecode: String,
+    pub(super) encoder: String,
     pub(super) report: PathBuf,
 }
 
@@ -34,6 +36,9 @@ pub(super) struct ChildJob {
 pub(super) struct ChildReport {
     pub(super) frames: u64,
     pub(super) backend: String,
+    /// `nvdec` or `software`.
+    pub(super) decoder: String,
+    pub(super) encoder: String,
     pub(super) engine_init_s: f64,
     pub(super) render_s: f64,
     pub(super) decode_s: f64,
@@ -48,8 +53,12 @@ pub(super) fn run_one(path: &Path) -> anyhow::Result<()> {
     let resolution = Resolution::parse(&job.resolution).context("bad resolution")?;
     let format = OutputFormat::parse(&job.format).context("bad format")?;
     let backend = BackendChoice::parse(&job.backend).context("bad backend")?;
+    let hardware = HardwareChoice {
+        decode: HwDecodeChoice::parse(&job.hwdecode).context("bad hwdecode")?,
+        encoder: EncoderChoice::parse(&job.encoder).context("bad encoder")?,
+    };
     let t = Instant::now();
-    let engine = Engine::new(backend)?;
+    let engine = Engine::with_hardware(backend, hardware)?;
     let engine_init_s = t.elapsed().as_secs_f64();
     let render = RenderJob {
         input: job.input.clone(),
@@ -67,6 +76,8 @@ pub(super) fn run_one(path: &Path) -> anyhow::Result<()> {
     let report = ChildReport {
         frames: r.frames,
         backend: r.backend,
+        decoder: r.decoder,
+        encoder: r.encoder,
         engine_init_s,
         render_s: r.elapsed.as_secs_f64(),
         decode_s: r.stage_times.decode.as_secs_f64(),
@@ -142,6 +153,7 @@ pub(super) fn vidforge_cmd(
     format: OutputFormat,
     logo: &Path,
     backend: BackendChoice,
+    hardware: HardwareChoice,
 ) -> anyhow::Result<(Command, PathBuf)> {
     let exe = std::env::current_exe().context("locating the vidforge binary")?;
     let report = work.join(format!("{tag}.report.json"));
@@ -153,6 +165,8 @@ pub(super) fn vidforge_cmd(
         watermark: logo.to_path_buf(),
         opacity: OPACITY,
         backend: backend.as_str().into(),
+        hwdecode: hardware.decode.as_str().into(),
+        encoder: hardware.encoder.as_str().into(),
         report: report.clone(),
     };
     let job_path = work.join(format!("{tag}.job.json"));
@@ -166,9 +180,65 @@ pub(super) fn vidforge_cmd(
     Ok((cmd, report))
 }
 
-/// The same job for the ffmpeg CLI: same decoder, scale filter, watermark placement and
-/// opacity, encoder settings; audio copied to mp4, transcoded to Opus for webm (as we do).
-pub(super) fn ffmpeg_cmd(
+/// Which ffmpeg a command line is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Peer {
+    /// Plain `ffmpeg`: software decode, `scale` + `overlay`, libx264 / libvpx-vp9.
+    Cpu,
+    /// ffmpeg's GPU pipeline: NVDEC (`-hwaccel cuda`, frames stay on the GPU), `scale_cuda`
+    /// + `overlay_cuda`, then NVENC, or `hwdownload` + libx264 where the card has no NVENC.
+    Gpu(H264Encoder),
+}
+
+impl Peer {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Peer::Cpu => "ffmpeg",
+            Peer::Gpu(_) => "ffmpeg-gpu",
+        }
+    }
+}
+
+/// The job's output size and watermark placement, as vidforge computes them.
+fn geometry(src: &Path, res: Resolution) -> anyhow::Result<((u32, u32), bool, Placement)> {
+    let probe = vidforge_media::probe(src)?;
+    let v = probe.video.context("fixture has no video")?;
+    let (ow, oh) = output_size(v.display_width, v.display_height, res);
+    let enlarging = (ow as u64 * oh as u64) > (v.width as u64 * v.height as u64);
+    let p = place_watermark(ow, oh, LOGO_SIZE.0, LOGO_SIZE.1, Position::BottomRight)
+        .context("watermark does not fit")?;
+    Ok(((ow, oh), enlarging, p))
+}
+
+/// The H.264 settings both tools use: x264 veryfast CRF 23, or NVENC constant quality 23
+/// (the options vidforge's muxer sets).
+fn h264_args(cmd: &mut Command, encoder: H264Encoder) {
+    match encoder {
+        H264Encoder::X264 => cmd.args(["-c:v", "libx264", "-preset", "veryfast", "-crf", "23"]),
+        H264Encoder::Nvenc => cmd.args([
+            "-c:v",
+            "h264_nvenc",
+            "-preset",
+            "p4",
+            "-tune",
+            "hq",
+            "-rc",
+            "vbr",
+            "-cq",
+            "23",
+            "-b:v",
+            "0",
+        ]),
+    };
+    cmd.args(["-c:a", "copy", "-movflags", "+faststart"]);
+}
+
+/// The job for `peer`: the same scale, watermark placement and opacity, encoder settings;
+/// audio copied to mp4, transcoded to Opus for webm (as we do). The GPU pipeline takes
+/// mp4/mov only (VP9 has no NVIDIA encoder).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn peer_cmd(
+    peer: Peer,
     work: &Path,
     tag: &str,
     src: &Path,
@@ -176,13 +246,61 @@ pub(super) fn ffmpeg_cmd(
     format: OutputFormat,
     logo: &Path,
 ) -> anyhow::Result<Command> {
-    let probe = vidforge_media::probe(src)?;
-    let v = probe.video.context("fixture has no video")?;
-    let (ow, oh) = output_size(v.display_width, v.display_height, res);
-    let enlarging = (ow as u64 * oh as u64) > (v.width as u64 * v.height as u64);
+    match peer {
+        Peer::Cpu => ffmpeg_cmd(work, tag, src, res, format, logo),
+        Peer::Gpu(encoder) => ffmpeg_gpu_cmd(work, tag, src, res, format, logo, encoder),
+    }
+}
+
+fn ffmpeg_gpu_cmd(
+    work: &Path,
+    tag: &str,
+    src: &Path,
+    res: Resolution,
+    format: OutputFormat,
+    logo: &Path,
+    encoder: H264Encoder,
+) -> anyhow::Result<Command> {
+    if format == OutputFormat::Webm {
+        bail!("ffmpeg's GPU pipeline has no VP9 encoder");
+    }
+    let ((ow, oh), _, p) = geometry(src, res)?;
+    // overlay_cuda blends a yuva420p overlay over yuv420p only: scale_cuda converts NVDEC's
+    // NV12 on the way.
+    let tail = match encoder {
+        H264Encoder::Nvenc => "[out]",
+        H264Encoder::X264 => "[o];[o]hwdownload,format=yuv420p[out]",
+    };
+    let graph = format!(
+        "[0:v]scale_cuda={ow}:{oh}:format=yuv420p[v];\
+         [1:v]scale={}:{}:flags=area,format=rgba,colorchannelmixer=aa={OPACITY},format=yuva420p,hwupload_cuda[wm];\
+         [v][wm]overlay_cuda={}:{}{tail}",
+        p.width, p.height, p.x, p.y
+    );
+    let mut cmd = Command::new("ffmpeg");
+    cmd.args(["-nostdin", "-hide_banner", "-v", "error", "-y"])
+        .args(["-hwaccel", "cuda", "-hwaccel_output_format", "cuda", "-i"])
+        .arg(src)
+        .arg("-i")
+        .arg(logo)
+        .args(["-filter_complex", &graph, "-map", "[out]", "-map", "0:a?"]);
+    h264_args(&mut cmd, encoder);
+    cmd.arg(work.join(format!("{tag}.ffgpu.{}", format.extension())));
+    Ok(cmd)
+}
+
+/// Plain ffmpeg: same decoder, scale filter, watermark placement and opacity, encoder
+/// settings.
+fn ffmpeg_cmd(
+    work: &Path,
+    tag: &str,
+    src: &Path,
+    res: Resolution,
+    format: OutputFormat,
+    logo: &Path,
+) -> anyhow::Result<Command> {
+    let ((ow, oh), enlarging, p) = geometry(src, res)?;
     let flags = if enlarging { "bicubic" } else { "area" };
-    let p = place_watermark(ow, oh, LOGO_SIZE.0, LOGO_SIZE.1, Position::BottomRight)
-        .context("watermark does not fit")?;
     let graph = format!(
         "[0:v]scale={ow}:{oh}:flags={flags}[v];\
          [1:v]scale={}:{}:flags=area,format=rgba,colorchannelmixer=aa={OPACITY}[wm];\
@@ -216,20 +334,7 @@ pub(super) fn ffmpeg_cmd(
                 "96k",
             ]);
         }
-        OutputFormat::Mp4 | OutputFormat::Mov => {
-            cmd.args([
-                "-c:v",
-                "libx264",
-                "-preset",
-                "veryfast",
-                "-crf",
-                "23",
-                "-c:a",
-                "copy",
-                "-movflags",
-                "+faststart",
-            ]);
-        }
+        OutputFormat::Mp4 | OutputFormat::Mov => h264_args(&mut cmd, H264Encoder::X264),
     }
     cmd.args(["-pix_fmt", "yuv420p"])
         .arg(work.join(format!("{tag}.ff.{}", format.extension())));
@@ -251,7 +356,8 @@ mod tests {
         }
         let src = fixture(dir.path(), 320, 180, 0.2).unwrap();
         let logo = dir.path().join("logo.png");
-        let cmd = ffmpeg_cmd(
+        let cmd = peer_cmd(
+            Peer::Cpu,
             dir.path(),
             "t",
             &src,
@@ -277,5 +383,65 @@ mod tests {
         for want in ["libx264", "veryfast", "copy"] {
             assert!(args.iter().any(|a| a == want), "{want} missing: {args:?}");
         }
+    }
+
+    #[test]
+    fn gpu_pipeline_command_keeps_frames_on_the_gpu_and_matches_the_encoder() {
+        let dir = tempfile::tempdir().unwrap();
+        if !fixtures::ffmpeg_available() {
+            eprintln!("NOTE: ffmpeg CLI missing; skipping");
+            return;
+        }
+        let src = fixture(dir.path(), 640, 360, 0.2).unwrap();
+        let logo = dir.path().join("logo.png");
+        let args_of = |peer, format| -> Vec<String> {
+            peer_cmd(peer, dir.path(), "t", &src, Resolution::P720, format, &logo)
+                .unwrap()
+                .get_args()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect()
+        };
+        let p =
+            place_watermark(1280, 720, LOGO_SIZE.0, LOGO_SIZE.1, Position::BottomRight).unwrap();
+        for (encoder, codec) in [
+            (H264Encoder::Nvenc, "h264_nvenc"),
+            (H264Encoder::X264, "libx264"),
+        ] {
+            let args = args_of(Peer::Gpu(encoder), OutputFormat::Mp4);
+            let at = |flag: &str| args.iter().position(|a| a == flag).unwrap();
+            assert_eq!(args[at("-hwaccel") + 1], "cuda");
+            assert_eq!(args[at("-hwaccel_output_format") + 1], "cuda");
+            // The hwaccel applies to the video input only, not the watermark PNG.
+            assert!(at("-hwaccel") < at("-i"));
+            let graph = &args[at("-filter_complex") + 1];
+            assert!(
+                graph.contains("scale_cuda=1280:720:format=yuv420p"),
+                "{graph}"
+            );
+            assert!(
+                graph.contains(&format!("overlay_cuda={}:{}", p.x, p.y)),
+                "{graph}"
+            );
+            assert!(graph.contains("colorchannelmixer=aa=0.6"), "{graph}");
+            assert_eq!(
+                graph.contains("hwdownload"),
+                encoder == H264Encoder::X264,
+                "{graph}"
+            );
+            assert_eq!(args[at("-c:v") + 1], codec);
+            assert_eq!(args[at("-map") + 1], "[out]");
+        }
+        assert!(
+            peer_cmd(
+                Peer::Gpu(H264Encoder::Nvenc),
+                dir.path(),
+                "t",
+                &src,
+                Resolution::P720,
+                OutputFormat::Webm,
+                &logo
+            )
+            .is_err()
+        );
     }
 }

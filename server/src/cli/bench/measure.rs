@@ -5,9 +5,9 @@ use std::time::Instant;
 
 use anyhow::Context;
 use serde::Serialize;
-use vidforge_media::{BackendChoice, OutputFormat, Resolution, output_size};
+use vidforge_media::{BackendChoice, HardwareChoice, OutputFormat, Resolution, output_size};
 
-use super::child::{ChildReport, ffmpeg_cmd, spawn, vidforge_cmd, wait_rss};
+use super::child::{ChildReport, Peer, peer_cmd, spawn, vidforge_cmd, wait_rss};
 
 /// One measured run of one tool.
 #[derive(Clone, Debug, Serialize)]
@@ -41,11 +41,20 @@ pub(super) struct JobResult {
     pub(super) format: String,
     pub(super) backend: String,
     pub(super) adapter: String,
+    /// vidforge's decoder (`nvdec` or `software`) and video encoder.
+    pub(super) decoder: String,
+    pub(super) encoder: String,
     pub(super) frames: u64,
     pub(super) vidforge: Run,
     pub(super) ffmpeg: Run,
     /// vidforge fps ÷ ffmpeg fps (end to end, process start included for both).
     pub(super) ratio: f64,
+    /// ffmpeg's GPU pipeline on the same job, when measured.
+    pub(super) ffmpeg_gpu: Option<Run>,
+    /// vidforge fps ÷ ffmpeg GPU pipeline fps.
+    pub(super) ratio_gpu: Option<f64>,
+    /// Why the GPU pipeline has no numbers for this job (it failed, or cannot do it).
+    pub(super) ffmpeg_gpu_error: Option<String>,
     pub(super) rss_ratio: f64,
     pub(super) stages: StageFps,
     pub(super) vidforge_runs: Vec<Run>,
@@ -92,6 +101,8 @@ pub(super) fn measure_job(
     format: OutputFormat,
     logo: &Path,
     backend: BackendChoice,
+    hardware: HardwareChoice,
+    gpu_peer: Option<Peer>,
     repeats: u32,
 ) -> anyhow::Result<JobResult> {
     let tag = format!(
@@ -103,46 +114,68 @@ pub(super) fn measure_job(
     let log = work.join(format!("{tag}.log"));
     let mut vf_runs = Vec::new();
     let mut ff_runs = Vec::new();
+    let mut gpu_runs = Vec::new();
+    let mut gpu_error = None;
     let mut reports = Vec::new();
+    // The GPU pipeline only where it can do the job; a failure is recorded, not fatal.
+    let mut gpu_peer = gpu_peer.filter(|_| format != OutputFormat::Webm);
+    if gpu_peer.is_none() && format == OutputFormat::Webm {
+        gpu_error = Some("no VP9 encoder on NVIDIA GPUs".to_string());
+    }
+    let run_peer = |peer: Peer| -> anyhow::Result<Run> {
+        let mut cmd = peer_cmd(peer, work, &tag, src, res, format, logo)?;
+        let t = Instant::now();
+        let child = spawn(&mut cmd, &log)?;
+        let u = wait_rss(child, &log)?;
+        let wall = t.elapsed().as_secs_f64();
+        Ok(Run {
+            wall_s: wall,
+            fps: frames as f64 / wall,
+            max_rss_mb: u.max_rss_mb,
+            cpu_ms_per_frame: u.cpu_s * 1000.0 / frames.max(1) as f64,
+        })
+    };
     for i in 0..repeats {
-        // Alternate which tool goes first so drift in machine load is shared.
-        let order: [bool; 2] = if i % 2 == 0 {
-            [true, false]
-        } else {
-            [false, true]
-        };
-        for ours in order {
-            if ours {
-                let (mut cmd, rep) = vidforge_cmd(work, &tag, src, res, format, logo, backend)?;
-                let t = Instant::now();
-                let child = spawn(&mut cmd, &log)?;
-                let u = wait_rss(child, &log)?;
-                let wall = t.elapsed().as_secs_f64();
-                let r: ChildReport = serde_json::from_str(&std::fs::read_to_string(&rep)?)?;
-                vf_runs.push(Run {
-                    wall_s: wall,
-                    fps: r.frames as f64 / wall,
-                    max_rss_mb: u.max_rss_mb,
-                    cpu_ms_per_frame: u.cpu_s * 1000.0 / r.frames.max(1) as f64,
-                });
-                reports.push(r);
-            } else {
-                let mut cmd = ffmpeg_cmd(work, &tag, src, res, format, logo)?;
-                let t = Instant::now();
-                let child = spawn(&mut cmd, &log)?;
-                let u = wait_rss(child, &log)?;
-                let wall = t.elapsed().as_secs_f64();
-                ff_runs.push(Run {
-                    wall_s: wall,
-                    fps: frames as f64 / wall,
-                    max_rss_mb: u.max_rss_mb,
-                    cpu_ms_per_frame: u.cpu_s * 1000.0 / frames.max(1) as f64,
-                });
+        // Rotate which tool goes first so drift in machine load is shared.
+        let mut order = [0u8, 1, 2];
+        order.rotate_left(i as usize % 3);
+        for tool in order {
+            match tool {
+                0 => {
+                    let (mut cmd, rep) =
+                        vidforge_cmd(work, &tag, src, res, format, logo, backend, hardware)?;
+                    let t = Instant::now();
+                    let child = spawn(&mut cmd, &log)?;
+                    let u = wait_rss(child, &log)?;
+                    let wall = t.elapsed().as_secs_f64();
+                    let r: ChildReport = serde_json::from_str(&std::fs::read_to_string(&rep)?)?;
+                    vf_runs.push(Run {
+                        wall_s: wall,
+                        fps: r.frames as f64 / wall,
+                        max_rss_mb: u.max_rss_mb,
+                        cpu_ms_per_frame: u.cpu_s * 1000.0 / r.frames.max(1) as f64,
+                    });
+                    reports.push(r);
+                }
+                1 => ff_runs.push(run_peer(Peer::Cpu)?),
+                _ => {
+                    if let Some(peer) = gpu_peer {
+                        match run_peer(peer) {
+                            Ok(run) => gpu_runs.push(run),
+                            Err(e) => {
+                                eprintln!("  ffmpeg GPU pipeline failed: {e:#}");
+                                gpu_error = Some(format!("{e:#}"));
+                                gpu_peer = None;
+                            }
+                        }
+                    }
+                }
             }
         }
     }
     let vf = summarize(&vf_runs);
     let ff = summarize(&ff_runs);
+    let ffmpeg_gpu = (!gpu_runs.is_empty() && gpu_error.is_none()).then(|| summarize(&gpu_runs));
     let last = reports.last().context("no vidforge run")?;
     let per = |secs: Vec<f64>| {
         let s = median(secs);
@@ -169,8 +202,13 @@ pub(super) fn measure_job(
         format: format.as_str().to_string(),
         backend: backend.as_str().to_string(),
         adapter: last.backend.clone(),
+        decoder: last.decoder.clone(),
+        encoder: last.encoder.clone(),
         frames: last.frames,
         ratio: vf.fps / ff.fps.max(1e-9),
+        ratio_gpu: ffmpeg_gpu.as_ref().map(|g| vf.fps / g.fps.max(1e-9)),
+        ffmpeg_gpu,
+        ffmpeg_gpu_error: gpu_error,
         rss_ratio: vf.max_rss_mb / ff.max_rss_mb.max(1e-9),
         vidforge: vf,
         ffmpeg: ff,
@@ -186,27 +224,20 @@ pub(super) fn measure_concurrent(
     frames: u64,
     logo: &Path,
     backend: BackendChoice,
-    tool: &str,
+    hardware: HardwareChoice,
+    tool: Option<Peer>,
     n: u32,
 ) -> anyhow::Result<ConcurrencyResult> {
+    let name = tool.map_or("vidforge", Peer::name);
     let mut children = Vec::new();
     let t = Instant::now();
     for i in 0..n {
-        let tag = format!("conc-{tool}-{n}-{i}");
+        let tag = format!("conc-{name}-{n}-{i}");
         let log = work.join(format!("{tag}.log"));
-        let mut cmd = if tool == "vidforge" {
-            vidforge_cmd(
-                work,
-                &tag,
-                src,
-                Resolution::P720,
-                OutputFormat::Mp4,
-                logo,
-                backend,
-            )?
-            .0
-        } else {
-            ffmpeg_cmd(work, &tag, src, Resolution::P720, OutputFormat::Mp4, logo)?
+        let (res, format) = (Resolution::P720, OutputFormat::Mp4);
+        let mut cmd = match tool {
+            None => vidforge_cmd(work, &tag, src, res, format, logo, backend, hardware)?.0,
+            Some(peer) => peer_cmd(peer, work, &tag, src, res, format, logo)?,
         };
         children.push((spawn(&mut cmd, &log)?, log));
     }
@@ -216,11 +247,11 @@ pub(super) fn measure_concurrent(
     }
     let wall = t.elapsed().as_secs_f64();
     Ok(ConcurrencyResult {
-        tool: tool.to_string(),
-        backend: if tool == "vidforge" {
+        tool: name.to_string(),
+        backend: if tool.is_none() {
             backend.as_str().to_string()
         } else {
-            "ffmpeg".to_string()
+            name.to_string()
         },
         renders_at_once: n,
         wall_s: wall,

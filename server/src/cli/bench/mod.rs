@@ -1,7 +1,9 @@
 //! `vidforge bench`: vidforge and the ffmpeg CLI on identical jobs, side by side in one run.
+//! On a host with a CUDA device, ffmpeg's GPU pipeline (NVDEC, `scale_cuda`, `overlay_cuda`,
+//! NVENC or `hwdownload` + libx264) is the second reference.
 //!
 //! Every job runs in a child process (ours: this binary in a hidden single-render mode; theirs:
-//! `ffmpeg`), alternating the two so machine noise hits both alike. Peak RSS comes from
+//! `ffmpeg`), rotating the order so machine noise hits all alike. Peak RSS comes from
 //! `wait4`'s rusage of that child. Writes `report.json`, `report.md` and `fps.svg`.
 //!
 //! - `child`: the child processes (the hidden `--run-one` mode, both tools' command lines,
@@ -19,9 +21,12 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use vidforge_media::fixtures::{self, ClipSpec};
-use vidforge_media::{BackendChoice, OutputFormat, Resolution};
+use vidforge_media::{
+    BackendChoice, EncoderChoice, H264Encoder, HardwareChoice, HwDecodeChoice, OutputFormat,
+    Resolution,
+};
 
-use child::run_one;
+use child::{Peer, run_one};
 use measure::{measure_concurrent, measure_job};
 use report::{Report, cpu_model, ffmpeg_version, markdown, svg_chart};
 
@@ -38,6 +43,50 @@ pub enum BenchBackend {
     Both,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum GpuPeerChoice {
+    Auto,
+    On,
+    Off,
+}
+
+fn parse_hwdecode(s: &str) -> Result<HwDecodeChoice, String> {
+    HwDecodeChoice::parse(s).ok_or_else(|| format!("unknown hwdecode '{s}' (auto, cuda, off)"))
+}
+
+fn parse_encoder(s: &str) -> Result<EncoderChoice, String> {
+    EncoderChoice::parse(s).ok_or_else(|| format!("unknown encoder '{s}' (auto, x264, nvenc)"))
+}
+
+/// ffmpeg's GPU pipeline, when the machine can run it: with NVENC where a session opens,
+/// else with libx264 after `hwdownload`. The text says which, or why there is none.
+fn gpu_peer(choice: GpuPeerChoice) -> anyhow::Result<(Option<Peer>, String)> {
+    if choice == GpuPeerChoice::Off {
+        return Ok((None, "not measured (--gpu-peer off)".into()));
+    }
+    let hw = vidforge_media::probe_hardware();
+    match hw.cuda {
+        Ok(_) => {
+            let encoder = if hw.nvenc.is_ok() {
+                H264Encoder::Nvenc
+            } else {
+                H264Encoder::X264
+            };
+            let how = match encoder {
+                H264Encoder::Nvenc => "NVDEC → scale_cuda → overlay_cuda → h264_nvenc",
+                H264Encoder::X264 => {
+                    "NVDEC → scale_cuda → overlay_cuda → hwdownload → libx264 (no NVENC on this card)"
+                }
+            };
+            Ok((Some(Peer::Gpu(encoder)), how.into()))
+        }
+        Err(e) if choice == GpuPeerChoice::On => {
+            bail!("--gpu-peer on: ffmpeg's GPU pipeline needs a CUDA device: {e}")
+        }
+        Err(e) => Ok((None, format!("not measured: no CUDA device ({e})"))),
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Short clips and fewer configurations (under 2 minutes on 2 cores); for CI.
@@ -52,6 +101,16 @@ pub struct BenchArgs {
     /// Concurrency levels of the throughput test (renders at once).
     #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
     pub jobs: Vec<u32>,
+    /// vidforge's decoding: auto (NVDEC when a CUDA device opens), cuda, off.
+    #[arg(long, default_value = "auto", value_parser = parse_hwdecode)]
+    pub hwdecode: HwDecodeChoice,
+    /// vidforge's H.264 encoder: auto (NVENC when a session opens), x264, nvenc.
+    #[arg(long, default_value = "auto", value_parser = parse_encoder)]
+    pub encoder: EncoderChoice,
+    /// ffmpeg's GPU pipeline as a second reference: auto (when a CUDA device opens), on
+    /// (fail without one), off.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub gpu_peer: GpuPeerChoice,
     /// Runs of each job per tool (vidforge and ffmpeg alternate); the median is reported.
     #[arg(long)]
     pub repeats: Option<u32>,
@@ -72,6 +131,12 @@ pub fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
     let work = out.join("work");
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
     let repeats = args.repeats.unwrap_or(1).max(1);
+    let hardware = HardwareChoice {
+        decode: args.hwdecode,
+        encoder: args.encoder,
+    };
+    let (gpu, gpu_peer_text) = gpu_peer(args.gpu_peer)?;
+    eprintln!("ffmpeg GPU pipeline: {gpu_peer_text}");
     let backends: Vec<BackendChoice> = match args.backend {
         BenchBackend::Cpu => vec![BackendChoice::Cpu],
         BenchBackend::Wgpu => vec![BackendChoice::Wgpu],
@@ -114,17 +179,28 @@ pub fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
             );
             eprintln!("{label} ...");
             match measure_job(
-                &work, src, src_name, frames, res, format, &logo, backend, repeats,
+                &work, src, src_name, frames, res, format, &logo, backend, hardware, gpu, repeats,
             ) {
                 Ok(mut j) => {
                     j.label = label;
                     eprintln!(
-                        "  vidforge {:.1} fps ({:.0} MB) | ffmpeg {:.1} fps ({:.0} MB) | ratio {:.2}",
+                        "  vidforge {:.1} fps ({:.0} MB, {} decode, {}) | ffmpeg {:.1} fps ({:.0} MB) | ratio {:.2}{}",
                         j.vidforge.fps,
                         j.vidforge.max_rss_mb,
+                        j.decoder,
+                        j.encoder,
                         j.ffmpeg.fps,
                         j.ffmpeg.max_rss_mb,
-                        j.ratio
+                        j.ratio,
+                        j.ffmpeg_gpu
+                            .as_ref()
+                            .map(|g| format!(
+                                " | ffmpeg GPU {:.1} fps ({:.0} MB) | ratio {:.2}",
+                                g.fps,
+                                g.max_rss_mb,
+                                j.ratio_gpu.unwrap_or(0.0)
+                            ))
+                            .unwrap_or_default()
                     );
                     jobs.push(j);
                 }
@@ -146,19 +222,29 @@ pub fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
     let conc_backend = backends[0];
     for &n in levels.iter().filter(|&&n| n >= 1) {
         eprintln!("concurrency {n} ...");
-        for tool in ["vidforge", "ffmpeg"] {
-            let r = measure_concurrent(
+        let tools = [None, Some(Peer::Cpu)].into_iter().chain(gpu.map(Some));
+        for tool in tools {
+            let name = tool.map_or("vidforge", Peer::name);
+            let r = match measure_concurrent(
                 &work,
                 &src1080,
                 frames_of(secs_1080),
                 &logo,
                 conc_backend,
+                hardware,
                 tool,
                 n,
-            )
-            .with_context(|| format!("{n} concurrent {tool} renders"))?;
+            ) {
+                Ok(r) => r,
+                // The GPU pipeline's failures are reported (the job table has the error).
+                Err(e) if matches!(tool, Some(Peer::Gpu(_))) => {
+                    eprintln!("  {name}: failed: {e:#}");
+                    continue;
+                }
+                Err(e) => return Err(e.context(format!("{n} concurrent {name} renders"))),
+            };
             eprintln!(
-                "  {tool}: {:.0} renders/h, {:.1} fps aggregate",
+                "  {name}: {:.0} renders/h, {:.1} fps aggregate",
                 r.renders_per_hour, r.aggregate_fps
             );
             concurrency.push(r);
@@ -174,6 +260,7 @@ pub fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         repeats,
         opacity: OPACITY,
+        gpu_peer: gpu_peer_text,
         jobs,
         concurrency,
         concurrency_job: format!(

@@ -17,6 +17,8 @@ pub(super) struct Report {
     pub(super) command: String,
     pub(super) repeats: u32,
     pub(super) opacity: f32,
+    /// ffmpeg's GPU pipeline: how it runs, or why it was not measured.
+    pub(super) gpu_peer: String,
     pub(super) jobs: Vec<JobResult>,
     pub(super) concurrency: Vec<ConcurrencyResult>,
     pub(super) concurrency_job: String,
@@ -62,14 +64,19 @@ pub(super) fn markdown(r: &Report) -> String {
         r.repeats,
         r.opacity
     );
+    let _ = writeln!(s, "ffmpeg GPU pipeline: {}.\n", r.gpu_peer);
     s.push_str(
-        "| job | backend (adapter) | frames | vidforge fps | ffmpeg fps | ratio | vidforge RSS MB | ffmpeg RSS MB | vidforge CPU ms/frame | ffmpeg CPU ms/frame | decode fps | compose ms/frame | encode+mux fps |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| job | backend (adapter) | decode / encoder | frames | vidforge fps | ffmpeg fps | ratio | ffmpeg GPU fps | ratio (GPU) | vidforge RSS MB | ffmpeg RSS MB | vidforge CPU ms/frame | ffmpeg CPU ms/frame | decode fps | compose ms/frame | encode+mux fps |\n\
+         |---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for j in &r.jobs {
+        let (gpu_fps, gpu_ratio) = match (&j.ffmpeg_gpu, j.ratio_gpu) {
+            (Some(g), Some(ratio)) => (format!("{:.1}", g.fps), format!("**{ratio:.2}×**")),
+            _ => ("–".to_string(), "–".to_string()),
+        };
         let _ = writeln!(
             s,
-            "| {} → {} {} ({}x{}) | {} ({}) | {} | {:.1} | {:.1} | **{:.2}×** | {:.0} | {:.0} | {:.1} | {:.1} | {:.0} | {:.2} | {:.0} |",
+            "| {} → {} {} ({}x{}) | {} ({}) | {} / {} | {} | {:.1} | {:.1} | **{:.2}×** | {} | {} | {:.0} | {:.0} | {:.1} | {:.1} | {:.0} | {:.2} | {:.0} |",
             j.source,
             j.output,
             j.format,
@@ -77,10 +84,14 @@ pub(super) fn markdown(r: &Report) -> String {
             j.height,
             j.backend,
             j.adapter,
+            j.decoder,
+            j.encoder,
             j.frames,
             j.vidforge.fps,
             j.ffmpeg.fps,
             j.ratio,
+            gpu_fps,
+            gpu_ratio,
             j.vidforge.max_rss_mb,
             j.ffmpeg.max_rss_mb,
             j.vidforge.cpu_ms_per_frame,
@@ -89,6 +100,22 @@ pub(super) fn markdown(r: &Report) -> String {
             j.stages.compose_ms_per_frame,
             j.stages.encode_mux,
         );
+    }
+    let gpu_errors: Vec<String> = r
+        .jobs
+        .iter()
+        .filter(|j| j.ffmpeg_gpu.is_none())
+        .filter_map(|j| {
+            j.ffmpeg_gpu_error
+                .as_ref()
+                .map(|e| format!("- {} → {} {}: {e}", j.source, j.output, j.format))
+        })
+        .collect();
+    if !r.gpu_peer.starts_with("not measured") && !gpu_errors.is_empty() {
+        let _ = writeln!(s, "\nffmpeg GPU pipeline without numbers:\n");
+        for e in gpu_errors {
+            let _ = writeln!(s, "{e}");
+        }
     }
     if !r.concurrency.is_empty() {
         let _ = writeln!(s, "\nConcurrent throughput ({}):\n", r.concurrency_job);
@@ -259,6 +286,8 @@ mod tests {
             format: "mp4".into(),
             backend: "cpu".into(),
             adapter: "cpu".into(),
+            decoder: "nvdec".into(),
+            encoder: "libx264".into(),
             frames: 100,
             vidforge: run.clone(),
             ffmpeg: Run {
@@ -266,6 +295,12 @@ mod tests {
                 ..run.clone()
             },
             ratio: 1.25,
+            ffmpeg_gpu: Some(Run {
+                fps: 200.0,
+                ..run.clone()
+            }),
+            ratio_gpu: Some(0.5),
+            ffmpeg_gpu_error: None,
             rss_ratio: 1.0,
             stages: StageFps {
                 demux_decode: 300.0,
@@ -287,6 +322,7 @@ mod tests {
             command: "vidforge bench --quick".into(),
             repeats: 1,
             opacity: OPACITY,
+            gpu_peer: "NVDEC → scale_cuda → overlay_cuda → h264_nvenc".into(),
             jobs: vec![job],
             concurrency: vec![],
             concurrency_job: String::new(),
@@ -294,6 +330,9 @@ mod tests {
         };
         let md = markdown(&report);
         assert!(md.contains("**1.25×**"), "{md}");
+        assert!(md.contains("200.0 | **0.50×**"), "{md}");
+        assert!(md.contains("nvdec / libx264"), "{md}");
+        assert!(md.contains("overlay_cuda"), "{md}");
         assert!(md.contains("1080p → 720p mp4 (1280x720)"), "{md}");
         let svg = svg_chart(&report);
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
