@@ -218,6 +218,7 @@ pub(super) fn measure_job(
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(super) fn measure_concurrent(
     work: &Path,
     src: &Path,
