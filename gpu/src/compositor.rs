@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytemuck::{Pod, Zeroable};
 
@@ -63,6 +63,8 @@ pub struct ComposeConfig {
 pub const MAX_FRAMES_IN_FLIGHT: usize = 16;
 /// Longest wait for one frame before reporting the GPU as stuck.
 const FRAME_TIMEOUT: Duration = Duration::from_secs(60);
+/// Pause between checks while another thread's poll runs our buffer's map callback.
+const CALLBACK_WAIT: Duration = Duration::from_micros(50);
 /// Must match `@workgroup_size` in compose.wgsl.
 const WORKGROUP_SIZE: u32 = 64;
 /// Must match `MAX_ROW_WORDS` in compose.wgsl.
@@ -838,17 +840,27 @@ impl Shared {
         submission: Option<&wgpu::SubmissionIndex>,
     ) -> Result<(), GpuError> {
         let device = &self.ctx.inner.device;
-        // One Wait normally suffices (callbacks run before it returns); loop defensively.
-        for _ in 0..3 {
-            if state.load(Ordering::Acquire) != PENDING {
+        let deadline = Instant::now() + FRAME_TIMEOUT;
+        // A Wait returns once our submission is done and the callbacks its poll collected
+        // have run. With many compositors on one device another thread's poll may have
+        // collected our map callback and not have run it yet: then wait for it (bounded).
+        while state.load(Ordering::Acquire) == PENDING {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
                 break;
             }
             device
                 .poll(wgpu::PollType::Wait {
                     submission_index: submission.cloned(),
-                    timeout: Some(FRAME_TIMEOUT),
+                    timeout: Some(left),
                 })
                 .map_err(|e| GpuError::Poll(e.to_string()))?;
+            if state.load(Ordering::Acquire) == PENDING {
+                if self.ctx.lost().is_some() {
+                    break;
+                }
+                std::thread::sleep(CALLBACK_WAIT);
+            }
         }
         match state.load(Ordering::Acquire) {
             READY => Ok(()),
@@ -858,9 +870,10 @@ impl Shared {
             }
             _ => {
                 self.check_lost()?;
-                Err(GpuError::Poll(
-                    "the GPU finished but the buffer mapping never completed".into(),
-                ))
+                Err(GpuError::Poll(format!(
+                    "the buffer mapping did not complete within {} s",
+                    FRAME_TIMEOUT.as_secs()
+                )))
             }
         }
     }

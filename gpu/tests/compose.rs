@@ -780,3 +780,51 @@ fn kernel_timing_measures_the_pass_without_disturbing_frames_in_flight() {
     let first = out.pop().unwrap();
     assert_eq!((first.y[0], second.y[0]), (40, 100));
 }
+
+/// One device and queue, many renders: compositors on several threads share one context and
+/// submit at the same time; each gets its own frames back, in order and correct.
+#[test]
+fn concurrent_compositors_share_one_context() {
+    let Some(ctx) = context("shared_context") else {
+        return;
+    };
+    let threads: Vec<_> = (0..6u8)
+        .map(|t| {
+            let ctx = ctx.clone();
+            std::thread::spawn(move || {
+                let mut cfg = config(640, 360, 320, 180);
+                cfg.src_format = if t % 2 == 0 {
+                    SourceFormat::Yuv420p
+                } else {
+                    SourceFormat::Nv12
+                };
+                let mut gpu = GpuCompositor::new(&ctx, cfg, 3).unwrap();
+                let mut got = Vec::new();
+                for i in 0..12u8 {
+                    let f = Yuv420Frame::filled(640, 360, [20 + 30 * t + i, 100 + t, 150 - t]);
+                    let out = if t % 2 == 0 {
+                        gpu.submit(&f).unwrap()
+                    } else {
+                        let semi = SemiPlanarFrame::from_yuv420(&f, SourceFormat::Nv12, 0);
+                        gpu.submit(&semi).unwrap()
+                    };
+                    got.extend(out);
+                }
+                got.extend(gpu.finish().unwrap());
+                (t, got)
+            })
+        })
+        .collect();
+    for handle in threads {
+        let (t, frames) = handle.join().expect("compositor thread panicked");
+        assert_eq!(frames.len(), 12, "thread {t}");
+        for (i, f) in frames.iter().enumerate() {
+            assert_flat(
+                f,
+                [20 + 30 * t + i as u8, 100 + t, 150 - t],
+                0,
+                &format!("thread {t} frame {i}"),
+            );
+        }
+    }
+}
