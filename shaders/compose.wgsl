@@ -82,6 +82,9 @@ override TAPS_Y: u32 = 1u;
 // instead of one word per tap.
 override FAST_ROWS: bool = false;
 override ROW_WORDS: u32 = 1u;
+// Bytes between horizontally adjacent samples of a fast row: 1 for planar, 2 for the
+// interleaved U/V of NV12 (the other plane's samples sit between ours and are skipped).
+override ROW_STEP: u32 = 1u;
 const MAX_ROW_WORDS: u32 = 8u;
 
 @group(0) @binding(0) var<uniform> params: Params;
@@ -185,6 +188,7 @@ fn filtered4(p: Plane, origin: i32, x: u32, y: u32) -> vec4<f32> {
     let starts = vec4<i32>(w0.start, w1.start, w2.start, w3.start);
     // Windows only move right, so the lowest clamped index needed is the first one.
     let base = clamp(w0.start, 0, last_x);
+    let step = i32(ROW_STEP);
     var sum_x = vec4<f32>(0.0);
     for (var t = 0u; t < TAPS_X; t++) {
         sum_x += vec4<f32>(weight(w0, KERN_X, t), weight(w1, KERN_X, t), weight(w2, KERN_X, t), weight(w3, KERN_X, t));
@@ -194,15 +198,15 @@ fn filtered4(p: Plane, origin: i32, x: u32, y: u32) -> vec4<f32> {
     for (var j = 0u; j < TAPS_Y; j++) {
         let ky = weight(wy, KERN_Y, j);
         sum_y += ky;
-        let addr = u32(origin + clamp(wy.start + i32(j), 0, last_y) * p.src_sy + base);
+        let addr = u32(origin + clamp(wy.start + i32(j), 0, last_y) * p.src_sy + base * step);
         var words: array<u32, MAX_ROW_WORDS>;
         for (var i = 0u; i < ROW_WORDS; i++) {
             words[i] = src[(addr >> 2u) + i];
         }
-        let skew = i32(addr & 3u) - base;
+        let skew = i32(addr & 3u) - base * step;
         var s = vec4<f32>(0.0);
         for (var t = 0u; t < TAPS_X; t++) {
-            let k = clamp(starts + i32(t), vec4<i32>(0), vec4<i32>(last_x)) + skew;
+            let k = clamp(starts + i32(t), vec4<i32>(0), vec4<i32>(last_x)) * step + skew;
             let kx = vec4<f32>(weight(w0, KERN_X, t), weight(w1, KERN_X, t), weight(w2, KERN_X, t), weight(w3, KERN_X, t));
             s += kx * vec4<f32>(pick(words, k.x), pick(words, k.y), pick(words, k.z), pick(words, k.w));
         }

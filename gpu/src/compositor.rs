@@ -457,15 +457,17 @@ impl GpuCompositor {
                 "a {ow}x{oh} output needs more workgroups than the device's {max_groups} per dimension"
             )));
         }
-        // Unrotated rows of 8-bit samples stored side by side are contiguous bytes: load whole
-        // words per source row when they are few.
-        let contiguous = |plane: usize| {
+        // Unrotated rows of 8-bit samples (planar, or NV12's interleaved chroma) are runs of
+        // bytes: load whole words per source row when they are few.
+        let fast_step = |plane: usize| {
             let b = in_layout.plane_bytes(plane);
-            cfg.rotation == Rotation::None && b.step == 1
+            let fast = cfg.rotation == Rotation::None && cfg.src_format.sample_bytes() == 1;
+            if fast { b.step as u32 } else { 0 }
         };
         let row_words = |plane: usize, (s, d): (u32, u32), taps: usize| {
-            let words = filter::row_words(s, d, taps);
-            if contiguous(plane) && words <= MAX_ROW_WORDS {
+            let step = fast_step(plane);
+            let words = filter::row_words(s, d, taps, step);
+            if step > 0 && words <= MAX_ROW_WORDS {
                 words
             } else {
                 0
@@ -481,6 +483,7 @@ impl GpuCompositor {
             taps_x: taps[0] as u32,
             taps_y: taps[1] as u32,
             row_words: row_words(is_chroma as usize, axes[0], taps[0]),
+            row_step: fast_step(is_chroma as usize).max(1),
         };
         let dispatches = [
             (

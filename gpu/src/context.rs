@@ -58,6 +58,8 @@ pub(crate) struct PipelineKey {
     pub taps_y: u32,
     /// 0: generic per-tap loads (rotated sources); else words per source row to load.
     pub row_words: u32,
+    /// Bytes between adjacent samples of a fast row (1 planar, 2 NV12 chroma).
+    pub row_step: u32,
 }
 
 /// Most specialised pipelines a context keeps.
@@ -267,6 +269,7 @@ impl GpuContext {
             ("TAPS_Y", key.taps_y as f64),
             ("FAST_ROWS", b(key.row_words > 0)),
             ("ROW_WORDS", key.row_words.max(1) as f64),
+            ("ROW_STEP", key.row_step.max(1) as f64),
         ];
         let scope = inner.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let pipeline = inner

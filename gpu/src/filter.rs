@@ -159,9 +159,10 @@ pub fn window_start(kernel: Kernel, src: u32, dst: u32, o: u32) -> i64 {
 }
 
 /// Words of one source row an invocation must load to cover the windows of its four adjacent
-/// output samples (`taps` wide each), including up to 3 bytes of misalignment and a 2-sample
-/// margin for the shader's f32 positions.
-pub fn row_words(src: u32, dst: u32, taps: usize) -> u32 {
+/// output samples (`taps` wide each), samples `step` bytes apart (1 planar, 2 interleaved),
+/// including up to 3 bytes of misalignment and a 2-sample margin for the shader's f32
+/// positions.
+pub fn row_words(src: u32, dst: u32, taps: usize, step: u32) -> u32 {
     let kernel = kernel_for(src, dst);
     let last = src.max(1) as i64 - 1;
     let mut span = 1i64;
@@ -171,7 +172,9 @@ pub fn row_words(src: u32, dst: u32, taps: usize) -> u32 {
         let hi = (window_start(kernel, src, dst, last_out) + taps as i64 - 1).clamp(0, last);
         span = span.max(hi - lo + 1);
     }
-    ((span + 2 + 3) as u64).div_ceil(4) as u32
+    let step = i64::from(step.max(1));
+    let bytes = (span - 1) * step + 1 + 2 * step + 3;
+    (bytes as u64).div_ceil(4) as u32
 }
 
 /// How the shader converts colour.
@@ -388,13 +391,17 @@ mod tests {
     #[test]
     fn row_words_cover_the_windows() {
         // Same size: 4 bytes + misalignment + margin.
-        assert_eq!(row_words(1920, 1920, 1), 3);
+        assert_eq!(row_words(1920, 1920, 1, 1), 3);
         // 1.5x shrink: 4 outputs span 7 source bytes.
-        assert_eq!(row_words(1920, 1280, 2), 3);
+        assert_eq!(row_words(1920, 1280, 2, 1), 3);
         // 2x enlarge, 4 taps: 6 source bytes.
-        assert_eq!(row_words(1920, 3840, 4), 3);
+        assert_eq!(row_words(1920, 3840, 4, 1), 3);
         // Tiny sources are clamped to themselves.
-        assert_eq!(row_words(1, 4, 1), 2);
+        assert_eq!(row_words(1, 4, 1, 1), 2);
+        // Interleaved (NV12 chroma): 7 samples 2 bytes apart span 13 bytes; with a 2-sample
+        // (4-byte) margin and 3 bytes of misalignment, 20 bytes.
+        assert_eq!(row_words(1920, 1280, 2, 2), 5);
+        assert_eq!(row_words(960, 640, 2, 2), 5);
     }
 
     #[test]

@@ -619,10 +619,10 @@ fn bad_configs_and_frames_are_typed_errors() {
 }
 
 /// The semi-planar inputs hardware decoders give (NV12; P010 for 10-bit) go through the same
-/// pass as planar 8-bit, and agree with it to rounding (interleaved chroma takes the per-tap
-/// loads, whose float sums round in another order than the planar row loads) on every path
-/// (rotation, shrink, enlarge, matrix change, watermark), with padded rows too. The planar
-/// path itself is held to the CPU references by the tests above.
+/// pass as planar 8-bit, and agree with it to rounding on every path (rotation, shrink,
+/// enlarge, matrix change, watermark), with padded rows too: unrotated NV12 bit for bit (its
+/// rows load like planar ones), rotated NV12 and P010 within one code (per-tap loads sum in
+/// another order). The planar path itself is held to the CPU references by the tests above.
 #[test]
 fn nv12_and_p010_inputs_match_the_planar_path() {
     let Some(ctx) = context("semi_planar") else {
@@ -671,6 +671,13 @@ fn nv12_and_p010_inputs_match_the_planar_path() {
             );
             assert!(p.iter().all(|&v| v >= 45.0), "{what}: {p:?}");
             assert!(worst <= 1 + (low_bits > 0) as u8, "{what}: off by {worst}");
+            // NV12 reads its rows like planar input (the same sums in the same order).
+            if format == SourceFormat::Nv12 && rot == Rotation::None {
+                assert!(
+                    out == planar,
+                    "{what}: NV12 rows are not bit-exact with planar"
+                );
+            }
             // Rows padded the way decoders pad them (64-byte aligned strides).
             let padded = |data: &[u8], row: usize| -> (Vec<u8>, usize) {
                 let stride = row.next_multiple_of(64) + 64;
