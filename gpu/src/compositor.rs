@@ -749,6 +749,20 @@ impl GpuCompositor {
         }))
     }
 
+    /// Bytes of GPU-visible memory this compositor holds: its ring of upload and readback
+    /// buffers, the device input and output buffers, the watermark and the parameters (a
+    /// preview slot, once used, counts too). What one render costs on the card.
+    pub fn gpu_bytes(&self) -> u64 {
+        let shared = &self.shared;
+        let slot = shared.in_layout.size + shared.out_layout.size;
+        let slots = (self.slots.len() + self.preview.is_some() as usize) as u64;
+        slots * slot
+            + shared.in_layout.size
+            + shared.out_layout.size
+            + shared._wm.size()
+            + shared._params.size()
+    }
+
     /// Frames submitted and not yet returned.
     pub fn in_flight(&self) -> usize {
         self.in_flight.len()

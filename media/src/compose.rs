@@ -538,6 +538,7 @@ impl WgpuCompositor {
         tracing::debug!(
             decoded = ?frame.format(),
             gpu_input = format.as_str(),
+            gpu_bytes = gpu.gpu_bytes(),
             "GPU compositor input"
         );
         Ok(GpuStream {
