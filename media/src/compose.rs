@@ -15,7 +15,7 @@ use vidforge_gpu::{
 use crate::area::{self, PlaneScaler};
 use crate::error::MediaError;
 use crate::scale::{self, Sws, SwsKey};
-use crate::source::frame_color;
+use crate::source::{FrameColor, frame_color};
 
 /// What every compositor needs to know about the output.
 #[derive(Clone, Debug, PartialEq)]
@@ -55,6 +55,17 @@ fn sws_space_of(matrix: Matrix) -> i32 {
         Matrix::Bt601 => ffi::SWS_CS_ITU601,
         Matrix::Bt709 => ffi::SWS_CS_ITU709,
     }
+}
+
+/// The colour a decoded frame is in (its tags, or the player rule when untagged).
+fn color_of(frame: &frame::Video) -> FrameColor {
+    frame_color(
+        frame.color_space(),
+        frame.color_range(),
+        frame.format(),
+        frame.width(),
+        frame.height(),
+    )
 }
 
 fn check_frame(frame: &frame::Video) -> Result<(), MediaError> {
@@ -120,13 +131,7 @@ impl Compositor for CpuCompositor {
     fn push(&mut self, frame: &frame::Video) -> Result<Option<Yuv420Frame>, MediaError> {
         check_frame(frame)?;
         let (fw, fh) = (frame.width(), frame.height());
-        let color = frame_color(
-            frame.color_space(),
-            frame.color_range(),
-            frame.format(),
-            fw,
-            fh,
-        );
+        let color = color_of(frame);
         let (ow, oh) = (self.spec.out_width, self.spec.out_height);
         let rot = self.spec.rotation;
         let (sw, sh) = if rot.swaps_axes() { (oh, ow) } else { (ow, oh) };
@@ -333,13 +338,7 @@ impl SourceConverter {
     /// Sized and coloured after the first frame of a stream.
     pub fn for_frame(frame: &frame::Video) -> Result<Self, MediaError> {
         check_frame(frame)?;
-        let color = frame_color(
-            frame.color_space(),
-            frame.color_range(),
-            frame.format(),
-            frame.width(),
-            frame.height(),
-        );
+        let color = color_of(frame);
         let spec = color.spec.unwrap_or(ColorSpec {
             matrix: Matrix::Bt709,
             range: if color.full_range {
@@ -371,13 +370,7 @@ impl SourceConverter {
         dst: &mut Yuv420Frame,
     ) -> Result<(), MediaError> {
         check_frame(frame)?;
-        let color = frame_color(
-            frame.color_space(),
-            frame.color_range(),
-            frame.format(),
-            frame.width(),
-            frame.height(),
-        );
+        let color = color_of(frame);
         if matches!(frame.format(), Pixel::YUV420P | Pixel::YUVJ420P)
             && frame.width() == self.width
             && frame.height() == self.height
@@ -385,19 +378,7 @@ impl SourceConverter {
         {
             return scale::copy_yuv420(frame, dst);
         }
-        let key = SwsKey {
-            src_fmt: frame.format(),
-            src_w: frame.width(),
-            src_h: frame.height(),
-            dst_fmt: Pixel::YUV420P,
-            dst_w: self.width,
-            dst_h: self.height,
-            flags: ffi::SWS_BICUBIC,
-            src_space: color.sws_space,
-            src_full: color.full_range,
-            dst_space: sws_space_of(self.spec.matrix),
-            dst_full: self.spec.range == Range::Full,
-        };
+        let key = self.key(frame, &color, Pixel::YUV420P);
         Sws::cached(&mut self.sws, key)?.scale_to_yuv420(frame, dst)
     }
 
@@ -409,18 +390,18 @@ impl SourceConverter {
         dst: &mut frame::Video,
     ) -> Result<(), MediaError> {
         check_frame(frame)?;
-        let color = frame_color(
-            frame.color_space(),
-            frame.color_range(),
-            frame.format(),
-            frame.width(),
-            frame.height(),
-        );
-        let key = SwsKey {
+        let color = color_of(frame);
+        let key = self.key(frame, &color, dst.format());
+        Sws::cached(&mut self.sws, key)?.scale_to_frame(frame, dst)
+    }
+
+    /// The swscale context from `frame` (in `color`) to this converter's size and colour.
+    fn key(&self, frame: &frame::Video, color: &FrameColor, dst_fmt: Pixel) -> SwsKey {
+        SwsKey {
             src_fmt: frame.format(),
             src_w: frame.width(),
             src_h: frame.height(),
-            dst_fmt: dst.format(),
+            dst_fmt,
             dst_w: self.width,
             dst_h: self.height,
             flags: ffi::SWS_BICUBIC,
@@ -428,8 +409,7 @@ impl SourceConverter {
             src_full: color.full_range,
             dst_space: sws_space_of(self.spec.matrix),
             dst_full: self.spec.range == Range::Full,
-        };
-        Sws::cached(&mut self.sws, key)?.scale_to_frame(frame, dst)
+        }
     }
 }
 
@@ -474,13 +454,7 @@ struct GpuStream {
 
 impl GpuStream {
     fn reads_as_is(&self, frame: &frame::Video) -> bool {
-        let color = frame_color(
-            frame.color_space(),
-            frame.color_range(),
-            frame.format(),
-            frame.width(),
-            frame.height(),
-        );
+        let color = color_of(frame);
         frame.format() == self.pix
             && (frame.width(), frame.height()) == self.conv.size()
             && color.spec == Some(self.conv.spec())
@@ -510,13 +484,7 @@ impl WgpuCompositor {
     /// Builds the GPU compositor for the stream's first frame.
     fn start(&self, frame: &frame::Video) -> Result<GpuStream, MediaError> {
         let conv = SourceConverter::for_frame(frame)?;
-        let color = frame_color(
-            frame.color_space(),
-            frame.color_range(),
-            frame.format(),
-            frame.width(),
-            frame.height(),
-        );
+        let color = color_of(frame);
         // Read as is when the shader knows the layout and the matrix; else planar 8-bit.
         let (pix, format) = match gpu_layout(frame.format()) {
             Some(format) if color.spec.is_some() => (frame.format(), format),

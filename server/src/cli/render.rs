@@ -31,11 +31,11 @@ fn parse_backend(s: &str) -> Result<BackendChoice, String> {
     BackendChoice::parse(s).ok_or_else(|| format!("unknown backend '{s}' (auto, wgpu, cpu)"))
 }
 
-fn parse_hwdecode(s: &str) -> Result<HwDecodeChoice, String> {
+pub(crate) fn parse_hwdecode(s: &str) -> Result<HwDecodeChoice, String> {
     HwDecodeChoice::parse(s).ok_or_else(|| format!("unknown hwdecode '{s}' (auto, cuda, off)"))
 }
 
-fn parse_encoder(s: &str) -> Result<EncoderChoice, String> {
+pub(crate) fn parse_encoder(s: &str) -> Result<EncoderChoice, String> {
     EncoderChoice::parse(s).ok_or_else(|| format!("unknown encoder '{s}' (auto, x264, nvenc)"))
 }
 

@@ -347,15 +347,20 @@ mod tests {
     use super::*;
     use vidforge_media::fixtures;
 
+    /// A short fixture clip of `w x h` and the watermark's path in `dir` (the ffmpeg CLI is a
+    /// build dependency of the tests: scripts/install-deps.sh).
+    fn clip_and_logo(dir: &Path, w: u32, h: u32) -> (PathBuf, PathBuf) {
+        assert!(
+            fixtures::ffmpeg_available(),
+            "the ffmpeg CLI is missing (scripts/install-deps.sh installs it)"
+        );
+        (fixture(dir, w, h, 0.2).unwrap(), dir.join("logo.png"))
+    }
+
     #[test]
     fn ffmpeg_command_reproduces_placement_and_settings() {
         let dir = tempfile::tempdir().unwrap();
-        if !fixtures::ffmpeg_available() {
-            eprintln!("NOTE: ffmpeg CLI missing; skipping");
-            return;
-        }
-        let src = fixture(dir.path(), 320, 180, 0.2).unwrap();
-        let logo = dir.path().join("logo.png");
+        let (src, logo) = clip_and_logo(dir.path(), 320, 180);
         let cmd = peer_cmd(
             Peer::Cpu,
             dir.path(),
@@ -388,12 +393,7 @@ mod tests {
     #[test]
     fn gpu_pipeline_command_keeps_frames_on_the_gpu_and_matches_the_encoder() {
         let dir = tempfile::tempdir().unwrap();
-        if !fixtures::ffmpeg_available() {
-            eprintln!("NOTE: ffmpeg CLI missing; skipping");
-            return;
-        }
-        let src = fixture(dir.path(), 640, 360, 0.2).unwrap();
-        let logo = dir.path().join("logo.png");
+        let (src, logo) = clip_and_logo(dir.path(), 640, 360);
         let args_of = |peer, format| -> Vec<String> {
             peer_cmd(peer, dir.path(), "t", &src, Resolution::P720, format, &logo)
                 .unwrap()

@@ -26,6 +26,7 @@ use vidforge_media::{
     Resolution,
 };
 
+use super::render::{parse_encoder, parse_hwdecode};
 use child::{Peer, run_one};
 use measure::{measure_concurrent, measure_job};
 use report::{Report, cpu_model, ffmpeg_version, markdown, svg_chart};
@@ -48,14 +49,6 @@ pub enum GpuPeerChoice {
     Auto,
     On,
     Off,
-}
-
-fn parse_hwdecode(s: &str) -> Result<HwDecodeChoice, String> {
-    HwDecodeChoice::parse(s).ok_or_else(|| format!("unknown hwdecode '{s}' (auto, cuda, off)"))
-}
-
-fn parse_encoder(s: &str) -> Result<EncoderChoice, String> {
-    EncoderChoice::parse(s).ok_or_else(|| format!("unknown encoder '{s}' (auto, x264, nvenc)"))
 }
 
 /// ffmpeg's GPU pipeline, when the machine can run it: with NVENC where a session opens,
