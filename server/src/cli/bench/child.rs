@@ -236,7 +236,6 @@ fn h264_args(cmd: &mut Command, encoder: H264Encoder) {
 /// The job for `peer`: the same scale, watermark placement and opacity, encoder settings;
 /// audio copied to mp4, transcoded to Opus for webm (as we do). The GPU pipeline takes
 /// mp4/mov only (VP9 has no NVIDIA encoder).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn peer_cmd(
     peer: Peer,
     work: &Path,
