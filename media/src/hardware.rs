@@ -105,7 +105,7 @@ pub(crate) fn select_decoder<D>(
         HwDecodeChoice::Auto => match open() {
             Ok(d) => Ok(Some(d)),
             Err(e) => {
-                tracing::info!("no CUDA device, decoding in software ({e})");
+                tracing::debug!("no CUDA device, decoding in software ({e})");
                 Ok(None)
             }
         },
@@ -130,7 +130,7 @@ pub(crate) fn select_encoder(
         EncoderChoice::Auto => match probe() {
             Ok(()) => Ok(H264Encoder::Nvenc),
             Err(e) => {
-                tracing::info!("no NVENC encoder, encoding H.264 with libx264 ({e})");
+                tracing::debug!("no NVENC encoder, encoding H.264 with libx264 ({e})");
                 Ok(H264Encoder::X264)
             }
         },
