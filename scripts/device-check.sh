@@ -9,8 +9,9 @@
 #   2. the gpu crate's tests and the media crate's GPU tests on the real adapter;
 #   3. the compositor alone (fps example) at 720p / 1080p / 4k output, planar and NV12 input,
 #      with the compose kernel timed by timestamp queries;
-#   4. one 1080p -> 720p render per backend x decoder x encoder combination, and the quality of
-#      each H.264 encoder against the source (PSNR, side by side);
+#   4. one 1080p -> 720p render per backend x decoder x encoder combination, a 10-bit HEVC
+#      source (P010 from NVDEC), and the quality of each H.264 encoder against the source
+#      (PSNR, side by side);
 #   5. the full `vidforge bench` (both backends, ffmpeg and ffmpeg's GPU pipeline, 1/4/8/16
 #      renders at once), GPU memory sampled throughout.
 # Writes at most 8 files under OUT: summary.md, gpu-tests.log, compositor.jsonl, renders.txt,
@@ -130,6 +131,15 @@ for backend in cpu wgpu; do
     done
   done
 done
+# A 10-bit HEVC source: NVDEC hands over P010, which the wgpu compositor reads as is.
+ffmpeg -hide_banner -v error -y -f lavfi -i testsrc2=size=1920x1080:rate=30:duration=4 \
+  -c:v libx265 -preset ultrafast -pix_fmt yuv420p10le -x265-params log-level=error "$work/src10.mp4"
+if timeout 180 "$BIN/vidforge" render "$work/src10.mp4" -o "$work/r10.mp4" -r 720p --quiet \
+  --watermark "$work/logo.png" --backend auto > "$work/r10.txt" 2>&1; then
+  echo "10-bit HEVC source, auto: ok: $(head -n 2 "$work/r10.txt" | sed "s#$work/##" | tr -s ' \n' ' ')" >> "$OUT/renders.txt"
+else
+  echo "10-bit HEVC source, auto: failed: $(first_error "$work/r10.txt")" >> "$OUT/renders.txt"
+fi
 # Quality of each H.264 encoder on the same frames (no watermark), against the source shrunk
 # with the same area filter: PSNR, side by side.
 for encoder in x264 nvenc; do
