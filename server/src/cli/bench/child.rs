@@ -144,20 +144,34 @@ pub(super) fn wait_rss(child: Child, log: &Path) -> anyhow::Result<Usage> {
     })
 }
 
-#[allow(clippy::too_many_arguments)]
+/// One job as every tool gets it: its files (under `work`, named after `tag`) and settings.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Job<'a> {
+    pub(super) work: &'a Path,
+    pub(super) tag: &'a str,
+    pub(super) src: &'a Path,
+    pub(super) res: Resolution,
+    pub(super) format: OutputFormat,
+    pub(super) logo: &'a Path,
+}
+
+/// vidforge's child for `job`, and the path its report will be written to.
 pub(super) fn vidforge_cmd(
-    work: &Path,
-    tag: &str,
-    src: &Path,
-    res: Resolution,
-    format: OutputFormat,
-    logo: &Path,
+    job: &Job,
     backend: BackendChoice,
     hardware: HardwareChoice,
 ) -> anyhow::Result<(Command, PathBuf)> {
+    let &Job {
+        work,
+        tag,
+        src,
+        res,
+        format,
+        logo,
+    } = job;
     let exe = std::env::current_exe().context("locating the vidforge binary")?;
     let report = work.join(format!("{tag}.report.json"));
-    let job = ChildJob {
+    let child = ChildJob {
         input: src.to_path_buf(),
         output: work.join(format!("{tag}.vf.{}", format.extension())),
         resolution: res.as_str().into(),
@@ -170,7 +184,7 @@ pub(super) fn vidforge_cmd(
         report: report.clone(),
     };
     let job_path = work.join(format!("{tag}.job.json"));
-    std::fs::write(&job_path, serde_json::to_string(&job)?)?;
+    std::fs::write(&job_path, serde_json::to_string(&child)?)?;
     let mut cmd = Command::new(exe);
     cmd.arg("bench").arg("--run-one").arg(&job_path);
     cmd.env("RUST_LOG", "warn");
@@ -236,30 +250,22 @@ fn h264_args(cmd: &mut Command, encoder: H264Encoder) {
 /// The job for `peer`: the same scale, watermark placement and opacity, encoder settings;
 /// audio copied to mp4, transcoded to Opus for webm (as we do). The GPU pipeline takes
 /// mp4/mov only (VP9 has no NVIDIA encoder).
-pub(super) fn peer_cmd(
-    peer: Peer,
-    work: &Path,
-    tag: &str,
-    src: &Path,
-    res: Resolution,
-    format: OutputFormat,
-    logo: &Path,
-) -> anyhow::Result<Command> {
+pub(super) fn peer_cmd(peer: Peer, job: &Job) -> anyhow::Result<Command> {
     match peer {
-        Peer::Cpu => ffmpeg_cmd(work, tag, src, res, format, logo),
-        Peer::Gpu(encoder) => ffmpeg_gpu_cmd(work, tag, src, res, format, logo, encoder),
+        Peer::Cpu => ffmpeg_cmd(job),
+        Peer::Gpu(encoder) => ffmpeg_gpu_cmd(job, encoder),
     }
 }
 
-fn ffmpeg_gpu_cmd(
-    work: &Path,
-    tag: &str,
-    src: &Path,
-    res: Resolution,
-    format: OutputFormat,
-    logo: &Path,
-    encoder: H264Encoder,
-) -> anyhow::Result<Command> {
+fn ffmpeg_gpu_cmd(job: &Job, encoder: H264Encoder) -> anyhow::Result<Command> {
+    let &Job {
+        work,
+        tag,
+        src,
+        res,
+        format,
+        logo,
+    } = job;
     if format == OutputFormat::Webm {
         bail!("ffmpeg's GPU pipeline has no VP9 encoder");
     }
@@ -290,14 +296,15 @@ fn ffmpeg_gpu_cmd(
 
 /// Plain ffmpeg: same decoder, scale filter, watermark placement and opacity, encoder
 /// settings.
-fn ffmpeg_cmd(
-    work: &Path,
-    tag: &str,
-    src: &Path,
-    res: Resolution,
-    format: OutputFormat,
-    logo: &Path,
-) -> anyhow::Result<Command> {
+fn ffmpeg_cmd(job: &Job) -> anyhow::Result<Command> {
+    let &Job {
+        work,
+        tag,
+        src,
+        res,
+        format,
+        logo,
+    } = job;
     let ((ow, oh), enlarging, p) = geometry(src, res)?;
     let flags = if enlarging { "bicubic" } else { "area" };
     let graph = format!(
@@ -356,18 +363,25 @@ mod tests {
         (fixture(dir, w, h, 0.2).unwrap(), dir.join("logo.png"))
     }
 
+    /// A 720p job named `t` in `dir`.
+    fn test_job<'a>(dir: &'a Path, src: &'a Path, format: OutputFormat, logo: &'a Path) -> Job<'a> {
+        Job {
+            work: dir,
+            tag: "t",
+            src,
+            res: Resolution::P720,
+            format,
+            logo,
+        }
+    }
+
     #[test]
     fn ffmpeg_command_reproduces_placement_and_settings() {
         let dir = tempfile::tempdir().unwrap();
         let (src, logo) = clip_and_logo(dir.path(), 320, 180);
         let cmd = peer_cmd(
             Peer::Cpu,
-            dir.path(),
-            "t",
-            &src,
-            Resolution::P720,
-            OutputFormat::Mp4,
-            &logo,
+            &test_job(dir.path(), &src, OutputFormat::Mp4, &logo),
         )
         .unwrap();
         let args: Vec<String> = cmd
@@ -394,7 +408,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (src, logo) = clip_and_logo(dir.path(), 640, 360);
         let args_of = |peer, format| -> Vec<String> {
-            peer_cmd(peer, dir.path(), "t", &src, Resolution::P720, format, &logo)
+            peer_cmd(peer, &test_job(dir.path(), &src, format, &logo))
                 .unwrap()
                 .get_args()
                 .map(|a| a.to_string_lossy().into_owned())
@@ -430,17 +444,7 @@ mod tests {
             assert_eq!(args[at("-c:v") + 1], codec);
             assert_eq!(args[at("-map") + 1], "[out]");
         }
-        assert!(
-            peer_cmd(
-                Peer::Gpu(H264Encoder::Nvenc),
-                dir.path(),
-                "t",
-                &src,
-                Resolution::P720,
-                OutputFormat::Webm,
-                &logo
-            )
-            .is_err()
-        );
+        let webm = test_job(dir.path(), &src, OutputFormat::Webm, &logo);
+        assert!(peer_cmd(Peer::Gpu(H264Encoder::Nvenc), &webm).is_err());
     }
 }

@@ -7,7 +7,7 @@ use anyhow::Context;
 use serde::Serialize;
 use vidforge_media::{BackendChoice, HardwareChoice, OutputFormat, Resolution, output_size};
 
-use super::child::{ChildReport, Peer, peer_cmd, spawn, vidforge_cmd, wait_rss};
+use super::child::{ChildReport, Job, Peer, peer_cmd, spawn, vidforge_cmd, wait_rss};
 
 /// One measured run of one tool.
 #[derive(Clone, Debug, Serialize)]
@@ -122,8 +122,16 @@ pub(super) fn measure_job(
     if gpu_peer.is_none() && format == OutputFormat::Webm {
         gpu_error = Some("no VP9 encoder on NVIDIA GPUs".to_string());
     }
+    let job = Job {
+        work,
+        tag: &tag,
+        src,
+        res,
+        format,
+        logo,
+    };
     let run_peer = |peer: Peer| -> anyhow::Result<Run> {
-        let mut cmd = peer_cmd(peer, work, &tag, src, res, format, logo)?;
+        let mut cmd = peer_cmd(peer, &job)?;
         let t = Instant::now();
         let child = spawn(&mut cmd, &log)?;
         let u = wait_rss(child, &log)?;
@@ -142,8 +150,7 @@ pub(super) fn measure_job(
         for tool in order {
             match tool {
                 0 => {
-                    let (mut cmd, rep) =
-                        vidforge_cmd(work, &tag, src, res, format, logo, backend, hardware)?;
+                    let (mut cmd, rep) = vidforge_cmd(&job, backend, hardware)?;
                     let t = Instant::now();
                     let child = spawn(&mut cmd, &log)?;
                     let u = wait_rss(child, &log)?;
@@ -235,10 +242,17 @@ pub(super) fn measure_concurrent(
     for i in 0..n {
         let tag = format!("conc-{name}-{n}-{i}");
         let log = work.join(format!("{tag}.log"));
-        let (res, format) = (Resolution::P720, OutputFormat::Mp4);
+        let job = Job {
+            work,
+            tag: &tag,
+            src,
+            res: Resolution::P720,
+            format: OutputFormat::Mp4,
+            logo,
+        };
         let mut cmd = match tool {
-            None => vidforge_cmd(work, &tag, src, res, format, logo, backend, hardware)?.0,
-            Some(peer) => peer_cmd(peer, work, &tag, src, res, format, logo)?,
+            None => vidforge_cmd(&job, backend, hardware)?.0,
+            Some(peer) => peer_cmd(peer, &job)?,
         };
         children.push((spawn(&mut cmd, &log)?, log));
     }
