@@ -127,12 +127,13 @@ pub fn asset_json(a: &AssetRecord, expires_at: u64) -> serde_json::Value {
 }
 
 async fn healthz(State(service): State<RenderService>) -> Response {
+    let hw = service.hardware();
     axum::Json(json!({
         "status": "ok",
         "fingerprint": fingerprint(),
-        "backend": service.backend_name(),
-        "decoder": service.hardware().decoder,
-        "h264_encoder": service.hardware().h264_encoder,
+        "backend": hw.compositor,
+        "decoder": hw.decoder,
+        "h264_encoder": hw.h264_encoder,
     }))
     .into_response()
 }
