@@ -54,7 +54,11 @@ pub fn router_with(service: &RenderService, extensions: Extensions) -> Router {
             policy,
             policy::enforce,
         ));
-    http::health_routes(service.clone()).merge(guarded)
+    http::health_routes(service.clone())
+        .merge(guarded)
+        .layer(axum::middleware::from_fn(
+            crate::unread_body::close_if_body_unread,
+        ))
 }
 
 /// Serves [`router`] on `listener` until `shutdown` resolves, then drains connections.

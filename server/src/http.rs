@@ -256,7 +256,7 @@ fn unsupported_media_type(refused: &str) -> Response {
 }
 
 /// `408`: the upload sent nothing for `idle`; it was aborted and nothing was kept. The
-/// connection closes (the rest of the body is never read).
+/// connection closes: the rest of the body is never read ([`crate::unread_body`]).
 fn upload_timeout(idle: std::time::Duration) -> Response {
     let env = Envelope::new(
         ErrorCode::UploadTimeout,
@@ -266,11 +266,7 @@ fn upload_timeout(idle: std::time::Duration) -> Response {
         ),
     )
     .reason(format!("body_idle_timeout is {} ms", idle.as_millis()));
-    let mut response = error_response(StatusCode::REQUEST_TIMEOUT, &env);
-    response
-        .headers_mut()
-        .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    response
+    error_response(StatusCode::REQUEST_TIMEOUT, &env)
 }
 
 async fn download(

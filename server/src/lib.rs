@@ -30,6 +30,7 @@ pub mod policy;
 pub mod service;
 pub mod shared;
 pub mod store;
+pub mod unread_body;
 pub mod uri;
 pub mod worker;
 

@@ -198,6 +198,11 @@ async fn auth_upload_download_ranges_and_expiry() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(
+        r.headers()[reqwest::header::CONNECTION],
+        "close",
+        "the unread body leaves the connection unusable, so it is not reused"
+    );
     let env: Value = r.json().await.unwrap();
     assert_eq!(env["code"], "asset_too_large");
     assert!(env["request_id"].as_str().unwrap().starts_with("req_"));
