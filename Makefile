@@ -4,7 +4,7 @@ CARGO ?= cargo
 # Tests run the wgpu path on Mesa lavapipe and fail (not skip) when no adapter is found.
 TEST_ENV := WGPU_BACKEND=vulkan VIDFORGE_REQUIRE_GPU=1 XDG_RUNTIME_DIR=/tmp RUST_LOG=warn
 
-.PHONY: deps build serve test first-contact lint fmt bench load chaos fuzz
+.PHONY: deps build serve test first-contact lint fmt bench load chaos fuzz cluster cluster-down
 
 deps:
 	./scripts/install-deps.sh
@@ -18,6 +18,17 @@ build: deps
 # ... or `./target/release/vidforge serve --help` for the rest). Ctrl-C or SIGTERM stops it.
 serve: build
 	./target/release/vidforge serve
+
+# Three nodes on one PostgreSQL behind an nginx gateway, all on 127.0.0.1, state in
+# ./vidforge-cluster: prints the one MCP URL (http://127.0.0.1:8090/mcp) and its bearer token.
+# VIDFORGE_NODES, VIDFORGE_CLUSTER_PORT, VIDFORGE_CLUSTER_TOKENS, ... see scripts/cluster.sh.
+cluster: build
+	./scripts/cluster.sh up
+
+# Stops the gateway, the nodes and PostgreSQL; keeps ./vidforge-cluster (`scripts/cluster.sh
+# down --purge` deletes it).
+cluster-down:
+	./scripts/cluster.sh down
 
 test: deps
 	$(CARGO) build --workspace --all-targets

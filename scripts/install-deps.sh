@@ -13,6 +13,10 @@ PACKAGES=(
   ffmpeg
   # strace: the durability test checks the fsync / rename order of uploads and results.
   strace
+  # Cluster mode and its tests (scripts/cluster.sh, `make cluster`): PostgreSQL 15, the shared
+  # store of the nodes, and nginx, the gateway in front of them. The script runs private
+  # instances of both in its state dir; the system services these packages set up are not used.
+  postgresql nginx
 )
 
 # The SDK-client and conformance checks run on a project-local Node 22 installed by npm from

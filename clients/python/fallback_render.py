@@ -9,16 +9,22 @@ The client declares no tasks extension, so vidforge answers `vidforge_render_vid
 Every step asserts on what the server sent; any failure exits non-zero.
 
 Usage: python fallback_render.py URL CLIP_URI LOGO_URI
+Set VIDFORGE_TOKEN when the server requires bearer tokens.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import sys
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx2  # the SDK's HTTP client
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 WAIT_S = 180.0
 
@@ -49,6 +55,22 @@ async def poll_status(client: Client, render_id: str, until: Any) -> dict[str, A
         await asyncio.sleep(0.2)
 
 
+@contextlib.asynccontextmanager
+async def bearer_transport(url: str, token: str) -> AsyncIterator[Any]:
+    """Streamable HTTP to `url` with `Authorization: Bearer <token>` on every request."""
+    # The SDK's default timeouts: 30 s, and 300 s to read (SSE streams stay open).
+    timeout = httpx2.Timeout(30.0, read=300.0)
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=timeout) as http:
+        async with streamable_http_client(url, http_client=http) as streams:
+            yield streams
+
+
+def server_target(url: str) -> Any:
+    """What `Client` connects to: the URL itself, or with VIDFORGE_TOKEN a bearer transport."""
+    token = os.environ.get("VIDFORGE_TOKEN")
+    return bearer_transport(url, token) if token else url
+
+
 async def main(url: str, clip: str, logo: str) -> None:
     args = {
         "source_asset_uri": clip,
@@ -56,7 +78,7 @@ async def main(url: str, clip: str, logo: str) -> None:
         "resolution": "720p",
         "watermark": {"image_asset_uri": logo, "position": "top_left", "opacity": 0.6},
     }
-    async with Client(url, mode="auto", read_timeout_seconds=60) as client:
+    async with Client(server_target(url), mode="auto", read_timeout_seconds=60) as client:
         print("discover + tools/list")
         check(client.protocol_version == "2026-07-28", "negotiated 2026-07-28", client.protocol_version)
         check(client.server_info is not None and client.server_info.name == "vidforge", "server is vidforge", client.server_info)

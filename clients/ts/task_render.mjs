@@ -7,6 +7,7 @@
 // with ffprobe that it decodes at the requested size. Every step asserts; failure exits 1.
 //
 // Usage: node task_render.mjs MCP_URL CLIP_URI LOGO_URI
+// Set VIDFORGE_TOKEN when the server requires bearer tokens.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -27,6 +28,9 @@ function check(cond, what, got) {
   console.log(`  ok: ${what}`);
 }
 
+// Sent with every request (MCP and the download) when set.
+const auth = process.env.VIDFORGE_TOKEN ? { authorization: `Bearer ${process.env.VIDFORGE_TOKEN}` } : {};
+
 const clientInfo = { name: "vidforge-ts-client-check", version: "1.0.0" };
 const clientCapabilities = { elicitation: { form: {} }, extensions: { [TASKS]: {} } };
 
@@ -39,6 +43,7 @@ async function rawDispatch(body, options = {}) {
   const request = { jsonrpc: "2.0", id: `ts-${nextId++}`, ...body };
   const params = request.params ?? {};
   const headers = {
+    ...auth,
     "content-type": "application/json",
     accept: "application/json, text/event-stream",
     "mcp-protocol-version": PROTOCOL,
@@ -71,7 +76,7 @@ const client = new Client(clientInfo, {
   versionNegotiation: { mode: { pin: PROTOCOL } },
   capabilities: { elicitation: { form: {} } },
 });
-const transport = new StreamableHTTPClientTransport(new URL(url));
+const transport = new StreamableHTTPClientTransport(new URL(url), process.env.VIDFORGE_TOKEN ? { requestInit: { headers: auth } } : undefined);
 const work = mkdtempSync(join(tmpdir(), "vidforge-ts-"));
 try {
   console.log("discover + tools/list");
@@ -132,7 +137,7 @@ try {
   // The link advertises its plain-HTTP download URL (videos are too large to inline).
   const http = link._meta?.["com.vidforge/download_url"];
   check(typeof http === "string" && http.startsWith("http"), "resource_link carries a download URL", link._meta);
-  const resp = await fetch(http);
+  const resp = await fetch(http, { headers: auth });
   check(resp.ok, `GET ${http} succeeds`, resp.status);
   const bytes = Buffer.from(await resp.arrayBuffer());
   check(bytes.length === sc.size_bytes, "downloaded size matches size_bytes", [bytes.length, sc.size_bytes]);

@@ -69,13 +69,23 @@ impl AssetCatalog {
         }
     }
 
-    /// Deletes upload temporaries left by a crash.
-    pub fn remove_partial_uploads(&self) {
+    /// Deletes upload temporaries left by a crash: those nothing has written to for
+    /// `min_age` (zero: all of them, when no other process shares the directory).
+    pub fn remove_partial_uploads(&self, min_age: std::time::Duration) {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
         };
         for e in entries.flatten() {
-            if e.file_name().to_string_lossy().starts_with(PARTIAL_PREFIX) {
+            if !e.file_name().to_string_lossy().starts_with(PARTIAL_PREFIX) {
+                continue;
+            }
+            let idle = e
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .unwrap_or_default();
+            if idle >= min_age {
                 let _ = std::fs::remove_file(e.path());
             }
         }

@@ -4,6 +4,9 @@
 use crate::catalog::{self, ErrorCode};
 use crate::store::{RenderState, StoreError};
 
+/// `retry_after_ms` of [`ServiceError::Unavailable`]: PostgreSQL restarts in seconds.
+pub const STORE_RETRY_AFTER_MS: u64 = 2_000;
+
 /// Why a service call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
@@ -56,6 +59,10 @@ pub enum ServiceError {
     /// Free disk space is under the configured floor, or a write found the disk full.
     #[error("the server's disk is full: {reason}")]
     StorageFull { reason: String },
+    /// The task store cannot be reached for now (PostgreSQL restarting or unreachable):
+    /// nothing was written, and the same call may succeed in a few seconds.
+    #[error("the task store is temporarily unavailable; retry in a few seconds")]
+    Unavailable { reason: String },
     /// Store or file-system fault.
     #[error("internal error: {0}")]
     Internal(String),
@@ -80,7 +87,7 @@ impl ServiceError {
             ServiceError::AssetNotFound => ErrorCode::AssetNotFound,
             ServiceError::AssetInUse { .. } => ErrorCode::AssetInUse,
             ServiceError::StorageFull { .. } => ErrorCode::StorageFull,
-            ServiceError::Internal(_) => ErrorCode::RenderFailed,
+            ServiceError::Unavailable { .. } | ServiceError::Internal(_) => ErrorCode::RenderFailed,
         }
     }
 
@@ -132,7 +139,9 @@ impl ServiceError {
                 "used by unfinished renders: {}",
                 renders.join(", ")
             )),
-            ServiceError::StorageFull { reason } => Some(reason.clone()),
+            ServiceError::StorageFull { reason } | ServiceError::Unavailable { reason } => {
+                Some(reason.clone())
+            }
             ServiceError::NotFound | ServiceError::AssetNotFound | ServiceError::Internal(_) => {
                 None
             }
@@ -146,6 +155,7 @@ impl ServiceError {
             ServiceError::AssetInUse { .. } | ServiceError::StorageFull { .. } => {
                 Some(catalog::STORAGE_RETRY_AFTER.as_millis() as u64)
             }
+            ServiceError::Unavailable { .. } => Some(STORE_RETRY_AFTER_MS),
             _ => None,
         }
     }
@@ -189,6 +199,12 @@ impl From<StoreError> for ServiceError {
             && crate::disk::is_no_space(io)
         {
             return ServiceError::disk_full();
+        }
+        if let StoreError::Unavailable(reason) = e {
+            tracing::warn!(%reason, "task store unavailable");
+            return ServiceError::Unavailable {
+                reason: "the task store (PostgreSQL) cannot be reached".into(),
+            };
         }
         tracing::error!(error = %e, "store fault");
         ServiceError::Internal(e.to_string())

@@ -14,6 +14,7 @@ pub mod auth;
 pub mod catalog;
 pub mod cli;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod connections;
 pub mod disk;

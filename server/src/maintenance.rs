@@ -42,6 +42,9 @@ pub struct SweepReport {
 const ORPHAN_MIN_AGE: Duration = Duration::from_secs(3600);
 
 pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
+    if shared.store.is_shared() {
+        return recover_node(shared);
+    }
     let mut records = shared.store.renders()?;
     records.sort_by_key(|r| r.created_at);
     let now = shared.now();
@@ -74,11 +77,7 @@ pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
                 r.state = RenderState::Cancelled;
                 r.finished_at = Some(now);
             } else if crashed && r.crashes >= max_crashes {
-                tracing::error!(render_id = %r.id, crashes = r.crashes, "render ended the server process too often; failing it instead of restarting it");
-                r.state = RenderState::Failed;
-                r.progress = None;
-                r.finished_at = Some(now);
-                r.outcome = Some(crash_loop_outcome(r.crashes));
+                fail_crash_loop(r, now);
             } else {
                 r.state = RenderState::Queued;
                 r.progress = None;
@@ -113,22 +112,49 @@ pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
     Ok(())
 }
 
-/// How a render that kept ending the server process ends: `render_failed`, not temporary
-/// (the same attempt would end the same way).
-fn crash_loop_outcome(crashes: u32) -> Outcome {
-    Outcome::Error {
+/// Boot of a cluster node: the store is shared, so renders that look interrupted may be
+/// running on other nodes; their leases decide who takes them over ([`crate::cluster`]).
+/// This node only builds its index and ends the leases of its previous life, so its
+/// interrupted renders are taken over at once rather than when those leases run out.
+fn recover_node(shared: &Shared) -> Result<(), ServiceError> {
+    let unfinished = shared.store.unfinished_renders()?;
+    for rec in &unfinished {
+        shared.index(rec);
+    }
+    let released = shared.store.release_node_leases(&shared.node)?;
+    tracing::info!(
+        node = %shared.node,
+        unfinished = unfinished.len(),
+        released_leases = released,
+        "node joined the cluster"
+    );
+    expire_due_approvals(shared)?;
+    sweep(shared)?;
+    Ok(())
+}
+
+/// Ends a render whose attempts keep dying with their process (or node): `render_failed`,
+/// not temporary (the same attempt would end the same way). No crash loops.
+pub(crate) fn fail_crash_loop(r: &mut RenderRecord, now: u64) {
+    let crashes = r.crashes;
+    tracing::error!(render_id = %r.id, crashes, "render ended its server process too often; failing it instead of restarting it");
+    r.state = RenderState::Failed;
+    r.progress = None;
+    r.finished_at = Some(now);
+    r.outcome = Some(Outcome::Error {
         code: ErrorCode::RenderFailed,
         message: format!(
             "The render was stopped: {crashes} attempts ended the server process before they \
-             finished (a crash, an abort or an out-of-memory kill), so it is not restarted again."
+             finished (a crash, an abort, an out-of-memory kill or a node lost), so it is not \
+             restarted again."
         ),
         reason: Some(format!(
-            "{crashes} attempts were found unfinished at server start"
+            "{crashes} attempts were found unfinished, at server start or by another node"
         )),
         field: None,
         retry_after_ms: None,
         temporary: Some(false),
-    }
+    });
 }
 
 pub(crate) fn spawn_maintenance(shared: &Arc<Shared>) -> Result<JoinHandle<()>, ServiceError> {

@@ -5,7 +5,7 @@
 //! Dependencies point one way: [`crate::service`] starts [`crate::worker`] and
 //! [`crate::maintenance`], and all three use this module; none of them imports the service.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -44,6 +44,11 @@ pub(crate) struct Shared {
     pub active: Mutex<HashMap<String, Active>>,
     /// Cancel flags of renders a worker is running.
     pub running: Mutex<HashMap<String, Arc<AtomicBool>>>,
+    /// Renders this node was running when another node took their lease over (cluster mode):
+    /// their workers stop without writing anything.
+    pub lost: Mutex<HashSet<String>>,
+    /// This node's name in work leases ([`Config::node_name`]).
+    pub node: String,
     pub shutdown: AtomicBool,
     /// Refuses new uploads and renders under the free-space floor.
     pub disk: crate::disk::DiskGuard,
@@ -110,6 +115,8 @@ impl Shared {
         let _ = self.events.send(id.to_string());
     }
 
+    /// Queues a render for this node's workers. With a shared store the entry is only a
+    /// hint to look now: workers claim renders from the store ([`crate::cluster`]).
     pub fn enqueue(&self, principal: &str, id: &str) {
         self.queue.push(principal, id);
     }

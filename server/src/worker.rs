@@ -36,14 +36,26 @@ pub(crate) fn spawn_workers(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>,
 }
 
 fn worker_loop(shared: &Shared) {
+    let clustered = shared.store.is_shared();
     while !shared.shutdown.load(Ordering::SeqCst) {
-        if let Some(id) = shared.queue.pop_timeout(IDLE_POLL) {
+        let next = if clustered {
+            crate::cluster::claim_next(shared)
+        } else {
+            shared.queue.pop_timeout(IDLE_POLL)
+        };
+        if let Some(id) = next {
             if shared.shutdown.load(Ordering::SeqCst) {
-                // Left queued in the store: boot recovery picks it up.
+                // Left queued in the store: boot recovery (or another node) picks it up.
+                if clustered {
+                    crate::cluster::release(shared, &id);
+                }
                 break;
             }
             if let Err(e) = process(shared, &id) {
                 tracing::error!(render_id = %id, error = %e, "render processing failed");
+            }
+            if clustered {
+                crate::cluster::release(shared, &id);
             }
             release_freed_memory();
         }
@@ -82,8 +94,20 @@ fn process(shared: &Shared, id: &str) -> Result<(), ServiceError> {
     let _guard = RunningGuard { shared, id };
 
     let now = shared.now();
+    // In a cluster this node holds the render's lease: one still running was being run by
+    // a node that stopped renewing its lease, i.e. died.
+    let takeover = shared.store.is_shared();
+    let max_crashes = shared.config.max_render_crashes;
     let claimed = shared.update_durable(id, |r| {
-        if r.state != RenderState::Queued {
+        let orphaned = matches!(r.state, RenderState::Rendering | RenderState::Previewing);
+        if takeover && orphaned {
+            r.crashes += 1;
+            tracing::warn!(render_id = %r.id, crashes = r.crashes, "taking over a render whose node stopped renewing its lease");
+            if r.crashes >= max_crashes {
+                crate::maintenance::fail_crash_loop(r, now);
+                return Ok(Change::Write(None));
+            }
+        } else if r.state != RenderState::Queued {
             // Stale queue entry (cancelled, already running, awaiting a decision).
             return Ok(Change::Keep(None));
         }
@@ -270,6 +294,10 @@ fn run_render(
         last_stage = Some(p.stage);
         let snap = ProgressSnapshot::new(p.stage.into(), p.frames_done, p.frames_total);
         let res = shared.update(id, |r| {
+            if r.cancel_requested {
+                // Cancelled on another node: the flag reaches this worker here too.
+                cancel.store(true, Ordering::SeqCst);
+            }
             if r.state != RenderState::Rendering {
                 return Ok(Change::Keep(()));
             }
@@ -337,6 +365,12 @@ fn run_render(
                 elapsed_ms = report.elapsed.as_millis() as u64,
                 "render finished"
             );
+            Ok(())
+        }
+        Err(e) if e.kind == FailureKind::Cancelled && lock(&shared.lost).contains(id) => {
+            // Another node holds the lease now and renders into the same shared directory:
+            // leave both the record and the files to it.
+            tracing::warn!(render_id = %id, "render abandoned here: another node took it over");
             Ok(())
         }
         Err(e) if e.kind == FailureKind::Cancelled => {

@@ -30,6 +30,10 @@
 //! idle_timeout = "60s"         # a connection moving no bytes either way is closed
 //! body_idle_timeout = "30s"    # an upload sending nothing for this long is aborted (408)
 //! max_connections = 1024       # connections served at once; more wait to be accepted
+//! store = "sled"               # or "postgres://vidforge@db:5432/vidforge" (a cluster)
+//! media_dir = "/mnt/media"     # assets, previews, results (default: data_dir); shared in a cluster
+//! node_id = "gpu-host-1"       # this node's name in work leases (default HOST:PORT)
+//! lease_ttl = "15s"            # a dead node's renders are taken over after this
 //! [tokens]                     # bearer token -> principal name
 //! "s3cret-token" = "alice"
 //! ```
@@ -90,6 +94,8 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default number of connections served at once.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Default [`Config::lease_ttl`].
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(15);
 /// Shortest accepted header and body timeout.
 const MIN_CONNECTION_TIMEOUT: Duration = Duration::from_millis(100);
 /// How long a tombstone of an expired result is kept after its files are deleted, so a late
@@ -225,6 +231,41 @@ pub struct Config {
     pub body_idle_timeout: Duration,
     /// Connections served at once; further ones wait in the listen backlog until one closes.
     pub max_connections: usize,
+    /// Where tasks live: the embedded sled database, or a PostgreSQL shared by a cluster.
+    pub store: StoreSetting,
+    /// Root of `assets/`, `results/` and `previews/`; `None`: the data directory.
+    pub media_dir: Option<PathBuf>,
+    /// This node's name in work leases; `None`: `HOST:PORT` of the listen address.
+    pub node_id: Option<String>,
+    /// How long a node's claim on a render lasts unrenewed (renewed every third of it).
+    pub lease_ttl: Duration,
+}
+
+/// Which task store (`--store`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum StoreSetting {
+    /// The embedded sled database under the data directory (one node).
+    #[default]
+    Sled,
+    /// A PostgreSQL database at this URL, shared by every node of a cluster.
+    Postgres(String),
+}
+
+impl StoreSetting {
+    /// `sled`, or a `postgres://` / `postgresql://` URL.
+    pub fn parse(value: &str) -> Result<StoreSetting, ConfigError> {
+        let v = value.trim();
+        if v == "sled" {
+            Ok(StoreSetting::Sled)
+        } else if v.starts_with("postgres://") || v.starts_with("postgresql://") {
+            Ok(StoreSetting::Postgres(v.to_string()))
+        } else {
+            Err(ConfigError::Invalid {
+                field: "store",
+                reason: "must be `sled` or a postgres://USER@HOST:PORT/DB URL".into(),
+            })
+        }
+    }
 }
 
 impl Config {
@@ -264,6 +305,10 @@ impl Config {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             body_idle_timeout: DEFAULT_BODY_IDLE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            store: StoreSetting::Sled,
+            media_dir: None,
+            node_id: None,
+            lease_ttl: DEFAULT_LEASE_TTL,
         }
     }
 
@@ -379,6 +424,18 @@ impl Config {
             }
         }
         set(&mut self.max_connections, f.max_connections);
+        if let Some(v) = &f.store {
+            self.store = StoreSetting::parse(v)?;
+        }
+        if f.media_dir.is_some() {
+            self.media_dir = f.media_dir;
+        }
+        if f.node_id.is_some() {
+            self.node_id = f.node_id;
+        }
+        if let Some(v) = f.lease_ttl {
+            self.lease_ttl = v.duration("lease_ttl")?;
+        }
         set(&mut self.backend, f.backend);
         set(&mut self.hwdecode, f.hwdecode);
         set(&mut self.encoder, f.encoder);
@@ -460,6 +517,18 @@ impl Config {
             }
         }
         set(&mut self.max_connections, a.max_connections);
+        if let Some(v) = &a.store {
+            self.store = StoreSetting::parse(v)?;
+        }
+        if a.media_dir.is_some() {
+            self.media_dir = a.media_dir.clone();
+        }
+        if a.node_id.is_some() {
+            self.node_id = a.node_id.clone();
+        }
+        if let Some(v) = &a.lease_ttl {
+            self.lease_ttl = parse_duration(v, "lease_ttl")?;
+        }
         set(&mut self.backend, a.backend);
         set(&mut self.hwdecode, a.hwdecode);
         set(&mut self.encoder, a.encoder);
@@ -544,6 +613,16 @@ impl Config {
         if self.max_connections == 0 {
             return bad("max_connections", "must be at least 1");
         }
+        if self.lease_ttl < Duration::from_secs(1) {
+            return bad("lease_ttl", "must be at least 1s");
+        }
+        if self
+            .node_id
+            .as_ref()
+            .is_some_and(|n| n.trim().is_empty() || n.len() > 200)
+        {
+            return bad("node_id", "must be 1 to 200 characters");
+        }
         for (token, principal) in &self.tokens {
             if token.len() < 8 {
                 return bad("tokens", "every token needs at least 8 characters");
@@ -588,17 +667,35 @@ impl Config {
     pub fn db_dir(&self) -> PathBuf {
         self.data_dir.join("db")
     }
+    /// Root of the media: `media_dir`, or the data directory.
+    pub fn media_root(&self) -> &Path {
+        self.media_dir.as_deref().unwrap_or(&self.data_dir)
+    }
     /// Uploaded assets.
     pub fn assets_dir(&self) -> PathBuf {
-        self.data_dir.join("assets")
+        self.media_root().join("assets")
     }
     /// Rendered results: `results/<render id>/final.<ext>`.
     pub fn results_dir(&self) -> PathBuf {
-        self.data_dir.join("results")
+        self.media_root().join("results")
     }
     /// Watermark previews: `previews/<render id>/watermark-preview.png`.
     pub fn previews_dir(&self) -> PathBuf {
-        self.data_dir.join("previews")
+        self.media_root().join("previews")
+    }
+
+    /// This node's name in work leases: `node_id`, or `HOST:PORT` of the listen address
+    /// (stable across restarts, so a restarted node recognises its own leases).
+    pub fn node_name(&self) -> String {
+        if let Some(n) = &self.node_id {
+            return n.clone();
+        }
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .ok()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "localhost".into());
+        format!("{host}:{}", self.listen.port())
     }
 
     /// Creates the data directory tree.

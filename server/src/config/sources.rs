@@ -98,6 +98,21 @@ pub struct ConfigArgs {
     /// Connections served at once; more wait until one closes.
     #[arg(long, env = "VIDFORGE_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
+    /// Task store: `sled` (embedded, the default) or postgres://USER[:PASSWORD]@HOST:PORT/DB,
+    /// shared by every node of a cluster.
+    #[arg(long, env = "VIDFORGE_STORE")]
+    pub store: Option<String>,
+    /// Where assets, previews and results live (default: the data directory). A cluster's
+    /// nodes share one (a POSIX mount such as NFS).
+    #[arg(long, env = "VIDFORGE_MEDIA_DIR")]
+    pub media_dir: Option<PathBuf>,
+    /// This node's name in work leases (default HOST:PORT of --listen).
+    #[arg(long, env = "VIDFORGE_NODE_ID")]
+    pub node_id: Option<String>,
+    /// How long a cluster node's claim on a render lasts without renewal, e.g. 15s: a node
+    /// that dies loses its renders to the others after this.
+    #[arg(long, env = "VIDFORGE_LEASE_TTL")]
+    pub lease_ttl: Option<String>,
     /// Compositor backend.
     #[arg(long, env = "VIDFORGE_BACKEND", value_enum)]
     pub backend: Option<BackendSetting>,
@@ -157,6 +172,10 @@ pub struct FileConfig {
     pub idle_timeout: Option<DurationValue>,
     pub body_idle_timeout: Option<DurationValue>,
     pub max_connections: Option<usize>,
+    pub store: Option<String>,
+    pub media_dir: Option<PathBuf>,
+    pub node_id: Option<String>,
+    pub lease_ttl: Option<DurationValue>,
     pub backend: Option<BackendSetting>,
     pub hwdecode: Option<HwDecodeSetting>,
     pub encoder: Option<EncoderSetting>,

@@ -5,7 +5,7 @@
 //! (`create_render`, `decide_approval`, `cancel`, asset uploads) are `async` and run their
 //! store work on tokio's blocking pool; each returns only after its write is durable.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -129,6 +129,9 @@ impl RenderService {
             .validate()
             .map_err(|e| ServiceError::Internal(e.to_string()))?;
         config.data_dir = std::path::absolute(&config.data_dir)?;
+        if let Some(media) = &config.media_dir {
+            config.media_dir = Some(std::path::absolute(media)?);
+        }
         config.ensure_dirs()?;
         let store = open_store(&config)?;
         let assets = AssetCatalog::new(
@@ -138,8 +141,16 @@ impl RenderService {
             parts.prober,
             parts.clock.clone(),
         );
-        assets.remove_partial_uploads();
-        let (config_dir, min_free_bytes) = (config.data_dir.clone(), config.min_free_bytes);
+        // Another node's upload may be in flight in a shared media dir: only partials that
+        // nothing has written to for a while are a crash's leftovers there.
+        assets.remove_partial_uploads(if store.is_shared() {
+            crate::cluster::PARTIAL_UPLOAD_MIN_AGE
+        } else {
+            std::time::Duration::ZERO
+        });
+        let (media_dir, min_free_bytes) =
+            (config.media_root().to_path_buf(), config.min_free_bytes);
+        let node = config.node_name();
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
         let shared = Arc::new(Shared {
             config,
@@ -153,12 +164,17 @@ impl RenderService {
             create_lock: Mutex::new(()),
             active: Mutex::new(HashMap::new()),
             running: Mutex::new(HashMap::new()),
+            lost: Mutex::new(HashSet::new()),
+            node,
             shutdown: AtomicBool::new(false),
-            disk: crate::disk::DiskGuard::new(&config_dir, min_free_bytes),
+            disk: crate::disk::DiskGuard::new(&media_dir, min_free_bytes),
         });
         maintenance::recover(&shared)?;
         let mut threads = worker::spawn_workers(&shared)?;
         threads.push(maintenance::spawn_maintenance(&shared)?);
+        if shared.store.is_shared() {
+            threads.extend(crate::cluster::spawn(&shared)?);
+        }
         Ok(RenderService {
             life: Arc::new(Lifecycle {
                 shared: shared.clone(),
@@ -444,6 +460,11 @@ impl RenderService {
 /// tries once more (the server then starts, serves reads and refuses new work until space
 /// is back). Puts the reserve (back) in place when there is room for it.
 fn open_store(config: &Config) -> Result<Store, ServiceError> {
+    if let crate::config::StoreSetting::Postgres(url) = &config.store {
+        let store = Store::connect_postgres(url)?;
+        tracing::info!(store = %store.describe(), node = %config.node_name(), "using the shared PostgreSQL store");
+        return Ok(store);
+    }
     let store = match Store::open(&config.db_dir()) {
         Err(StoreError::Sled(sled::Error::Io(e)))
             if crate::disk::is_no_space(&e) && crate::disk::release_ballast(&config.data_dir) =>

@@ -7,13 +7,12 @@ use std::sync::atomic::Ordering;
 use serde_json::Value;
 
 use crate::args::{canonical_args_hash, watermark_params_hash};
-use crate::clock::add_ms;
 use crate::error::ServiceError;
 use crate::ids;
 use crate::shared::{Shared, lock};
 use crate::store::{
-    Approval, AssetKind, Change, Decision, IdempotencyEntry, Outcome, RenderArgs, RenderRecord,
-    RenderState,
+    Approval, AssetKind, Change, Decision, IdempotencyEntry, Inserted, NewKey, Outcome, RenderArgs,
+    RenderRecord, RenderState,
 };
 
 use super::{CreateOutcome, DecisionOutcome};
@@ -29,22 +28,18 @@ pub(super) fn create_blocking(
     let _guard = lock(&shared.create_lock);
     let now = shared.now();
 
+    let ttl_ms = shared.config.idempotency_ttl.as_millis() as u64;
+    // An entry created before this is past its TTL: the key starts a new render.
+    let mut stale_before = now.saturating_sub(ttl_ms).saturating_add(1);
     if let Some(key) = &args.idempotency_key
         && let Some(entry) = shared.store.get_idempotency(principal, key)?
-        && now < add_ms(entry.created_at, shared.config.idempotency_ttl)
+        && entry.created_at >= stale_before
     {
-        if entry.args_hash != args_hash {
-            return Err(ServiceError::IdempotencyConflict);
+        match replay(shared, principal, &entry, &args_hash)? {
+            Some(outcome) => return Ok(outcome),
+            // The render it pointed to is gone: the key starts a new one.
+            None => stale_before = u64::MAX,
         }
-        if let Some(rec) = shared.store.get_render(&entry.render_id)?
-            && rec.principal == principal
-        {
-            return Ok(CreateOutcome {
-                record: rec,
-                replayed: true,
-            });
-        }
-        // The render it pointed to is gone: the key starts a new one.
     }
     // A replay above costs nothing; a new render needs room to finish.
     shared.disk.check()?;
@@ -125,17 +120,22 @@ pub(super) fn create_blocking(
         attempts: 0,
         crashes: 0,
     };
-    shared.store.put_render(&rec)?;
-    if let Some(key) = &rec.args.idempotency_key {
-        shared.store.put_idempotency(
-            principal,
-            key,
-            &IdempotencyEntry {
-                render_id: rec.id.clone(),
-                args_hash,
-                created_at: now,
-            },
-        )?;
+    let key = rec.args.idempotency_key.as_deref().map(|key| NewKey {
+        principal,
+        key,
+        entry: IdempotencyEntry {
+            render_id: rec.id.clone(),
+            args_hash: args_hash.clone(),
+            created_at: now,
+        },
+        stale_before,
+    });
+    // Atomic with the key: of concurrent creators with one key (on any node) one writes; the
+    // others replay its render.
+    if let Inserted::KeyTaken(entry) = shared.store.insert_render(&rec, key.as_ref())? {
+        return replay(shared, principal, &entry, &args_hash)?.ok_or_else(|| {
+            ServiceError::Internal("an idempotency key names a missing render".into())
+        });
     }
     shared.store.flush()?;
     shared.index(&rec);
@@ -153,6 +153,27 @@ pub(super) fn create_blocking(
         record: rec,
         replayed: false,
     })
+}
+
+/// The render an idempotency entry names, as a replay: `IdempotencyConflict` when the key
+/// was used with other arguments, `None` when that render is gone.
+fn replay(
+    shared: &Shared,
+    principal: &str,
+    entry: &IdempotencyEntry,
+    args_hash: &str,
+) -> Result<Option<CreateOutcome>, ServiceError> {
+    if entry.args_hash != args_hash {
+        return Err(ServiceError::IdempotencyConflict);
+    }
+    Ok(shared
+        .store
+        .get_render(&entry.render_id)?
+        .filter(|rec| rec.principal == principal)
+        .map(|record| CreateOutcome {
+            record,
+            replayed: true,
+        }))
 }
 
 /// Message of the `watermark_rejected` outcome.

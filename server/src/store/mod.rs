@@ -1,27 +1,35 @@
-//! The durable store: one sled database with three trees. It is the truth about every render;
-//! the worker pool and every read path derive their state from it. An MCP extension (see
-//! [`crate::mcp::extension`]) may open trees of its own in the same database
-//! ([`Store::open_tree`]) and keep JSON records there with [`update_in`] and [`all_in`].
+//! The durable store: the truth about every render; the worker pool and every read path
+//! derive their state from it. Two backends behind one [`Store`]:
 //!
-//! | tree          | key                        | value (serde_json)   |
-//! |---------------|----------------------------|----------------------|
-//! | `renders`     | render id (`task_…`)       | [`RenderRecord`]     |
-//! | `idempotency` | principal `\0` key         | [`IdempotencyEntry`] |
-//! | `assets`      | asset id (`a_…`)           | [`AssetRecord`]      |
+//! - **sled** (`sled_store.rs`, the default): one embedded database in the data dir, for one
+//!   node. An MCP extension (see [`crate::mcp::extension`]) may open trees of its own in it
+//!   ([`Store::open_tree`]) and keep JSON records there with [`update_in`] and [`all_in`].
+//! - **PostgreSQL** (`postgres.rs`, `--store postgres://…`): shared by every node of a
+//!   cluster, with the work queue's leases ([`Store::claim`]) and a change feed
+//!   ([`Store::watch`]) on top.
 //!
-//! The record types are in `model.rs` (re-exported here); this file is the persistence.
+//! The record types are in `model.rs` (re-exported here). Both backends keep the same JSON.
 //!
-//! sled makes a write durable only at `flush` (it flushes in the background every 500 ms).
-//! Callers flush ([`Store::flush`]) after every write a client may rely on, before answering.
-//! Progress updates are the exception: losing the last few is harmless.
+//! sled makes a write durable only at `flush` (it flushes in the background every 500 ms);
+//! PostgreSQL at every commit. Callers flush ([`Store::flush`]) after every write a client may
+//! rely on, before answering. Progress updates are the exception: losing the last few is
+//! harmless.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 mod model;
+mod postgres;
+mod sled_store;
 
 pub use model::*;
+use postgres::PgStore;
+pub use postgres::{Claim, MIGRATIONS, StoreEvent};
+use sled_store::SledStore;
+
 /// Store faults.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -40,6 +48,39 @@ pub enum StoreError {
     },
     #[error("cannot encode record: {0}")]
     Encode(serde_json::Error),
+    /// The database cannot be reached (PostgreSQL down or restarting): temporary.
+    #[error("the task store is unavailable: {0}")]
+    Unavailable(String),
+    /// PostgreSQL refused a statement.
+    #[error("database error: {0}")]
+    Postgres(String),
+    /// A bad `--store` URL, or a schema this build cannot use.
+    #[error("task store: {0}")]
+    Config(String),
+    /// What only one of the backends has (an extension's own trees: sled; the shared work
+    /// queue: PostgreSQL).
+    #[error("{0} is not available with this store backend")]
+    Unsupported(&'static str),
+    #[error("cannot start the store's threads: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// An idempotency key taken together with a new render ([`Store::insert_render`]).
+pub struct NewKey<'a> {
+    pub principal: &'a str,
+    pub key: &'a str,
+    pub entry: IdempotencyEntry,
+    /// An existing entry created before this (Unix ms) is past its TTL and is replaced.
+    pub stale_before: u64,
+}
+
+/// What [`Store::insert_render`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Inserted {
+    /// The record (and its key) were written.
+    Created,
+    /// The key is held by this live entry (another call won the race): nothing was written.
+    KeyTaken(IdempotencyEntry),
 }
 
 /// What an update closure decided.
@@ -59,71 +100,107 @@ pub struct Updated<R, T> {
     pub written: bool,
 }
 
-/// Handle to the sled database (cheap to clone).
+/// Handle to the store (cheap to clone).
 #[derive(Clone, Debug)]
 pub struct Store {
-    db: sled::Db,
-    renders: sled::Tree,
-    idempotency: sled::Tree,
-    assets: sled::Tree,
+    backend: Backend,
+}
+
+#[derive(Clone, Debug)]
+enum Backend {
+    Sled(SledStore),
+    Postgres(PgStore),
+}
+
+/// Calls the same method on whichever backend this is.
+macro_rules! each {
+    ($self:ident, $s:ident => $e:expr) => {
+        match &$self.backend {
+            Backend::Sled($s) => $e,
+            Backend::Postgres($s) => $e,
+        }
+    };
 }
 
 impl Store {
-    /// Opens (or creates) the database in `dir`. Fails with [`StoreError::Locked`] when another
-    /// process holds it.
+    /// Opens (or creates) the embedded database in `dir`. Fails with [`StoreError::Locked`]
+    /// when another process holds it.
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
-        let db = sled::Config::new().path(dir).open().map_err(|e| match e {
-            sled::Error::Io(io) if io.to_string().contains("could not acquire lock") => {
-                StoreError::Locked {
-                    path: dir.to_path_buf(),
-                }
-            }
-            other => StoreError::Sled(other),
-        })?;
         Ok(Store {
-            renders: db.open_tree("renders")?,
-            idempotency: db.open_tree("idempotency")?,
-            assets: db.open_tree("assets")?,
-            db,
+            backend: Backend::Sled(SledStore::open(dir)?),
         })
+    }
+
+    /// Connects to PostgreSQL at `url` (`postgres://user[:password]@host:port/db`) and applies
+    /// pending migrations.
+    pub fn connect_postgres(url: &str) -> Result<Store, StoreError> {
+        Ok(Store {
+            backend: Backend::Postgres(PgStore::connect(url)?),
+        })
+    }
+
+    /// Whether other nodes share this store (PostgreSQL): work is then claimed from it
+    /// rather than from this process's queue.
+    pub fn is_shared(&self) -> bool {
+        matches!(self.backend, Backend::Postgres(_))
+    }
+
+    /// `sled` or the PostgreSQL URL (password redacted), for logs and `/healthz`.
+    pub fn describe(&self) -> String {
+        match &self.backend {
+            Backend::Sled(_) => "sled".into(),
+            Backend::Postgres(p) => p.display().to_string(),
+        }
     }
 
     /// Opens (or creates) a further tree in the same database, for an MCP extension's own
     /// records. Its name must not be one of the store's own (`renders`, `idempotency`,
-    /// `assets`); [`Store::flush`] makes its writes durable too.
+    /// `assets`); [`Store::flush`] makes its writes durable too. Embedded store only.
     pub fn open_tree(&self, name: &str) -> Result<sled::Tree, StoreError> {
-        Ok(self.db.open_tree(name)?)
+        match &self.backend {
+            Backend::Sled(s) => Ok(s.db.open_tree(name)?),
+            Backend::Postgres(_) => Err(StoreError::Unsupported("an extension's own records")),
+        }
     }
 
-    /// Makes every previous write durable.
+    /// Makes every previous write durable (PostgreSQL commits are already).
     pub fn flush(&self) -> Result<(), StoreError> {
-        self.db.flush()?;
-        Ok(())
+        match &self.backend {
+            Backend::Sled(s) => s.flush(),
+            Backend::Postgres(_) => Ok(()),
+        }
     }
 
     // ---- renders ----
 
     pub fn get_render(&self, id: &str) -> Result<Option<RenderRecord>, StoreError> {
-        self.renders
-            .get(id.as_bytes())?
-            .map(|v| decode(id, &v))
-            .transpose()
+        each!(self, s => s.get_render(id))
     }
 
     /// Inserts or replaces a record (not flushed).
     pub fn put_render(&self, rec: &RenderRecord) -> Result<(), StoreError> {
-        self.renders.insert(rec.id.as_bytes(), encode(rec)?)?;
-        Ok(())
+        each!(self, s => s.put_render(rec))
+    }
+
+    /// Writes a new record and, with `key`, its idempotency entry, atomically: the key is
+    /// taken only if it is free (or stale), so of concurrent creators with one key exactly
+    /// one writes (not flushed).
+    pub fn insert_render(
+        &self,
+        rec: &RenderRecord,
+        key: Option<&NewKey<'_>>,
+    ) -> Result<Inserted, StoreError> {
+        each!(self, s => s.insert_render(rec, key))
     }
 
     pub fn delete_render(&self, id: &str) -> Result<(), StoreError> {
-        self.renders.remove(id.as_bytes())?;
-        Ok(())
+        each!(self, s => s.delete_render(id))
     }
 
-    /// Read-modify-write of one record with compare-and-swap, retried on concurrent change, so
-    /// worker progress, decisions and cancellations never overwrite each other. `f` may run more
-    /// than once. Returns `None` when the record does not exist. Not flushed.
+    /// Read-modify-write of one record, retried on concurrent change (compare-and-swap on
+    /// sled, a version check on PostgreSQL), so worker progress, decisions and cancellations
+    /// never overwrite each other. `f` may run more than once. Returns `None` when the record
+    /// does not exist. Not flushed.
     pub fn update_render<T, E>(
         &self,
         id: &str,
@@ -132,34 +209,35 @@ impl Store {
     where
         E: From<StoreError>,
     {
-        update_in(&self.renders, id, f)
+        each!(self, s => s.update_render(id, f))
     }
 
     /// Every render record (decode errors are logged and skipped so one bad record cannot
     /// stop the service).
     pub fn renders(&self) -> Result<Vec<RenderRecord>, StoreError> {
-        all_in(&self.renders, "render")
+        each!(self, s => s.renders())
+    }
+
+    /// Every unfinished render record.
+    pub fn unfinished_renders(&self) -> Result<Vec<RenderRecord>, StoreError> {
+        match &self.backend {
+            Backend::Sled(s) => Ok(s
+                .renders()?
+                .into_iter()
+                .filter(|r| !r.is_terminal())
+                .collect()),
+            Backend::Postgres(p) => p.unfinished_renders(),
+        }
     }
 
     // ---- idempotency ----
-
-    fn idem_key(principal: &str, key: &str) -> Vec<u8> {
-        let mut k = Vec::with_capacity(principal.len() + key.len() + 1);
-        k.extend_from_slice(principal.as_bytes());
-        k.push(0);
-        k.extend_from_slice(key.as_bytes());
-        k
-    }
 
     pub fn get_idempotency(
         &self,
         principal: &str,
         key: &str,
     ) -> Result<Option<IdempotencyEntry>, StoreError> {
-        self.idempotency
-            .get(Self::idem_key(principal, key))?
-            .map(|v| decode(key, &v))
-            .transpose()
+        each!(self, s => s.get_idempotency(principal, key))
     }
 
     /// Inserts or replaces (not flushed).
@@ -169,56 +247,87 @@ impl Store {
         key: &str,
         entry: &IdempotencyEntry,
     ) -> Result<(), StoreError> {
-        self.idempotency
-            .insert(Self::idem_key(principal, key), encode(entry)?)?;
-        Ok(())
+        each!(self, s => s.put_idempotency(principal, key, entry))
     }
 
     /// Removes every idempotency entry created before `cutoff_ms`; returns how many.
     pub fn remove_idempotency_before(&self, cutoff_ms: u64) -> Result<usize, StoreError> {
-        let mut removed = 0;
-        for item in self.idempotency.iter() {
-            let (k, v) = item?;
-            let stale = match decode::<IdempotencyEntry>("idempotency", &v) {
-                Ok(e) => e.created_at < cutoff_ms,
-                Err(_) => true,
-            };
-            if stale {
-                self.idempotency.remove(k)?;
-                removed += 1;
-            }
-        }
-        Ok(removed)
+        each!(self, s => s.remove_idempotency_before(cutoff_ms))
     }
 
     /// Number of idempotency entries (diagnostics and tests).
-    pub fn idempotency_len(&self) -> usize {
-        self.idempotency.len()
+    pub fn idempotency_len(&self) -> Result<usize, StoreError> {
+        match &self.backend {
+            Backend::Sled(s) => Ok(s.idempotency_len()),
+            Backend::Postgres(p) => p.idempotency_len(),
+        }
     }
 
     // ---- assets ----
 
     pub fn get_asset(&self, id: &str) -> Result<Option<AssetRecord>, StoreError> {
-        self.assets
-            .get(id.as_bytes())?
-            .map(|v| decode(id, &v))
-            .transpose()
+        each!(self, s => s.get_asset(id))
     }
 
     /// Inserts or replaces (not flushed).
     pub fn put_asset(&self, rec: &AssetRecord) -> Result<(), StoreError> {
-        self.assets.insert(rec.id.as_bytes(), encode(rec)?)?;
-        Ok(())
+        each!(self, s => s.put_asset(rec))
     }
 
     /// Removes an asset record (not flushed); whether it existed.
     pub fn delete_asset(&self, id: &str) -> Result<bool, StoreError> {
-        Ok(self.assets.remove(id.as_bytes())?.is_some())
+        each!(self, s => s.delete_asset(id))
     }
 
     /// Every asset record.
     pub fn assets(&self) -> Result<Vec<AssetRecord>, StoreError> {
-        all_in(&self.assets, "asset")
+        each!(self, s => s.assets())
+    }
+
+    // ---- the shared work queue (PostgreSQL) ----
+
+    fn shared_store(&self) -> Result<&PgStore, StoreError> {
+        match &self.backend {
+            Backend::Postgres(p) => Ok(p),
+            Backend::Sled(_) => Err(StoreError::Unsupported("the shared work queue")),
+        }
+    }
+
+    /// Takes the lease (for `lease`, by the database's clock) of the oldest render a worker
+    /// may run: queued and unheld, or running under a lease that expired (its node died).
+    pub fn claim(&self, node: &str, lease: Duration) -> Result<Option<Claim>, StoreError> {
+        self.shared_store()?.claim(node, lease)
+    }
+
+    /// Extends `node`'s leases on `ids` by `lease`; returns the ids it still holds.
+    pub fn renew_leases(
+        &self,
+        node: &str,
+        ids: Vec<String>,
+        lease: Duration,
+    ) -> Result<Vec<String>, StoreError> {
+        self.shared_store()?.renew(node, ids, lease)
+    }
+
+    /// Gives up `node`'s lease on `id`.
+    pub fn release_lease(&self, node: &str, id: &str) -> Result<(), StoreError> {
+        self.shared_store()?.release(node, id)
+    }
+
+    /// Ends every lease `node` holds (at start-up); returns how many.
+    pub fn release_node_leases(&self, node: &str) -> Result<usize, StoreError> {
+        self.shared_store()?.release_all(node)
+    }
+
+    /// Blocks, reporting every committed change of a render record (on any node) until
+    /// `stop` is set.
+    pub fn watch(
+        &self,
+        stop: &AtomicBool,
+        on_event: impl FnMut(StoreEvent),
+    ) -> Result<(), StoreError> {
+        self.shared_store()?.watch(stop, on_event);
+        Ok(())
     }
 }
 

@@ -1,0 +1,532 @@
+//! One suite for both task-store backends: every test in `shared_suite` runs against the
+//! embedded sled store and against a real PostgreSQL 15 (initdb into a temp dir, started on a
+//! free loopback port by this test, stopped at the end). Then the work queue's leases and the
+//! change feed, which only the PostgreSQL store has.
+//!
+//! PostgreSQL's binaries come from Debian's `postgresql` package (`scripts/install-deps.sh`);
+//! when they are missing the test fails rather than skipping.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use vidforge::catalog::ErrorCode;
+use vidforge::store::*;
+
+/// A private PostgreSQL server, stopped on drop.
+struct Postgres {
+    _dir: tempfile::TempDir,
+    bin: PathBuf,
+    data: PathBuf,
+    port: u16,
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+impl Postgres {
+    fn bin_dir() -> PathBuf {
+        let bin = PathBuf::from(
+            std::env::var("VIDFORGE_PG_BIN").unwrap_or("/usr/lib/postgresql/15/bin".into()),
+        );
+        assert!(
+            bin.join("initdb").exists(),
+            "{} has no initdb: install PostgreSQL 15 (scripts/install-deps.sh)",
+            bin.display()
+        );
+        bin
+    }
+
+    /// Runs a PostgreSQL program, as the `postgres` user when we are root (it refuses root).
+    fn run(bin: &Path, program: &str, args: &[&str]) {
+        let exe = bin.join(program);
+        let mut cmd = if is_root() {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&exe);
+            c
+        } else {
+            Command::new(&exe)
+        };
+        let out = cmd
+            .args(args)
+            .current_dir("/")
+            .output()
+            .expect("run a PostgreSQL program");
+        assert!(
+            out.status.success(),
+            "{program} {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn start() -> Postgres {
+        let bin = Self::bin_dir();
+        let dir = tempfile::tempdir().expect("temp dir");
+        if is_root() {
+            let ok = Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(dir.path())
+                .status()
+                .expect("chown");
+            assert!(ok.success());
+        }
+        let data = dir.path().join("pg");
+        let data_s = data.to_str().unwrap().to_string();
+        Self::run(
+            &bin,
+            "initdb",
+            &[
+                "-D",
+                &data_s,
+                "-U",
+                "vidforge",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+            ],
+        );
+        let port = free_port();
+        let log = dir.path().join("pg.log");
+        let opts = format!(
+            "-p {port} -k {} -c listen_addresses=127.0.0.1",
+            dir.path().display()
+        );
+        Self::run(
+            &bin,
+            "pg_ctl",
+            &[
+                "-D",
+                &data_s,
+                "-l",
+                log.to_str().unwrap(),
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                &opts,
+                "start",
+            ],
+        );
+        Postgres {
+            _dir: dir,
+            bin,
+            data,
+            port,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://vidforge@127.0.0.1:{}/postgres", self.port)
+    }
+
+    fn restart(&self) {
+        Self::run(
+            &self.bin,
+            "pg_ctl",
+            &[
+                "-D",
+                self.data.to_str().unwrap(),
+                "-w",
+                "-m",
+                "fast",
+                "restart",
+            ],
+        );
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let exe = self.bin.join("pg_ctl");
+        let data = self.data.to_str().unwrap().to_string();
+        let mut cmd = if is_root() {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&exe);
+            c
+        } else {
+            Command::new(&exe)
+        };
+        let _ = cmd
+            .args(["-D", &data, "-m", "immediate", "stop"])
+            .current_dir("/")
+            .output();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+fn sample(id: &str, created_at: u64) -> RenderRecord {
+    RenderRecord {
+        id: id.into(),
+        principal: "alice".into(),
+        args: RenderArgs {
+            source_asset: "a_X".into(),
+            output_format: OutputFormat::Webm,
+            resolution: Resolution::P720,
+            watermark: Some(WatermarkArgs {
+                image_asset: "a_Y".into(),
+                position: "center".into(),
+                opacity: 0.6,
+            }),
+            idempotency_key: Some("k1".into()),
+        },
+        original_arguments: serde_json::json!({"source_asset_uri": "vidforge://assets/a_X"}),
+        state: RenderState::Queued,
+        progress: Some(ProgressSnapshot::new(ProgressStage::Rendering, 5, Some(10))),
+        created_at,
+        updated_at: created_at,
+        approval: None,
+        preview_path: None,
+        outcome: None,
+        cancel_requested: false,
+        finished_at: None,
+        result_deleted: false,
+        attempts: 0,
+        crashes: 0,
+    }
+}
+
+fn entry(render_id: &str, created_at: u64) -> IdempotencyEntry {
+    IdempotencyEntry {
+        render_id: render_id.into(),
+        args_hash: "h".into(),
+        created_at,
+    }
+}
+
+// ---- the suite both backends pass ----
+
+fn records_round_trip(s: &Store) {
+    let mut rec = sample("task_rt", 1);
+    rec.state = RenderState::Failed;
+    rec.outcome = Some(Outcome::Error {
+        code: ErrorCode::WatermarkRejected,
+        message: "m".into(),
+        reason: Some("r".into()),
+        field: Some("watermark".into()),
+        retry_after_ms: None,
+        temporary: None,
+    });
+    s.put_render(&rec).unwrap();
+    s.flush().unwrap();
+    assert_eq!(s.get_render("task_rt").unwrap(), Some(rec.clone()));
+    assert_eq!(s.get_render("task_none").unwrap(), None);
+    s.put_render(&sample("task_open", 2)).unwrap();
+    let unfinished: Vec<String> = s
+        .unfinished_renders()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert!(unfinished.contains(&"task_open".to_string()));
+    assert!(!unfinished.contains(&"task_rt".to_string()));
+    assert!(s.renders().unwrap().len() >= 2);
+    s.delete_render("task_rt").unwrap();
+    assert_eq!(s.get_render("task_rt").unwrap(), None);
+}
+
+fn updates_never_lose_a_write(s: &Store) {
+    s.put_render(&sample("task_cas", 1)).unwrap();
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                for _ in 0..25 {
+                    s.update_render::<(), StoreError>("task_cas", |r| {
+                        r.attempts += 1;
+                        Ok(Change::Write(()))
+                    })
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(s.get_render("task_cas").unwrap().unwrap().attempts, 100);
+    let kept = s
+        .update_render::<u32, StoreError>("task_cas", |r| {
+            r.attempts = 0;
+            Ok(Change::Keep(7))
+        })
+        .unwrap()
+        .unwrap();
+    assert!(!kept.written);
+    assert_eq!((kept.value, kept.record.attempts), (7, 100));
+    assert!(
+        s.update_render::<(), StoreError>("task_nope", |_| Ok(Change::Keep(())))
+            .unwrap()
+            .is_none()
+    );
+}
+
+fn one_key_one_render_under_concurrency(s: &Store) {
+    let winners: Vec<_> = (0..8)
+        .map(|i| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let rec = sample(&format!("task_dup{i}"), 100);
+                let key = NewKey {
+                    principal: "alice",
+                    key: "same-key",
+                    entry: entry(&rec.id, 100),
+                    stale_before: 50,
+                };
+                (rec.id.clone(), s.insert_render(&rec, Some(&key)).unwrap())
+            })
+        })
+        .map(|t| t.join().unwrap())
+        .collect();
+    let created: Vec<&String> = winners
+        .iter()
+        .filter(|(_, r)| *r == Inserted::Created)
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(created.len(), 1, "exactly one creator wins: {winners:?}");
+    for (id, r) in &winners {
+        match r {
+            Inserted::Created => assert!(s.get_render(id).unwrap().is_some()),
+            Inserted::KeyTaken(e) => {
+                assert_eq!(&e.render_id, created[0]);
+                assert!(s.get_render(id).unwrap().is_none(), "a loser wrote {id}");
+            }
+        }
+    }
+    // Another principal's key of the same name is another key.
+    let rec = sample("task_bob", 100);
+    let key = NewKey {
+        principal: "bob",
+        key: "same-key",
+        entry: entry("task_bob", 100),
+        stale_before: 50,
+    };
+    assert_eq!(
+        s.insert_render(&rec, Some(&key)).unwrap(),
+        Inserted::Created
+    );
+    // A stale entry is replaced.
+    let rec = sample("task_fresh", 500);
+    let key = NewKey {
+        principal: "alice",
+        key: "same-key",
+        entry: entry("task_fresh", 500),
+        stale_before: 400,
+    };
+    assert_eq!(
+        s.insert_render(&rec, Some(&key)).unwrap(),
+        Inserted::Created
+    );
+    assert_eq!(
+        s.get_idempotency("alice", "same-key")
+            .unwrap()
+            .unwrap()
+            .render_id,
+        "task_fresh"
+    );
+}
+
+fn idempotency_entries_expire(s: &Store) {
+    s.put_idempotency("carol", "k", &entry("task_1", 10))
+        .unwrap();
+    s.put_idempotency("dave", "k", &entry("task_2", 1_000_000))
+        .unwrap();
+    assert_eq!(
+        s.get_idempotency("carol", "k").unwrap(),
+        Some(entry("task_1", 10))
+    );
+    assert_eq!(s.get_idempotency("erin", "k").unwrap(), None);
+    let before = s.idempotency_len().unwrap();
+    assert!(s.remove_idempotency_before(50).unwrap() >= 1);
+    assert!(s.idempotency_len().unwrap() < before);
+    assert_eq!(s.get_idempotency("carol", "k").unwrap(), None);
+    assert!(s.get_idempotency("dave", "k").unwrap().is_some());
+}
+
+fn assets_round_trip(s: &Store) {
+    let a = AssetRecord {
+        id: "a_1".into(),
+        uri: "vidforge://assets/a_1".into(),
+        principal: "alice".into(),
+        kind: AssetKind::Video,
+        file_name: "clip.mp4".into(),
+        path: "/media/assets/a_1".into(),
+        size_bytes: 42,
+        created_at: 7,
+        probe: AssetProbe::default(),
+    };
+    s.put_asset(&a).unwrap();
+    assert_eq!(s.get_asset("a_1").unwrap(), Some(a.clone()));
+    assert_eq!(s.assets().unwrap(), vec![a]);
+    assert!(s.delete_asset("a_1").unwrap());
+    assert!(!s.delete_asset("a_1").unwrap());
+    assert_eq!(s.get_asset("a_1").unwrap(), None);
+}
+
+fn shared_suite(s: &Store) {
+    records_round_trip(s);
+    updates_never_lose_a_write(s);
+    one_key_one_render_under_concurrency(s);
+    idempotency_entries_expire(s);
+    assets_round_trip(s);
+}
+
+#[test]
+fn sled_store_passes_the_shared_suite() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Store::open(dir.path()).unwrap();
+    assert!(!s.is_shared());
+    shared_suite(&s);
+    // The queue is the cluster's: the embedded store says so rather than pretending.
+    assert!(matches!(
+        s.claim("n1", Duration::from_secs(5)),
+        Err(StoreError::Unsupported(_))
+    ));
+}
+
+#[test]
+fn postgres_store_passes_the_shared_suite_and_runs_the_work_queue() {
+    let pg = Postgres::start();
+    let s = Store::connect_postgres(&pg.url()).unwrap();
+    assert!(s.is_shared());
+    // Migrations run once: a second node connecting finds them applied.
+    let s2 = Store::connect_postgres(&pg.url()).unwrap();
+    shared_suite(&s);
+    assert!(
+        s2.get_render("task_open").unwrap().is_some(),
+        "one database"
+    );
+
+    // ---- the work queue ----
+    for r in s.unfinished_renders().unwrap() {
+        s.delete_render(&r.id).unwrap();
+    }
+    for i in 0..6 {
+        s.put_render(&sample(&format!("task_q{i}"), 1000 + i))
+            .unwrap();
+    }
+    // Two nodes claiming side by side never get the same render.
+    let lease = Duration::from_secs(2);
+    let claims: Vec<Vec<String>> = ["n1", "n2"]
+        .into_iter()
+        .map(|node| {
+            let s = s.clone();
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                for _ in 0..3 {
+                    got.push(s.claim(node, lease).unwrap().expect("work left").id);
+                }
+                got
+            })
+        })
+        .map(|t| t.join().unwrap())
+        .collect();
+    let mut all: Vec<String> = claims.concat();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 6, "each render claimed once: {claims:?}");
+    assert!(s.claim("n3", lease).unwrap().is_none(), "all leased");
+
+    // n1 keeps renewing one render; n2 finishes one (releases it) and dies with the rest.
+    let n1 = claims[0][0].clone();
+    let released = claims[1][0].clone();
+    s.update_render::<(), StoreError>(&n1, |r| {
+        r.state = RenderState::Rendering;
+        Ok(Change::Write(()))
+    })
+    .unwrap();
+    s.release_lease("n2", &released).unwrap();
+    assert_eq!(
+        s.claim("n3", lease).unwrap().map(|c| c.id),
+        Some(released.clone()),
+        "a released queued render is claimable at once"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut taken = Vec::new();
+    while taken.len() < 4 && Instant::now() < deadline {
+        let held = s.renew_leases("n1", claims[0].clone(), lease).unwrap();
+        assert_eq!(held.len(), 3, "n1 keeps what it renews");
+        if let Some(c) = s.claim("n3", lease).unwrap() {
+            taken.push(c.id);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    taken.sort();
+    let mut expected: Vec<String> = claims[1][1..].to_vec();
+    expected.sort();
+    // n2's two unreleased renders expire and go to n3; n1's are never taken.
+    assert_eq!(taken, expected);
+    // A lease taken over is lost to its old holder.
+    assert!(
+        s.renew_leases("n2", claims[1].clone(), lease)
+            .unwrap()
+            .is_empty()
+    );
+    // A restarted node ends its old leases at once.
+    assert_eq!(s.release_node_leases("n1").unwrap(), 3);
+    assert!(s.claim("n3", lease).unwrap().is_some());
+
+    // ---- the change feed ----
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let watcher = {
+        let (s, stop) = (s.clone(), stop.clone());
+        std::thread::spawn(move || {
+            s.watch(&stop, |e| {
+                let _ = tx.send(e);
+            })
+            .unwrap();
+        })
+    };
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+        StoreEvent::Resync
+    );
+    s2.update_render::<(), StoreError>(&n1, |r| {
+        r.cancel_requested = true;
+        Ok(Change::Write(()))
+    })
+    .unwrap();
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(10)).unwrap(),
+        StoreEvent::Changed(n1.clone()),
+        "a write on another connection is announced"
+    );
+    // A PostgreSQL restart: calls fail cleanly as temporary while it is down, the feed
+    // re-opens with a Resync, and everything works again.
+    pg.restart();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match s.get_render(&n1) {
+            Ok(r) => {
+                assert!(r.unwrap().cancel_requested);
+                break;
+            }
+            Err(StoreError::Unavailable(_)) => {}
+            Err(e) => panic!("a restart must look temporary, got {e}"),
+        }
+        assert!(Instant::now() < deadline, "the store never came back");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(StoreEvent::Resync) => break,
+            Ok(_) => {}
+            Err(e) => panic!("the change feed never re-opened: {e}"),
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    watcher.join().unwrap();
+}

@@ -1,0 +1,344 @@
+//! A three-node cluster on PostgreSQL behind nginx (`scripts/cluster.sh`), driven only
+//! through the gateway, on loopback: renders on the task path with approval, idempotent
+//! duplicates sent concurrently, isolation between principals, requests spread across every
+//! node, and the faults a farm lives with: `kill -9` of the node that is rendering (another
+//! node takes the render over after the lease), of the node that made a preview awaiting
+//! approval, and a PostgreSQL restart (a clean temporary error meanwhile, then all resumes).
+//!
+//! Needs PostgreSQL 15 and nginx from Debian (`scripts/install-deps.sh`); fails without them.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use vidforge_suite::*;
+
+const ALICE: &str = "alice-cluster-token";
+const BOB: &str = "bob-cluster-token-2";
+const WAIT: Duration = Duration::from_secs(180);
+/// Short leases, so a dead node's render moves on within seconds.
+const LEASE: &str = "3s";
+
+struct Cluster {
+    dir: tempfile::TempDir,
+    env: HashMap<String, String>,
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+impl Cluster {
+    fn script(state: &Path, args: &[&str], extra_env: &[(&str, String)]) -> std::process::Output {
+        let mut cmd = Command::new(repo().join("scripts/cluster.sh"));
+        cmd.args(args)
+            .env("VIDFORGE_CLUSTER_DIR", state)
+            .env("VIDFORGE_BIN", vidforge_bin())
+            .env("RUST_LOG", "info");
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("run scripts/cluster.sh")
+    }
+
+    fn up() -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("cluster");
+        let out = Self::script(
+            &state,
+            &["up"],
+            &[
+                ("VIDFORGE_CLUSTER_PORT", free_port().to_string()),
+                (
+                    "VIDFORGE_CLUSTER_TOKENS",
+                    format!("{ALICE}=alice,{BOB}=bob"),
+                ),
+                (
+                    "VIDFORGE_CLUSTER_ARGS",
+                    format!("--lease-ttl {LEASE} --render-slots 1 --per-principal-concurrent 16"),
+                ),
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "cluster.sh up failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(state.join("cluster.env")).unwrap();
+        let env = text
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.trim_matches('\'').to_string()))
+            .collect();
+        Cluster { dir, env }
+    }
+
+    fn state(&self) -> PathBuf {
+        self.dir.path().join("cluster")
+    }
+
+    fn run(&self, args: &[&str]) {
+        let out = Self::script(&self.state(), args, &[]);
+        assert!(
+            out.status.success(),
+            "cluster.sh {args:?} failed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    fn base(&self) -> &str {
+        &self.env["VIDFORGE_CLUSTER_URL"]
+    }
+
+    fn mcp(&self, token: &str) -> Mcp {
+        Mcp::new(self.base()).with_token(token)
+    }
+
+    /// `psql -Atc SQL` against the cluster's database.
+    fn sql(&self, sql: &str) -> String {
+        let out = Command::new("psql")
+            .args([&self.env["PG_URL"], "-Atc", sql])
+            .output()
+            .expect("psql");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Which nodes answered requests, from nginx's access log.
+    fn upstreams_seen(&self) -> BTreeSet<String> {
+        let log = std::fs::read_to_string(&self.env["NGINX_ACCESS_LOG"]).unwrap_or_default();
+        log.split_whitespace()
+            .filter_map(|w| w.strip_prefix("upstream="))
+            .filter(|u| u.starts_with("127.0.0.1:"))
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn upload(&self, token: &str, path: &Path) -> String {
+        let name = path.file_name().unwrap().to_str().unwrap();
+        let resp = reqwest::blocking::Client::new()
+            .post(format!("{}/assets?name={name}", self.base()))
+            .bearer_auth(token)
+            .header("Content-Type", "application/octet-stream")
+            .body(std::fs::read(path).unwrap())
+            .send()
+            .expect("POST /assets through the gateway");
+        let status = resp.status();
+        let body: Value = resp.json().unwrap();
+        assert!(status.is_success(), "upload failed: {status} {body}");
+        body["uri"].as_str().unwrap().to_string()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Self::script(&self.state(), &["down"], &[]);
+    }
+}
+
+fn status_of(task: &Value) -> &str {
+    task["status"].as_str().unwrap_or_default()
+}
+
+/// The node index (1-based) that holds the render's lease, once one does.
+fn rendering_node(c: &Cluster, id: &str) -> usize {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let owner = c.sql(&format!(
+            "SELECT coalesce(lease_owner, '') FROM renders WHERE id = '{id}' AND state = 'rendering' \
+             AND doc->'progress'->>'frames_done' IS NOT NULL AND (doc->'progress'->>'frames_done')::int > 0"
+        ));
+        if let Some(n) = owner.strip_prefix("node") {
+            return n.parse().unwrap();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "render {id} never started rendering"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn download_and_probe(c: &Cluster, token: &str, done: &Value, out: &Path) -> (u32, u32) {
+    let sc = &done["result"]["structuredContent"];
+    let uri = sc["video_uri"].as_str().unwrap();
+    let path = uri.strip_prefix("vidforge:/").unwrap();
+    let bytes = reqwest::blocking::Client::new()
+        .get(format!("{}{path}", c.base()))
+        .bearer_auth(token)
+        .send()
+        .unwrap()
+        .bytes()
+        .unwrap();
+    assert_eq!(bytes.len() as u64, sc["size_bytes"].as_u64().unwrap());
+    std::fs::write(out, &bytes).unwrap();
+    let (w, h, codec, _) = probe_video(out);
+    assert_eq!(codec, "h264");
+    (w, h)
+}
+
+#[test]
+fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
+    let c = Cluster::up();
+    let dir = c.dir.path();
+    let short = make_clip(dir, "short.mp4", 320, 180, 0.6, true);
+    let long = make_clip(dir, "long.mp4", 640, 360, 8.0, false);
+    let logo = make_logo(dir);
+    let short = c.upload(ALICE, &short);
+    let long = c.upload(ALICE, &long);
+    let logo = c.upload(ALICE, &logo);
+    let mut alice = c.mcp(ALICE);
+
+    // ---- 1. The task path with approval, every call through the gateway (round-robin:
+    // consecutive calls land on different nodes).
+    let args = json!({"source_asset_uri": short, "output_format": "mp4", "resolution": "720p",
+        "watermark": {"image_asset_uri": logo, "position": "top_left", "opacity": 0.6}});
+    let created = alice.tool("vidforge_render_video", args, Caps::FULL);
+    let id = created.result()["taskId"].as_str().unwrap().to_string();
+    // Durable before the answer, on every node: the next calls go to the other two.
+    for _ in 0..3 {
+        assert_eq!(alice.task_get(&id, Caps::FULL).status, 200);
+    }
+    alice.wait_task(&id, Caps::FULL, WAIT, |t| status_of(t) == "input_required");
+    // The node that made the preview dies while the render awaits the decision: the
+    // decision, taken by another node, still finishes it (awaiting holds no node).
+    let preview = alice.call(
+        "resources/read",
+        json!({"uri": format!("vidforge://renders/{id}/watermark-preview.png")}),
+        Caps::FULL,
+    );
+    assert_eq!(preview.result()["contents"][0]["mimeType"], "image/png");
+    c.run(&["node-kill", "1"]);
+    let update = alice.call(
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {"watermark-approval-1":
+            {"action": "accept", "content": {"approved": true}}}}),
+        Caps::FULL,
+    );
+    assert_eq!(update.result()["resultType"], "complete", "{}", update.body);
+    let done = alice.wait_task(&id, Caps::FULL, WAIT, |t| status_of(t) == "completed");
+    assert_eq!(
+        done["result"]["structuredContent"]["watermark_applied"],
+        true
+    );
+    assert_eq!(
+        download_and_probe(&c, ALICE, &done, &dir.join("approved.mp4")),
+        (1280, 720)
+    );
+    c.run(&["node-start", "1"]);
+
+    // ---- 2. Concurrent duplicates with one idempotency key, spread over the nodes: one
+    // render. Another principal cannot see it.
+    let dup_args = json!({"source_asset_uri": short, "output_format": "webm",
+        "resolution": "720p", "idempotency_key": "cluster-dup"});
+    let ids: BTreeSet<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..6)
+            .map(|_| {
+                let mut m = c.mcp(ALICE);
+                let a = dup_args.clone();
+                s.spawn(move || {
+                    let r = m.tool("vidforge_render_video", a, Caps::FULL);
+                    r.result()["taskId"].as_str().unwrap().to_string()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(ids.len(), 1, "one render for one key: {ids:?}");
+    let dup = ids.into_iter().next().unwrap();
+    let mut bob = c.mcp(BOB);
+    for _ in 0..3 {
+        let other = bob.task_get(&dup, Caps::FULL);
+        assert!(
+            other.body.get("error").is_some(),
+            "bob must not see alice's task: {}",
+            other.body
+        );
+    }
+    alice.wait_task(&dup, Caps::FULL, WAIT, |t| status_of(t) == "completed");
+
+    // ---- 3. kill -9 of the node that is rendering: another node takes over after the
+    // lease, the client polling through the gateway sees working and then completed, and
+    // the output exists once.
+    let created = alice.tool(
+        "vidforge_render_video",
+        json!({"source_asset_uri": long, "output_format": "mp4", "resolution": "1080p"}),
+        Caps::FULL,
+    );
+    let id = created.result()["taskId"].as_str().unwrap().to_string();
+    let victim = rendering_node(&c, &id);
+    c.run(&["node-kill", &victim.to_string()]);
+    let working = alice.task_get(&id, Caps::FULL);
+    assert_eq!(status_of(working.result()), "working", "{}", working.body);
+    let done = alice.wait_task(&id, Caps::FULL, WAIT, |t| {
+        matches!(status_of(t), "completed" | "failed")
+    });
+    assert_eq!(status_of(&done), "completed", "{done}");
+    assert_eq!(
+        download_and_probe(&c, ALICE, &done, &dir.join("taken-over.mp4")),
+        (1920, 1080)
+    );
+    let row = c.sql(&format!(
+        "SELECT doc->>'attempts', doc->>'crashes', lease_owner IS NULL FROM renders WHERE id = '{id}'"
+    ));
+    assert_eq!(
+        row, "2|1|t",
+        "one crash counted, one more attempt, lease released"
+    );
+    let results: Vec<_> =
+        std::fs::read_dir(Path::new(&c.env["MEDIA_DIR"]).join("results").join(&id))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+    assert_eq!(results.len(), 1, "no duplicate output: {results:?}");
+    c.run(&["node-start", &victim.to_string()]);
+
+    // ---- 4. PostgreSQL restarts: calls during the outage fail with a clean error (never a
+    // hang or a dropped connection), and everything resumes.
+    c.run(&["pg-restart"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let body = alice.envelope("tasks/get", json!({"taskId": dup}), Caps::FULL);
+        let r = alice.raw(
+            &body,
+            &[
+                ("MCP-Protocol-Version".into(), PROTOCOL.into()),
+                ("Mcp-Method".into(), "tasks/get".into()),
+                ("Mcp-Name".into(), dup.clone()),
+            ],
+        );
+        if r.status == 200 && r.body.get("result").is_some() {
+            break;
+        }
+        assert!(
+            r.status == 503 || r.status == 200,
+            "an outage answers 503 or a JSON-RPC error, got {} {}",
+            r.status,
+            r.body
+        );
+        assert!(
+            Instant::now() < deadline,
+            "the cluster never recovered: {}",
+            r.body
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let created = alice.tool(
+        "vidforge_render_video",
+        json!({"source_asset_uri": short, "output_format": "mp4", "resolution": "720p"}),
+        Caps::FULL,
+    );
+    let id = created.result()["taskId"].as_str().unwrap().to_string();
+    alice.wait_task(&id, Caps::FULL, WAIT, |t| status_of(t) == "completed");
+
+    // Every node answered some of it.
+    assert_eq!(c.upstreams_seen().len(), 3, "{:?}", c.upstreams_seen());
+}
