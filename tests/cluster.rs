@@ -31,16 +31,25 @@ fn repo() -> PathBuf {
 }
 
 impl Cluster {
-    fn script(state: &Path, args: &[&str], extra_env: &[(&str, String)]) -> std::process::Output {
+    /// Runs `scripts/cluster.sh` with its output in a file (never a pipe: the servers it
+    /// starts could inherit one and hold it open); returns success and that output.
+    fn script(state: &Path, args: &[&str], extra_env: &[(&str, String)]) -> (bool, String) {
+        std::fs::create_dir_all(state.parent().unwrap()).unwrap();
+        let log_path = state.with_extension(format!("{}.log", args[0]));
+        let log = std::fs::File::create(&log_path).unwrap();
         let mut cmd = Command::new(repo().join("scripts/cluster.sh"));
         cmd.args(args)
             .env("VIDFORGE_CLUSTER_DIR", state)
             .env("VIDFORGE_BIN", vidforge_bin())
-            .env("RUST_LOG", "info");
+            .env("RUST_LOG", "info")
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
         for (k, v) in extra_env {
             cmd.env(k, v);
         }
-        cmd.output().expect("run scripts/cluster.sh")
+        let ok = cmd.status().expect("run scripts/cluster.sh").success();
+        (ok, std::fs::read_to_string(&log_path).unwrap_or_default())
     }
 
     fn up() -> Cluster {
@@ -61,12 +70,7 @@ impl Cluster {
                 ),
             ],
         );
-        assert!(
-            out.status.success(),
-            "cluster.sh up failed:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.0, "cluster.sh up failed:\n{}", out.1);
         let text = std::fs::read_to_string(state.join("cluster.env")).unwrap();
         let env = text
             .lines()
@@ -82,12 +86,7 @@ impl Cluster {
 
     fn run(&self, args: &[&str]) {
         let out = Self::script(&self.state(), args, &[]);
-        assert!(
-            out.status.success(),
-            "cluster.sh {args:?} failed:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.0, "cluster.sh {args:?} failed:\n{}", out.1);
     }
 
     fn base(&self) -> &str {
@@ -115,8 +114,10 @@ impl Cluster {
     /// Which nodes answered requests, from nginx's access log.
     fn upstreams_seen(&self) -> BTreeSet<String> {
         let log = std::fs::read_to_string(&self.env["NGINX_ACCESS_LOG"]).unwrap_or_default();
-        log.split_whitespace()
-            .filter_map(|w| w.strip_prefix("upstream="))
+        // `upstream=A` or, when nginx moved on from a dead node, `upstream=A, B`.
+        log.lines()
+            .filter_map(|l| l.split_once("upstream=").map(|(_, rest)| rest))
+            .flat_map(|rest| rest.split([',', ' ']))
             .filter(|u| u.starts_with("127.0.0.1:"))
             .map(str::to_string)
             .collect()
@@ -141,6 +142,46 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = Self::script(&self.state(), &["down"], &[]);
+    }
+}
+
+/// One MCP call through the gateway, sent again while nginx answers 502: a request in flight
+/// to a node at the moment it dies fails that way (nginx does not resend a POST it may have
+/// delivered; the next request skips the dead node), and MCP clients retry transport errors.
+fn call(m: &mut Mcp, method: &str, params: Value) -> Reply {
+    for _ in 0..40 {
+        let r = m.call(method, params.clone(), Caps::FULL);
+        if r.status != 502 {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    panic!("the gateway kept answering 502 to {method}");
+}
+
+/// `vidforge_render_video` on the task path.
+fn render(m: &mut Mcp, arguments: Value) -> Reply {
+    call(
+        m,
+        "tools/call",
+        json!({ "name": "vidforge_render_video", "arguments": arguments }),
+    )
+}
+
+/// Polls `tasks/get` through the gateway until `pred` holds.
+fn wait(m: &mut Mcp, id: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let reply = call(m, "tasks/get", json!({ "taskId": id }));
+        let task = reply.result().clone();
+        if pred(&task) {
+            return task;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "task {id} never got there; last: {task}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
@@ -201,30 +242,30 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
     // consecutive calls land on different nodes).
     let args = json!({"source_asset_uri": short, "output_format": "mp4", "resolution": "720p",
         "watermark": {"image_asset_uri": logo, "position": "top_left", "opacity": 0.6}});
-    let created = alice.tool("vidforge_render_video", args, Caps::FULL);
+    let created = render(&mut alice, args);
     let id = created.result()["taskId"].as_str().unwrap().to_string();
     // Durable before the answer, on every node: the next calls go to the other two.
     for _ in 0..3 {
         assert_eq!(alice.task_get(&id, Caps::FULL).status, 200);
     }
-    alice.wait_task(&id, Caps::FULL, WAIT, |t| status_of(t) == "input_required");
+    wait(&mut alice, &id, |t| status_of(t) == "input_required");
     // The node that made the preview dies while the render awaits the decision: the
     // decision, taken by another node, still finishes it (awaiting holds no node).
-    let preview = alice.call(
+    let preview = call(
+        &mut alice,
         "resources/read",
         json!({"uri": format!("vidforge://renders/{id}/watermark-preview.png")}),
-        Caps::FULL,
     );
     assert_eq!(preview.result()["contents"][0]["mimeType"], "image/png");
     c.run(&["node-kill", "1"]);
-    let update = alice.call(
+    let update = call(
+        &mut alice,
         "tasks/update",
         json!({"taskId": id, "inputResponses": {"watermark-approval-1":
             {"action": "accept", "content": {"approved": true}}}}),
-        Caps::FULL,
     );
     assert_eq!(update.result()["resultType"], "complete", "{}", update.body);
-    let done = alice.wait_task(&id, Caps::FULL, WAIT, |t| status_of(t) == "completed");
+    let done = wait(&mut alice, &id, |t| status_of(t) == "completed");
     assert_eq!(
         done["result"]["structuredContent"]["watermark_applied"],
         true
@@ -263,22 +304,21 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
             other.body
         );
     }
-    alice.wait_task(&dup, Caps::FULL, WAIT, |t| status_of(t) == "completed");
+    wait(&mut alice, &dup, |t| status_of(t) == "completed");
 
     // ---- 3. kill -9 of the node that is rendering: another node takes over after the
     // lease, the client polling through the gateway sees working and then completed, and
     // the output exists once.
-    let created = alice.tool(
-        "vidforge_render_video",
+    let created = render(
+        &mut alice,
         json!({"source_asset_uri": long, "output_format": "mp4", "resolution": "1080p"}),
-        Caps::FULL,
     );
     let id = created.result()["taskId"].as_str().unwrap().to_string();
     let victim = rendering_node(&c, &id);
     c.run(&["node-kill", &victim.to_string()]);
-    let working = alice.task_get(&id, Caps::FULL);
+    let working = call(&mut alice, "tasks/get", json!({ "taskId": id }));
     assert_eq!(status_of(working.result()), "working", "{}", working.body);
-    let done = alice.wait_task(&id, Caps::FULL, WAIT, |t| {
+    let done = wait(&mut alice, &id, |t| {
         matches!(status_of(t), "completed" | "failed")
     });
     assert_eq!(status_of(&done), "completed", "{done}");
@@ -331,13 +371,12 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    let created = alice.tool(
-        "vidforge_render_video",
+    let created = render(
+        &mut alice,
         json!({"source_asset_uri": short, "output_format": "mp4", "resolution": "720p"}),
-        Caps::FULL,
     );
     let id = created.result()["taskId"].as_str().unwrap().to_string();
-    alice.wait_task(&id, Caps::FULL, WAIT, |t| status_of(t) == "completed");
+    wait(&mut alice, &id, |t| status_of(t) == "completed");
 
     // Every node answered some of it.
     assert_eq!(c.upstreams_seen().len(), 3, "{:?}", c.upstreams_seen());
