@@ -226,6 +226,49 @@ fn download_and_probe(c: &Cluster, token: &str, done: &Value, out: &Path) -> (u3
     (w, h)
 }
 
+/// Opens `subscriptions/listen` for `id` on one node (directly, not through the gateway),
+/// says so on `ready` once acknowledged, and reads until a `completed` status arrives.
+fn listen_until_completed(node: &str, id: &str, ready: std::sync::mpsc::Sender<()>) -> bool {
+    use std::io::{BufRead, BufReader};
+    let mut mcp = Mcp::new(node).with_token(ALICE);
+    let body = mcp.envelope(
+        "subscriptions/listen",
+        json!({"notifications": {"taskIds": [id]}}),
+        Caps::TASKS,
+    );
+    let resp = reqwest::blocking::Client::builder()
+        .timeout(WAIT)
+        .build()
+        .unwrap()
+        .post(&mcp.url)
+        .bearer_auth(ALICE)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", PROTOCOL)
+        .header("Mcp-Method", "subscriptions/listen")
+        .body(body.to_string())
+        .send()
+        .expect("listen");
+    assert_eq!(resp.status().as_u16(), 200);
+    for line in BufReader::new(resp).lines() {
+        let Ok(line) = line else { return false };
+        let Some(data) = line.strip_prefix("data:") else {
+            continue;
+        };
+        let Ok(message) = serde_json::from_str::<Value>(data.trim()) else {
+            continue;
+        };
+        if message["method"] == "notifications/subscriptions/acknowledged" {
+            let _ = ready.send(());
+        } else if message["params"]["taskId"] == json!(id)
+            && message["params"]["status"] == "completed"
+        {
+            return true;
+        }
+    }
+    false
+}
+
 #[test]
 fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
     let c = Cluster::up();
@@ -377,6 +420,44 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
     );
     let id = created.result()["taskId"].as_str().unwrap().to_string();
     wait(&mut alice, &id, |t| status_of(t) == "completed");
+
+    // ---- 5. Push across nodes: `subscriptions/listen` on each node streams the status of a
+    // render that runs on one of them (so at least two hear it through the store's feed).
+    let args = json!({"source_asset_uri": short, "output_format": "mp4", "resolution": "720p",
+        "watermark": {"image_asset_uri": logo, "position": "center", "opacity": 0.5}});
+    let id = render(&mut alice, args).result()["taskId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait(&mut alice, &id, |t| status_of(t) == "input_required");
+    let heard: Vec<bool> = std::thread::scope(|s| {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let listeners: Vec<_> = (1..=3)
+            .map(|i| {
+                let url = c.env[&format!("NODE{i}_URL")].clone();
+                let (id, ready) = (id.clone(), ready_tx.clone());
+                s.spawn(move || listen_until_completed(&url, &id, ready))
+            })
+            .collect();
+        for _ in 0..3 {
+            ready_rx
+                .recv_timeout(WAIT)
+                .expect("every listen stream opens");
+        }
+        let update = call(
+            &mut alice,
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {"watermark-approval-1":
+                {"action": "accept", "content": {"approved": true}}}}),
+        );
+        assert_eq!(update.result()["resultType"], "complete", "{}", update.body);
+        listeners.into_iter().map(|l| l.join().unwrap()).collect()
+    });
+    assert_eq!(
+        heard,
+        vec![true; 3],
+        "every node's stream saw the render complete"
+    );
 
     // Every node answered some of it.
     assert_eq!(c.upstreams_seen().len(), 3, "{:?}", c.upstreams_seen());
