@@ -33,8 +33,10 @@ cluster-down:
 test: deps
 	$(CARGO) build --workspace --all-targets
 	$(TEST_ENV) $(CARGO) test --workspace --no-fail-fast -- --test-threads=2
-	# Official SDK clients (Python fallback path, TypeScript task path) against a fresh server.
+	# Official SDK clients (Python fallback path, TypeScript task path) against a fresh server,
+	# then the same clients through nginx against a three-node cluster on PostgreSQL.
 	./scripts/run-clients.sh
+	./scripts/run-cluster-clients.sh
 	# The pinned official conformance suite, against conformance/expected-failures.yml.
 	./scripts/run-conformance.sh
 
