@@ -135,6 +135,8 @@ async fn healthz(State(service): State<RenderService>) -> Response {
         "backend": hw.compositor,
         "decoder": hw.decoder,
         "h264_encoder": hw.h264_encoder,
+        "store": if service.store().is_shared() { "postgres" } else { "sled" },
+        "node": service.node(),
     }))
     .into_response()
 }

@@ -6,163 +6,14 @@
 //! PostgreSQL's binaries come from Debian's `postgresql` package (`scripts/install-deps.sh`);
 //! when they are missing the test fails rather than skipping.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+mod pg;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use vidforge::catalog::ErrorCode;
 use vidforge::store::*;
-
-/// A private PostgreSQL server, stopped on drop.
-struct Postgres {
-    _dir: tempfile::TempDir,
-    bin: PathBuf,
-    data: PathBuf,
-    port: u16,
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-impl Postgres {
-    fn bin_dir() -> PathBuf {
-        let bin = PathBuf::from(
-            std::env::var("VIDFORGE_PG_BIN").unwrap_or("/usr/lib/postgresql/15/bin".into()),
-        );
-        assert!(
-            bin.join("initdb").exists(),
-            "{} has no initdb: install PostgreSQL 15 (scripts/install-deps.sh)",
-            bin.display()
-        );
-        bin
-    }
-
-    /// Runs a PostgreSQL program, as the `postgres` user when we are root (it refuses root).
-    fn run(bin: &Path, program: &str, args: &[&str]) {
-        let exe = bin.join(program);
-        let mut cmd = if is_root() {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(&exe);
-            c
-        } else {
-            Command::new(&exe)
-        };
-        // No pipes: a server started by pg_ctl may inherit them and hold them open forever.
-        let status = cmd
-            .args(args)
-            .current_dir("/")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("run a PostgreSQL program");
-        assert!(status.success(), "{program} {args:?} failed: {status}");
-    }
-
-    fn start() -> Postgres {
-        let bin = Self::bin_dir();
-        let dir = tempfile::tempdir().expect("temp dir");
-        if is_root() {
-            let ok = Command::new("chown")
-                .args(["-R", "postgres:postgres"])
-                .arg(dir.path())
-                .status()
-                .expect("chown");
-            assert!(ok.success());
-        }
-        let data = dir.path().join("pg");
-        let data_s = data.to_str().unwrap().to_string();
-        Self::run(
-            &bin,
-            "initdb",
-            &[
-                "-D",
-                &data_s,
-                "-U",
-                "vidforge",
-                "--auth=trust",
-                "-E",
-                "UTF8",
-            ],
-        );
-        let port = free_port();
-        let log = dir.path().join("pg.log");
-        let opts = format!(
-            "-p {port} -k {} -c listen_addresses=127.0.0.1",
-            dir.path().display()
-        );
-        Self::run(
-            &bin,
-            "pg_ctl",
-            &[
-                "-D",
-                &data_s,
-                "-l",
-                log.to_str().unwrap(),
-                "-w",
-                "-t",
-                "60",
-                "-o",
-                &opts,
-                "start",
-            ],
-        );
-        Postgres {
-            _dir: dir,
-            bin,
-            data,
-            port,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://vidforge@127.0.0.1:{}/postgres", self.port)
-    }
-
-    fn restart(&self) {
-        Self::run(
-            &self.bin,
-            "pg_ctl",
-            &[
-                "-D",
-                self.data.to_str().unwrap(),
-                "-w",
-                "-m",
-                "fast",
-                "restart",
-            ],
-        );
-    }
-}
-
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        let exe = self.bin.join("pg_ctl");
-        let data = self.data.to_str().unwrap().to_string();
-        let mut cmd = if is_root() {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(&exe);
-            c
-        } else {
-            Command::new(&exe)
-        };
-        let _ = cmd
-            .args(["-D", &data, "-m", "immediate", "stop"])
-            .current_dir("/")
-            .output();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
 
 fn sample(id: &str, created_at: u64) -> RenderRecord {
     RenderRecord {
@@ -395,7 +246,7 @@ fn sled_store_passes_the_shared_suite() {
 
 #[test]
 fn postgres_store_passes_the_shared_suite_and_runs_the_work_queue() {
-    let pg = Postgres::start();
+    let pg = pg::Postgres::start();
     let s = Store::connect_postgres(&pg.url()).unwrap();
     assert!(s.is_shared());
     // Migrations run once: a second node connecting finds them applied.

@@ -81,6 +81,18 @@ pub fn run_serve_with(args: ServeArgs, extensions: Vec<ExtensionSpec>) -> anyhow
         println!("  MCP endpoint  {base}/mcp");
         println!("  uploads       POST {base}/assets?name=<file name>");
         println!("  data dir      {data_dir}");
+        let store = service.store();
+        if store.is_shared() {
+            println!(
+                "  task store    {} (node {})",
+                store.describe(),
+                service.node()
+            );
+            println!(
+                "  media dir     {}",
+                display_path(service.config().media_root())
+            );
+        }
         println!("  auth          {auth}");
         let hw = service.hardware();
         println!("  backend       {}", hw.compositor);

@@ -204,6 +204,11 @@ impl RenderService {
         &self.shared.store
     }
 
+    /// This node's name in work leases (cluster mode).
+    pub fn node(&self) -> &str {
+        &self.shared.node
+    }
+
     /// The render engine's backend name.
     pub fn backend_name(&self) -> String {
         self.shared.renderer.backend_name()
