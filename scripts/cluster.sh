@@ -40,8 +40,17 @@ STATE="${STATE%/}"
 ENV_FILE="$STATE/cluster.env"
 MARKER="$STATE/.vidforge-cluster"
 PG_BIN="${VIDFORGE_PG_BIN:-/usr/lib/postgresql/15/bin}"
-PG_DATA="$STATE/pg"
-PG_LOG="$STATE/pg.log"
+# PostgreSQL's files: in the state dir, unless we are root and the `postgres` user cannot reach
+# it (a checkout under /root, a mktemp dir): then in a directory of their own under /var/tmp,
+# named after the state dir (so `down` and `status` find it again).
+PG_HOME="$STATE"
+if [ "$(id -u)" -eq 0 ] && getent passwd postgres >/dev/null \
+  && ! (cd / && runuser -u postgres -- test -x "$(dirname "$STATE")") 2>/dev/null; then
+  PG_HOME="/var/tmp/vidforge-cluster-$(printf '%s' "$STATE" | sha256sum | cut -c1-16)"
+fi
+PG_DATA="$PG_HOME/pg"
+PG_LOG="$PG_HOME/pg.log"
+PG_SOCK="$PG_HOME/pg-run"
 NGINX_CONF="$STATE/nginx.conf"
 NGINX_PID_FILE="$STATE/nginx.pid"
 NGINX_ERROR_LOG="$STATE/nginx-error.log"
@@ -177,8 +186,9 @@ wait_nodes() { # I...: waits until each node answers /healthz; fails (with its l
 # PostgreSQL
 
 pg_start() { # PORT
-  local port="$1" sock="$STATE/pg-run" sockdir
+  local port="$1" sock="$PG_SOCK" sockdir
   mkdir -p "$PG_DATA" "$sock"
+  [ "$PG_HOME" = "$STATE" ] || chmod 755 "$PG_HOME"
   touch "$PG_LOG"
   if is_root; then
     getent passwd postgres >/dev/null || die "running as root needs the postgres user (apt-get install postgresql)"
@@ -347,6 +357,7 @@ cmd_down() {
   if [ "$purge" = --purge ]; then
     [ -f "$MARKER" ] || die "$STATE was not made by cluster.sh (no $MARKER); not deleting it"
     rm -rf "$STATE"
+    [ "$PG_HOME" = "$STATE" ] || rm -rf "$PG_HOME"
     log "stopped; deleted $STATE"
   else
     log "stopped (state kept in $STATE; down --purge deletes it)"
@@ -414,7 +425,7 @@ write_env() {
     echo "PG_BIN=$(q "$PG_BIN")"
     echo "PG_DATA=$(q "$PG_DATA")"
     echo "PG_LOG=$(q "$PG_LOG")"
-    echo "PG_SOCKET_DIR=$(q "$STATE/pg-run")"
+    echo "PG_SOCKET_DIR=$(q "$PG_SOCK")"
     echo "PG_OS_USER=$(q "$(if is_root; then echo postgres; else id -un; fi)")"
     echo "NGINX_BIN=$(q "$NGINX_BIN")"
     echo "NGINX_CONF=$(q "$NGINX_CONF")"

@@ -7,7 +7,6 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export VIDFORGE_BIN="${VIDFORGE_BIN:-$ROOT/target/debug/vidforge}"
 STATE="$(mktemp -d)/cluster"
-chmod 755 "$(dirname "$STATE")" # as root, PostgreSQL runs as `postgres` and must reach it
 export VIDFORGE_CLUSTER_DIR="$STATE"
 # A free gateway port (the cluster's own ports are picked free by cluster.sh).
 VIDFORGE_CLUSTER_PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
