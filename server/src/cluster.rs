@@ -2,7 +2,7 @@
 //!
 //! - **Claims.** Workers take renders from the shared queue with a lease
 //!   ([`crate::store::Store::claim`], `FOR UPDATE SKIP LOCKED`) instead of from this
-//!   process's queue, which only wakes them early ([`claim_next`]).
+//!   process's queue, which only wakes them early (`claim_next`).
 //! - **Leases.** Every `lease_ttl / 3` the node extends the leases of the renders it runs. A
 //!   node that dies stops renewing; when its leases run out another node claims the render,
 //!   counts the crash and starts it over (a render that took down `max_render_crashes`

@@ -98,7 +98,7 @@ pub struct ConfigArgs {
     /// Connections served at once; more wait until one closes.
     #[arg(long, env = "VIDFORGE_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
-    /// Task store: `sled` (embedded, the default) or postgres://USER[:PASSWORD]@HOST:PORT/DB,
+    /// Task store: `sled` (embedded, the default) or postgres://USER:PASSWORD@HOST:PORT/DB,
     /// shared by every node of a cluster.
     #[arg(long, env = "VIDFORGE_STORE")]
     pub store: Option<String>,

@@ -94,7 +94,7 @@ pub struct Claim {
     pub id: String,
 }
 
-/// What [`PgStore::watch`] reports.
+/// What [`super::Store::watch`] reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StoreEvent {
     /// This render's record changed (on any node).
