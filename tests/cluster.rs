@@ -459,6 +459,54 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
         "every node's stream saw the render complete"
     );
 
+    // ---- 6. Cancel through the gateway reaches the node that renders (the change feed sets
+    // its flag), and an expired task answers `task_expired` on every node.
+    let created = render(
+        &mut alice,
+        json!({"source_asset_uri": long, "output_format": "mp4", "resolution": "1080p"}),
+    );
+    let id = created.result()["taskId"].as_str().unwrap().to_string();
+    let renderer = rendering_node(&c, &id);
+    let ack = call(&mut alice, "tasks/cancel", json!({ "taskId": id }));
+    assert_eq!(ack.result()["resultType"], "complete", "{}", ack.body);
+    let cancelled = wait(&mut alice, &id, |t| {
+        matches!(status_of(t), "cancelled" | "completed")
+    });
+    assert_eq!(
+        status_of(&cancelled),
+        "cancelled",
+        "node{renderer} stopped: {cancelled}"
+    );
+    let frames = c.sql(&format!(
+        "SELECT doc->'progress'->>'frames_done', doc->'progress'->>'frames_total' FROM renders WHERE id = '{id}'"
+    ));
+    let (done_frames, total) = frames.split_once('|').unwrap();
+    assert!(
+        done_frames.parse::<u64>().unwrap_or(0) < total.parse::<u64>().unwrap_or(1),
+        "stopped part-way: {frames}"
+    );
+    assert!(
+        !Path::new(&c.env["MEDIA_DIR"])
+            .join("results")
+            .join(&id)
+            .join("final.mp4")
+            .exists(),
+        "a cancelled render leaves no output"
+    );
+    // Expiry is the record's age, so any node answers it: age one on the database.
+    c.sql(&format!(
+        "UPDATE renders SET doc = jsonb_set(doc, '{{created_at}}', '1') WHERE id = '{dup}'"
+    ));
+    for _ in 0..3 {
+        let expired = call(&mut alice, "tasks/get", json!({ "taskId": dup }));
+        assert_eq!(
+            expired.error()["data"]["machine_code"],
+            "task_expired",
+            "{}",
+            expired.body
+        );
+    }
+
     // Every node answered some of it.
     assert_eq!(c.upstreams_seen().len(), 3, "{:?}", c.upstreams_seen());
 }
