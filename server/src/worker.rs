@@ -224,7 +224,7 @@ fn run_preview(shared: &Shared, rec: &RenderRecord, plan: &RenderPlan) -> Result
             let now = shared.now();
             let deadline = add_ms(now, shared.config.approval_timeout);
             let updated = shared.update_durable(&rec.id, |r| {
-                if r.state != RenderState::Previewing {
+                if r.state != RenderState::Previewing || taken_over(r, rec) {
                     return Ok(Change::Keep(()));
                 }
                 if r.cancel_requested {
@@ -298,7 +298,7 @@ fn run_render(
                 // Cancelled on another node: the flag reaches this worker here too.
                 cancel.store(true, Ordering::SeqCst);
             }
-            if r.state != RenderState::Rendering {
+            if r.state != RenderState::Rendering || taken_over(r, rec) {
                 return Ok(Change::Keep(()));
             }
             r.progress = Some(snap.clone());
@@ -341,7 +341,7 @@ fn run_render(
                 fps: report.fps,
             };
             shared.update_durable(id, |r| {
-                if r.is_terminal() {
+                if r.is_terminal() || taken_over(r, rec) {
                     return Ok(Change::Keep(()));
                 }
                 r.state = RenderState::Succeeded;
@@ -382,7 +382,7 @@ fn run_render(
             if shared.shutdown.load(Ordering::SeqCst) && !user_cancel {
                 // Handed back durably, so boot recovery does not count a crash.
                 shared.update_durable(id, |r| {
-                    if r.state != RenderState::Rendering {
+                    if r.state != RenderState::Rendering || taken_over(r, rec) {
                         return Ok(Change::Keep(()));
                     }
                     r.state = RenderState::Queued;
@@ -404,7 +404,7 @@ fn run_render(
 fn finish_cancelled(shared: &Shared, rec: &RenderRecord) -> Result<(), ServiceError> {
     let now = shared.now();
     shared.update_durable(&rec.id, |r| {
-        if r.is_terminal() {
+        if r.is_terminal() || taken_over(r, rec) {
             return Ok(Change::Keep(()));
         }
         r.state = RenderState::Cancelled;
@@ -413,6 +413,13 @@ fn finish_cancelled(shared: &Shared, rec: &RenderRecord) -> Result<(), ServiceEr
     })?;
     tracing::info!(render_id = %rec.id, "render cancelled");
     Ok(())
+}
+
+/// Whether another attempt has claimed the render since this worker's claim (`claimed`, the
+/// record as the claim wrote it): every claim counts an attempt, so the count is the fencing
+/// token. A worker whose render was taken over (its node lost the lease) writes nothing more.
+fn taken_over(current: &RenderRecord, claimed: &RenderRecord) -> bool {
+    current.attempts != claimed.attempts
 }
 
 /// The terminal outcome for an engine failure.
@@ -456,7 +463,7 @@ fn finish_error(shared: &Shared, rec: &RenderRecord, e: &EngineError) -> Result<
     let now = shared.now();
     let outcome = failure_outcome(e);
     shared.update_durable(&rec.id, |r| {
-        if r.is_terminal() {
+        if r.is_terminal() || taken_over(r, rec) {
             return Ok(Change::Keep(()));
         }
         r.state = RenderState::Failed;
