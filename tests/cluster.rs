@@ -174,6 +174,17 @@ fn call(m: &mut Mcp, method: &str, params: Value) -> Reply {
     panic!("the gateway kept answering 502 to {method}");
 }
 
+/// Approves the watermark preview of task `id` (`tasks/update`).
+fn approve(m: &mut Mcp, id: &str) {
+    let update = call(
+        m,
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {"watermark-approval-1":
+            {"action": "accept", "content": {"approved": true}}}}),
+    );
+    assert_eq!(update.result()["resultType"], "complete", "{}", update.body);
+}
+
 /// `vidforge_render_video` on the task path.
 fn render(m: &mut Mcp, arguments: Value) -> Reply {
     call(
@@ -316,13 +327,7 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
     );
     assert_eq!(preview.result()["contents"][0]["mimeType"], "image/png");
     c.run(&["node-kill", "1"]);
-    let update = call(
-        &mut alice,
-        "tasks/update",
-        json!({"taskId": id, "inputResponses": {"watermark-approval-1":
-            {"action": "accept", "content": {"approved": true}}}}),
-    );
-    assert_eq!(update.result()["resultType"], "complete", "{}", update.body);
+    approve(&mut alice, &id);
     let done = wait(&mut alice, &id, |t| status_of(t) == "completed");
     assert_eq!(
         done["result"]["structuredContent"]["watermark_applied"],
@@ -459,13 +464,7 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
                 .recv_timeout(WAIT)
                 .expect("every listen stream opens");
         }
-        let update = call(
-            &mut alice,
-            "tasks/update",
-            json!({"taskId": id, "inputResponses": {"watermark-approval-1":
-                {"action": "accept", "content": {"approved": true}}}}),
-        );
-        assert_eq!(update.result()["resultType"], "complete", "{}", update.body);
+        approve(&mut alice, &id);
         listeners.into_iter().map(|l| l.join().unwrap()).collect()
     });
     assert_eq!(

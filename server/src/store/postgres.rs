@@ -21,7 +21,7 @@ use std::time::Duration;
 use crossbeam_channel::{Sender, bounded, unbounded};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::Json;
-use postgres::{Client, NoTls, Row};
+use postgres::{Client, GenericClient, NoTls, Row};
 use serde::de::DeserializeOwned;
 
 use super::{
@@ -182,22 +182,13 @@ impl PgStore {
     pub(super) fn put_render(&self, rec: &RenderRecord) -> Result<(), StoreError> {
         let rec = rec.clone();
         self.call(move |c| {
-            c.execute(
-                "INSERT INTO renders (id, principal, state, created_at, doc)
-                 VALUES ($1, $2, $3, $4, $5)
-                 ON CONFLICT (id) DO UPDATE SET principal = EXCLUDED.principal,
+            write_render(
+                c,
+                &rec,
+                "ON CONFLICT (id) DO UPDATE SET principal = EXCLUDED.principal,
                      state = EXCLUDED.state, created_at = EXCLUDED.created_at,
                      doc = EXCLUDED.doc, version = renders.version + 1",
-                &[
-                    &rec.id,
-                    &rec.principal,
-                    &rec.state.as_str(),
-                    &to_i64(rec.created_at),
-                    &Json(&rec),
-                ],
             )
-            .map_err(pg_error)?;
-            Ok(())
         })
     }
 
@@ -250,18 +241,7 @@ impl PgStore {
                     return Ok(Inserted::KeyTaken(idempotency_entry(&row)));
                 }
             }
-            tx.execute(
-                "INSERT INTO renders (id, principal, state, created_at, doc)
-                 VALUES ($1, $2, $3, $4, $5)",
-                &[
-                    &rec.id,
-                    &rec.principal,
-                    &rec.state.as_str(),
-                    &to_i64(rec.created_at),
-                    &Json(&rec),
-                ],
-            )
-            .map_err(pg_error)?;
+            write_render(&mut tx, &rec, "")?;
             tx.commit().map_err(pg_error)?;
             Ok(Inserted::Created)
         })
@@ -634,6 +614,29 @@ fn migrate(c: &mut Client) -> Result<(), StoreError> {
         tracing::info!(version, name, "applied store migration");
     }
     tx.commit().map_err(pg_error)
+}
+
+/// `INSERT` of a render row, with `on_conflict` (empty: a duplicate id is an error).
+fn write_render(
+    c: &mut impl GenericClient,
+    rec: &RenderRecord,
+    on_conflict: &str,
+) -> Result<(), StoreError> {
+    c.execute(
+        &format!(
+            "INSERT INTO renders (id, principal, state, created_at, doc)
+             VALUES ($1, $2, $3, $4, $5) {on_conflict}"
+        ),
+        &[
+            &rec.id,
+            &rec.principal,
+            &rec.state.as_str(),
+            &to_i64(rec.created_at),
+            &Json(rec),
+        ],
+    )
+    .map_err(pg_error)?;
+    Ok(())
 }
 
 fn docs<T: DeserializeOwned>(c: &mut Client, sql: &str, what: &str) -> Result<Vec<T>, StoreError> {
