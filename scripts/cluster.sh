@@ -140,7 +140,8 @@ start_node() { # I: starts node I in the background (variables from cluster.env 
   mkdir -p "$STATE/node$i"
   echo "=== $(date -u +%FT%TZ) node$i starting on 127.0.0.1:$port" >>"$STATE/node$i.log"
   # setsid: the node leaves the caller's process group (a Ctrl-C there does not reach it).
-  RUST_LOG="${RUST_LOG:-info}" setsid "$VIDFORGE_CLUSTER_BIN" serve \
+  # Errors without a backtrace (panics keep theirs): the log tail shows what went wrong.
+  RUST_LOG="${RUST_LOG:-info}" RUST_LIB_BACKTRACE=0 setsid "$VIDFORGE_CLUSTER_BIN" serve \
     --listen "127.0.0.1:$port" \
     --data-dir "$STATE/node$i" \
     --media-dir "$MEDIA_DIR" \

@@ -164,7 +164,8 @@ pub struct Config {
     pub render_slots: usize,
     /// Non-terminal renders (queued, running or awaiting approval) one principal may hold.
     pub per_principal_concurrent: usize,
-    /// Renders that may wait for a free worker, beyond the ones running.
+    /// Renders that may wait for a free worker, beyond the ones running (with a shared store:
+    /// renders waiting anywhere in the cluster).
     pub queue_capacity: usize,
     /// Attempts of one render that may end with the server process (a crash, an abort, an
     /// out-of-memory kill) before boot recovery ends it as `render_failed` instead of

@@ -467,6 +467,12 @@ impl RenderService {
 fn open_store(config: &Config) -> Result<Store, ServiceError> {
     if let crate::config::StoreSetting::Postgres(url) = &config.store {
         let store = Store::connect_postgres(url)?;
+        if config.media_dir.is_none() {
+            tracing::warn!(
+                "a shared store without --media-dir: uploads and results stay in this node's \
+                 data dir, where other nodes cannot read them"
+            );
+        }
         tracing::info!(store = %store.describe(), node = %config.node_name(), "using the shared PostgreSQL store");
         return Ok(store);
     }

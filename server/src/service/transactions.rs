@@ -93,12 +93,27 @@ pub(super) fn create_blocking(
                 "this credential has {mine} renders in progress (limit {limit})"
             )));
         }
-        let capacity = shared.config.render_slots + shared.config.queue_capacity;
-        let busy = active.values().filter(|a| a.state.uses_worker()).count();
-        if busy >= capacity {
-            return Err(ServiceError::quota(format!(
-                "all render slots and the queue are full ({busy} renders)"
-            )));
+        if shared.store.is_shared() {
+            // A cluster's running renders are bounded by its nodes' slots; what is bounded
+            // here is the shared queue (the index holds every node's renders).
+            let capacity = shared.config.queue_capacity;
+            let waiting = active
+                .values()
+                .filter(|a| a.state == RenderState::Queued)
+                .count();
+            if waiting >= capacity {
+                return Err(ServiceError::quota(format!(
+                    "the cluster's queue is full ({waiting} renders wait for a worker)"
+                )));
+            }
+        } else {
+            let capacity = shared.config.render_slots + shared.config.queue_capacity;
+            let busy = active.values().filter(|a| a.state.uses_worker()).count();
+            if busy >= capacity {
+                return Err(ServiceError::quota(format!(
+                    "all render slots and the queue are full ({busy} renders)"
+                )));
+            }
         }
     }
 
