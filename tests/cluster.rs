@@ -407,6 +407,7 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
     // ---- 4. PostgreSQL restarts: calls during the outage fail with a clean error (never a
     // hang or a dropped connection), and everything resumes.
     c.run(&["pg-restart"]);
+    let mut outage_answers = 0;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let body = alice.envelope("tasks/get", json!({"taskId": dup}), Caps::FULL);
@@ -421,12 +422,15 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
         if r.status == 200 && r.body.get("result").is_some() {
             break;
         }
+        // During the outage: a JSON-RPC error that says it is temporary and when to retry.
+        let data = &r.body["error"]["data"];
         assert!(
-            r.status == 503 || r.status == 200,
-            "an outage answers 503 or a JSON-RPC error, got {} {}",
+            r.status == 200 && data["temporary"] == true && data["retry_after_ms"].is_u64(),
+            "an outage answers a temporary error, got {} {}",
             r.status,
             r.body
         );
+        outage_answers += 1;
         assert!(
             Instant::now() < deadline,
             "the cluster never recovered: {}",
@@ -434,6 +438,7 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    eprintln!("PostgreSQL restart: {outage_answers} temporary errors before recovery");
     let created = render(
         &mut alice,
         json!({"source_asset_uri": short, "output_format": "mp4", "resolution": "720p"}),

@@ -105,6 +105,19 @@ pub(super) fn internal(e: impl std::fmt::Display) -> McpError {
     McpError::internal_error(format!("vidforge internal error: {e}"), None)
 }
 
+/// A service fault on a JSON-RPC method (`tasks/*`): `-32603`; when the task store is only
+/// unreachable for now, with the §6 envelope in `data` (`temporary`, `retry_after_ms`), so a
+/// client knows to retry.
+pub(super) fn service_fault(e: ServiceError) -> McpError {
+    match e {
+        ServiceError::Unavailable { .. } => {
+            let env = Envelope::from_service_error(&e, Default::default());
+            McpError::internal_error(e.to_string(), Some(env.to_jsonrpc_data()))
+        }
+        other => internal(other),
+    }
+}
+
 /// Maps a service error to the tool-level envelope, with its default repair.
 pub(super) fn service_envelope(err: &ServiceError, render_id: Option<&str>) -> Envelope {
     let env = Envelope::from_service_error(

@@ -109,7 +109,7 @@ impl VidforgeMcp {
             .cancel(&principal, &request.task_id)
             .await
             .map(|_| ())
-            .map_err(internal)
+            .map_err(service_fault)
     }
 
     /// Resolves a render for a task method: unknown and other principals' ids are the same
@@ -119,7 +119,7 @@ impl VidforgeMcp {
         let rec = match service.get(principal, id) {
             Ok(rec) => rec,
             Err(ServiceError::NotFound) => return Err(invalid_params_unknown_task(id)),
-            Err(e) => return Err(internal(e)),
+            Err(e) => return Err(service_fault(e)),
         };
         if service.task_expired(&rec) {
             let env = self
