@@ -567,24 +567,18 @@ impl PgStore {
 /// advisory lock (nodes starting together apply each once). A database with a migration
 /// this build does not know is refused: an older build would misread it.
 fn migrate(c: &mut Client) -> Result<(), StoreError> {
-    c.batch_execute(
+    let mut tx = c.transaction().map_err(pg_error)?;
+    // The lock first, then the bookkeeping table: nodes starting together would otherwise
+    // race on creating it (DDL is transactional, so the second waits and finds it).
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .map_err(pg_error)?;
+    tx.batch_execute(
         "CREATE TABLE IF NOT EXISTS vidforge_migrations (
              version    integer PRIMARY KEY,
              name       text NOT NULL,
              applied_at timestamptz NOT NULL DEFAULT now())",
     )
-    .or_else(|e| {
-        // Two nodes creating the table at once: one loses the race on the catalog.
-        if e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION) {
-            Ok(())
-        } else {
-            Err(e)
-        }
-    })
     .map_err(pg_error)?;
-    let mut tx = c.transaction().map_err(pg_error)?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-        .map_err(pg_error)?;
     let applied: Vec<i32> = tx
         .query(
             "SELECT version FROM vidforge_migrations ORDER BY version",
@@ -682,7 +676,7 @@ fn pg_error(e: postgres::Error) -> StoreError {
             if code.starts_with("08") || code.starts_with("57P") {
                 StoreError::Unavailable(db.message().to_string())
             } else {
-                StoreError::Postgres(e.to_string())
+                StoreError::Postgres(format!("{} (SQLSTATE {code})", db.message()))
             }
         }
         None => StoreError::Unavailable(e.to_string()),
