@@ -49,10 +49,13 @@ pub(crate) fn spawn(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>, Service
     Ok(vec![keeper, listener])
 }
 
-/// The next render this worker holds the lease of, waiting up to [`CLAIM_POLL`] (less when
-/// this node queued something: the local queue's entries are hints to look now).
-pub(crate) fn claim_next(shared: &Shared) -> Option<String> {
-    let _hint = shared.queue.pop_timeout(CLAIM_POLL);
+/// The next render this worker holds the lease of. After a claim that found nothing
+/// (`idle`), it first waits up to [`CLAIM_POLL`] for a hint (this node queued something: the
+/// local queue's entries are hints to look now); while there is work it claims at once.
+pub(crate) fn claim_next(shared: &Shared, idle: bool) -> Option<String> {
+    if idle {
+        let _hint = shared.queue.pop_timeout(CLAIM_POLL);
+    }
     if shared.shutdown.load(Ordering::SeqCst) {
         return None;
     }

@@ -37,12 +37,14 @@ pub(crate) fn spawn_workers(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>,
 
 fn worker_loop(shared: &Shared) {
     let clustered = shared.store.is_shared();
+    let mut idle = true;
     while !shared.shutdown.load(Ordering::SeqCst) {
         let next = if clustered {
-            crate::cluster::claim_next(shared)
+            crate::cluster::claim_next(shared, idle)
         } else {
             shared.queue.pop_timeout(IDLE_POLL)
         };
+        idle = next.is_none();
         if let Some(id) = next {
             if shared.shutdown.load(Ordering::SeqCst) {
                 // Left queued in the store: boot recovery (or another node) picks it up.
