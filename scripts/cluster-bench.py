@@ -24,12 +24,11 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROTOCOL = "2026-07-28"
-TASKS = "io.modelcontextprotocol/tasks"
+sys.path.insert(0, os.path.join(ROOT, "scripts", "lib"))
+from task_render import Mcp  # noqa: E402  (the project's one stdlib MCP client)
 
 
 def free_port():
@@ -48,69 +47,17 @@ def read_env(path):
     return env
 
 
-class Gateway:
-    def __init__(self, base, token):
-        self.base, self.token, self.next_id = base, token, 1
-
-    def call(self, method, params, name=None):
-        """One JSON-RPC call through the gateway (502/503 retried a few times)."""
-        params = dict(params)
-        params["_meta"] = {
-            "io.modelcontextprotocol/protocolVersion": PROTOCOL,
-            "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}},
-            "io.modelcontextprotocol/clientInfo": {"name": "cluster-bench", "version": "1.0.0"},
-        }
-        body = json.dumps(
-            {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
-        ).encode()
-        self.next_id += 1
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": PROTOCOL,
-            "Mcp-Method": method,
-            "Authorization": f"Bearer {self.token}",
-        }
-        if name:
-            headers["Mcp-Name"] = name
-        for attempt in range(10):
-            req = urllib.request.Request(f"{self.base}/mcp", data=body, headers=headers)
-            try:
-                with urllib.request.urlopen(req, timeout=60) as resp:
-                    text = resp.read().decode()
-                    ctype = resp.headers.get("Content-Type", "")
-                break
-            except urllib.error.HTTPError as e:
-                if e.code in (502, 503) and attempt < 9:
-                    time.sleep(0.5)
-                    continue
-                raise
-        if ctype.startswith("text/event-stream"):
-            messages = [
-                json.loads(line[5:].strip())
-                for line in text.splitlines()
-                if line.startswith("data:") and line[5:].strip().startswith("{")
-            ]
-            message = [m for m in messages if "id" in m][-1]
-        else:
-            message = json.loads(text)
-        if "error" in message:
-            raise RuntimeError(f"{method}: {message['error']}")
-        return message["result"]
-
-    def upload(self, path):
-        with open(path, "rb") as f:
-            data = f.read()
-        req = urllib.request.Request(
-            f"{self.base}/assets?name={os.path.basename(path)}",
-            data=data,
-            headers={
-                "Authorization": f"Bearer {self.token}",
-                "Content-Type": "application/octet-stream",
-            },
-        )
-        with urllib.request.urlopen(req, timeout=120) as resp:
-            return json.loads(resp.read())["uri"]
+def upload(base, token, path):
+    """`POST /assets` through the gateway; the asset's URI."""
+    with open(path, "rb") as f:
+        data = f.read()
+    req = urllib.request.Request(
+        f"{base}/assets?name={os.path.basename(path)}",
+        data=data,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/octet-stream"},
+    )
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        return json.loads(resp.read())["uri"]
 
 
 def cluster(args, state, *cmd, env=None):
@@ -144,8 +91,9 @@ def run_one(args, nodes, clip, work):
     )
     try:
         env = read_env(os.path.join(state, "cluster.env"))
-        gw = Gateway(env["VIDFORGE_CLUSTER_URL"], env["VIDFORGE_CLUSTER_TOKEN"])
-        uri = gw.upload(clip)
+        base, token = env["VIDFORGE_CLUSTER_URL"], env["VIDFORGE_CLUSTER_TOKEN"]
+        gw = Mcp(f"{base}/mcp", token, "cluster-bench")
+        uri = upload(base, token, clip)
         arguments = {
             "source_asset_uri": uri,
             "output_format": args.format,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import urllib.error
 import urllib.request
 
 PROTOCOL = "2026-07-28"
@@ -22,8 +23,13 @@ WAIT_S = 300.0
 
 
 class Mcp:
-    def __init__(self, url: str) -> None:
+    """A minimal MCP-over-HTTP client (also used by scripts/cluster-bench.py)."""
+
+    def __init__(self, url: str, token: str | None = None,
+                 client_name: str = "vidforge-first-contact") -> None:
         self.url = url
+        self.token = token
+        self.client_name = client_name
         self.next_id = 1
 
     def call(self, method: str, params: dict, name: str | None = None) -> dict:
@@ -31,7 +37,7 @@ class Mcp:
         params["_meta"] = {
             "io.modelcontextprotocol/protocolVersion": PROTOCOL,
             "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}},
-            "io.modelcontextprotocol/clientInfo": {"name": "vidforge-first-contact", "version": "1"},
+            "io.modelcontextprotocol/clientInfo": {"name": self.client_name, "version": "1"},
         }
         body = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
         self.next_id += 1
@@ -43,10 +49,21 @@ class Mcp:
         }
         if name is not None:
             headers["Mcp-Name"] = name
-        req = urllib.request.Request(self.url, json.dumps(body).encode(), headers, method="POST")
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            ctype = resp.headers.get("Content-Type", "")
-            text = resp.read().decode()
+        if self.token is not None:
+            headers["Authorization"] = f"Bearer {self.token}"
+        # A gateway answers 502 for a request that was in flight to a node that died, and a
+        # server 503 while its store is unreachable: both are worth a few more tries.
+        for attempt in range(10):
+            req = urllib.request.Request(self.url, json.dumps(body).encode(), headers, method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=60) as resp:
+                    ctype = resp.headers.get("Content-Type", "")
+                    text = resp.read().decode()
+                break
+            except urllib.error.HTTPError as e:
+                if e.code not in (502, 503) or attempt == 9:
+                    raise
+                time.sleep(0.5)
         if ctype.startswith("text/event-stream"):
             msgs = [json.loads(l[5:].strip()) for l in text.splitlines() if l.startswith("data:")]
             msgs = [m for m in msgs if "id" in m]
