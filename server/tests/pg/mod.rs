@@ -32,8 +32,8 @@ impl Postgres {
         bin
     }
 
-    /// Runs a PostgreSQL program, as the `postgres` user when we are root (it refuses root).
-    fn run(bin: &Path, program: &str, args: &[&str]) {
+    /// A PostgreSQL program, run as the `postgres` user when we are root (it refuses root).
+    fn command(bin: &Path, program: &str) -> Command {
         let exe = bin.join(program);
         let mut cmd = if is_root() {
             let mut c = Command::new("runuser");
@@ -42,10 +42,16 @@ impl Postgres {
         } else {
             Command::new(&exe)
         };
+        cmd.current_dir("/");
+        cmd
+    }
+
+    /// Runs a PostgreSQL program ([`Postgres::command`]) and requires it to succeed.
+    fn run(bin: &Path, program: &str, args: &[&str]) {
+        let mut cmd = Self::command(bin, program);
         // No pipes: a server started by pg_ctl may inherit them and hold them open forever.
         let status = cmd
             .args(args)
-            .current_dir("/")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -135,18 +141,9 @@ impl Postgres {
 
 impl Drop for Postgres {
     fn drop(&mut self) {
-        let exe = self.bin.join("pg_ctl");
         let data = self.data.to_str().unwrap().to_string();
-        let mut cmd = if is_root() {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(&exe);
-            c
-        } else {
-            Command::new(&exe)
-        };
-        let _ = cmd
+        let _ = Self::command(&self.bin, "pg_ctl")
             .args(["-D", &data, "-m", "immediate", "stop"])
-            .current_dir("/")
             .output();
     }
 }
