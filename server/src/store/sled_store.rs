@@ -70,10 +70,14 @@ impl SledStore {
         use sled::Transactional;
         use sled::transaction::{ConflictableTransactionError, TransactionError};
         let value = encode(rec)?;
-        let entry = key
-            .map(|k| (idem_key(k.principal, k.key), k))
-            .map(|(ik, k)| encode(&k.entry).map(|v| (ik, v, k.stale_before)));
-        let entry = entry.transpose()?;
+        let entry = match key {
+            Some(k) => Some((
+                idem_key(k.principal, k.key),
+                encode(&k.entry)?,
+                k.stale_before,
+            )),
+            None => None,
+        };
         let out = (&self.renders, &self.idempotency).transaction(|(renders, idem)| {
             if let Some((ik, v, stale_before)) = &entry {
                 if let Some(old) = idem.get(ik)? {
