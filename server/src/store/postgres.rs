@@ -532,7 +532,10 @@ impl PgStore {
                             client = Some(c);
                             on_event(StoreEvent::Resync);
                         }
-                        Err(e) => tracing::warn!(error = %e, "LISTEN failed; retrying"),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "LISTEN failed; retrying");
+                            std::thread::sleep(Duration::from_secs(1));
+                        }
                     },
                     Err(e) => {
                         tracing::debug!(error = %e, "store watch: PostgreSQL unreachable");
