@@ -37,6 +37,8 @@ test: deps
 	# then the same clients through nginx against a three-node cluster on PostgreSQL.
 	./scripts/run-clients.sh
 	./scripts/run-cluster-clients.sh
+	# The browser UI (headless Chromium via Selenium) and /metrics scraped by a real Prometheus.
+	./scripts/run-ui-tests.sh
 	# The pinned official conformance suite, against conformance/expected-failures.yml.
 	./scripts/run-conformance.sh
 

@@ -17,6 +17,11 @@ PACKAGES=(
   # store of the nodes, and nginx, the gateway in front of them. The script runs private
   # instances of both in its state dir; the system services these packages set up are not used.
   postgresql nginx
+  # The browser UI test (scripts/run-ui-tests.sh): headless Chromium driven by Selenium through
+  # chromium-driver, and Prometheus scraping /metrics. Debian packages, so nothing downloads a
+  # browser or a driver; selenium is importable by the system /usr/bin/python3. The system
+  # prometheus service the package sets up is not used (the test runs its own instance).
+  chromium chromium-driver python3-selenium prometheus
 )
 
 # The SDK-client and conformance checks run on a project-local Node 22 installed by npm from

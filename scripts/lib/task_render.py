@@ -26,17 +26,21 @@ class Mcp:
     """A minimal MCP-over-HTTP client (also used by scripts/cluster-bench.py)."""
 
     def __init__(self, url: str, token: str | None = None,
-                 client_name: str = "vidforge-first-contact") -> None:
+                 client_name: str = "vidforge-first-contact",
+                 capabilities: dict | None = None) -> None:
         self.url = url
         self.token = token
         self.client_name = client_name
+        # The clientCapabilities sent with every request: by default only the tasks extension
+        # (tests/browser/ui_test.py also declares elicitation).
+        self.capabilities = capabilities if capabilities is not None else {"extensions": {TASKS: {}}}
         self.next_id = 1
 
     def call(self, method: str, params: dict, name: str | None = None) -> dict:
         params = dict(params)
         params["_meta"] = {
             "io.modelcontextprotocol/protocolVersion": PROTOCOL,
-            "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}},
+            "io.modelcontextprotocol/clientCapabilities": self.capabilities,
             "io.modelcontextprotocol/clientInfo": {"name": self.client_name, "version": "1"},
         }
         body = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}

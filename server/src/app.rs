@@ -6,9 +6,11 @@ use std::future::Future;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::routing::get;
 use tokio::net::TcpListener;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
+use crate::auth::Auth;
 use crate::clock;
 use crate::config::Config;
 use crate::connections::{self, ConnectionLimits};
@@ -17,6 +19,8 @@ use crate::mcp::Extensions;
 use crate::media_backend::{MediaProber, MediaRenderer};
 use crate::policy::{self, RequestPolicy};
 use crate::service::{RenderService, ServiceParts};
+use crate::session::Sessions;
+use crate::{telemetry, web};
 
 /// Starts the service with the media engine (`config.backend`) and the process clock
 /// ([`clock::from_env`]). Blocking: opens the store and runs boot recovery.
@@ -33,11 +37,13 @@ pub fn start_service(config: Config) -> anyhow::Result<RenderService> {
     Ok(service)
 }
 
-/// Every route the server answers: [`http::http_routes`] plus the MCP endpoint at `/mcp`,
-/// all behind the Host/Origin [`policy`] and the request-body timeout
-/// (`body_idle_timeout`), and [`http::health_routes`] (`/healthz`) outside both. Each router
-/// authenticates its own routes with the bearer-token middleware, so nothing here wraps them
-/// again; a route added to either router is behind the policy without further wiring.
+/// Every route the server answers: [`http::http_routes`], the pages ([`web::web_routes`])
+/// and the MCP endpoint at `/mcp`, all behind the Host/Origin [`policy`] and the
+/// request-body timeout (`body_idle_timeout`); [`http::health_routes`] (`/healthz`) and
+/// `/metrics` (its own access rule, [`telemetry::metrics_endpoint`]) outside both. Each
+/// router authenticates its own routes, so nothing here wraps them again; a route added to
+/// any of them is behind the policy without further wiring. Every request is counted
+/// ([`telemetry::count_requests`]).
 pub fn router(service: &RenderService) -> Router {
     router_with(service, Extensions::default())
 }
@@ -47,15 +53,27 @@ pub fn router_with(service: &RenderService, extensions: Extensions) -> Router {
     let config = service.config();
     let mcp = crate::mcp::router(service.clone(), config, extensions);
     let policy = Arc::new(RequestPolicy::from_config(config));
-    let guarded = http::http_routes(service.clone())
+    let secure = config.base_url().starts_with("https://");
+    let sessions = Sessions::new(Auth::from_config(config), secure);
+    telemetry::install();
+    let guarded = http::http_routes(service.clone(), sessions.clone())
+        .merge(web::web_routes(service.clone(), sessions.clone()))
         .merge(mcp)
         .layer(RequestBodyTimeoutLayer::new(config.body_idle_timeout))
         .layer(axum::middleware::from_fn_with_state(
             policy,
             policy::enforce,
         ));
+    let metrics = Router::new()
+        .route("/metrics", get(telemetry::metrics_endpoint))
+        .with_state(telemetry::MetricsState {
+            service: service.clone(),
+            sessions,
+        });
     http::health_routes(service.clone())
+        .merge(metrics)
         .merge(guarded)
+        .layer(axum::middleware::from_fn(telemetry::count_requests))
         .layer(axum::middleware::from_fn(
             crate::unread_body::close_if_body_unread,
         ))

@@ -8,16 +8,18 @@
 //! (`parts.extensions.get::<Principal>()`).
 //!
 //! Put it on any router:
-//! `router.layer(axum::middleware::from_fn_with_state(auth, vidforge::auth::require_auth))`.
+//! `router.layer(axum::middleware::from_fn_with_state(auth, vidforge::auth::require_auth))`
+//! ([`require_auth_or_session`] also takes a browser session on `GET`/`HEAD`).
 
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::config::{ANONYMOUS_PRINCIPAL, Config};
+use crate::session::{Sessions, constant_time_eq};
 
 /// The authenticated caller.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -85,25 +87,29 @@ impl Auth {
         if !scheme.eq_ignore_ascii_case("bearer") {
             return Err(AuthError::Invalid);
         }
-        let token = token.trim().as_bytes();
-        // Compare against every token without early exit so timing does not reveal matches.
+        self.principal_for_token(token.trim().as_bytes())
+            .ok_or(AuthError::Invalid)
+    }
+
+    /// The principal of a bearer token, comparing against every token without early exit so
+    /// timing does not reveal matches.
+    pub fn principal_for_token(&self, token: &[u8]) -> Option<Principal> {
         let mut found: Option<&str> = None;
         for (t, p) in self.tokens.iter() {
             if constant_time_eq(t, token) {
                 found = Some(p);
             }
         }
-        found
-            .map(|p| Principal(p.to_string()))
-            .ok_or(AuthError::Invalid)
+        found.map(|p| Principal(p.to_string()))
     }
-}
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
+    /// The tokens of `principal` (the keys of its browser sessions, [`crate::session`]).
+    pub fn tokens_of<'a>(&'a self, principal: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.tokens
+            .iter()
+            .filter(move |(_, p)| p == principal)
+            .map(|(t, _)| t.as_slice())
     }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The 401 answer: `WWW-Authenticate: Bearer` and a small JSON body.
@@ -124,9 +130,35 @@ pub fn unauthorized(err: AuthError) -> Response {
     resp
 }
 
-/// Middleware: authenticates, inserts [`Principal`], or answers 401.
-pub async fn require_auth(State(auth): State<Auth>, mut req: Request, next: Next) -> Response {
-    match auth.authenticate(req.headers()) {
+/// Middleware: authenticates the bearer token, inserts [`Principal`], or answers 401.
+pub async fn require_auth(State(auth): State<Auth>, req: Request, next: Next) -> Response {
+    let outcome = auth.authenticate(req.headers());
+    admit(outcome, req, next).await
+}
+
+/// [`require_auth`], except that a `GET` or `HEAD` without a bearer token may instead carry
+/// a browser session cookie ([`crate::session`]), so the pages can show previews and
+/// results. Anything that changes state needs the token (or, on the pages' own forms, the
+/// session and its CSRF token).
+pub async fn require_auth_or_session(
+    State(sessions): State<Sessions>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let safe = matches!(*req.method(), Method::GET | Method::HEAD);
+    let by_cookie = (safe && !req.headers().contains_key(header::AUTHORIZATION))
+        .then(|| sessions.session(req.headers()))
+        .flatten()
+        .map(|s| s.principal);
+    let outcome = match by_cookie {
+        Some(p) => Ok(p),
+        None => sessions.auth().authenticate(req.headers()),
+    };
+    admit(outcome, req, next).await
+}
+
+async fn admit(outcome: Result<Principal, AuthError>, mut req: Request, next: Next) -> Response {
+    match outcome {
         Ok(p) => {
             req.extensions_mut().insert(p);
             next.run(req).await

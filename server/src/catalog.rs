@@ -8,6 +8,8 @@
 
 use std::time::Duration;
 
+/// Longest note a watermark decision may carry (the approval tool, the form, the page).
+pub const MAX_NOTE_CHARS: usize = 2000;
 /// Default for how long a task record (and so `tasks/get`) lives after creation: 24 h.
 pub const TASK_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 /// Default for how long a rendered result and its status stay reachable: 7 days.

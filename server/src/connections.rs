@@ -30,12 +30,15 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::Router;
+use axum::extract::ConnectInfo;
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tower::ServiceExt;
 
 use crate::config::Config;
 
@@ -149,6 +152,7 @@ async fn serve_connection(
     _permit: OwnedSemaphorePermit,
 ) {
     let _ = stream.set_nodelay(true);
+    let stream_peer = stream.peer_addr().ok();
     let activity = Activity::new();
     let io = TokioIo::new(Tracked {
         inner: stream,
@@ -159,8 +163,16 @@ async fn serve_connection(
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
         .keep_alive(true);
+    // The peer's address for handlers that need it (`/metrics` answers loopback peers).
+    let peer = stream_peer;
+    let service = router.map_request(move |mut req: http::Request<Incoming>| {
+        if let Some(addr) = peer {
+            req.extensions_mut().insert(ConnectInfo(addr));
+        }
+        req
+    });
     let conn = builder
-        .serve_connection(io, TowerToHyperService::new(router))
+        .serve_connection(io, TowerToHyperService::new(service))
         .with_upgrades();
     let mut conn = pin!(conn);
     let mut stopping = false;

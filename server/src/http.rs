@@ -32,12 +32,13 @@ use serde::Deserialize;
 use serde_json::json;
 use tower_http::services::ServeFile;
 
-use crate::auth::{Auth, Principal, require_auth};
+use crate::auth::{Principal, require_auth_or_session};
 use crate::catalog::ErrorCode;
 use crate::clock::rfc3339;
 use crate::envelope::{Envelope, RepairContext, fingerprint};
 use crate::error::ServiceError;
 use crate::service::RenderService;
+use crate::session::Sessions;
 use crate::store::AssetRecord;
 use crate::uri::PREVIEW_FILE_NAME;
 
@@ -53,15 +54,18 @@ pub const REFUSED_UPLOAD_TYPES: [&str; 3] = [
 ];
 
 /// The authenticated HTTP routes (uploads, downloads, previews). [`crate::app::router_with`]
-/// merges them with the MCP router behind the request policy.
-pub fn http_routes(service: RenderService) -> Router {
-    let auth = Auth::from_config(service.config());
+/// merges them with the MCP router behind the request policy. Downloads and previews also
+/// accept a browser session ([`require_auth_or_session`]) for the pages' images and players.
+pub fn http_routes(service: RenderService, sessions: Sessions) -> Router {
     Router::new()
         .route("/assets", post(upload).layer(DefaultBodyLimit::disable()))
         .route("/assets/{id}", get(get_asset).delete(delete_asset))
         .route("/videos/{id}/{file}", get(download))
         .route("/renders/{id}/{file}", get(preview))
-        .layer(axum::middleware::from_fn_with_state(auth, require_auth))
+        .layer(axum::middleware::from_fn_with_state(
+            sessions,
+            require_auth_or_session,
+        ))
         .with_state(service)
 }
 
@@ -163,6 +167,7 @@ async fn upload(
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit) {
         // Refuse before reading a byte.
+        crate::telemetry::upload(false, 0);
         return service_error(&ServiceError::AssetTooLarge { limit_bytes: limit });
     }
     let name = q
@@ -185,10 +190,14 @@ async fn upload(
             seen.store(true, Ordering::SeqCst);
         }
     });
-    match service
+    let added = service
         .add_asset_stream(principal.as_str(), &name, stream)
-        .await
-    {
+        .await;
+    crate::telemetry::upload(
+        added.is_ok(),
+        added.as_ref().map_or(0, |rec| rec.size_bytes),
+    );
+    match added {
         Ok(rec) => {
             let json = asset_json(&rec, service.asset_expires_at(&rec));
             (StatusCode::CREATED, axum::Json(json)).into_response()

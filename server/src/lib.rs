@@ -29,10 +29,13 @@ pub mod mcp;
 pub mod media_backend;
 pub mod policy;
 pub mod service;
+pub mod session;
 pub mod shared;
 pub mod store;
+pub mod telemetry;
 pub mod unread_body;
 pub mod uri;
+pub mod web;
 pub mod worker;
 
 pub use auth::Principal;

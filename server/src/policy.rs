@@ -5,10 +5,11 @@
 //!
 //! - **Host**: the loopback names (`localhost`, `127.0.0.1`, `::1`), the listen address's IP
 //!   and `allowed_hosts`. An entry without a port matches any port.
-//! - **Origin**: `http://127.0.0.1:PORT`, `http://localhost:PORT`, `http://[::1]:PORT` (the
-//!   server's own pages) and `allowed_origins`. A request without `Origin` (every non-browser
-//!   client) passes; a present one must match by scheme, host and port (`:*` matches any port,
-//!   an entry without a port matches any port, a missing port means the scheme's default).
+//! - **Origin**: `http://127.0.0.1:PORT`, `http://localhost:PORT`, `http://[::1]:PORT`, the
+//!   origin of `public_base_url` (the server's own pages) and `allowed_origins`. A request
+//!   without `Origin` (every non-browser client) passes; a present one must match by scheme,
+//!   host and port (`:*` matches any port, an entry without a port matches any port, a
+//!   missing port means the scheme's default).
 //!
 //! A refusal is `403` with the §6 envelope, code `request_forbidden`, `details.field` naming
 //! the header. The matching follows rmcp 3.11's Streamable HTTP checks rule for rule (rmcp's
@@ -53,6 +54,14 @@ impl RequestPolicy {
             format!("http://[::1]:{port}"),
         ];
         origins.extend(config.allowed_origins.iter().cloned());
+        // The pages' own forms, when they are served at the public base URL.
+        if let Some(url) = &config.public_base_url {
+            let after_scheme = url.find("://").map_or(0, |i| i + 3);
+            let end = url[after_scheme..]
+                .find('/')
+                .map_or(url.len(), |i| after_scheme + i);
+            origins.push(url[..end].to_string());
+        }
         RequestPolicy { hosts, origins }
     }
 

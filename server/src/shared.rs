@@ -128,7 +128,9 @@ impl Shared {
         mut f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, ServiceError>,
     ) -> Result<Option<Updated<RenderRecord, T>>, ServiceError> {
         let now = self.now();
+        let mut before = None;
         let out = self.store.update_render(id, |r| {
+            before = Some(r.state);
             let c = f(r)?;
             if matches!(c, Change::Write(_)) {
                 r.updated_at = now.max(r.updated_at);
@@ -139,6 +141,9 @@ impl Shared {
             && u.written
         {
             self.index(&u.record);
+            if let Some(before) = before {
+                crate::telemetry::render_transition(before, &u.record, now);
+            }
         }
         Ok(out)
     }

@@ -55,6 +55,22 @@ pub fn download_url(base_url: &str, render_id: &str, format: OutputFormat) -> St
     format!("{base_url}/videos/{render_id}/{}", final_file_name(format))
 }
 
+/// The path of a render's approval page (`/approvals/<id>`, served by [`crate::web`]).
+pub fn approval_path(render_id: &str) -> String {
+    format!("/approvals/{render_id}")
+}
+
+/// The approval page's URL: `<base>/approvals/<id>`. It carries no credential: the page asks
+/// the browser to sign in.
+pub fn approval_url(base_url: &str, render_id: &str) -> String {
+    format!("{base_url}{}", approval_path(render_id))
+}
+
+/// The HTTP URL of a render's watermark preview image.
+pub fn preview_http_path(render_id: &str) -> String {
+    format!("/renders/{render_id}/{PREVIEW_FILE_NAME}")
+}
+
 /// The format named by `final.<ext>`.
 pub fn parse_final_file_name(file: &str) -> Option<OutputFormat> {
     OutputFormat::from_name(file.strip_prefix("final.")?)

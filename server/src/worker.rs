@@ -286,6 +286,7 @@ fn run_render(
     let id = rec.id.as_str();
     let mut last_publish: Option<Instant> = None;
     let mut last_stage: Option<vidforge_media::Stage> = None;
+    let started = Instant::now();
     let mut on_progress = |p: EngineProgress| {
         let due = last_publish.is_none_or(|t| t.elapsed() >= catalog::PROGRESS_PUBLISH_INTERVAL)
             || last_stage != Some(p.stage);
@@ -294,7 +295,14 @@ fn run_render(
         }
         last_publish = Some(Instant::now());
         last_stage = Some(p.stage);
-        let snap = ProgressSnapshot::new(p.stage.into(), p.frames_done, p.frames_total);
+        let elapsed = started.elapsed().as_secs_f64();
+        let fps = if elapsed > 0.0 {
+            p.frames_done as f64 / elapsed
+        } else {
+            0.0
+        };
+        let snap = ProgressSnapshot::new(p.stage.into(), p.frames_done, p.frames_total)
+            .with_rate(fps, backend.clone());
         let res = shared.update(id, |r| {
             if r.cancel_requested {
                 // Cancelled on another node: the flag reaches this worker here too.
@@ -348,14 +356,28 @@ fn run_render(
                 }
                 r.state = RenderState::Succeeded;
                 r.finished_at = Some(now);
-                r.progress = Some(ProgressSnapshot::new(
-                    ProgressStage::Finalizing,
-                    report.frames,
-                    Some(report.frames),
-                ));
+                r.progress = Some(
+                    ProgressSnapshot::new(
+                        ProgressStage::Finalizing,
+                        report.frames,
+                        Some(report.frames),
+                    )
+                    .with_rate(report.fps, report.backend.clone()),
+                );
                 r.outcome = Some(outcome.clone());
                 Ok(Change::Write(()))
             })?;
+            crate::telemetry::render_finished(
+                rec,
+                &report.backend,
+                report.elapsed,
+                report.fps,
+                [
+                    ("decode", report.stage_times.decode),
+                    ("compose", report.stage_times.compose),
+                    ("encode", report.stage_times.encode),
+                ],
+            );
             tracing::info!(
                 render_id = %id,
                 backend = %report.backend,

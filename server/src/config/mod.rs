@@ -26,6 +26,8 @@
 //! allowed_origins = ["http://localhost:3000"]
 //! allowed_hosts = ["localhost", "127.0.0.1"]
 //! public_base_url = "https://renders.example.com"
+//! admins = ["ops"]             # principals who see every render on the dashboard
+//! metrics_public = false       # /metrics without auth from any address (default: loopback)
 //! header_read_timeout = "10s"  # a request head must arrive within this
 //! idle_timeout = "60s"         # a connection moving no bytes either way is closed
 //! body_idle_timeout = "30s"    # an upload sending nothing for this long is aborted (408)
@@ -214,6 +216,12 @@ pub struct Config {
     pub allowed_hosts: Vec<String>,
     /// Base URL used in download links; default `http://<listen>`.
     pub public_base_url: Option<String>,
+    /// Principals who see every render on the dashboard and may read `/metrics` from any
+    /// address.
+    pub admins: Vec<String>,
+    /// `/metrics` answers without authentication to any address (default: only to loopback
+    /// peers; others need an admin's bearer token).
+    pub metrics_public: bool,
     /// How often the sweeper runs.
     pub sweep_interval: Duration,
     /// How often approval deadlines are checked.
@@ -300,6 +308,8 @@ impl Config {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             public_base_url: None,
+            admins: Vec::new(),
+            metrics_public: false,
             sweep_interval: catalog::SWEEP_INTERVAL,
             tick_interval: DEFAULT_TICK_INTERVAL,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
@@ -445,6 +455,8 @@ impl Config {
         if f.public_base_url.is_some() {
             self.public_base_url = f.public_base_url;
         }
+        set(&mut self.admins, f.admins);
+        set(&mut self.metrics_public, f.metrics_public);
         Ok(())
     }
 
@@ -541,6 +553,12 @@ impl Config {
         }
         if a.public_base_url.is_some() {
             self.public_base_url = a.public_base_url.clone();
+        }
+        if !a.admins.is_empty() {
+            self.admins = a.admins.clone();
+        }
+        if a.metrics_public {
+            self.metrics_public = true;
         }
         Ok(())
     }

@@ -139,6 +139,13 @@ pub struct ConfigArgs {
     /// Base URL for download links.
     #[arg(long, env = "VIDFORGE_PUBLIC_BASE_URL")]
     pub public_base_url: Option<String>,
+    /// Principals who see every render on the dashboard and may read /metrics from anywhere
+    /// (comma-separated).
+    #[arg(long = "admin", env = "VIDFORGE_ADMINS", value_delimiter = ',')]
+    pub admins: Vec<String>,
+    /// Serve /metrics without authentication to any address (default: loopback only).
+    #[arg(long, env = "VIDFORGE_METRICS_PUBLIC")]
+    pub metrics_public: bool,
 }
 
 /// The TOML file's shape; every field optional.
@@ -182,6 +189,8 @@ pub struct FileConfig {
     pub allowed_origins: Option<Vec<String>>,
     pub allowed_hosts: Option<Vec<String>>,
     pub public_base_url: Option<String>,
+    pub admins: Option<Vec<String>>,
+    pub metrics_public: Option<bool>,
 }
 
 /// A duration in the file: seconds as a number, or a string like `"30m"`.

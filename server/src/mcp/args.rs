@@ -5,12 +5,10 @@
 use serde_json::{Map, Value};
 
 use crate::args::{ArgError, reject_unknown, required_str};
-use crate::catalog::ErrorCode;
+use crate::catalog::{ErrorCode, MAX_NOTE_CHARS};
 use crate::envelope::Envelope;
 
 // Errors are boxed: an envelope is large and these results are almost always Ok.
-
-const MAX_NOTE_CHARS: usize = 2000;
 
 fn invalid(field: &str, reason: impl Into<String>) -> Box<Envelope> {
     let reason = reason.into();
@@ -113,10 +111,49 @@ pub fn approval_from_elicitation(
     }
 }
 
+/// Reads the answer to the URL-mode approval request (the approval page): `accept` only
+/// means the user agreed to open the page, and `cancel` that they dismissed it; neither
+/// decides anything (the page does). `decline` is a rejection, as in form mode.
+pub fn approval_from_page_elicitation(
+    v: &Value,
+) -> Result<Option<(bool, Option<String>)>, Box<Envelope>> {
+    let map = object(v, "inputResponses.watermark-approval-page-1")?;
+    match map.get("action").and_then(Value::as_str) {
+        Some("accept" | "cancel") => Ok(None),
+        Some("decline") => Ok(Some((
+            false,
+            Some("The user declined to open the approval page.".into()),
+        ))),
+        _ => Err(invalid(
+            "action",
+            "`action` must be accept, decline or cancel",
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn page_elicitation_answers_decide_only_on_decline() {
+        assert_eq!(
+            approval_from_page_elicitation(&json!({"action": "accept"})).unwrap(),
+            None
+        );
+        assert_eq!(
+            approval_from_page_elicitation(&json!({"action": "cancel"})).unwrap(),
+            None
+        );
+        assert!(
+            !approval_from_page_elicitation(&json!({"action": "decline"}))
+                .unwrap()
+                .unwrap()
+                .0
+        );
+        assert!(approval_from_page_elicitation(&json!({"action": "maybe"})).is_err());
+    }
 
     #[test]
     fn approval_arguments_are_closed_and_typed() {

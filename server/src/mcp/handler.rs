@@ -59,6 +59,7 @@ pub fn from_json<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, McpError
 pub struct Declared {
     pub tasks: bool,
     pub elicitation_form: bool,
+    pub elicitation_url: bool,
     /// The whole declared `clientCapabilities` object (`null` when absent).
     pub caps: Value,
 }
@@ -74,14 +75,28 @@ pub(super) fn declared(ctx: &RequestContext<RoleServer>) -> Declared {
         .and_then(|e| e.get(TASKS_EXTENSION))
         .is_some();
     // `elicitation: {}` means form only; `{url: {}}` alone means URL mode only.
-    let elicitation_form = match caps_json.get("elicitation") {
-        Some(Value::Object(e)) => e.contains_key("form") || !e.contains_key("url"),
-        _ => false,
+    let (elicitation_form, elicitation_url) = match caps_json.get("elicitation") {
+        Some(Value::Object(e)) => (
+            e.contains_key("form") || !e.contains_key("url"),
+            e.contains_key("url"),
+        ),
+        _ => (false, false),
     };
     Declared {
         tasks,
         elicitation_form,
+        elicitation_url,
         caps: caps_json,
+    }
+}
+
+impl Declared {
+    /// The declared elicitation modes.
+    pub fn elicitation(&self) -> super::presentation::Elicitation {
+        super::presentation::Elicitation {
+            form: self.elicitation_form,
+            url: self.elicitation_url,
+        }
     }
 }
 

@@ -45,7 +45,7 @@ impl VidforgeMcp {
         loop {
             for id in pending.drain(..) {
                 // Re-checks ownership every time: another principal's id never fires.
-                let Some(detailed) = self.detailed_any(&principal, &id, declared.elicitation_form)
+                let Some(detailed) = self.detailed_any(&principal, &id, declared.elicitation())
                 else {
                     continue;
                 };

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::error::ServiceError;
 use crate::store::{RenderRecord, RenderState};
 
-use super::presentation::to_value;
+use super::presentation::{Elicitation, to_value};
 use super::wire;
 
 use super::handler::*;
@@ -33,7 +33,7 @@ impl VidforgeMcp {
         Ok(GetTaskResult::new(
             self.shared
                 .presenter
-                .detailed_task(&rec, declared.elicitation_form),
+                .detailed_task(&rec, declared.elicitation()),
         ))
     }
 
@@ -50,13 +50,19 @@ impl VidforgeMcp {
                 .await;
         }
         let rec = self.task_record(&principal, &id)?;
-        let Some(response) = request.input_responses.get(wire::APPROVAL_INPUT_KEY) else {
-            // Responses to keys that are not outstanding are ignored.
+        // The form's answer decides; the page's (URL mode) only when it declines. Responses
+        // to keys that are not outstanding are ignored.
+        let responses = &request.input_responses;
+        let read = if let Some(r) = responses.get(wire::APPROVAL_INPUT_KEY) {
+            super::args::approval_from_elicitation(r)
+        } else if let Some(r) = responses.get(wire::APPROVAL_PAGE_INPUT_KEY) {
+            super::args::approval_from_page_elicitation(r)
+        } else {
             return Ok(());
         };
-        let decision = match super::args::approval_from_elicitation(response) {
+        let decision = match read {
             Ok(Some(decision)) => decision,
-            // `cancel`: the user dismissed the form without deciding; keep waiting.
+            // `cancel` (or the page accepted): nothing decided yet; keep waiting.
             Ok(None) => return Ok(()),
             Err(env) => {
                 return Err(McpError::new(
@@ -141,14 +147,12 @@ impl VidforgeMcp {
         &self,
         principal: &str,
         id: &str,
-        elicitation_form: bool,
+        modes: Elicitation,
     ) -> Option<Value> {
         if let Some(owner) = self.shared.extensions.task_owner(id) {
             return owner.get_task(principal, id).ok();
         }
         let rec = self.shared.service.get(principal, id).ok()?;
-        Some(to_value(
-            &self.shared.presenter.detailed_task(&rec, elicitation_form),
-        ))
+        Some(to_value(&self.shared.presenter.detailed_task(&rec, modes)))
     }
 }

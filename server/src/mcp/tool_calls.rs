@@ -48,7 +48,7 @@ impl VidforgeMcp {
         let rec = outcome.record;
         let presenter = &self.shared.presenter;
         if declared.tasks {
-            let task = presenter.task(&rec, declared.elicitation_form);
+            let task = presenter.task(&rec, declared.elicitation());
             return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
         }
         // Fallback path: never block; answer with the accepted envelope (or, on an

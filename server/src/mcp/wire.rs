@@ -9,8 +9,10 @@ use crate::envelope::Envelope;
 
 pub use crate::clock::rfc3339;
 
-/// The `inputRequests` key of the watermark approval elicitation.
+/// The `inputRequests` key of the watermark approval elicitation (form mode).
 pub const APPROVAL_INPUT_KEY: &str = "watermark-approval-1";
+/// The `inputRequests` key of the approval page offered in URL mode.
+pub const APPROVAL_PAGE_INPUT_KEY: &str = "watermark-approval-page-1";
 
 /// `pollIntervalMs` for a task status: short while working, long while waiting for a human
 /// or once terminal.
@@ -65,9 +67,43 @@ pub fn tool_ok_result(text: impl Into<String>, structured: Value) -> CallToolRes
     result
 }
 
-/// The form elicitation asking for watermark approval, keyed [`APPROVAL_INPUT_KEY`].
-pub fn approval_input_requests(id: &str, position: &str, opacity: f64) -> InputRequests {
-    let request = form_elicitation(
+/// The watermark approval requests: the form ([`APPROVAL_INPUT_KEY`]) when `form`, and the
+/// approval page in URL mode ([`APPROVAL_PAGE_INPUT_KEY`]) when `page_url` is given.
+pub fn approval_input_requests(
+    id: &str,
+    position: &str,
+    opacity: f64,
+    form: bool,
+    page_url: Option<&str>,
+) -> InputRequests {
+    let mut requests = serde_json::Map::new();
+    if form {
+        requests.insert(
+            APPROVAL_INPUT_KEY.into(),
+            approval_form(id, position, opacity),
+        );
+    }
+    if let Some(url) = page_url {
+        requests.insert(
+            APPROVAL_PAGE_INPUT_KEY.into(),
+            json!({
+                "method": "elicitation/create",
+                "params": {
+                    "mode": "url",
+                    "message": format!(
+                        "Approve or reject the watermark preview of render {id} ({position}, opacity {opacity}) in your browser. Rejecting ends the render."
+                    ),
+                    "url": url,
+                }
+            }),
+        );
+    }
+    // rmcp's typed requests, read from the wire shapes above (fixed, valid elicitations).
+    serde_json::from_value(Value::Object(requests)).unwrap_or_default()
+}
+
+fn approval_form(id: &str, position: &str, opacity: f64) -> Value {
+    form_elicitation(
         &format!(
             "Approve this watermark? Preview: {} ({position}, opacity {opacity}). Rejecting ends the render.",
             crate::uri::preview_uri(id)
@@ -77,9 +113,7 @@ pub fn approval_input_requests(id: &str, position: &str, opacity: f64) -> InputR
             "note": { "type": "string", "description": "Optional reason or requested adjustment when rejecting." }
         }),
         &["approved"],
-    );
-    // rmcp's typed request, read from the wire shape above (a fixed, valid elicitation).
-    serde_json::from_value(json!({ APPROVAL_INPUT_KEY: request })).unwrap_or_default()
+    )
 }
 
 /// Checks that `response` can answer an input request of `method` (MRTR `inputResponses`,
@@ -134,7 +168,10 @@ mod tests {
 
     #[test]
     fn approval_request_is_a_form_elicitation() {
-        let r = serde_json::to_value(approval_input_requests("task_1", "top_left", 0.6)).unwrap();
+        let r = serde_json::to_value(approval_input_requests(
+            "task_1", "top_left", 0.6, true, None,
+        ))
+        .unwrap();
         let req = &r[APPROVAL_INPUT_KEY];
         assert_eq!(req["method"], "elicitation/create");
         assert_eq!(

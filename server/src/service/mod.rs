@@ -118,6 +118,17 @@ impl std::fmt::Debug for RenderService {
     }
 }
 
+/// [`RenderService::load_snapshot`].
+#[derive(Clone, Debug, Default)]
+pub struct LoadSnapshot {
+    /// Unfinished renders by state (states with none are absent).
+    pub by_state: std::collections::BTreeMap<RenderState, usize>,
+    /// Renders this node's workers are running.
+    pub workers_busy: usize,
+    /// This node's worker count.
+    pub render_slots: usize,
+}
+
 impl RenderService {
     /// Opens the store under `config.data_dir`, runs boot recovery (re-queues interrupted
     /// renders, re-arms approval deadlines, sweeps expired records), then starts
@@ -263,6 +274,40 @@ impl RenderService {
     /// expiry with [`RenderService::task_expired`].
     pub fn get(&self, principal: &str, id: &str) -> Result<RenderRecord, ServiceError> {
         self.shared.load_owned(principal, id)
+    }
+
+    /// The newest `limit` renders of `principal` (every principal's with `None`), newest
+    /// first, for the dashboard. A scan of the store: meant for pages, not for hot paths.
+    pub fn recent_renders(
+        &self,
+        principal: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<RenderRecord>, ServiceError> {
+        let mut all: Vec<RenderRecord> = self
+            .shared
+            .store
+            .renders()?
+            .into_iter()
+            .filter(|r| principal.is_none_or(|p| r.principal == p))
+            .filter(|r| !self.task_expired(r))
+            .collect();
+        all.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
+        all.truncate(limit);
+        Ok(all)
+    }
+
+    /// How busy this service is now: unfinished renders by state (from the in-memory index,
+    /// which in cluster mode follows the whole cluster), and this node's busy workers.
+    pub fn load_snapshot(&self) -> LoadSnapshot {
+        let mut by_state = std::collections::BTreeMap::new();
+        for a in lock(&self.shared.active).values() {
+            *by_state.entry(a.state).or_insert(0usize) += 1;
+        }
+        LoadSnapshot {
+            by_state,
+            workers_busy: lock(&self.shared.running).len(),
+            render_slots: self.shared.config.render_slots,
+        }
     }
 
     /// Records a watermark decision (durably, bound to the exact watermark parameters).

@@ -153,6 +153,7 @@ pub(super) fn create_blocking(
         });
     }
     shared.store.flush()?;
+    crate::telemetry::render_created();
     shared.index(&rec);
     shared.enqueue(&rec.principal, &rec.id);
     shared.notify(&rec.id);

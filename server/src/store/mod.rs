@@ -166,7 +166,12 @@ impl Store {
     /// Makes every previous write durable (PostgreSQL commits are already).
     pub fn flush(&self) -> Result<(), StoreError> {
         match &self.backend {
-            Backend::Sled(s) => s.flush(),
+            Backend::Sled(s) => {
+                let start = std::time::Instant::now();
+                s.flush()?;
+                crate::telemetry::store_flush("sled", start.elapsed());
+                Ok(())
+            }
             Backend::Postgres(_) => Ok(()),
         }
     }
@@ -209,7 +214,18 @@ impl Store {
     where
         E: From<StoreError>,
     {
-        each!(self, s => s.update_render(id, f))
+        match &self.backend {
+            Backend::Sled(s) => s.update_render(id, f),
+            Backend::Postgres(p) => {
+                // Each PostgreSQL write is durable when it returns: its latency is the flush.
+                let start = std::time::Instant::now();
+                let out = p.update_render(id, f);
+                if matches!(&out, Ok(Some(u)) if u.written) {
+                    crate::telemetry::store_flush("postgres", start.elapsed());
+                }
+                out
+            }
+        }
     }
 
     /// Every render record (decode errors are logged and skipped so one bad record cannot

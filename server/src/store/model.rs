@@ -82,7 +82,7 @@ pub struct RenderArgs {
 }
 
 /// Where a render is. Terminal: `Succeeded`, `Failed`, `Cancelled`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RenderState {
     /// Durably created, waiting for a worker.
@@ -187,6 +187,12 @@ pub struct ProgressSnapshot {
     pub frames_total: Option<u64>,
     /// 0.0 ..= 100.0 when `frames_total` is known.
     pub percent: Option<f64>,
+    /// Frames per second of wall time so far, when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fps: Option<f64>,
+    /// The compositor of this attempt (`cpu` or the GPU adapter's name), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
 }
 
 impl ProgressSnapshot {
@@ -199,7 +205,16 @@ impl ProgressSnapshot {
             frames_done,
             frames_total,
             percent,
+            fps: None,
+            backend: None,
         }
+    }
+
+    /// With the measured rate and the compositor that runs the render.
+    pub fn with_rate(mut self, fps: f64, backend: impl Into<String>) -> Self {
+        self.fps = fps.is_finite().then_some(fps);
+        self.backend = Some(backend.into());
+        self
     }
 
     /// Progress as a 0..1 fraction when known.

@@ -114,6 +114,22 @@ pub struct Accepted {
     pub follow_up: FollowUp,
 }
 
+/// The elicitation modes a request declared (`clientCapabilities.elicitation`): input
+/// requests are offered only in these.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Elicitation {
+    pub form: bool,
+    pub url: bool,
+}
+
+impl Elicitation {
+    /// Neither mode (no elicitation declared).
+    pub const NONE: Elicitation = Elicitation {
+        form: false,
+        url: false,
+    };
+}
+
 /// Builds the wire shapes of render records for one deployment.
 #[derive(Clone, Debug)]
 pub struct Presenter {
@@ -139,6 +155,11 @@ impl Presenter {
     /// Unix ms when the result and the status of `rec` expire.
     pub fn result_expires_at(&self, rec: &RenderRecord) -> u64 {
         rec.result_expires_at(self.lifetimes.result_ttl)
+    }
+
+    /// The approval page of a render ([`uri::approval_url`]).
+    pub fn approval_url(&self, id: &str) -> String {
+        uri::approval_url(&self.base_url, id)
     }
 
     /// The HTTP download URL of a render's video.
@@ -233,9 +254,10 @@ impl Presenter {
         }
     }
 
-    /// The task's `statusMessage`; while awaiting approval it says how to decide (the
-    /// approval tool unless the request declared form elicitation).
-    pub fn status_message(&self, rec: &RenderRecord, elicitation_form: bool) -> String {
+    /// The task's `statusMessage`; while awaiting approval it says how to decide: with form
+    /// elicitation declared the form does; otherwise it names the approval page (unless the
+    /// URL-mode request offers it) and, without form, the approval tool.
+    pub fn status_message(&self, rec: &RenderRecord, modes: Elicitation) -> String {
         match rec.state {
             RenderState::Queued => "Render queued; encoding starts shortly.".into(),
             RenderState::Previewing => "Preparing the watermark preview.".into(),
@@ -246,14 +268,18 @@ impl Presenter {
                     "Waiting for user approval of the watermark preview at {}. Unanswered approvals time out after {timeout}.",
                     uri::preview_uri(&rec.id)
                 );
-                if elicitation_form {
-                    base
-                } else {
-                    format!(
-                        "{base} To decide, call `{}` with {{render_id: '{}', approved: true|false}}.",
+                match modes {
+                    Elicitation { form: true, .. } => base,
+                    Elicitation { url: true, .. } => format!(
+                        "{base} Open {} to approve or reject it in a browser.",
+                        self.approval_url(&rec.id)
+                    ),
+                    Elicitation::NONE => format!(
+                        "{base} Approve or reject it in a browser at {}, or call `{}` with {{render_id: '{}', approved: true|false}}.",
+                        self.approval_url(&rec.id),
                         tools::APPROVE_WATERMARK,
                         rec.id
-                    )
+                    ),
                 }
             }
             RenderState::Succeeded => "Render completed.".into(),
@@ -268,28 +294,33 @@ impl Presenter {
     }
 
     /// The task fields (no status payload), for `CreateTaskResult` and `tasks/get`.
-    pub fn task(&self, rec: &RenderRecord, elicitation_form: bool) -> Task {
+    pub fn task(&self, rec: &RenderRecord, modes: Elicitation) -> Task {
         wire::task(
             &rec.id,
             task_status(rec.state),
-            self.status_message(rec, elicitation_form),
+            self.status_message(rec, modes),
             rec.created_at,
             rec.updated_at,
             self.lifetimes.task_ttl,
         )
     }
 
-    /// The `DetailedTask` of a render: the watermark approval request (only in a mode the
-    /// request declared: none without form elicitation), or the terminal tool result.
-    pub fn detailed_task(&self, rec: &RenderRecord, elicitation_form: bool) -> DetailedTask {
-        let task = self.task(rec, elicitation_form);
+    /// The `DetailedTask` of a render: the watermark approval requests (only in the modes
+    /// the request declared: the form, and the approval page in URL mode; none without
+    /// elicitation), or the terminal tool result.
+    pub fn detailed_task(&self, rec: &RenderRecord, modes: Elicitation) -> DetailedTask {
+        let task = self.task(rec, modes);
         let payload = match task.status {
             TaskStatus::InputRequired => {
-                let input_requests = match (&rec.args.watermark, elicitation_form) {
-                    (Some(wm), true) => {
-                        wire::approval_input_requests(&rec.id, &wm.position, wm.opacity)
-                    }
-                    _ => Default::default(),
+                let input_requests = match &rec.args.watermark {
+                    Some(wm) => wire::approval_input_requests(
+                        &rec.id,
+                        &wm.position,
+                        wm.opacity,
+                        modes.form,
+                        modes.url.then(|| self.approval_url(&rec.id)).as_deref(),
+                    ),
+                    None => Default::default(),
                 };
                 TaskPayload::InputRequired { input_requests }
             }
@@ -318,7 +349,7 @@ impl Presenter {
             state: rec.state.public_name(),
             terminal,
             poll_after_ms: poll_after.as_millis() as u64,
-            status_message: self.status_message(rec, false),
+            status_message: self.status_message(rec, Elicitation::NONE),
             expires_at: wire::rfc3339(self.result_expires_at(rec)),
             terminal_states: &tools::TERMINAL_FALLBACK_STATES,
             progress: rec

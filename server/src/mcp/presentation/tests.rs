@@ -7,6 +7,11 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::*;
+
+const FORM: Elicitation = Elicitation {
+    form: true,
+    url: false,
+};
 use crate::store::{
     Approval, OutputFormat, ProgressSnapshot, ProgressStage, RenderArgs, Resolution, WatermarkArgs,
 };
@@ -90,7 +95,7 @@ fn a_running_render_is_a_working_task_with_the_configured_ttl() {
         30,
         Some(120),
     ));
-    let task = json_of(&presenter().detailed_task(&rec, true));
+    let task = json_of(&presenter().detailed_task(&rec, FORM));
     assert_eq!(task["taskId"], rec.id.as_str());
     assert_eq!(task["status"], "working");
     assert_eq!(task["statusMessage"], "Rendering: 25% (frame 30/120).");
@@ -109,7 +114,7 @@ fn awaiting_approval_asks_only_in_a_declared_mode() {
         deadline: T0 + 45 * 60_000,
     });
     let p = presenter();
-    let with_form = json_of(&p.detailed_task(&rec, true));
+    let with_form = json_of(&p.detailed_task(&rec, FORM));
     assert_eq!(with_form["status"], "input_required");
     let request = &with_form["inputRequests"][wire::APPROVAL_INPUT_KEY];
     assert_eq!(request["method"], "elicitation/create");
@@ -119,10 +124,45 @@ fn awaiting_approval_asks_only_in_a_declared_mode() {
             .unwrap()
             .contains("45 minutes")
     );
-    let without = json_of(&p.detailed_task(&rec, false));
+    let without = json_of(&p.detailed_task(&rec, Elicitation::NONE));
     assert_eq!(without["inputRequests"], json!({}));
     let message = without["statusMessage"].as_str().unwrap();
     assert!(message.contains(tools::APPROVE_WATERMARK), "{message}");
+    let page = p.approval_url(&rec.id);
+    assert!(message.contains(&page), "{message}");
+    assert!(!with_form["statusMessage"].as_str().unwrap().contains(&page));
+
+    // URL mode: the approval page, with no credential in it and no `elicitationId`
+    // (2026-07-28 removed it); with both modes declared, both requests.
+    let both = Elicitation {
+        form: true,
+        url: true,
+    };
+    for (modes, keys) in [
+        (
+            Elicitation {
+                form: false,
+                url: true,
+            },
+            vec![wire::APPROVAL_PAGE_INPUT_KEY],
+        ),
+        (
+            both,
+            vec![wire::APPROVAL_INPUT_KEY, wire::APPROVAL_PAGE_INPUT_KEY],
+        ),
+    ] {
+        let task = json_of(&p.detailed_task(&rec, modes));
+        let requests = task["inputRequests"].as_object().unwrap();
+        let mut got: Vec<&str> = requests.keys().map(String::as_str).collect();
+        got.sort();
+        assert_eq!(got, keys);
+        let params = &requests[wire::APPROVAL_PAGE_INPUT_KEY]["params"];
+        assert_eq!(
+            params,
+            &json!({"mode": "url", "message": params["message"], "url": page}),
+            "{task}"
+        );
+    }
 
     let status = json_of(&p.fallback_status(&rec));
     assert_eq!(status["state"], "awaiting_watermark_approval");
@@ -185,7 +225,7 @@ fn a_succeeded_render_links_its_video_and_the_fallback_mirrors_it() {
     );
 
     // The task carries the same result, priorities as written.
-    let task = json_of(&p.detailed_task(&rec, false));
+    let task = json_of(&p.detailed_task(&rec, Elicitation::NONE));
     assert_eq!(task["status"], "completed");
     assert_eq!(task["result"], result);
 
@@ -223,7 +263,7 @@ fn a_rejected_watermark_is_a_tool_error_with_the_reason() {
     let text = result["content"][0]["text"].as_str().unwrap();
     assert!(text.starts_with("User rejected the watermark"), "{text}");
     assert_eq!(result["structuredContent"]["code"], "watermark_rejected");
-    let task = json_of(&p.detailed_task(&rec, true));
+    let task = json_of(&p.detailed_task(&rec, FORM));
     assert_eq!(task["status"], "completed");
     assert_eq!(task["result"]["isError"], true);
     let status = json_of(&p.fallback_status(&rec));
@@ -237,7 +277,7 @@ fn cancelled_and_queued_renders_have_no_result() {
     let p = presenter();
     let cancelled = record(RenderState::Cancelled);
     assert!(p.terminal_tool_result(&cancelled).is_none());
-    let task = json_of(&p.detailed_task(&cancelled, true));
+    let task = json_of(&p.detailed_task(&cancelled, FORM));
     assert_eq!(task["status"], "cancelled");
     assert!(task.get("result").is_none());
     let queued = json_of(&p.accepted(&record(RenderState::Queued)));

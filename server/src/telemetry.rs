@@ -1,0 +1,307 @@
+//! Prometheus metrics: the recorder (`metrics` + `metrics-exporter-prometheus`), the names
+//! and buckets of every series vidforge exports, the recording helpers the rest of the code
+//! calls, the HTTP middleware that counts requests, and `GET /metrics`.
+//!
+//! | series | type | labels |
+//! |---|---|---|
+//! | `vidforge_renders_created_total` | counter | |
+//! | `vidforge_renders_finished_total` | counter | `state` (succeeded/failed/cancelled), `outcome` (`succeeded`, `cancelled` or the error code) |
+//! | `vidforge_renders` | gauge | `state`: unfinished renders now (cluster-wide with a shared store) |
+//! | `vidforge_queue_depth` | gauge | queued renders |
+//! | `vidforge_workers_busy`, `vidforge_render_slots` | gauge | this node's workers |
+//! | `vidforge_approvals_pending` | gauge | renders awaiting a watermark decision |
+//! | `vidforge_approval_wait_seconds` | histogram | `outcome` (approved/rejected/timeout/cancelled) |
+//! | `vidforge_render_duration_seconds`, `vidforge_render_fps` | histogram | `resolution`, `format`, `backend` |
+//! | `vidforge_stage_busy_seconds_total` | counter | `stage` (decode/compose/encode) |
+//! | `vidforge_uploads_total` | counter | `outcome` (created/refused) |
+//! | `vidforge_upload_bytes_total` | counter | |
+//! | `vidforge_http_requests_total`, `vidforge_http_request_duration_seconds` | counter, histogram | `method`, `route`, `status` (duration: no status) |
+//! | `vidforge_mcp_requests_total`, `vidforge_mcp_request_duration_seconds` | counter, histogram | `method` (JSON-RPC, from `Mcp-Method`), `status` |
+//! | `vidforge_store_flush_seconds` | histogram | `backend` (sled: flush; postgres: the durable write) |
+//!
+//! The unfinished-render gauges are set when `/metrics` is read, from the service's index.
+//! With a shared store every node reports the whole cluster's unfinished renders: aggregate
+//! them with `max`, and the counters with `sum`.
+
+use std::net::SocketAddr;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use metrics::{counter, gauge, histogram};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::catalog::ErrorCode;
+use crate::session::Sessions;
+use crate::store::{Outcome, RenderRecord, RenderState};
+
+/// Seconds buckets of request latencies and store flushes (1 ms … 10 s).
+const LATENCY_BUCKETS: [f64; 13] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+/// Seconds buckets of whole renders and approval waits (0.5 s … 1 h).
+const LONG_BUCKETS: [f64; 12] = [
+    0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+];
+/// Frames-per-second buckets.
+const FPS_BUCKETS: [f64; 12] = [
+    1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0, 6400.0,
+];
+
+/// JSON-RPC methods counted by name; anything else is `other` (bounded label values).
+const MCP_METHODS: [&str; 16] = [
+    "server/discover",
+    "initialize",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "prompts/list",
+    "prompts/get",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+    "tasks/list",
+    "subscriptions/listen",
+    "completion/complete",
+    "ping",
+];
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Installs the process-wide recorder (once; later calls return the same handle). `None` when
+/// another recorder was installed first (an embedding program's own).
+pub fn install() -> Option<PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &LATENCY_BUCKETS)
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full("vidforge_render_duration_seconds".into()),
+                        &LONG_BUCKETS,
+                    )
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full("vidforge_approval_wait_seconds".into()),
+                        &LONG_BUCKETS,
+                    )
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full("vidforge_render_fps".into()),
+                        &FPS_BUCKETS,
+                    )
+                });
+            let handle = match builder.map(PrometheusBuilder::install_recorder) {
+                Ok(Ok(h)) => h,
+                Ok(Err(e)) | Err(e) => {
+                    tracing::warn!(error = %e, "metrics recorder not installed; /metrics is empty");
+                    return None;
+                }
+            };
+            // Histograms keep raw samples until upkeep folds them into buckets.
+            let upkeep = handle.clone();
+            let spawned = std::thread::Builder::new()
+                .name("vidforge-metrics".into())
+                .spawn(move || {
+                    loop {
+                        std::thread::sleep(Duration::from_secs(5));
+                        upkeep.run_upkeep();
+                    }
+                });
+            if let Err(e) = spawned {
+                tracing::warn!(error = %e, "metrics upkeep thread not started");
+            }
+            Some(handle)
+        })
+        .clone()
+}
+
+// ---- recording helpers ----
+
+/// A render was created.
+pub fn render_created() {
+    counter!("vidforge_renders_created_total").increment(1);
+}
+
+/// A stored render moved from `before` to `after.state` (called once per transition, by the
+/// node that wrote it).
+pub fn render_transition(before: RenderState, after: &RenderRecord, now_ms: u64) {
+    if before == after.state {
+        return;
+    }
+    if before == RenderState::AwaitingApproval
+        && let Some(approval) = &after.approval
+    {
+        let outcome = match (&approval.decision, after.state) {
+            (Some(d), _) if d.approved => "approved",
+            (Some(_), _) => "rejected",
+            (None, RenderState::Cancelled) => "cancelled",
+            (None, _) => "timeout",
+        };
+        let waited = now_ms.saturating_sub(approval.requested_at) as f64 / 1000.0;
+        histogram!("vidforge_approval_wait_seconds", "outcome" => outcome).record(waited);
+    }
+    if !before.is_terminal() && after.state.is_terminal() {
+        let outcome = match &after.outcome {
+            Some(Outcome::Success { .. }) => "succeeded",
+            Some(Outcome::Error { code, .. }) => code_label(*code),
+            None => "cancelled",
+        };
+        counter!(
+            "vidforge_renders_finished_total",
+            "state" => after.state.as_str(),
+            "outcome" => outcome
+        )
+        .increment(1);
+    }
+}
+
+fn code_label(code: ErrorCode) -> &'static str {
+    code.as_str()
+}
+
+/// A render finished: its wall time, rate and per-stage busy time.
+pub fn render_finished(
+    rec: &RenderRecord,
+    backend: &str,
+    elapsed: Duration,
+    fps: f64,
+    stages: [(&'static str, Duration); 3],
+) {
+    let labels = [
+        ("resolution", rec.args.resolution.as_str().to_string()),
+        ("format", rec.args.output_format.as_str().to_string()),
+        ("backend", backend.to_string()),
+    ];
+    histogram!("vidforge_render_duration_seconds", &labels).record(elapsed.as_secs_f64());
+    if fps.is_finite() {
+        histogram!("vidforge_render_fps", &labels).record(fps);
+    }
+    for (stage, busy) in stages {
+        counter!("vidforge_stage_busy_seconds_total", "stage" => stage)
+            .increment(busy.as_micros() as u64 / 1000);
+    }
+}
+
+/// An upload ended: created with `bytes`, or refused.
+pub fn upload(created: bool, bytes: u64) {
+    let outcome = if created { "created" } else { "refused" };
+    counter!("vidforge_uploads_total", "outcome" => outcome).increment(1);
+    if created {
+        counter!("vidforge_upload_bytes_total").increment(bytes);
+    }
+}
+
+/// A store write was made durable (`backend`: `sled` or `postgres`).
+pub fn store_flush(backend: &'static str, took: Duration) {
+    histogram!("vidforge_store_flush_seconds", "backend" => backend).record(took.as_secs_f64());
+}
+
+// ---- HTTP ----
+
+/// Middleware: counts every request by method, matched route and status, with its latency;
+/// `/mcp` requests also by JSON-RPC method (the `Mcp-Method` header).
+pub async fn count_requests(req: Request, next: Next) -> Response {
+    let start = Instant::now();
+    let method = req.method().as_str().to_string();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let mcp_method = (route == "/mcp").then(|| {
+        let named = req
+            .headers()
+            .get("mcp-method")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        MCP_METHODS
+            .iter()
+            .find(|m| **m == named)
+            .copied()
+            .unwrap_or("other")
+    });
+    let response = next.run(req).await;
+    let took = start.elapsed().as_secs_f64();
+    let status = response.status().as_u16().to_string();
+    counter!(
+        "vidforge_http_requests_total",
+        "method" => method.clone(),
+        "route" => route.clone(),
+        "status" => status.clone()
+    )
+    .increment(1);
+    histogram!("vidforge_http_request_duration_seconds", "method" => method, "route" => route)
+        .record(took);
+    if let Some(m) = mcp_method {
+        counter!("vidforge_mcp_requests_total", "method" => m, "status" => status).increment(1);
+        histogram!("vidforge_mcp_request_duration_seconds", "method" => m).record(took);
+    }
+    response
+}
+
+/// What `/metrics` needs: the service (for the gauges), who may read it, and the sessions
+/// (an admin's bearer token from elsewhere).
+#[derive(Clone)]
+pub struct MetricsState {
+    pub service: crate::service::RenderService,
+    pub sessions: Sessions,
+}
+
+/// `GET /metrics`: the Prometheus text format. Loopback peers (and anyone with
+/// `metrics_public`) read it without authentication; others need an admin's bearer token.
+pub async fn metrics_endpoint(State(state): State<MetricsState>, req: Request) -> Response {
+    let config = state.service.config();
+    let loopback = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .is_some_and(|p| p.0.ip().is_loopback());
+    if !loopback && !config.metrics_public {
+        match state.sessions.auth().authenticate(req.headers()) {
+            Ok(p) if config.admins.iter().any(|a| a == p.as_str()) => {}
+            Ok(_) => {
+                return (
+                    StatusCode::FORBIDDEN,
+                    "/metrics: only admins (the `admins` setting) may read it from another host\n",
+                )
+                    .into_response();
+            }
+            Err(e) => return crate::auth::unauthorized(e),
+        }
+    }
+    let Some(handle) = install() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "/metrics: another metrics recorder is installed in this process\n",
+        )
+            .into_response();
+    };
+    let load = state.service.load_snapshot();
+    for s in [
+        RenderState::Queued,
+        RenderState::Previewing,
+        RenderState::Rendering,
+        RenderState::AwaitingApproval,
+    ] {
+        let n = load.by_state.get(&s).copied().unwrap_or(0);
+        gauge!("vidforge_renders", "state" => s.as_str()).set(n as f64);
+    }
+    let count = |s| load.by_state.get(&s).copied().unwrap_or(0) as f64;
+    gauge!("vidforge_queue_depth").set(count(RenderState::Queued));
+    gauge!("vidforge_approvals_pending").set(count(RenderState::AwaitingApproval));
+    gauge!("vidforge_workers_busy").set(load.workers_busy as f64);
+    gauge!("vidforge_render_slots").set(load.render_slots as f64);
+    let mut response = handle.render().into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    response
+}
