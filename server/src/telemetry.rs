@@ -12,7 +12,7 @@
 //! | `vidforge_approvals_pending` | gauge | renders awaiting a watermark decision |
 //! | `vidforge_approval_wait_seconds` | histogram | `outcome` (approved/rejected/timeout/cancelled) |
 //! | `vidforge_render_duration_seconds`, `vidforge_render_fps` | histogram | `resolution`, `format`, `backend` |
-//! | `vidforge_stage_busy_seconds_total` | counter | `stage` (decode/compose/encode) |
+//! | `vidforge_stage_busy_seconds` | histogram | `stage` (decode/compose/encode): busy time per render; `_sum` is the total |
 //! | `vidforge_uploads_total` | counter | `outcome` (created/refused) |
 //! | `vidforge_upload_bytes_total` | counter | |
 //! | `vidforge_http_requests_total`, `vidforge_http_request_duration_seconds` | counter, histogram | `method`, `route`, `status` (duration: no status) |
@@ -89,6 +89,12 @@ pub fn install() -> Option<PrometheusHandle> {
                 .and_then(|b| {
                     b.set_buckets_for_metric(
                         Matcher::Full("vidforge_approval_wait_seconds".into()),
+                        &LONG_BUCKETS,
+                    )
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full("vidforge_stage_busy_seconds".into()),
                         &LONG_BUCKETS,
                     )
                 })
@@ -185,8 +191,7 @@ pub fn render_finished(
         histogram!("vidforge_render_fps", &labels).record(fps);
     }
     for (stage, busy) in stages {
-        counter!("vidforge_stage_busy_seconds_total", "stage" => stage)
-            .increment(busy.as_micros() as u64 / 1000);
+        histogram!("vidforge_stage_busy_seconds", "stage" => stage).record(busy.as_secs_f64());
     }
 }
 

@@ -416,6 +416,9 @@ class UiTest:
             fail(f"{URL_KEY} is not a url-mode elicitation/create: {req}")
         if not params.get("message"):
             fail(f"{URL_KEY} has no message: {req}")
+        if set(params) != {"mode", "message", "url"}:
+            fail(f"{URL_KEY} params are not exactly mode, message, url (2026-07-28 has no "
+                 f"elicitationId): {sorted(params)}")
         parts = urllib.parse.urlsplit(url)
         if not parts.path.endswith(self.approval_path(a)) or parts.query or parts.fragment \
                 or parts.username or parts.password:

@@ -220,8 +220,10 @@ fn content_type(response: &Response) -> String {
         .to_ascii_lowercase()
 }
 
-/// Adds `serverInfo` to a JSON-RPC result, and `taskIds` to a listen acknowledgement.
+/// Adds `serverInfo` to a JSON-RPC result, and `taskIds` to a listen acknowledgement; drops
+/// the fields rmcp writes that the protocol removed ([`wire::drop_removed_fields`]).
 fn rewrite_message(message: &mut Value, task_ids: Option<&[String]>) {
+    wire::drop_removed_fields(message);
     if let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) {
         let meta = result.entry("_meta").or_insert_with(|| json!({}));
         if let Some(meta) = meta.as_object_mut() {

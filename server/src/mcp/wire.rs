@@ -116,6 +116,29 @@ fn approval_form(id: &str, position: &str, opacity: f64) -> Value {
     )
 }
 
+/// Removes what rmcp 3.11 still writes but 2026-07-28 dropped: the empty `elicitationId` of
+/// URL-mode elicitations in any `inputRequests` of a message (task results and task
+/// notifications). Called on every outgoing message by the wire layer.
+pub fn drop_removed_fields(message: &mut Value) {
+    match message {
+        Value::Object(map) => {
+            if let Some(Value::Object(requests)) = map.get_mut("inputRequests") {
+                for request in requests.values_mut() {
+                    if let Some(params) = request.get_mut("params").and_then(Value::as_object_mut)
+                        && params.get("mode").and_then(Value::as_str) == Some("url")
+                        && params.get("elicitationId").and_then(Value::as_str) == Some("")
+                    {
+                        params.remove("elicitationId");
+                    }
+                }
+            }
+            map.values_mut().for_each(drop_removed_fields);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_removed_fields),
+        _ => {}
+    }
+}
+
 /// Checks that `response` can answer an input request of `method` (MRTR `inputResponses`,
 /// `tasks/update`): an elicitation result needs an `action` (and a `content` object when
 /// accepted), a sampling result `content`, a roots result a `roots` array.

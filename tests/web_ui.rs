@@ -1,0 +1,217 @@
+//! The pages' access rules and `/metrics` over real HTTP against a real `vidforge serve`.
+//! The browser flow itself (sign in from a task's URL-mode input request, approve, reject,
+//! forged POSTs, Prometheus) is `tests/browser/ui_test.py`, run by `make test` in headless
+//! Chromium.
+
+use std::time::Duration;
+
+use reqwest::blocking::{Client, Response};
+use reqwest::header::{CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE};
+use serde_json::json;
+use vidforge_suite::*;
+
+const FORM: &str = "application/x-www-form-urlencoded";
+
+fn client() -> Client {
+    Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("http client")
+}
+
+/// `POST /signin`; the answer.
+fn sign_in(server: &Server, token: &str, next: &str) -> Response {
+    client()
+        .post(format!("{}/signin", server.base()))
+        .header(CONTENT_TYPE, FORM)
+        .body(format!("token={token}&next={next}"))
+        .send()
+        .expect("POST /signin")
+}
+
+/// The `name=value` pair of the session cookie an answer sets.
+fn session_cookie(resp: &Response) -> String {
+    let set = resp
+        .headers()
+        .get_all(SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with("vidforge_session="))
+        .expect("a session cookie is set")
+        .to_string();
+    assert!(set.contains("HttpOnly"), "{set}");
+    assert!(set.contains("SameSite=Strict"), "{set}");
+    assert!(!set.contains("Secure"), "plain http: no Secure flag: {set}");
+    set.split(';').next().unwrap().to_string()
+}
+
+#[test]
+fn a_session_reads_pages_but_never_writes_without_its_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("data"),
+        &[
+            "--token",
+            "token-alice-1=alice",
+            "--token",
+            "token-bob-22=bob",
+        ],
+    );
+    let base = server.base();
+    let http = client();
+
+    // Signed out: the pages send the browser to sign in, coming back afterwards.
+    let resp = http.get(format!("{base}/")).send().unwrap();
+    assert_eq!(resp.status().as_u16(), 303);
+    assert_eq!(resp.headers()[LOCATION], "/signin?next=/");
+    let resp = sign_in(&server, "wrong-token-123", "/");
+    assert_eq!(resp.status().as_u16(), 401);
+    assert!(resp.text().unwrap().contains("id=\"error\""));
+
+    // Signed in; `next` stays on this site.
+    let resp = sign_in(&server, "token-alice-1", "//evil.example/");
+    assert_eq!(resp.status().as_u16(), 303);
+    assert_eq!(resp.headers()[LOCATION], "/");
+    let alice = session_cookie(&resp);
+    assert!(!alice.contains("token-alice-1"));
+    let page = http
+        .get(format!("{base}/"))
+        .header(COOKIE, &alice)
+        .send()
+        .unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    let page = page.text().unwrap();
+    assert!(
+        page.contains("id=\"renders\"") && page.contains("alice"),
+        "{page}"
+    );
+
+    // The cookie reads (an unknown asset: 404, not 401) ...
+    let resp = http
+        .get(format!("{base}/assets/a_01M8QTNDWQTF75FBHVKSV4C6QT"))
+        .header(COOKIE, &alice)
+        .send()
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 404);
+    // ... but neither uploads nor MCP take it.
+    let resp = http
+        .post(format!("{base}/assets?name=x.mp4"))
+        .header(COOKIE, &alice)
+        .header(CONTENT_TYPE, "application/octet-stream")
+        .body(vec![0u8; 16])
+        .send()
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 401);
+    let mcp = server.mcp();
+    let reply = mcp.raw(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": mcp_meta()}),
+        &[
+            ("Cookie".into(), alice.clone()),
+            ("Mcp-Method".into(), "tools/list".into()),
+        ],
+    );
+    assert_eq!(reply.status, 401);
+
+    // A form without the session's CSRF token is refused; with another session's token too.
+    let resp = http
+        .post(format!("{base}/signout"))
+        .header(COOKIE, &alice)
+        .header(CONTENT_TYPE, FORM)
+        .body("csrf=00ff")
+        .send()
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 403);
+    let resp = http
+        .post(format!("{base}/approvals/task_01M8QTNDWQTF75FBHVKSV4C6QT"))
+        .header(COOKIE, &alice)
+        .header(CONTENT_TYPE, FORM)
+        .body("decision=approve")
+        .send()
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 403);
+
+    // An unknown render and a tampered cookie.
+    let bob = session_cookie(&sign_in(&server, "token-bob-22", "/"));
+    let forged = bob.replace(&hex("bob"), &hex("alice"));
+    let resp = http
+        .get(format!("{base}/"))
+        .header(COOKIE, &forged)
+        .send()
+        .unwrap();
+    assert_eq!(
+        resp.status().as_u16(),
+        303,
+        "a tampered cookie is no session"
+    );
+    let resp = http
+        .get(format!("{base}/approvals/task_01M8QTNDWQTF75FBHVKSV4C6QT"))
+        .header(COOKIE, &bob)
+        .send()
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 404);
+    assert!(resp.text().unwrap().contains("id=\"not-found\""));
+}
+
+fn hex(s: &str) -> String {
+    s.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The per-request `_meta` every 2026-07-28 request carries.
+fn mcp_meta() -> serde_json::Value {
+    json!({"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "web-ui-test", "version": "1"}
+    }})
+}
+
+#[test]
+fn metrics_count_uploads_requests_and_renders() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let clip = make_clip(dir.path(), "clip.mp4", 160, 90, 0.4, false);
+    let source = upload(&server, None, &clip);
+    let mut mcp = server.mcp();
+    let created = mcp.tool(
+        "vidforge_render_video",
+        json!({"source_asset_uri": source, "output_format": "mp4", "resolution": "720p"}),
+        Caps::TASKS,
+    );
+    let id = created.result()["taskId"].as_str().unwrap().to_string();
+    mcp.wait_task(&id, Caps::TASKS, Duration::from_secs(120), |t| {
+        t["status"] == "completed"
+    });
+
+    let resp = client()
+        .get(format!("{}/metrics", server.base()))
+        .send()
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    assert!(
+        resp.headers()[CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    let text = resp.text().unwrap();
+    for line in [
+        "vidforge_uploads_total{outcome=\"created\"} 1",
+        "vidforge_renders_created_total 1",
+        "vidforge_renders_finished_total{state=\"succeeded\",outcome=\"succeeded\"} 1",
+        "vidforge_renders{state=\"queued\"} 0",
+        "vidforge_workers_busy 0",
+        "vidforge_mcp_requests_total{method=\"tools/call\",status=\"200\"} 1",
+    ] {
+        assert!(text.contains(line), "missing `{line}` in:\n{text}");
+    }
+    for series in [
+        "vidforge_render_duration_seconds_bucket{",
+        "vidforge_render_fps_bucket{",
+        "vidforge_http_request_duration_seconds_bucket{",
+        "vidforge_store_flush_seconds_bucket{backend=\"sled\"",
+        "vidforge_stage_busy_seconds_bucket{stage=\"encode\"",
+    ] {
+        assert!(text.contains(series), "missing `{series}` in:\n{text}");
+    }
+}
