@@ -78,32 +78,17 @@ static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 pub fn install() -> Option<PrometheusHandle> {
     HANDLE
         .get_or_init(|| {
-            let builder = PrometheusBuilder::new()
-                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &LATENCY_BUCKETS)
-                .and_then(|b| {
-                    b.set_buckets_for_metric(
-                        Matcher::Full("vidforge_render_duration_seconds".into()),
-                        &LONG_BUCKETS,
-                    )
-                })
-                .and_then(|b| {
-                    b.set_buckets_for_metric(
-                        Matcher::Full("vidforge_approval_wait_seconds".into()),
-                        &LONG_BUCKETS,
-                    )
-                })
-                .and_then(|b| {
-                    b.set_buckets_for_metric(
-                        Matcher::Full("vidforge_stage_busy_seconds".into()),
-                        &LONG_BUCKETS,
-                    )
-                })
-                .and_then(|b| {
-                    b.set_buckets_for_metric(
-                        Matcher::Full("vidforge_render_fps".into()),
-                        &FPS_BUCKETS,
-                    )
-                });
+            let mut builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &LATENCY_BUCKETS);
+            for (name, buckets) in [
+                ("vidforge_render_duration_seconds", &LONG_BUCKETS[..]),
+                ("vidforge_approval_wait_seconds", &LONG_BUCKETS[..]),
+                ("vidforge_stage_busy_seconds", &LONG_BUCKETS[..]),
+                ("vidforge_render_fps", &FPS_BUCKETS[..]),
+            ] {
+                builder = builder
+                    .and_then(|b| b.set_buckets_for_metric(Matcher::Full(name.into()), buckets));
+            }
             let handle = match builder.map(PrometheusBuilder::install_recorder) {
                 Ok(Ok(h)) => h,
                 Ok(Err(e)) | Err(e) => {

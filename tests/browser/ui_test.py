@@ -607,9 +607,16 @@ class UiTest:
         self.render_b = b
         self.wait_task(self.alice, b, "input_required")
         ok(f"render B {b}: input_required")
-        driver.get(f"{self.base}{self.approval_path(b)}")
+        # As from an agent's chat: a link on another site (here a data: page). The Strict
+        # session cookie does not go with a cross-site navigation; the server answers with a
+        # page that reloads itself once, same-site, and then the cookie goes along.
+        link = f"{self.base}{self.approval_path(b)}"
+        driver.get("data:text/html," + urllib.parse.quote(
+            f'<a id="go" href="{link}">Review the watermark</a>'))
+        self.by_id(driver, "go").click()
         self.wait_path(driver, self.approval_path(b))
         note = self.by_id(driver, "note")
+        ok("a link from another site opens the approval page signed in (one same-site reload)")
         note.send_keys("The logo covers the timecode; please move it.")
         self.by_id(driver, "reject").click()
         decision = self.by_id(driver, "decision", 30)

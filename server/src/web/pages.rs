@@ -6,6 +6,7 @@ use maud::{DOCTYPE, Markup, html};
 
 use super::view::{RenderView, human_bytes, time_left};
 use crate::catalog::MAX_NOTE_CHARS;
+use crate::uri;
 
 /// Who is looking, for the page header.
 pub struct Chrome<'a> {
@@ -149,7 +150,7 @@ pub fn approval(chrome: &Chrome, v: &RenderView, x: &ApprovalExtras) -> Markup {
                             " (unanswered approvals time out after " (x.approval_timeout) ")."
                         }
                     }
-                    form #decide method="post" action=(format!("/approvals/{}", v.id)) {
+                    form #decide method="post" action=(uri::approval_path(&v.id)) {
                         input type="hidden" name="csrf" value=(x.csrf);
                         label for="note" { "Note (optional, e.g. what to change)" }
                         textarea #note name="note" rows="2" maxlength=(MAX_NOTE_CHARS) {}

@@ -124,7 +124,6 @@ impl RenderView {
             preview_size: preview.and_then(png_size),
             result: match &rec.outcome {
                 Some(Outcome::Success {
-                    video_file_name,
                     size_bytes,
                     duration_seconds,
                     width,
@@ -133,7 +132,8 @@ impl RenderView {
                     fps,
                     ..
                 }) if !rec.result_deleted => Some(ResultView {
-                    download_path: format!("/videos/{}/{video_file_name}", rec.id),
+                    // The path alone: the pages work at whatever base URL they are served.
+                    download_path: uri::download_url("", &rec.id, rec.args.output_format),
                     size_bytes: *size_bytes,
                     duration_seconds: *duration_seconds,
                     width: *width,
