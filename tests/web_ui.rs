@@ -215,3 +215,51 @@ fn metrics_count_uploads_requests_and_renders() {
         assert!(text.contains(series), "missing `{series}` in:\n{text}");
     }
 }
+
+#[test]
+fn url_mode_offers_the_approval_page_and_only_a_decline_decides() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let clip = make_clip(dir.path(), "clip.mp4", 160, 90, 0.4, false);
+    let source = upload(&server, None, &clip);
+    let logo = upload(&server, None, &make_logo(dir.path()));
+    let mut mcp = server.mcp();
+    let created = mcp.tool(
+        "vidforge_render_video",
+        json!({"source_asset_uri": source, "output_format": "mp4", "resolution": "720p",
+               "watermark": {"image_asset_uri": logo, "position": "bottom_right", "opacity": 0.5}}),
+        Caps::TASKS_URL,
+    );
+    let id = created.result()["taskId"].as_str().unwrap().to_string();
+    let wait = Duration::from_secs(120);
+    let waiting = mcp.wait_task(&id, Caps::TASKS_URL, wait, |t| {
+        t["status"] == "input_required"
+    });
+    // Only the declared mode: the page in URL mode, no form; exactly the 2026-07-28 fields.
+    let page = format!("{}/approvals/{id}", server.base());
+    let requests = waiting["inputRequests"].as_object().unwrap();
+    assert_eq!(
+        requests.keys().collect::<Vec<_>>(),
+        ["watermark-approval-page-1"]
+    );
+    let params = &requests["watermark-approval-page-1"]["params"];
+    assert_eq!(params["mode"], "url");
+    assert_eq!(params["url"], page.as_str());
+    assert_eq!(params.as_object().unwrap().len(), 3, "{params}");
+    assert!(waiting["statusMessage"].as_str().unwrap().contains(&page));
+
+    // `accept` only says the user opened the page: still waiting.
+    let answer = |action: &str| json!({"taskId": id, "inputResponses": {"watermark-approval-page-1": {"action": action}}});
+    let reply = mcp.call("tasks/update", answer("accept"), Caps::TASKS_URL);
+    assert_eq!(reply.result()["resultType"], "complete");
+    let still = mcp.task_get(&id, Caps::TASKS_URL);
+    assert_eq!(still.result()["status"], "input_required");
+    // `decline` rejects, as in form mode.
+    mcp.call("tasks/update", answer("decline"), Caps::TASKS_URL);
+    let done = mcp.wait_task(&id, Caps::TASKS_URL, wait, |t| t["status"] == "completed");
+    assert_eq!(done["result"]["isError"], true);
+    assert_eq!(
+        done["result"]["structuredContent"]["code"],
+        "watermark_rejected"
+    );
+}

@@ -152,7 +152,7 @@ async fn serve_connection(
     _permit: OwnedSemaphorePermit,
 ) {
     let _ = stream.set_nodelay(true);
-    let stream_peer = stream.peer_addr().ok();
+    let peer = stream.peer_addr().ok();
     let activity = Activity::new();
     let io = TokioIo::new(Tracked {
         inner: stream,
@@ -164,7 +164,6 @@ async fn serve_connection(
         .header_read_timeout(limits.header_read_timeout)
         .keep_alive(true);
     // The peer's address for handlers that need it (`/metrics` answers loopback peers).
-    let peer = stream_peer;
     let service = router.map_request(move |mut req: http::Request<Incoming>| {
         if let Some(addr) = peer {
             req.extensions_mut().insert(ConnectInfo(addr));

@@ -277,27 +277,42 @@ fn ureq_get(url: &str) -> Result<(), ()> {
 #[derive(Clone, Copy, Debug)]
 pub struct Caps {
     pub tasks: bool,
+    /// Form-mode elicitation (`elicitation: {form: {}}`).
     pub elicitation: bool,
+    /// URL-mode elicitation (`elicitation: {url: {}}`, beside form when both are set).
+    pub elicitation_url: bool,
 }
 
 impl Caps {
     pub const NONE: Caps = Caps {
         tasks: false,
         elicitation: false,
+        elicitation_url: false,
     };
     pub const TASKS: Caps = Caps {
         tasks: true,
         elicitation: false,
+        elicitation_url: false,
     };
     pub const FULL: Caps = Caps {
         tasks: true,
         elicitation: true,
+        elicitation_url: false,
+    };
+    /// Tasks and URL-mode elicitation only (the approval page, no form).
+    pub const TASKS_URL: Caps = Caps {
+        tasks: true,
+        elicitation: false,
+        elicitation_url: true,
     };
 
     pub fn to_json(self) -> Value {
         let mut caps = json!({});
         if self.elicitation {
             caps["elicitation"] = json!({ "form": {} });
+        }
+        if self.elicitation_url {
+            caps["elicitation"]["url"] = json!({});
         }
         if self.tasks {
             caps["extensions"] = json!({ TASKS: {} });

@@ -56,10 +56,11 @@ pub fn summary(lifetimes: &Lifetimes, hardware: &HardwareInfo) -> Value {
         },
         "negotiated_capabilities": {
             "server": [format!("capabilities.extensions[{TASKS_EXTENSION}]")],
-            "client": [format!("clientCapabilities.extensions[{TASKS_EXTENSION}]"), "clientCapabilities.elicitation.form"],
+            "client": [format!("clientCapabilities.extensions[{TASKS_EXTENSION}]"), "clientCapabilities.elicitation.form", "clientCapabilities.elicitation.url"],
             "fallbacks": {
                 "no_tasks": "vidforge_render_video returns status:'accepted' with a render_id; poll vidforge_get_render_status, cancel via vidforge_cancel_render.",
-                "no_elicitation": "watermark approval is requested via the task's input_required status message and satisfied by calling vidforge_approve_watermark; no ElicitRequest is sent.",
+                "no_elicitation": "watermark approval is requested via the task's input_required status message, which names the browser approval page (/approvals/{render_id}) and vidforge_approve_watermark; no ElicitRequest is sent.",
+                "url_elicitation": "with elicitation.url declared, the task's inputRequests also offer the browser approval page in URL mode (key watermark-approval-page-1); the decision is made on the page, and accept only means the user opened it.",
                 "approval_never_arrives": format!("after {approval} awaiting approval the render ends as a completed task whose result carries the watermark_approval_timeout error envelope.")
             },
             "fallback_tools_note": "vidforge_get_render_status, vidforge_approve_watermark and vidforge_cancel_render are a labelled convention mirroring tasks/get, tasks/update and tasks/cancel for clients without the tasks extension; task-capable clients should prefer the native lifecycle."
