@@ -223,8 +223,34 @@ fn assets_round_trip(s: &Store) {
     assert_eq!(s.get_asset("a_1").unwrap(), None);
 }
 
+/// The dashboard's listing: newest first (sled by ULID key order, PostgreSQL by `created_at`;
+/// the ids here sort like their creation times, as real ids do), one principal's or all.
+fn newest_renders_first(s: &Store) {
+    let newest = u64::MAX / 2;
+    for i in 1..=5u64 {
+        let mut rec = sample(&format!("task_z{i:02}"), newest + i);
+        rec.principal = if i == 4 { "dave" } else { "carol" }.into();
+        s.put_render(&rec).unwrap();
+    }
+    let ids = |recs: Vec<RenderRecord>| recs.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(s.recent_renders(Some("carol"), 3).unwrap()),
+        ["task_z05", "task_z03", "task_z02"]
+    );
+    assert_eq!(
+        ids(s.recent_renders(Some("dave"), 10).unwrap()),
+        ["task_z04"]
+    );
+    assert_eq!(
+        ids(s.recent_renders(None, 2).unwrap()),
+        ["task_z05", "task_z04"]
+    );
+    assert!(s.recent_renders(Some("nobody"), 10).unwrap().is_empty());
+}
+
 fn shared_suite(s: &Store) {
     records_round_trip(s);
+    newest_renders_first(s);
     updates_never_lose_a_write(s);
     one_key_one_render_under_concurrency(s);
     idempotency_entries_expire(s);

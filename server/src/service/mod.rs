@@ -277,23 +277,19 @@ impl RenderService {
     }
 
     /// The newest `limit` renders of `principal` (every principal's with `None`), newest
-    /// first, for the dashboard. A scan of the store: meant for pages, not for hot paths.
+    /// first, for the dashboard; past their task lifetime they are left out.
     pub fn recent_renders(
         &self,
         principal: Option<&str>,
         limit: usize,
     ) -> Result<Vec<RenderRecord>, ServiceError> {
-        let mut all: Vec<RenderRecord> = self
+        Ok(self
             .shared
             .store
-            .renders()?
+            .recent_renders(principal, limit)?
             .into_iter()
-            .filter(|r| principal.is_none_or(|p| r.principal == p))
             .filter(|r| !self.task_expired(r))
-            .collect();
-        all.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
-        all.truncate(limit);
-        Ok(all)
+            .collect())
     }
 
     /// How busy this service is now: unfinished renders by state (from the in-memory index,

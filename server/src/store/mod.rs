@@ -234,6 +234,15 @@ impl Store {
         each!(self, s => s.renders())
     }
 
+    /// The newest `limit` renders of `principal` (everyone's with `None`), newest first.
+    pub fn recent_renders(
+        &self,
+        principal: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<RenderRecord>, StoreError> {
+        each!(self, s => s.recent_renders(principal, limit))
+    }
+
     /// Every unfinished render record.
     pub fn unfinished_renders(&self) -> Result<Vec<RenderRecord>, StoreError> {
         match &self.backend {

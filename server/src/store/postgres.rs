@@ -42,8 +42,14 @@ const CHANGES_CHANNEL: &str = "vidforge_renders";
 const MIGRATION_LOCK: i64 = 0x7669_6466;
 
 /// The schema, in order. Never edit an applied one: add the next.
-pub const MIGRATIONS: &[(i32, &str, &str)] =
-    &[(1, "tasks", include_str!("../../migrations/0001_tasks.sql"))];
+pub const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (1, "tasks", include_str!("../../migrations/0001_tasks.sql")),
+    (
+        2,
+        "recent_renders",
+        include_str!("../../migrations/0002_recent_renders.sql"),
+    ),
+];
 
 /// States a worker may hold (a claim scans these).
 const RUNNABLE: &str = "('queued', 'rendering', 'previewing')";
@@ -318,6 +324,39 @@ impl PgStore {
 
     pub(super) fn renders(&self) -> Result<Vec<RenderRecord>, StoreError> {
         self.call(|c| docs(c, "SELECT id, doc FROM renders", "render"))
+    }
+
+    /// The newest `limit` renders (of `principal`, or everyone's), newest first.
+    pub(super) fn recent_renders(
+        &self,
+        principal: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<RenderRecord>, StoreError> {
+        let principal = principal.map(str::to_string);
+        let limit = limit as i64;
+        self.call(move |c| {
+            let rows = match &principal {
+                Some(p) => c.query(
+                    "SELECT id, doc FROM renders WHERE principal = $1
+                     ORDER BY created_at DESC, id DESC LIMIT $2",
+                    &[p, &limit],
+                ),
+                None => c.query(
+                    "SELECT id, doc FROM renders ORDER BY created_at DESC, id DESC LIMIT $1",
+                    &[&limit],
+                ),
+            }
+            .map_err(pg_error)?;
+            Ok(rows
+                .iter()
+                .filter_map(|row| {
+                    let id: String = row.get(0);
+                    doc(&id, row, 1)
+                        .map_err(|e| tracing::error!(error = %e, "skipping undecodable render"))
+                        .ok()
+                })
+                .collect())
+        })
     }
 
     /// Every unfinished render (each node's index of them is rebuilt from this).

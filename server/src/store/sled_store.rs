@@ -118,6 +118,29 @@ impl SledStore {
         all_in(&self.renders, "render")
     }
 
+    /// The newest `limit` renders (of `principal`, or everyone's), newest first: render ids
+    /// are ULIDs, so the tree's reverse order is newest first.
+    pub(super) fn recent_renders(
+        &self,
+        principal: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<RenderRecord>, StoreError> {
+        let mut out = Vec::new();
+        for entry in self.renders.iter().rev() {
+            if out.len() >= limit {
+                break;
+            }
+            let (key, value) = entry?;
+            let key = String::from_utf8_lossy(&key);
+            match decode::<RenderRecord>(&key, &value) {
+                Ok(r) if principal.is_none_or(|p| r.principal == p) => out.push(r),
+                Ok(_) => {}
+                Err(e) => tracing::error!(error = %e, "skipping undecodable render record"),
+            }
+        }
+        Ok(out)
+    }
+
     pub(super) fn get_idempotency(
         &self,
         principal: &str,
