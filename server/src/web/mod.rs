@@ -388,8 +388,12 @@ async fn decide(
     let chrome = web.chrome(&session, &csrf);
     let principal = session.principal.as_str();
     // Another principal's render is as unknown as a missing one, before anything else.
-    if !matches!(web.service.get(principal, &id), Ok(r) if r.args.watermark.is_some()) {
-        return html(StatusCode::NOT_FOUND, pages::not_found(&chrome, &id));
+    match web.service.get(principal, &id) {
+        Ok(r) if r.args.watermark.is_some() => {}
+        Ok(_) | Err(ServiceError::NotFound) => {
+            return html(StatusCode::NOT_FOUND, pages::not_found(&chrome, &id));
+        }
+        Err(e) => return service_error_page(&web, &session, &e),
     }
     let approved = match form.decision.as_deref() {
         Some("approve") => true,
