@@ -751,6 +751,24 @@ class UiTest:
            ", ".join(f"{rows[r]}" for r in mine) + ") and #capabilities")
         self.shot(driver, "dashboard.png")
 
+        # Live: a render created now shows up on the open page, then follows its decision
+        # (taken through MCP) to the end, without a reload (the window's marker survives).
+        driver.execute_script("window.vidforgeMarker = 'kept';")
+        e = self.render(self.alice)
+        row_state = ("const r = document.querySelector(`#renders tr[data-render-id='${arguments[0]}']`);"
+                     " return r ? r.dataset.state : null;")
+        wait_until(f"render E {e} to appear awaiting approval on the open dashboard",
+                   lambda: driver.execute_script(row_state, e) == "awaiting_watermark_approval",
+                   60, 0.25)
+        ok(f"dashboard live: render E {e} appeared awaiting approval, no reload")
+        self.alice.call("tasks/update", {"taskId": e, "inputResponses": {
+            FORM_KEY: {"action": "accept", "content": {"approved": True}}}}, name=e)
+        wait_until(f"render E {e} to read succeeded on the open dashboard",
+                   lambda: driver.execute_script(row_state, e) == "succeeded", 120, 0.25)
+        if driver.execute_script("return window.vidforgeMarker;") != "kept":
+            fail("the dashboard reloaded instead of updating in place")
+        ok("dashboard live: render E approved over MCP reads succeeded in place")
+
     def metrics_checks(self) -> None:
         counts = self.metrics()
         if counts.get("succeeded", 0) < 1 or counts.get("watermark_rejected", 0) < 1:
