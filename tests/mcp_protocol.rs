@@ -280,15 +280,7 @@ fn capabilities_are_served_as_resource_and_tool() {
 #[test]
 fn bearer_tokens_gate_access_and_isolate_principals() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(
-        &dir.path().join("data"),
-        &[
-            "--token",
-            "token-alice-1=alice",
-            "--token",
-            "token-bob-22=bob",
-        ],
-    );
+    let server = Server::start(&dir.path().join("data"), &TWO_PRINCIPALS);
 
     let mut anonymous = server.mcp();
     let reply = anonymous.call("tools/list", json!({}), Caps::NONE);

@@ -49,15 +49,7 @@ fn session_cookie(resp: &Response) -> String {
 #[test]
 fn a_session_reads_pages_but_never_writes_without_its_token() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(
-        &dir.path().join("data"),
-        &[
-            "--token",
-            "token-alice-1=alice",
-            "--token",
-            "token-bob-22=bob",
-        ],
-    );
+    let server = Server::start(&dir.path().join("data"), &TWO_PRINCIPALS);
     let base = server.base();
     let http = client();
 
@@ -81,6 +73,10 @@ fn a_session_reads_pages_but_never_writes_without_its_token() {
         .send()
         .unwrap();
     assert_eq!(page.status().as_u16(), 200);
+    // Never framed (an Approve button under another site's overlay), own assets only.
+    assert_eq!(page.headers()["x-frame-options"], "DENY");
+    let csp = page.headers()["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("frame-ancestors 'none'") && csp.contains("default-src 'self'"));
     let page = page.text().unwrap();
     assert!(
         page.contains("id=\"renders\"") && page.contains("alice"),

@@ -273,6 +273,14 @@ fn ureq_get(url: &str) -> Result<(), ()> {
     })
 }
 
+/// `serve` flags for two principals: `alice` (`token-alice-1`) and `bob` (`token-bob-22`).
+pub const TWO_PRINCIPALS: [&str; 4] = [
+    "--token",
+    "token-alice-1=alice",
+    "--token",
+    "token-bob-22=bob",
+];
+
 /// Client capabilities for a request.
 #[derive(Clone, Copy, Debug)]
 pub struct Caps {

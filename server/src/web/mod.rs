@@ -102,10 +102,29 @@ impl Web {
     }
 }
 
+/// What every page may load and who may frame it: only this server's own assets (inline
+/// `style` attributes for the zoomed corner), no framing (an Approve button in another
+/// site's frame could be clicked by deceit), forms only to this server.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; style-src 'self' 'unsafe-inline'; \
+     frame-ancestors 'none'; form-action 'self'; base-uri 'none'; object-src 'none'";
+
 fn html(status: StatusCode, markup: Markup) -> Response {
     let mut r = (status, markup).into_response();
-    r.headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    let h = r.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
     r
 }
 
