@@ -23,15 +23,16 @@
 //! With a shared store every node reports the whole cluster's unfinished renders: aggregate
 //! them with `max`, and the counters with `sum`.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::OnceLock;
+use std::sync::{LazyLock, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use axum::extract::{ConnectInfo, MatchedPath, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use metrics::{counter, gauge, histogram};
+use metrics::{Counter, Histogram, counter, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
 use crate::catalog::ErrorCode;
@@ -196,16 +197,81 @@ pub fn store_flush(backend: &'static str, took: Duration) {
 
 // ---- HTTP ----
 
+/// One request series' handles: looked up in the registry once, then only incremented.
+#[derive(Clone)]
+struct RequestSeries {
+    requests: Counter,
+    latency: Histogram,
+    /// `/mcp` requests: by JSON-RPC method too.
+    mcp: Option<(Counter, Histogram)>,
+}
+
+/// (method, matched route, status, JSON-RPC method): every label value comes from a bounded
+/// set (standard methods, the router's routes, status codes, [`MCP_METHODS`]).
+type SeriesKey = (&'static str, String, u16, Option<&'static str>);
+
+static REQUEST_SERIES: LazyLock<RwLock<HashMap<SeriesKey, RequestSeries>>> =
+    LazyLock::new(Default::default);
+
+fn request_series(key: SeriesKey) -> RequestSeries {
+    if let Some(s) = REQUEST_SERIES
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&key)
+    {
+        return s.clone();
+    }
+    let (method, route, status, mcp) = key.clone();
+    let series = RequestSeries {
+        requests: counter!(
+            "vidforge_http_requests_total",
+            "method" => method,
+            "route" => route.clone(),
+            "status" => status.to_string()
+        ),
+        latency: histogram!(
+            "vidforge_http_request_duration_seconds",
+            "method" => method,
+            "route" => route
+        ),
+        mcp: mcp.map(|m| {
+            (
+                counter!("vidforge_mcp_requests_total", "method" => m, "status" => status.to_string()),
+                histogram!("vidforge_mcp_request_duration_seconds", "method" => m),
+            )
+        }),
+    };
+    REQUEST_SERIES
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, series.clone());
+    series
+}
+
+/// The method as a label value: the standard ones by name, anything else `other`.
+fn method_label(m: &Method) -> &'static str {
+    match *m {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::OPTIONS => "OPTIONS",
+        Method::PATCH => "PATCH",
+        _ => "other",
+    }
+}
+
 /// Middleware: counts every request by method, matched route and status, with its latency;
 /// `/mcp` requests also by JSON-RPC method (the `Mcp-Method` header).
 pub async fn count_requests(req: Request, next: Next) -> Response {
     let start = Instant::now();
-    let method = req.method().as_str().to_string();
+    let method = method_label(req.method());
     let route = req
         .extensions()
         .get::<MatchedPath>()
-        .map(|m| m.as_str().to_string())
-        .unwrap_or_else(|| "unmatched".into());
+        .map_or("unmatched", MatchedPath::as_str)
+        .to_string();
     let mcp_method = (route == "/mcp").then(|| {
         let named = req
             .headers()
@@ -220,19 +286,12 @@ pub async fn count_requests(req: Request, next: Next) -> Response {
     });
     let response = next.run(req).await;
     let took = start.elapsed().as_secs_f64();
-    let status = response.status().as_u16().to_string();
-    counter!(
-        "vidforge_http_requests_total",
-        "method" => method.clone(),
-        "route" => route.clone(),
-        "status" => status.clone()
-    )
-    .increment(1);
-    histogram!("vidforge_http_request_duration_seconds", "method" => method, "route" => route)
-        .record(took);
-    if let Some(m) = mcp_method {
-        counter!("vidforge_mcp_requests_total", "method" => m, "status" => status).increment(1);
-        histogram!("vidforge_mcp_request_duration_seconds", "method" => m).record(took);
+    let series = request_series((method, route, response.status().as_u16(), mcp_method));
+    series.requests.increment(1);
+    series.latency.record(took);
+    if let Some((requests, latency)) = &series.mcp {
+        requests.increment(1);
+        latency.record(took);
     }
     response
 }
