@@ -117,25 +117,39 @@ fn approval_form(id: &str, position: &str, opacity: f64) -> Value {
 }
 
 /// Removes what rmcp 3.11 still writes but 2026-07-28 dropped: the empty `elicitationId` of
-/// URL-mode elicitations in any `inputRequests` of a message (task results and task
-/// notifications). Called on every outgoing message by the wire layer.
+/// URL-mode elicitations in the `inputRequests` of a task. Called on every outgoing message
+/// by the wire layer, so it looks only where a task can stand: the `result` or `params`, and
+/// one level below them (a notification's task, a list of tasks), never through a whole tree.
 pub fn drop_removed_fields(message: &mut Value) {
-    match message {
-        Value::Object(map) => {
-            if let Some(Value::Object(requests)) = map.get_mut("inputRequests") {
-                for request in requests.values_mut() {
-                    if let Some(params) = request.get_mut("params").and_then(Value::as_object_mut)
-                        && params.get("mode").and_then(Value::as_str) == Some("url")
-                        && params.get("elicitationId").and_then(Value::as_str) == Some("")
-                    {
-                        params.remove("elicitationId");
-                    }
-                }
+    for top in ["result", "params"] {
+        let Some(Value::Object(body)) = message.get_mut(top) else {
+            continue;
+        };
+        strip_url_elicitation_ids(body);
+        for child in body.values_mut() {
+            match child {
+                Value::Object(task) => strip_url_elicitation_ids(task),
+                Value::Array(items) => items
+                    .iter_mut()
+                    .filter_map(Value::as_object_mut)
+                    .for_each(strip_url_elicitation_ids),
+                _ => {}
             }
-            map.values_mut().for_each(drop_removed_fields);
         }
-        Value::Array(items) => items.iter_mut().for_each(drop_removed_fields),
-        _ => {}
+    }
+}
+
+fn strip_url_elicitation_ids(task: &mut serde_json::Map<String, Value>) {
+    let Some(Value::Object(requests)) = task.get_mut("inputRequests") else {
+        return;
+    };
+    for request in requests.values_mut() {
+        if let Some(params) = request.get_mut("params").and_then(Value::as_object_mut)
+            && params.get("mode").and_then(Value::as_str) == Some("url")
+            && params.get("elicitationId").and_then(Value::as_str) == Some("")
+        {
+            params.remove("elicitationId");
+        }
     }
 }
 

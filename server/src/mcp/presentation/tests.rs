@@ -151,8 +151,12 @@ fn awaiting_approval_asks_only_in_a_declared_mode() {
             vec![wire::APPROVAL_INPUT_KEY, wire::APPROVAL_PAGE_INPUT_KEY],
         ),
     ] {
-        let mut task = json_of(&p.detailed_task(&rec, modes));
-        wire::drop_removed_fields(&mut task);
+        // As the wire layer sends it: a `tasks/get` result, and a task one level down.
+        let mut message = json!({"result": json_of(&p.detailed_task(&rec, modes)),
+                                 "params": {"task": json_of(&p.detailed_task(&rec, modes))}});
+        wire::drop_removed_fields(&mut message);
+        assert_eq!(message["result"], message["params"]["task"]);
+        let task = message["result"].take();
         let requests = task["inputRequests"].as_object().unwrap();
         let mut got: Vec<&str> = requests.keys().map(String::as_str).collect();
         got.sort();
