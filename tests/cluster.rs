@@ -318,6 +318,40 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
         assert_eq!(alice.task_get(&id, Caps::FULL).status, 200);
     }
     wait(&mut alice, &id, |t| status_of(t) == "input_required");
+    // The approval page through the gateway: a browser session signed in on one node is
+    // accepted by every node (it derives from the token; there is no session store), and
+    // each node's /metrics stays off the gateway.
+    let http = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let signed = http
+        .post(format!("{}/signin", c.base()))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(format!("token={ALICE}&next=/"))
+        .send()
+        .unwrap();
+    assert_eq!(signed.status().as_u16(), 303);
+    let session = signed
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| v.strip_prefix("vidforge_session="))
+        .and_then(|v| v.split(';').next())
+        .map(|v| format!("vidforge_session={v}"))
+        .expect("a session cookie");
+    for _ in 0..3 {
+        let page = http
+            .get(format!("{}/approvals/{id}", c.base()))
+            .header("Cookie", &session)
+            .send()
+            .unwrap();
+        assert_eq!(page.status().as_u16(), 200);
+        assert!(page.text().unwrap().contains("id=\"decide\""));
+    }
+    let metrics = http.get(format!("{}/metrics", c.base())).send().unwrap();
+    assert_eq!(metrics.status().as_u16(), 404);
     // The node that made the preview dies while the render awaits the decision: the
     // decision, taken by another node, still finishes it (awaiting holds no node).
     let preview = call(
