@@ -95,9 +95,9 @@ impl Sessions {
     /// `secure`: mark cookies `Secure` (the pages are served over TLS).
     pub fn new(auth: Auth, secure: bool) -> Sessions {
         let mut anonymous_key = [0u8; 32];
-        // Without OS randomness the anonymous CSRF key is still unguessable enough to stop
-        // forged forms only if random; refuse to run with a fixed one.
-        getrandom::fill(&mut anonymous_key).expect("the OS random source is available");
+        // The anonymous mode's CSRF key must be unguessable: a fixed one would let any page
+        // forge forms. The same source as ids (the OS, with a fallback that never fails).
+        crate::ids::fill_random(&mut anonymous_key);
         Sessions {
             auth,
             anonymous_key,
