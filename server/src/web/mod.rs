@@ -362,7 +362,11 @@ async fn approval_page(
     };
     html(
         StatusCode::OK,
-        pages::approval(&chrome, &RenderView::of(&rec), &extras),
+        pages::approval(
+            &chrome,
+            &RenderView::of(&rec).with_preview_size(&rec),
+            &extras,
+        ),
     )
 }
 

@@ -28,7 +28,8 @@ pub struct RenderView {
     pub approval_path: Option<String>,
     /// Path of the preview image, once written.
     pub preview_path: Option<String>,
-    /// The preview's pixel size, read from its PNG header.
+    /// The preview's pixel size, read from its PNG header: only where a page shows the
+    /// preview ([`RenderView::with_preview_size`]), not for every row of a list.
     pub preview_size: Option<(u32, u32)>,
     pub result: Option<ResultView>,
     pub error: Option<ErrorView>,
@@ -85,7 +86,6 @@ pub struct ErrorView {
 
 impl RenderView {
     pub fn of(rec: &RenderRecord) -> RenderView {
-        let preview = rec.preview_path.as_deref().filter(|p| p.exists());
         RenderView {
             id: rec.id.clone(),
             principal: rec.principal.clone(),
@@ -120,8 +120,11 @@ impl RenderView {
                 .watermark
                 .is_some()
                 .then(|| uri::approval_path(&rec.id)),
-            preview_path: preview.map(|_| uri::preview_http_path(&rec.id)),
-            preview_size: preview.and_then(png_size),
+            preview_path: rec
+                .preview_path
+                .as_ref()
+                .map(|_| uri::preview_http_path(&rec.id)),
+            preview_size: None,
             result: match &rec.outcome {
                 Some(Outcome::Success {
                     size_bytes,
@@ -152,6 +155,16 @@ impl RenderView {
                 }),
             }),
         }
+    }
+
+    /// With the preview's size read from its file (`None`, and no preview shown, when the
+    /// file is gone).
+    pub fn with_preview_size(mut self, rec: &RenderRecord) -> RenderView {
+        self.preview_size = rec.preview_path.as_deref().and_then(png_size);
+        if self.preview_size.is_none() {
+            self.preview_path = None;
+        }
+        self
     }
 
     /// True while a human decision is awaited.
