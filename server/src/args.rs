@@ -220,7 +220,8 @@ fn asset_id<'a>(uri_str: &'a str, field: &str) -> Result<&'a str, ServiceError> 
     })
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Lowercase hex of `bytes` (argument hashes, session tags).
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

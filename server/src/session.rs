@@ -18,6 +18,7 @@ use axum::http::{HeaderMap, header};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use crate::args::hex;
 use crate::auth::{Auth, Principal};
 use crate::config::ANONYMOUS_PRINCIPAL;
 
@@ -60,10 +61,6 @@ fn mac(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
         m.update(p);
     }
     m.finalize().into_bytes().to_vec()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {

@@ -314,7 +314,7 @@ pub async fn metrics_endpoint(State(state): State<MetricsState>, req: Request) -
         .is_some_and(|p| p.0.ip().is_loopback());
     if !loopback && !config.metrics_public {
         match state.sessions.auth().authenticate(req.headers()) {
-            Ok(p) if config.admins.iter().any(|a| a == p.as_str()) => {}
+            Ok(p) if config.is_admin(p.as_str()) => {}
             Ok(_) => {
                 return (
                     StatusCode::FORBIDDEN,

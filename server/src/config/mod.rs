@@ -674,6 +674,12 @@ impl Config {
         !self.tokens.is_empty()
     }
 
+    /// True when `principal` is listed in `admins` (sees every render on the dashboard, reads
+    /// `/metrics` from any address).
+    pub fn is_admin(&self, principal: &str) -> bool {
+        self.admins.iter().any(|a| a == principal)
+    }
+
     /// Base URL for links (`public_base_url`, or `http://<listen>`), without a trailing slash.
     pub fn base_url(&self) -> String {
         match &self.public_base_url {

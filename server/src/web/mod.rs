@@ -81,11 +81,7 @@ impl Web {
     }
 
     fn is_admin(&self, session: &Session) -> bool {
-        self.service
-            .config()
-            .admins
-            .iter()
-            .any(|a| a == session.principal.as_str())
+        self.service.config().is_admin(session.principal.as_str())
     }
 
     /// Where a request without a session goes: the sign-in page, coming back to `path`
