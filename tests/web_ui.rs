@@ -212,6 +212,55 @@ fn metrics_count_uploads_requests_and_renders() {
     }
 }
 
+/// One of this machine's own IPv4 addresses that is not loopback (from the kernel's local
+/// routing table): connecting to it from here makes the peer a non-loopback address.
+fn non_loopback_ipv4() -> String {
+    let trie = std::fs::read_to_string("/proc/net/fib_trie").expect("/proc/net/fib_trie");
+    let mut last = "";
+    for line in trie.lines() {
+        if let Some(addr) = line.trim().strip_prefix("|-- ") {
+            last = addr;
+        } else if line.trim() == "/32 host LOCAL" && !last.starts_with("127.") {
+            return last.to_string();
+        }
+    }
+    panic!("this test needs a non-loopback IPv4 address on this machine:\n{trie}");
+}
+
+#[test]
+fn metrics_from_another_address_need_an_admin_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut extra = TWO_PRINCIPALS.to_vec();
+    extra.extend(["--admin", "alice"]);
+    let mut server = Server::start_listening_on("0.0.0.0", &dir.path().join("data"), &extra);
+    let remote = format!("http://{}:{}/metrics", non_loopback_ipv4(), server.port);
+    let local = format!("{}/metrics", server.base());
+    let status = |url: &str, token: Option<&str>| {
+        let mut req = client().get(url);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().expect("GET /metrics");
+        (resp.status().as_u16(), resp.text().unwrap_or_default())
+    };
+
+    assert_eq!(status(&remote, None).0, 401);
+    let (code, body) = status(&remote, Some("token-bob-22"));
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("only admins"), "{body}");
+    let (code, body) = status(&remote, Some("token-alice-1"));
+    assert_eq!(code, 200, "{body}");
+    assert!(body.contains("# TYPE vidforge_queue_depth gauge"), "{body}");
+    // Loopback needs nothing; a wrong token from elsewhere is still refused.
+    assert_eq!(status(&local, None).0, 200);
+    assert_eq!(status(&remote, Some("not-a-token-000")).0, 401);
+
+    // metrics_public opens it to every address.
+    server.args.push("--metrics-public".to_string());
+    server.restart();
+    assert_eq!(status(&remote, None).0, 200);
+}
+
 #[test]
 fn url_mode_offers_the_approval_page_and_only_a_decline_decides() {
     let dir = tempfile::tempdir().unwrap();

@@ -24,7 +24,7 @@
 //! them with `max`, and the counters with `sum`.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{LazyLock, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
@@ -304,15 +304,22 @@ pub struct MetricsState {
     pub sessions: Sessions,
 }
 
+/// Whether `/metrics` answers `peer` without a bearer token: with `metrics_public`, or for a
+/// loopback peer. An IPv4 peer of a dual-stack (`[::]`) listener arrives IPv4-mapped
+/// (`::ffff:127.0.0.1`), so the address is made canonical first. An unknown peer needs a token.
+fn open_without_credentials(peer: Option<IpAddr>, metrics_public: bool) -> bool {
+    metrics_public || peer.is_some_and(|ip| ip.to_canonical().is_loopback())
+}
+
 /// `GET /metrics`: the Prometheus text format. Loopback peers (and anyone with
 /// `metrics_public`) read it without authentication; others need an admin's bearer token.
 pub async fn metrics_endpoint(State(state): State<MetricsState>, req: Request) -> Response {
     let config = state.service.config();
-    let loopback = req
+    let peer = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
-        .is_some_and(|p| p.0.ip().is_loopback());
-    if !loopback && !config.metrics_public {
+        .map(|p| p.0.ip());
+    if !open_without_credentials(peer, config.metrics_public) {
         match state.sessions.auth().authenticate(req.headers()) {
             Ok(p) if config.is_admin(p.as_str()) => {}
             Ok(_) => {
@@ -353,4 +360,32 @@ pub async fn metrics_endpoint(State(state): State<MetricsState>, req: Request) -
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_peers_read_metrics_without_a_token() {
+        let open = |peer: &str| open_without_credentials(Some(peer.parse().unwrap()), false);
+        for loopback in ["127.0.0.1", "127.3.4.5", "::1", "::ffff:127.0.0.1"] {
+            assert!(open(loopback), "{loopback}");
+        }
+        for other in [
+            "192.0.2.2",
+            "10.0.0.7",
+            "fd00::2",
+            "::ffff:192.0.2.2",
+            "0.0.0.0",
+        ] {
+            assert!(!open(other), "{other}");
+        }
+        assert!(!open_without_credentials(None, false));
+        assert!(open_without_credentials(
+            Some("192.0.2.2".parse().unwrap()),
+            true
+        ));
+        assert!(open_without_credentials(None, true));
+    }
 }

@@ -50,6 +50,9 @@ pub fn free_port() -> u16 {
 /// A running `vidforge serve`, killed (SIGKILL) on drop.
 pub struct Server {
     pub port: u16,
+    /// The address it binds (`127.0.0.1` unless [`Server::start_listening_on`] says otherwise);
+    /// clients still reach it at [`Server::base`], on loopback.
+    pub listen_host: String,
     pub data_dir: PathBuf,
     pub args: Vec<String>,
     /// The binary serving: [`vidforge_bin`] or [`conformance_bin`].
@@ -87,6 +90,15 @@ impl Server {
         server
     }
 
+    /// [`Server::start`] bound to `host` (e.g. `0.0.0.0`, so that the test can also connect
+    /// from one of this machine's other addresses).
+    pub fn start_listening_on(host: &str, data_dir: &Path, extra: &[&str]) -> Server {
+        let mut server = Server::new(vidforge_bin(), data_dir, extra);
+        server.listen_host = host.to_string();
+        server.spawn();
+        server
+    }
+
     /// [`Server::start`] with the conformance suite's fixtures mounted (`vidforge-conformance
     /// serve`).
     pub fn start_conformance(data_dir: &Path, extra: &[&str]) -> Server {
@@ -102,6 +114,7 @@ impl Server {
     fn new(bin: PathBuf, data_dir: &Path, extra: &[&str]) -> Server {
         Server {
             port: free_port(),
+            listen_host: "127.0.0.1".to_string(),
             data_dir: data_dir.to_path_buf(),
             args: extra.iter().map(|s| s.to_string()).collect(),
             env: Vec::new(),
@@ -140,7 +153,7 @@ impl Server {
         let child = Command::new(&self.bin)
             .arg("serve")
             .arg("--listen")
-            .arg(format!("127.0.0.1:{}", self.port))
+            .arg(format!("{}:{}", self.listen_host, self.port))
             .arg("--data-dir")
             .arg(&self.data_dir)
             .arg("--backend")
@@ -172,7 +185,10 @@ impl Server {
             {
                 self.child = None;
                 let log = self.log();
-                if log.contains(&format!("cannot listen on 127.0.0.1:{}", self.port)) {
+                if log.contains(&format!(
+                    "cannot listen on {}:{}",
+                    self.listen_host, self.port
+                )) {
                     return Ready::PortTaken;
                 }
                 panic!("vidforge serve exited early ({status}):\n{log}");
