@@ -160,18 +160,31 @@ impl Drop for Cluster {
     }
 }
 
-/// One MCP call through the gateway, sent again while nginx answers 502: a request in flight
-/// to a node at the moment it dies fails that way (nginx does not resend a POST it may have
-/// delivered; the next request skips the dead node), and MCP clients retry transport errors.
+/// One MCP call through the gateway, sent again while nginx answers 502 (a request in flight
+/// to a node at the moment it dies fails that way: nginx does not resend a POST it may have
+/// delivered; the next request skips the dead node) or while the answer is the store's
+/// temporary outage (`render_failed`, `temporary`, `retry_after_ms`: just after a PostgreSQL
+/// restart a node may still meet it once more), as the contract tells clients to.
 fn call(m: &mut Mcp, method: &str, params: Value) -> Reply {
     for _ in 0..40 {
         let r = m.call(method, params.clone(), Caps::FULL);
-        if r.status != 502 {
+        if r.status != 502 && !store_outage(&r.body) {
             return r;
         }
         std::thread::sleep(Duration::from_millis(250));
     }
-    panic!("the gateway kept answering 502 to {method}");
+    panic!("the gateway kept answering 502 or a store outage to {method}");
+}
+
+/// Whether `body` is the temporary store-outage error, as a JSON-RPC error (`tasks/*`) or as a
+/// tool error (`tools/call`).
+fn store_outage(body: &Value) -> bool {
+    let (env, code) = if body["result"]["isError"] == true {
+        (&body["result"]["structuredContent"], "code")
+    } else {
+        (&body["error"]["data"], "machine_code")
+    };
+    env[code] == "render_failed" && env["temporary"] == true && env["retry_after_ms"].is_u64()
 }
 
 /// Approves the watermark preview of task `id` (`tasks/update`).

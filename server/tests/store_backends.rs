@@ -390,6 +390,14 @@ fn postgres_store_passes_the_shared_suite_and_runs_the_work_queue() {
     // A PostgreSQL restart: calls fail cleanly as temporary while it is down, the feed
     // re-opens with a Resync, and everything works again.
     pg.restart();
+    // The pool's connections sat idle through the restart (`pg_ctl -w` returns once it is up
+    // again): each is checked before its next use, so not one call fails once it is back.
+    std::thread::sleep(Duration::from_millis(1_200));
+    for i in 0..12 {
+        if let Err(e) = s.get_render(&n1) {
+            panic!("call {i} after PostgreSQL came back failed on a stale connection: {e}");
+        }
+    }
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         match s.get_render(&n1) {

@@ -11,12 +11,15 @@
 //! blocking `postgres` client may not run (it drives a runtime of its own). So the
 //! connections live on [`POOL_THREADS`] plain threads, and a call sends its statement there
 //! and waits for the answer ([`PgStore::call`]), at most [`CALL_TIMEOUT`]. A connection that
-//! broke (PostgreSQL restarted) is replaced on the next call; while the server is down calls
-//! fail with [`StoreError::Unavailable`], which clients see as a temporary error.
+//! broke (PostgreSQL restarted) is replaced on the next call; one idle for [`REVALIDATE_AFTER`]
+//! is checked with an empty query before it is used again (the blocking client only notices a
+//! closed connection when it is used, so one idle through a restart would otherwise fail its
+//! next call). While the server is down calls fail with [`StoreError::Unavailable`], which
+//! clients see as a temporary error.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Sender, bounded, unbounded};
 use postgres::fallible_iterator::FallibleIterator;
@@ -36,6 +39,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 const STATEMENT_TIMEOUT_MS: u64 = 10_000;
 /// Longest a caller waits for its call to come back (queueing included).
 const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+/// A pool connection idle this long is checked (an empty query) before its next use.
+const REVALIDATE_AFTER: Duration = Duration::from_secs(1);
 /// The channel every node LISTENs on (the migration's trigger NOTIFYs it).
 const CHANGES_CHANNEL: &str = "vidforge_renders";
 /// `pg_advisory_xact_lock` key serialising migrations between nodes ("vidf").
@@ -64,11 +69,18 @@ type Job = Box<dyn FnOnce(&mut Conn) + Send>;
 struct Conn {
     config: postgres::Config,
     client: Option<Client>,
+    /// When `client` last answered a call.
+    last_used: Instant,
 }
 
 impl Conn {
     fn client(&mut self) -> Result<&mut Client, StoreError> {
-        if self.client.as_ref().is_some_and(Client::is_closed) {
+        let idle = self.last_used.elapsed() >= REVALIDATE_AFTER;
+        if self
+            .client
+            .as_mut()
+            .is_some_and(|c| c.is_closed() || (idle && c.is_valid(CONNECT_TIMEOUT).is_err()))
+        {
             self.client = None;
         }
         if self.client.is_none() {
@@ -129,6 +141,7 @@ impl PgStore {
             let mut conn = Conn {
                 config: config.clone(),
                 client: None,
+                last_used: Instant::now(),
             };
             std::thread::Builder::new()
                 .name(format!("vidforge-pg-{i}"))
@@ -164,6 +177,7 @@ impl PgStore {
                 if matches!(out, Err(StoreError::Unavailable(_))) {
                     conn.client = None;
                 }
+                conn.last_used = Instant::now();
                 let _ = tx.send(out);
             }))
             .map_err(|_| StoreError::Unavailable("the store is closed".into()))?;
