@@ -9,6 +9,8 @@
 #   scripts/cluster.sh node-start I    start node I again (after node-kill), wait until healthy
 #   scripts/cluster.sh node-kill I     kill -9 node I
 #   scripts/cluster.sh pg-restart      pg_ctl restart -m fast
+#   scripts/cluster.sh pg-stop         pg_ctl stop -m fast (an outage until pg-start)
+#   scripts/cluster.sh pg-start        start PostgreSQL again after pg-stop
 #
 # Environment (all optional):
 #   VIDFORGE_CLUSTER_DIR   state dir (default ./vidforge-cluster in the repository)
@@ -602,6 +604,24 @@ cmd_pg_restart() {
   log "PostgreSQL restarted ($PG_URL)"
 }
 
+cmd_pg_stop() {
+  load_env
+  if ! as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -m fast -w -t 60 -s stop; then
+    tail_log "$PG_LOG"
+    die "PostgreSQL did not stop"
+  fi
+  log "PostgreSQL stopped"
+}
+
+cmd_pg_start() {
+  load_env
+  if ! as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_LOG" -w -t 60 -s start; then
+    tail_log "$PG_LOG"
+    die "PostgreSQL did not start"
+  fi
+  log "PostgreSQL started ($PG_URL)"
+}
+
 usage() {
   sed -n '2,30p' "${BASH_SOURCE[0]}" | sed -n '/^# *scripts\/cluster.sh/p' | sed 's/^# *//' >&2
   exit 2
@@ -620,5 +640,7 @@ case "${1:-}" in
   node-start) cmd_node_start "${2:-}" ;;
   node-kill) cmd_node_kill "${2:-}" ;;
   pg-restart) cmd_pg_restart ;;
+  pg-stop) cmd_pg_stop ;;
+  pg-start) cmd_pg_start ;;
   *) usage ;;
 esac

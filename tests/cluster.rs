@@ -163,7 +163,7 @@ impl Drop for Cluster {
 /// One MCP call through the gateway, sent again while nginx answers 502 (a request in flight
 /// to a node at the moment it dies fails that way: nginx does not resend a POST it may have
 /// delivered; the next request skips the dead node) or while the answer is the store's
-/// temporary outage (`render_failed`, `temporary`, `retry_after_ms`: just after a PostgreSQL
+/// temporary outage (`service_unavailable`, `temporary`, `retry_after_ms`: just after a PostgreSQL
 /// restart a node may still meet it once more), as the contract tells clients to.
 fn call(m: &mut Mcp, method: &str, params: Value) -> Reply {
     for _ in 0..40 {
@@ -184,7 +184,7 @@ fn store_outage(body: &Value) -> bool {
     } else {
         (&body["error"]["data"], "machine_code")
     };
-    env[code] == "render_failed" && env["temporary"] == true && env["retry_after_ms"].is_u64()
+    env[code] == "service_unavailable" && env["temporary"] == true && env["retry_after_ms"].is_u64()
 }
 
 /// Approves the watermark preview of task `id` (`tasks/update`).
@@ -332,8 +332,8 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
     }
     wait(&mut alice, &id, |t| status_of(t) == "input_required");
     // The approval page through the gateway: a browser session signed in on one node is
-    // accepted by every node (it derives from the token; there is no session store), and
-    // each node's /metrics stays off the gateway.
+    // accepted by every node (it derives from the token and the principal's session epoch
+    // in the shared store), and each node's /metrics stays off the gateway.
     let http = reqwest::blocking::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
@@ -365,6 +365,41 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
     }
     let metrics = http.get(format!("{}/metrics", c.base())).send().unwrap();
     assert_eq!(metrics.status().as_u16(), 404);
+    // Signing out through one node ends the session on every node (round-robin: the next
+    // three requests land on the three nodes).
+    let page = http
+        .get(format!("{}/approvals/{id}", c.base()))
+        .header("Cookie", &session)
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    let csrf = page
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the page carries the CSRF token")
+        .to_string();
+    let out = http
+        .post(format!("{}/signout", c.base()))
+        .header("Cookie", &session)
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={csrf}"))
+        .send()
+        .unwrap();
+    assert_eq!(out.status().as_u16(), 303);
+    for _ in 0..3 {
+        let page = http
+            .get(format!("{}/approvals/{id}", c.base()))
+            .header("Cookie", &session)
+            .send()
+            .unwrap();
+        assert_eq!(
+            page.status().as_u16(),
+            303,
+            "a signed-out cookie, on any node"
+        );
+    }
     // The node that made the preview dies while the render awaits the decision: the
     // decision, taken by another node, still finishes it (awaiting holds no node).
     let preview = call(
@@ -451,9 +486,40 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
     assert_eq!(results.len(), 1, "no duplicate output: {results:?}");
     c.run(&["node-start", &victim.to_string()]);
 
-    // ---- 4. PostgreSQL restarts: calls during the outage fail with a clean error (never a
-    // hang or a dropped connection), and everything resumes.
-    c.run(&["pg-restart"]);
+    // ---- 4. PostgreSQL is down for longer than a lease while a render runs: calls during
+    // the outage (a create, an upload, a poll) answer the temporary `service_unavailable`
+    // (never `render_failed`, a hang or a dropped connection), the render's node stays its
+    // holder (a lease that ran out while nobody could renew it is no crash), and everything
+    // resumes.
+    let created = render(
+        &mut alice,
+        json!({"source_asset_uri": long, "output_format": "mp4", "resolution": "1080p"}),
+    );
+    let through_outage = created.result()["taskId"].as_str().unwrap().to_string();
+    let holder = rendering_node(&c, &through_outage);
+    c.run(&["pg-stop"]);
+    let stopped = Instant::now();
+    let create = alice.tool(
+        "vidforge_render_video",
+        json!({"source_asset_uri": short, "output_format": "mp4", "resolution": "720p"}),
+        Caps::FULL,
+    );
+    assert!(store_outage(&create.body), "create: {}", create.body);
+    let upload = reqwest::blocking::Client::new()
+        .post(format!("{}/assets?name=during-outage.mp4", c.base()))
+        .bearer_auth(ALICE)
+        .header("Content-Type", "application/octet-stream")
+        .body(std::fs::read(dir.join("short.mp4")).unwrap())
+        .send()
+        .unwrap();
+    assert_eq!(upload.status().as_u16(), 503);
+    assert!(upload.headers().contains_key("retry-after"));
+    let body: Value = upload.json().unwrap();
+    assert_eq!(body["code"], "service_unavailable", "upload: {body}");
+    assert_eq!(body["temporary"], true);
+    // Twice the lease: every lease runs out while the database is away.
+    std::thread::sleep((Duration::from_secs(6)).saturating_sub(stopped.elapsed()));
+    c.run(&["pg-start"]);
     let mut outage_answers = 0;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
@@ -484,7 +550,32 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    eprintln!("PostgreSQL restart: {outage_answers} temporary errors before recovery");
+    eprintln!("PostgreSQL outage: {outage_answers} temporary errors before recovery");
+    let done = wait(&mut alice, &through_outage, |t| {
+        matches!(status_of(t), "completed" | "failed")
+    });
+    assert_eq!(status_of(&done), "completed", "{done}");
+    let row = c.sql(&format!(
+        "SELECT doc->>'attempts', doc->>'crashes', lease_owner IS NULL FROM renders \
+         WHERE id = '{through_outage}'"
+    ));
+    assert_eq!(
+        row, "1|0|t",
+        "the outage is no crash: node{holder} kept the render (attempts|crashes|released)"
+    );
+    // A restart (a short outage) too.
+    c.run(&["pg-restart"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while alice
+        .try_call("tasks/get", json!({"taskId": dup}), Caps::FULL)
+        .is_none()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the cluster never recovered from a restart"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let created = render(
         &mut alice,
         json!({"source_asset_uri": short, "output_format": "mp4", "resolution": "720p"}),

@@ -588,3 +588,344 @@ fn connections_over_the_cap_wait_until_one_closes() {
     assert_eq!(answer.status, 200);
     drop(second);
 }
+
+/// One trickling upload attempt of [`trickle`]: when its head was sent (from the flood's
+/// start), how long until its answer, and the answer.
+#[derive(Debug)]
+struct Trickled {
+    sent: Duration,
+    waited: Duration,
+    answer: Option<RawAnswer>,
+    first: bool,
+}
+
+impl std::fmt::Debug for RawAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.status, self.body)
+    }
+}
+
+/// The complete answer in `buf` (head, then a `Content-Length` body), if it is there.
+fn parse_answer(buf: &[u8]) -> Option<RawAnswer> {
+    let end = find(buf, b"\r\n\r\n")?;
+    let head = String::from_utf8_lossy(&buf[..end]).to_string();
+    let length = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse::<usize>().ok())?
+        })
+        .unwrap_or(0);
+    (buf.len() >= end + 4 + length).then(|| RawAnswer {
+        status: head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0),
+        body: String::from_utf8_lossy(&buf[end + 4..end + 4 + length]).to_string(),
+        head,
+    })
+}
+
+/// A client at `from` that, until `until`, opens an upload declaring 10 MB and then sends one
+/// byte a second, waiting (at most `bound`) for the answer; 500 ms after each answer it tries
+/// again.
+async fn trickle(
+    server: std::net::SocketAddr,
+    from: std::net::Ipv4Addr,
+    head: String,
+    epoch: tokio::time::Instant,
+    until: tokio::time::Instant,
+    bound: Duration,
+) -> Vec<Trickled> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut attempts = Vec::new();
+    while tokio::time::Instant::now() < until {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind((from, 0).into())
+            .expect("bind a loopback address");
+        let Ok(mut s) = socket.connect(server).await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let sent = tokio::time::Instant::now();
+        let first = attempts.is_empty();
+        let mut answer = None;
+        if s.write_all(head.as_bytes()).await.is_ok() {
+            let mut buf = Vec::new();
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            let give_up = tokio::time::sleep_until(sent + bound);
+            tokio::pin!(give_up);
+            loop {
+                tokio::select! {
+                    read = s.read_buf(&mut buf) => match read {
+                        Ok(n) if n > 0 => {
+                            if let Some(a) = parse_answer(&buf) {
+                                answer = Some(a);
+                                break;
+                            }
+                        }
+                        _ => break,
+                    },
+                    _ = tick.tick() => {
+                        let _ = s.write_all(b"x").await;
+                    }
+                    () = &mut give_up => break,
+                }
+            }
+        }
+        attempts.push(Trickled {
+            sent: sent - epoch,
+            waited: sent.elapsed(),
+            answer,
+            first,
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    attempts
+}
+
+/// `tools/list` over a fresh connection, answered within `limit`.
+fn timed_tools_list(server: &Server, body: &str, limit: Duration) -> Result<Duration, String> {
+    let start = Instant::now();
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], server.port));
+    let mut s = TcpStream::connect_timeout(&addr, limit).map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(limit)).unwrap();
+    s.write_all(
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {PROTOCOL}\r\n\
+             Mcp-Method: tools/list\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            server.port,
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .map_err(|e| e.to_string())?;
+    let answer = read_answer(&mut s, limit.saturating_sub(start.elapsed()))?;
+    if answer.status != 200 || !answer.body.contains("vidforge_render_video") {
+        return Err(format!("{} {}", answer.status, answer.body));
+    }
+    match start.elapsed() {
+        took if took > limit => Err(format!("answered after {took:?}")),
+        took => Ok(took),
+    }
+}
+
+/// Trickling uploads (one byte a second against a 10 MB `Content-Length`, each byte resetting
+/// the body-progress timeout) from 50 addresses cannot take the server: uploads beyond
+/// `max_concurrent_uploads` are refused at once (`503` `uploads_busy`, unread), admitted ones
+/// are cut off with `408` `upload_timeout` once `upload_rate_grace` is over, another client's
+/// `tools/list` keeps being answered throughout, the per-address cap answers `429`, nothing
+/// is left behind and a normal upload succeeds afterwards.
+#[test]
+fn trickling_uploads_cannot_starve_other_clients() {
+    const TRICKLERS: usize = 200;
+    const ADDRESSES: usize = 50;
+    const SLOTS: usize = 16;
+    const PER_PEER: usize = 8;
+    const CALLS: usize = 50;
+    let grace = Duration::from_secs(2);
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = clip(dir.path());
+    let server = Server::start_with_env(
+        &dir.path().join("data"),
+        &[],
+        &[
+            ("VIDFORGE_MAX_CONNECTIONS", "64"),
+            ("VIDFORGE_MAX_CONCURRENT_UPLOADS", "16"),
+            ("VIDFORGE_MAX_UPLOADS_PER_PEER", "8"),
+            ("VIDFORGE_UPLOAD_MIN_RATE", "1KiB"),
+            ("VIDFORGE_UPLOAD_RATE_GRACE", "2s"),
+        ],
+    );
+    let addr: std::net::SocketAddr = ([127, 0, 0, 1], server.port).into();
+    let head = upload_head(
+        &server,
+        "trickle.mp4",
+        &[("Content-Type", "application/octet-stream")],
+        10_000_000,
+    )
+    .replace("Connection: close\r\n", "");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let flood = Duration::from_secs(6);
+    let bound = Duration::from_secs(8);
+    let epoch = tokio::time::Instant::now();
+    let tasks: Vec<_> = (0..TRICKLERS)
+        .map(|i| {
+            let from = std::net::Ipv4Addr::new(127, 0, 0, 10 + (i % ADDRESSES) as u8);
+            runtime.spawn(trickle(
+                addr,
+                from,
+                head.clone(),
+                epoch,
+                epoch + flood,
+                bound,
+            ))
+        })
+        .collect();
+
+    // Meanwhile another client lists the tools, one call every 100 ms.
+    std::thread::sleep(Duration::from_millis(500));
+    let mut mcp = server.mcp();
+    let list = mcp
+        .envelope("tools/list", json!({}), Caps::NONE)
+        .to_string();
+    let mut latencies = Vec::new();
+    let mut failures = Vec::new();
+    let calls_until = Instant::now() + flood;
+    while latencies.len() + failures.len() < CALLS && Instant::now() < calls_until {
+        match timed_tools_list(&server, &list, Duration::from_secs(2)) {
+            Ok(d) => latencies.push(d),
+            Err(e) => failures.push(e),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let attempts: Vec<Trickled> = runtime.block_on(async {
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.expect("a trickler"));
+        }
+        all
+    });
+    latencies.sort();
+    let pct = |p: usize| latencies[(latencies.len() * p / 100).min(latencies.len() - 1)];
+    let count = |status: u16| {
+        attempts
+            .iter()
+            .filter(|a| a.answer.as_ref().is_some_and(|r| r.status == status))
+            .count()
+    };
+    eprintln!(
+        "trickle flood: {} tools/list answered, {} failed; p50 {:?}, p99 {:?}, max {:?}; \
+         {} upload attempts: {} cut off (408), {} refused (503), {} unanswered",
+        latencies.len(),
+        failures.len(),
+        latencies.get(latencies.len() / 2),
+        latencies.last().map(|_| pct(99)),
+        latencies.last(),
+        attempts.len(),
+        count(408),
+        count(503),
+        attempts.iter().filter(|a| a.answer.is_none()).count(),
+    );
+    assert!(
+        failures.is_empty() && latencies.len() == CALLS,
+        "tools/list was not answered within 2 s during the flood ({} of {CALLS} answered): {:?}",
+        latencies.len(),
+        failures.first()
+    );
+    // Every upload attempt was answered: refused at once, or cut off after the grace period.
+    for a in &attempts {
+        let answer = a
+            .answer
+            .as_ref()
+            .unwrap_or_else(|| panic!("a trickling upload was never answered: {a:?}"));
+        match answer.status {
+            408 => {
+                let env = assert_envelope(answer, 408, "upload_timeout");
+                assert_eq!(env["temporary"], true, "{env}");
+                assert!(
+                    a.waited >= grace - Duration::from_millis(200)
+                        && a.waited < grace + Duration::from_secs(3),
+                    "a trickler was cut off after {:?} (grace {grace:?})",
+                    a.waited
+                );
+            }
+            503 => {
+                let env = assert_envelope(answer, 503, "uploads_busy");
+                assert_eq!(env["retry_after_ms"], 1000, "{env}");
+                assert!(
+                    answer.head.to_ascii_lowercase().contains("retry-after: 1"),
+                    "{}",
+                    answer.head
+                );
+                assert!(
+                    a.waited < Duration::from_secs(1),
+                    "a refusal took {:?}",
+                    a.waited
+                );
+            }
+            _ => panic!("unexpected answer to a trickling upload: {a:?}"),
+        }
+        assert!(
+            answer
+                .head
+                .to_ascii_lowercase()
+                .contains("connection: close"),
+            "{}",
+            answer.head
+        );
+    }
+    assert!(count(408) >= SLOTS, "too few tricklers were admitted");
+    assert!(count(503) >= TRICKLERS - SLOTS, "too few were refused");
+    // The first wave (every trickler at once) admitted no more than the cap.
+    let first_wave = attempts
+        .iter()
+        .filter(|a| a.first && a.sent < Duration::from_millis(500))
+        .filter(|a| a.answer.as_ref().is_some_and(|r| r.status == 408))
+        .count();
+    assert!(first_wave <= SLOTS, "{first_wave} uploads ran at once");
+
+    // Nothing is left behind.
+    let wait_partials = |n: usize, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while partial_uploads(&server).len() != n {
+            assert!(
+                Instant::now() < deadline,
+                "{what}: {:?}",
+                partial_uploads(&server)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_partials(0, "the flood left temporary files");
+
+    // The per-address cap: 8 uploads from one address run (each has its temporary file), the
+    // 9th is refused at once (429); another address is still admitted.
+    let hold = |from: [u8; 4]| {
+        let socket = runtime.block_on(async {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket
+                .bind((std::net::Ipv4Addr::from(from), 0).into())
+                .unwrap();
+            socket.connect(addr).await.unwrap().into_std().unwrap()
+        });
+        socket.set_nonblocking(false).unwrap();
+        let mut s = socket;
+        s.write_all(head.as_bytes()).unwrap();
+        s
+    };
+    let held: Vec<TcpStream> = (0..PER_PEER).map(|_| hold([127, 0, 0, 200])).collect();
+    wait_partials(PER_PEER, "uploads under the per-address cap did not start");
+    let mut over = hold([127, 0, 0, 200]);
+    let answer = read_answer(&mut over, Duration::from_secs(2)).expect("refused at once");
+    let env = assert_envelope(&answer, 429, "uploads_busy");
+    assert_eq!(env["details"]["field"], "max_uploads_per_peer", "{env}");
+    assert!(answer.head.to_ascii_lowercase().contains("retry-after: 1"));
+    let other = hold([127, 0, 0, 201]);
+    wait_partials(PER_PEER + 1, "another address was not admitted");
+    drop(held);
+    drop(other);
+    wait_partials(0, "abandoned uploads left temporary files");
+
+    // The server takes a normal upload.
+    let answer = raw_request(
+        &server,
+        &upload_head(
+            &server,
+            "clip.mp4",
+            &[("Content-Type", "application/octet-stream")],
+            bytes.len(),
+        ),
+        &bytes,
+    );
+    assert_eq!(answer.status, 201, "{}", answer.body);
+    assert!(partial_uploads(&server).is_empty());
+}

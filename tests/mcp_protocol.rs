@@ -419,3 +419,95 @@ fn null_is_refused_where_the_schema_allows_none() {
         "note"
     );
 }
+
+/// `tools/list` from the local address `from` with `token`: (status, Retry-After, body).
+fn list_from(url: &str, from: &str, token: &str) -> (u16, Option<u64>, Value) {
+    let client = reqwest::blocking::Client::builder()
+        .local_address(from.parse::<std::net::IpAddr>().unwrap())
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let body = Mcp::new("http://unused").envelope("tools/list", json!({}), Caps::NONE);
+    let resp = client
+        .post(url)
+        .bearer_auth(token)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", PROTOCOL)
+        .header("Mcp-Method", "tools/list")
+        .body(body.to_string())
+        .send()
+        .expect("POST /mcp");
+    let status = resp.status().as_u16();
+    let retry = resp
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok());
+    let text = resp.text().unwrap_or_default();
+    (
+        status,
+        retry,
+        serde_json::from_str(&text).unwrap_or(Value::Null),
+    )
+}
+
+#[test]
+fn wrong_tokens_are_rate_limited_per_peer_and_valid_tokens_never_slowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut flags = TWO_PRINCIPALS.to_vec();
+    flags.extend([
+        "--auth-failure-burst",
+        "10",
+        "--auth-failure-interval",
+        "30s",
+    ]);
+    let server = Server::start(&dir.path().join("data"), &flags);
+    let url = format!("{}/mcp", server.base());
+
+    // Alice has used her token from 127.0.0.1 before the guessing starts there.
+    assert_eq!(list_from(&url, "127.0.0.1", "token-alice-1").0, 200);
+
+    // 200 wrong tokens from 127.0.0.1: the first 10 are 401, then every one is 429
+    // `rate_limited` with Retry-After, instead of a free answer to every guess.
+    let mut statuses = std::collections::BTreeMap::new();
+    for i in 0..200 {
+        let (status, retry, body) = list_from(&url, "127.0.0.1", &format!("guess-{i:08}"));
+        *statuses.entry(status).or_insert(0) += 1;
+        if status == 429 {
+            assert_eq!(body["code"], "rate_limited", "{body}");
+            assert_eq!(body["temporary"], true);
+            assert!(body["retry_after_ms"].as_u64().unwrap() > 0);
+            let retry = retry.expect("429 carries Retry-After");
+            assert!((1..=30).contains(&retry), "Retry-After {retry}");
+        }
+    }
+    assert_eq!(
+        statuses,
+        [(401, 10), (429, 190)].into_iter().collect(),
+        "wrong tokens per status"
+    );
+
+    // A valid token is never slowed: alice, proven from this address, goes on; from another
+    // address bob is untouched. Bob's token first seen from the limited address reads like
+    // a guess (answering it differently would tell a guesser that it guessed right).
+    for _ in 0..5 {
+        assert_eq!(list_from(&url, "127.0.0.1", "token-alice-1").0, 200);
+    }
+    assert_eq!(list_from(&url, "127.0.0.2", "token-bob-22").0, 200);
+    assert_eq!(list_from(&url, "127.0.0.1", "token-bob-22").0, 429);
+    assert_eq!(list_from(&url, "127.0.0.2", "wrong-token-1").0, 401);
+
+    // The sign-in form shares the budget: a limited address gets 429 there too.
+    let resp = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .post(format!("{}/signin", server.base()))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body("token=another-guess&next=/")
+        .send()
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 429);
+    assert!(resp.headers().contains_key("retry-after"));
+}

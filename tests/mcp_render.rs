@@ -444,3 +444,214 @@ fn listen_streams_task_status_notifications() {
     assert_eq!(last["params"]["result"]["isError"], false);
     assert!(approved, "the stream showed input_required");
 }
+
+/// A tiny 16×16 H.264 clip of one flat colour at 30 fps that lasts `seconds`: a few hundred
+/// bytes per minute, yet `seconds × 30` frames at whatever resolution a render asks for.
+fn tiny_long_clip(dir: &std::path::Path, name: &str, seconds: u32) -> std::path::PathBuf {
+    let out = dir.join(name);
+    let status = std::process::Command::new("ffmpeg")
+        .args([
+            "-hide_banner",
+            "-loglevel",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+        ])
+        .arg(format!("color=c=blue:s=16x16:r=30:d={seconds}"))
+        .args([
+            "-c:v",
+            "libx264",
+            "-preset",
+            "ultrafast",
+            "-pix_fmt",
+            "yuv420p",
+        ])
+        .arg(&out)
+        .status()
+        .expect("run ffmpeg");
+    assert!(status.success(), "ffmpeg failed to make {}", out.display());
+    out
+}
+
+/// The render's state through the fallback status tool.
+fn render_state(mcp: &mut Mcp, id: &str) -> String {
+    let reply = mcp.tool(
+        "vidforge_get_render_status",
+        json!({"render_id": id}),
+        Caps::NONE,
+    );
+    reply.result()["structuredContent"]["state"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn render_work_is_bounded_by_its_estimate_not_its_bytes() {
+    // 1e8 output pixel-frames per second; at most 600 s of work per render and 350 s per
+    // principal per hour (so the effective per-render limit is the budget's 3.5e10).
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(
+        &dir.path().join("data"),
+        &[
+            "--render-pixel-rate",
+            "100000000",
+            "--max-render-seconds",
+            "600",
+            "--render-budget-seconds",
+            "350",
+            "--render-budget-window",
+            "1h",
+            "--per-principal-concurrent",
+            "10",
+        ],
+    );
+    let clip = tiny_long_clip(dir.path(), "tiny.mp4", 600);
+    let bytes = std::fs::metadata(&clip).unwrap().len();
+    assert!(
+        bytes < 300 * 1024,
+        "the amplification file is {bytes} bytes"
+    );
+    let source = upload(&server, None, &clip);
+    let mut mcp = server.mcp();
+    let args = json!({"source_asset_uri": source, "output_format": "mp4", "resolution": "4k"});
+
+    // 4k: a 2160×2160 output of 18,000 frames, refused at creation.
+    let refused = mcp.tool("vidforge_render_video", args.clone(), Caps::TASKS);
+    let env = &refused.result()["structuredContent"];
+    assert_eq!(env["code"], "render_too_large", "{env}");
+    assert_eq!(env["temporary"], false);
+    assert!(env["retry_after_ms"].is_null());
+    assert_eq!(
+        env["details"]["estimated_pixel_frames"],
+        2160u64 * 2160 * 18_000,
+        "{env}"
+    );
+    assert_eq!(env["details"]["limit_pixel_frames"], 35_000_000_000u64);
+    assert_eq!(env["details"]["field"], "resolution");
+    // The repair is the same call at the highest resolution that fits.
+    let repair = &env["repair"];
+    assert_eq!(repair["tool"], "vidforge_render_video");
+    let mut at_1080 = args.clone();
+    at_1080["resolution"] = json!("1080p");
+    assert_eq!(repair["arguments"], at_1080, "{env}");
+
+    // Callable as-is: 1080×1080×18,000 = 2.1e10 of the 3.5e10 budget.
+    let accepted = mcp.tool(
+        "vidforge_render_video",
+        repair["arguments"].clone(),
+        Caps::TASKS,
+    );
+    assert_result("tasks", "CreateTaskResult", &accepted);
+    let running = accepted.result()["taskId"].as_str().unwrap().to_string();
+
+    // The budget is read back from the stored renders: a restart does not reset it.
+    server.restart();
+    let mut mcp = server.mcp();
+    let over = mcp.tool("vidforge_render_video", at_1080.clone(), Caps::TASKS);
+    let env = &over.result()["structuredContent"];
+    assert_eq!(env["code"], "render_budget_exceeded", "{env}");
+    assert_eq!(env["temporary"], true);
+    let retry = env["retry_after_ms"].as_u64().unwrap();
+    // Free again when the first render leaves the one-hour window.
+    assert!(
+        (3_500_000..=3_600_000).contains(&retry),
+        "retry_after_ms {retry}"
+    );
+    assert_eq!(
+        env["details"]["remaining_pixel_frames"],
+        35_000_000_000u64 - 1080 * 1080 * 18_000
+    );
+    let mut at_720 = args.clone();
+    at_720["resolution"] = json!("720p");
+    assert_eq!(env["repair"]["arguments"], at_720, "{env}");
+
+    let ack = mcp.call("tasks/cancel", json!({"taskId": running}), Caps::TASKS);
+    assert_eq!(ack.result()["resultType"], "complete");
+}
+
+#[test]
+fn a_short_render_never_waits_behind_a_long_one() {
+    // One render slot; at 1e8 pixel-frames/s anything over 5 s of estimated work is long.
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("data"),
+        &[
+            "--token",
+            "token-alice-1=alice",
+            "--token",
+            "token-bob-22=bob",
+            "--render-slots",
+            "1",
+            "--render-pixel-rate",
+            "100000000",
+            "--long-render-seconds",
+            "5",
+        ],
+    );
+    // Alice: 20 s of a tiny source at 4k, 600 frames of 2160×2160 (28 s estimated; about as
+    // long for real with the CPU compositor on 2 cores).
+    let long_clip = tiny_long_clip(dir.path(), "long.mp4", 20);
+    let long_source = upload(&server, Some("token-alice-1"), &long_clip);
+    // Bob: a 1 s clip at 720p (0.2 s estimated).
+    let short_clip = make_clip(dir.path(), "short.mp4", 320, 180, 1.0, false);
+    let short_source = upload(&server, Some("token-bob-22"), &short_clip);
+
+    let mut alice = server.mcp().with_token("token-alice-1");
+    let mut bob = server.mcp().with_token("token-bob-22");
+    let long = alice.tool(
+        "vidforge_render_video",
+        json!({"source_asset_uri": long_source, "output_format": "mp4", "resolution": "4k"}),
+        Caps::TASKS,
+    );
+    let long_id = long.result()["taskId"].as_str().unwrap().to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while render_state(&mut alice, &long_id) != "rendering" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the long render never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let asked = std::time::Instant::now();
+    let short = bob.tool(
+        "vidforge_render_video",
+        json!({"source_asset_uri": short_source, "output_format": "mp4", "resolution": "720p"}),
+        Caps::TASKS,
+    );
+    let short_id = short.result()["taskId"].as_str().unwrap().to_string();
+    let mut waited = None;
+    let state = loop {
+        let state = render_state(&mut bob, &short_id);
+        if state != "queued" && waited.is_none() {
+            waited = Some(asked.elapsed());
+        }
+        if matches!(state.as_str(), "succeeded" | "failed" | "cancelled") {
+            break state;
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(20),
+            "the short render was still {state} after {:?}, behind the long one (long: {})",
+            asked.elapsed(),
+            render_state(&mut alice, &long_id)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let finished = asked.elapsed();
+    let long_state = render_state(&mut alice, &long_id);
+    eprintln!(
+        "short render beside a long one: waited {:?} for a worker, finished after {finished:?}; \
+         the long one was {long_state}",
+        waited.unwrap_or(finished)
+    );
+    assert_eq!(state, "succeeded");
+    assert_eq!(
+        long_state, "rendering",
+        "the short render finished only after the long one"
+    );
+    let ack = alice.call("tasks/cancel", json!({"taskId": long_id}), Caps::TASKS);
+    assert_eq!(ack.result()["resultType"], "complete");
+}

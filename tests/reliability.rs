@@ -120,7 +120,8 @@ fn ffmpeg(args: &[&str]) {
 #[test]
 fn hostile_uploads_are_refused_with_bounded_memory() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(&dir.path().join("data"), &[]);
+    // 24 uploads at once from one address: over the default per-address cap.
+    let server = Server::start(&dir.path().join("data"), &["--max-uploads-per-peer", "24"]);
     let p = |name: &str| dir.path().join(name).to_string_lossy().into_owned();
     // A PNG bomb: 8192x8192 RGBA 16-bit, all black (compresses to well under a megabyte).
     ffmpeg(&[
@@ -500,10 +501,27 @@ fn a_truncated_source_fails_instead_of_passing_off_a_short_video() {
         "+faststart",
         full.to_str().unwrap(),
     ]);
-    let bytes = std::fs::read(&full).unwrap();
-    let cut = dir.path().join("cut.mp4");
-    std::fs::write(&cut, &bytes[..bytes.len() * 3 / 10]).unwrap();
-    let clip = upload(&server, None, &cut);
+    let cut = cut_copy(&full, dir.path().join("cut.mp4"), 0.3);
+    let reason = render_fails_as_truncated(&server, dir.path(), &cut);
+    assert!(reason.contains("frames"), "{reason}");
+}
+
+/// The first `fraction` of `full`'s bytes, written to `to`.
+fn cut_copy(full: &std::path::Path, to: std::path::PathBuf, fraction: f64) -> std::path::PathBuf {
+    let bytes = std::fs::read(full).unwrap();
+    std::fs::write(&to, &bytes[..(bytes.len() as f64 * fraction) as usize]).unwrap();
+    to
+}
+
+/// Uploads `cut` and renders it to 720p mp4: the task completes as an error whose
+/// `unsupported_codec` envelope names the truncation, and no output is kept. Returns the
+/// reason.
+fn render_fails_as_truncated(
+    server: &Server,
+    dir: &std::path::Path,
+    cut: &std::path::Path,
+) -> String {
+    let clip = upload(server, None, cut);
     let mut mcp = server.mcp();
     let created = mcp.tool(
         "vidforge_render_video",
@@ -512,18 +530,66 @@ fn a_truncated_source_fails_instead_of_passing_off_a_short_video() {
     );
     let id = created.result()["taskId"].as_str().unwrap().to_string();
     let done = mcp.wait_task(&id, Caps::TASKS, WAIT, |t| t["status"] == "completed");
-    assert_eq!(done["result"]["isError"], true, "{done}");
-    let reason = done["result"]["structuredContent"]["details"]["reason"]
-        .as_str()
-        .unwrap();
+    assert_eq!(done["result"]["isError"], true, "{}: {done}", cut.display());
+    let content = &done["result"]["structuredContent"];
+    assert_eq!(content["code"], "unsupported_codec", "{done}");
+    let reason = content["details"]["reason"].as_str().unwrap();
     assert!(reason.contains("truncated"), "{reason}");
-    assert!(
-        !dir.path()
-            .join("data/results")
-            .join(&id)
-            .join("final.mp4")
-            .exists()
-    );
+    let results = dir.join("data/results").join(&id);
+    let kept: Vec<_> = std::fs::read_dir(&results)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("final"))
+        .collect();
+    assert!(kept.is_empty(), "{kept:?}");
+    reason.to_string()
+}
+
+/// A webm (VP9/Opus) and an mkv (H.264) cut at half keep their declared duration but
+/// declare no frame count: each render is an error naming both lengths, not a short video.
+#[test]
+fn a_truncated_webm_or_mkv_fails_instead_of_passing_off_a_short_video() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let webm = dir.path().join("full.webm");
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=640x360:rate=30:duration=4",
+        "-f",
+        "lavfi",
+        "-i",
+        "sine=duration=4",
+        "-c:v",
+        "libvpx-vp9",
+        "-deadline",
+        "realtime",
+        "-cpu-used",
+        "8",
+        "-c:a",
+        "libopus",
+        webm.to_str().unwrap(),
+    ]);
+    let mkv = dir.path().join("full.mkv");
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc2=size=640x360:rate=30:duration=4",
+        "-c:v",
+        "libx264",
+        "-preset",
+        "ultrafast",
+        mkv.to_str().unwrap(),
+    ]);
+    for (full, cut) in [(&webm, "cut.webm"), (&mkv, "cut.mkv")] {
+        let cut = cut_copy(full, dir.path().join(cut), 0.5);
+        let reason = render_fails_as_truncated(&server, dir.path(), &cut);
+        assert!(reason.contains("declares 4.0"), "{reason}");
+    }
 }
 
 /// Files are durable before any record points at them: traced with strace, an upload and a

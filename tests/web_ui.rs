@@ -61,10 +61,22 @@ fn a_session_reads_pages_but_never_writes_without_its_token() {
     assert_eq!(resp.status().as_u16(), 401);
     assert!(resp.text().unwrap().contains("id=\"error\""));
 
-    // Signed in; `next` stays on this site.
+    // Signed in; `next` stays on this site: what a browser would normalise into another
+    // origin (a tab or newline it strips, a backslash it reads as `/`) goes to `/`, and
+    // control characters never make the answer a `500`.
+    for next in [
+        "//evil.example/",
+        "/%09/evil.example/",
+        "/%0A/evil.example/",
+        "%5C%5Cevil.example",
+        "/%0D%0ASet-Cookie:%20x=1",
+        "/%00",
+    ] {
+        let resp = sign_in(&server, "token-alice-1", next);
+        assert_eq!(resp.status().as_u16(), 303, "next={next}");
+        assert_eq!(resp.headers()[LOCATION], "/", "next={next}");
+    }
     let resp = sign_in(&server, "token-alice-1", "//evil.example/");
-    assert_eq!(resp.status().as_u16(), 303);
-    assert_eq!(resp.headers()[LOCATION], "/");
     let alice = session_cookie(&resp);
     assert!(!alice.contains("token-alice-1"));
     let page = http
@@ -166,6 +178,22 @@ fn mcp_meta() -> serde_json::Value {
 fn metrics_count_uploads_requests_and_renders() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("data"), &[]);
+    // Without tokens there is nothing to sign in to: `/signin` redirects at once, and only
+    // to this site.
+    for next in [
+        "/%09/evil.example/",
+        "/%0D%0A",
+        "/%00",
+        "/ui/fragments/renders",
+    ] {
+        let resp = client()
+            .get(format!("{}/signin?next={next}", server.base()))
+            .send()
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 303, "next={next}");
+        let want = if next.starts_with("/ui") { next } else { "/" };
+        assert_eq!(resp.headers()[LOCATION], want, "next={next}");
+    }
     let clip = make_clip(dir.path(), "clip.mp4", 160, 90, 0.4, false);
     let source = upload(&server, None, &clip);
     let mut mcp = server.mcp();
@@ -265,6 +293,22 @@ fn metrics_from_another_address_need_an_admin_token() {
 fn url_mode_offers_the_approval_page_and_only_a_decline_decides() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("data"), &[]);
+    // Without tokens there is nothing to sign in to: `/signin` redirects at once, and only
+    // to this site.
+    for next in [
+        "/%09/evil.example/",
+        "/%0D%0A",
+        "/%00",
+        "/ui/fragments/renders",
+    ] {
+        let resp = client()
+            .get(format!("{}/signin?next={next}", server.base()))
+            .send()
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 303, "next={next}");
+        let want = if next.starts_with("/ui") { next } else { "/" };
+        assert_eq!(resp.headers()[LOCATION], want, "next={next}");
+    }
     let clip = make_clip(dir.path(), "clip.mp4", 160, 90, 0.4, false);
     let source = upload(&server, None, &clip);
     let logo = upload(&server, None, &make_logo(dir.path()));
@@ -306,5 +350,103 @@ fn url_mode_offers_the_approval_page_and_only_a_decline_decides() {
     assert_eq!(
         done["result"]["structuredContent"]["code"],
         "watermark_rejected"
+    );
+}
+
+/// Sign-out ends the session for good: the old cookie is refused by the pages, the live
+/// fragments and the downloads, also after the server is killed (`kill -9`) and started again
+/// on the same data dir, while another principal's session lives on. An idle session ends
+/// after `session_idle_timeout`; a used one slides (its cookie is re-issued by the pages, not
+/// by the polled fragments) until `session_max_age`.
+#[test]
+fn signing_out_ends_the_session_everywhere_and_idle_sessions_expire() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(&dir.path().join("data"), &TWO_PRINCIPALS);
+    let http = client();
+    let get = |server: &Server, path: &str, cookie: &str| {
+        http.get(format!("{}{path}", server.base()))
+            .header(COOKIE, cookie)
+            .send()
+            .unwrap()
+    };
+    let signed_out = |server: &Server, cookie: &str, why: &str| {
+        let page = get(server, "/", cookie);
+        assert_eq!(page.status().as_u16(), 303, "{why}");
+        assert_eq!(page.headers()[LOCATION], "/signin?next=/", "{why}");
+        let status = |path: &str| get(server, path, cookie).status().as_u16();
+        assert_eq!(status("/ui/fragments/renders"), 401, "{why}");
+        assert_eq!(status("/assets/a_01M8QTNDWQTF75FBHVKSV4C6QT"), 401, "{why}");
+    };
+    let signed_in = |server: &Server, cookie: &str, why: &str| {
+        let page = get(server, "/", cookie);
+        assert_eq!(page.status().as_u16(), 200, "{why}");
+        page
+    };
+    // The re-issued session cookie of an answer, if any.
+    let renewed = |resp: &Response| {
+        resp.headers()
+            .get_all(SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find(|v| v.starts_with("vidforge_session="))
+            .map(|v| v.split(';').next().unwrap().to_string())
+    };
+
+    let alice = session_cookie(&sign_in(&server, "token-alice-1", "/"));
+    let bob = session_cookie(&sign_in(&server, "token-bob-22", "/"));
+    let page = signed_in(&server, &alice, "signed in").text().unwrap();
+    assert_eq!(get(&server, "/ui/fragments/renders", &alice).status(), 200);
+    let csrf = page
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the page's sign-out form carries the CSRF token")
+        .to_string();
+    let resp = http
+        .post(format!("{}/signout", server.base()))
+        .header(COOKIE, &alice)
+        .header(CONTENT_TYPE, FORM)
+        .body(format!("csrf={csrf}"))
+        .send()
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 303);
+    assert_eq!(resp.headers()[LOCATION], "/signin");
+    assert_eq!(renewed(&resp).as_deref(), Some("vidforge_session="));
+    // A copy of the old cookie (another tab, a thief) is refused, not just forgotten here.
+    signed_out(&server, &alice, "the cookie of a signed-out session");
+    signed_in(&server, &bob, "another principal stays signed in");
+    // Killed without a goodbye and started again: still refused; bob's cookie still works,
+    // so it is the sign-out that ends alice's, not the restart.
+    server.restart();
+    signed_out(&server, &alice, "signed out, after a restart");
+    signed_in(&server, &bob, "a session survives a restart");
+
+    // Short lifetimes: idle 2 s, at most 5 s.
+    server
+        .args
+        .extend(["--session-idle-timeout", "2s", "--session-max-age", "5s"].map(String::from));
+    server.restart();
+    let start = std::time::Instant::now();
+    let at = |secs: f64| {
+        let due = start + Duration::from_secs_f64(secs);
+        std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
+    };
+    let first = session_cookie(&sign_in(&server, "token-alice-1", "/"));
+    at(1.2);
+    let used = renewed(&signed_in(&server, &first, "used after 1.2 s"))
+        .expect("a page re-issues a cookie used after a quarter of the idle timeout");
+    at(2.4);
+    signed_out(&server, &first, "unused for 2.4 s > the 2 s idle timeout");
+    let fragment = get(&server, "/ui/fragments/renders", &used);
+    assert_eq!(fragment.status().as_u16(), 200);
+    assert_eq!(renewed(&fragment), None, "polling is not using the pages");
+    let used = renewed(&signed_in(&server, &used, "used 1.2 s ago")).expect("re-issued");
+    at(3.6);
+    let used = renewed(&signed_in(&server, &used, "used 1.2 s ago")).expect("re-issued");
+    at(5.2);
+    signed_out(
+        &server,
+        &used,
+        "5.2 s after sign-in > the 5 s cap, used 1.6 s ago",
     );
 }

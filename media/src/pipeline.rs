@@ -57,12 +57,81 @@ pub(crate) enum Item {
     Audio(Packet),
 }
 
+/// How far into the source the render got, in seconds of the source's timestamps.
+///
+/// A declared duration counts from timestamp 0 in some containers (Matroska's segment
+/// duration) and from the first timestamp in others (FFmpeg's own end - start): lengths are
+/// measured from the earlier of 0 and the container's start time, so that neither reads a
+/// complete file as short.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct DecodedExtent {
+    /// Latest end (presentation time + duration) of a decoded video frame.
+    pub video_end: Option<f64>,
+    /// Latest end of a demuxed packet of the source's audio stream (read even when the
+    /// output drops the audio).
+    pub audio_end: Option<f64>,
+    /// The container's start time when it is negative, else 0.
+    pub origin: f64,
+}
+
+impl DecodedExtent {
+    /// Seconds of video decoded: to the end of the last frame.
+    pub fn video_seconds(&self) -> Option<f64> {
+        Some(self.video_end? - self.origin)
+    }
+
+    /// Seconds of the container covered: to the end of the last video frame or audio packet.
+    pub fn container_seconds(&self) -> Option<f64> {
+        let end = match (self.video_end, self.audio_end) {
+            (Some(v), Some(a)) => v.max(a),
+            (v, a) => v.or(a)?,
+        };
+        Some(end - self.origin)
+    }
+}
+
+/// Converts stream timestamps to seconds.
+struct Timeline {
+    video_tb: f64,
+    /// A video frame's duration when it carries none (one frame at the average rate).
+    default_video_duration: f64,
+    audio_index: Option<usize>,
+    audio_tb: f64,
+}
+
+impl Timeline {
+    fn new(src: &Source) -> Self {
+        Timeline {
+            video_tb: f64::from(src.video.time_base),
+            default_video_duration: if src.video.avg_fps > 0.0 {
+                1.0 / src.video.avg_fps
+            } else {
+                0.0
+            },
+            audio_index: src.audio.as_ref().map(|a| a.index),
+            audio_tb: src
+                .audio
+                .as_ref()
+                .map(|a| f64::from(a.time_base))
+                .unwrap_or(0.0),
+        }
+    }
+}
+
+fn extend_max(slot: &mut Option<f64>, v: f64) {
+    if v.is_finite() {
+        *slot = Some(slot.map_or(v, |s| s.max(v)));
+    }
+}
+
 /// Pulls decoded video frames (and raw audio packets of the chosen stream) from an input.
 pub(crate) struct FrameReader {
     input: Input,
     decoder: decoder::Video,
     video_index: usize,
     audio_index: Option<usize>,
+    timeline: Timeline,
+    extent: DecodedExtent,
     eof_sent: bool,
     frames: u64,
     errors: u32,
@@ -77,6 +146,11 @@ fn is_eagain(e: &ffmpeg::Error) -> bool {
 impl FrameReader {
     pub fn new(src: Source, decoder: decoder::Video, with_audio: bool) -> Self {
         FrameReader {
+            timeline: Timeline::new(&src),
+            extent: DecodedExtent {
+                origin: (src.start_time_us as f64 / ffmpeg::ffi::AV_TIME_BASE as f64).min(0.0),
+                ..Default::default()
+            },
             video_index: src.video.index,
             audio_index: if with_audio {
                 src.audio.as_ref().map(|a| a.index)
@@ -90,6 +164,36 @@ impl FrameReader {
             frames: 0,
             errors: 0,
             last_error: None,
+        }
+    }
+
+    /// How far the frames and packets read so far reach.
+    pub fn extent(&self) -> DecodedExtent {
+        self.extent
+    }
+
+    fn note_video_frame(&mut self, f: &frame::Video) {
+        let (Some(pts), dur) = frame_timing(f) else {
+            return;
+        };
+        let tl = &self.timeline;
+        let start = pts as f64 * tl.video_tb;
+        let dur = if dur > 0 {
+            dur as f64 * tl.video_tb
+        } else {
+            tl.default_video_duration
+        };
+        extend_max(&mut self.extent.video_end, start + dur);
+    }
+
+    fn note_packet(&mut self, pkt: &Packet) {
+        let tl = &self.timeline;
+        if tl.audio_index != Some(pkt.stream()) {
+            return;
+        }
+        if let Some(ts) = pkt.pts().or(pkt.dts()) {
+            let end = (ts + pkt.duration().max(0)) as f64 * tl.audio_tb;
+            extend_max(&mut self.extent.audio_end, end);
         }
     }
 
@@ -123,6 +227,7 @@ impl FrameReader {
                 Ok(()) => {
                     self.frames += 1;
                     self.errors = 0;
+                    self.note_video_frame(&f);
                     // NVDEC surfaces come to system memory here (NV12 / P010).
                     return Ok(Some(Item::Video(crate::hwdecode::download(f)?)));
                 }
@@ -140,6 +245,7 @@ impl FrameReader {
             let mut pkt = Packet::empty();
             match pkt.read(&mut self.input) {
                 Ok(()) => {
+                    self.note_packet(&pkt);
                     let idx = pkt.stream();
                     if idx == self.video_index {
                         match self.decoder.send_packet(&pkt) {
@@ -264,7 +370,7 @@ fn decode_stage(
     mut reader: FrameReader,
     tx: Sender<Decoded>,
     cancel: &AtomicBool,
-) -> StageResult<Duration> {
+) -> StageResult<(Duration, DecodedExtent)> {
     let mut busy = Duration::ZERO;
     loop {
         check_cancel(cancel)?;
@@ -276,7 +382,7 @@ fn decode_stage(
             Some(Item::Audio(p)) => send(&tx, Decoded::Audio(p))?,
             None => {
                 send(&tx, Decoded::End)?;
-                return Ok(busy);
+                return Ok((busy, reader.extent()));
             }
         }
     }
@@ -444,6 +550,8 @@ fn encode_stage(
 
 pub(crate) struct PipelineOutcome {
     pub encode: EncodeOutcome,
+    /// How far into the source the decode got.
+    pub decoded: DecodedExtent,
     pub stage_times: StageTimes,
 }
 
@@ -544,7 +652,8 @@ pub(crate) fn run(
         let rc = real_error(rc)?;
         let re = real_error(re)?;
         match (rd, rc, re) {
-            (Some(decode), Some(compose), Some(enc)) => Ok(PipelineOutcome {
+            (Some((decode, decoded)), Some(compose), Some(enc)) => Ok(PipelineOutcome {
+                decoded,
                 stage_times: StageTimes {
                     decode,
                     compose,

@@ -2,8 +2,13 @@
 
 use std::path::Path;
 
+use ffmpeg_next::Packet;
+
 use crate::error::MediaError;
-use crate::source::{self, Opened, SourceLimits};
+use crate::source::{self, Opened, Source, SourceLimits};
+
+/// Read errors in a row after which a scan gives up.
+const SCAN_MAX_ERRORS: u32 = 64;
 
 /// A media file as the engine sees it.
 #[derive(Clone, Debug, PartialEq)]
@@ -77,7 +82,12 @@ pub fn probe_within(path: &Path, limits: &SourceLimits) -> Result<ProbeInfo, Med
             video: None,
             audio: Some(audio_info(&audio)),
         }),
-        Opened::Video(src) => {
+        Opened::Video(mut src) => {
+            if src.duration_seconds <= 0.0 {
+                // A container that declares no length (a browser's MediaRecorder webm): read
+                // its packets (no decoding) so that what a render of it costs is known.
+                src.duration_seconds = scan_video_seconds(&mut src).unwrap_or(0.0);
+            }
             let v = &src.video;
             let color_matrix = v.color_space.name().unwrap_or("unknown").to_string();
             let color_range = match v.color_range {
@@ -109,4 +119,39 @@ pub fn probe_within(path: &Path, limits: &SourceLimits) -> Result<ProbeInfo, Med
             })
         }
     }
+}
+
+/// The video's length in seconds from its packets, read without decoding: first timestamp
+/// to last end, or, for a raw stream without timestamps, the packet count at the stream's
+/// frame rate; `None` when neither is known. Bounded by the file: it stops at the end, at an
+/// I/O error, or after [`SCAN_MAX_ERRORS`] unreadable packets in a row.
+fn scan_video_seconds(src: &mut Source) -> Option<f64> {
+    let (index, time_base, fps) = (src.video.index, src.video.time_base, src.video.avg_fps);
+    let (mut first, mut end): (Option<i64>, Option<i64>) = (None, None);
+    let (mut packets, mut errors) = (0u64, 0);
+    loop {
+        let mut pkt = Packet::empty();
+        match pkt.read(&mut src.input) {
+            Ok(()) => {
+                errors = 0;
+                if pkt.stream() != index {
+                    continue;
+                }
+                packets += 1;
+                if let Some(ts) = pkt.pts().or(pkt.dts()) {
+                    first = Some(first.map_or(ts, |f| f.min(ts)));
+                    let e = ts.saturating_add(pkt.duration().max(0));
+                    end = Some(end.map_or(e, |x| x.max(e)));
+                }
+            }
+            Err(ffmpeg_next::Error::InvalidData) if errors < SCAN_MAX_ERRORS => errors += 1,
+            Err(_) => break,
+        }
+    }
+    let seconds = match (first, end) {
+        (Some(first), Some(end)) => end.saturating_sub(first) as f64 * f64::from(time_base),
+        _ if fps > 0.0 => packets as f64 / fps,
+        _ => return None,
+    };
+    (seconds.is_finite() && seconds > 0.0).then_some(seconds)
 }

@@ -146,6 +146,9 @@ pub(crate) struct Source {
     pub format_name: String,
     pub size_bytes: u64,
     pub duration_seconds: f64,
+    /// The duration the container declares, in seconds: `None` when it is unknown or only
+    /// estimated from the bitrate.
+    pub container_duration_declared: Option<f64>,
     /// Container start time in AV_TIME_BASE units; subtracted from every timestamp.
     pub start_time_us: i64,
     pub video: VideoMeta,
@@ -168,6 +171,9 @@ pub(crate) struct VideoMeta {
     pub display_height: u32,
     pub time_base: Rational,
     pub avg_fps: f64,
+    /// The duration the video stream itself declares, in seconds: `None` when it is unknown
+    /// or only estimated from the bitrate.
+    pub duration_declared: Option<f64>,
     pub frames_estimate: Option<u64>,
     /// The frame count the container itself declares (not estimated), when it does.
     pub frames_declared: Option<u64>,
@@ -512,6 +518,16 @@ pub(crate) fn open_any(path: &Path, limits: &SourceLimits) -> Result<Opened, Med
         .or(stream_duration)
         .unwrap_or(0.0);
     let frames_declared = (vs.frames() > 0).then_some(vs.frames() as u64);
+    // SAFETY: plain field read.
+    let from_bitrate = unsafe {
+        (*input.as_ptr()).duration_estimation_method
+            == ffi::AVDurationEstimationMethod::AVFMT_DURATION_FROM_BITRATE
+    };
+    let (duration_declared, container_duration_declared) = if from_bitrate {
+        (None, None)
+    } else {
+        (stream_duration, container_duration(&input))
+    };
     let frames_estimate = if vs.frames() > 0 {
         Some(vs.frames() as u64)
     } else {
@@ -539,6 +555,7 @@ pub(crate) fn open_any(path: &Path, limits: &SourceLimits) -> Result<Opened, Med
         display_height: dh,
         time_base,
         avg_fps,
+        duration_declared,
         frames_estimate,
         frames_declared,
         color_space,
@@ -568,6 +585,7 @@ pub(crate) fn open_any(path: &Path, limits: &SourceLimits) -> Result<Opened, Med
         format_name,
         size_bytes,
         duration_seconds,
+        container_duration_declared,
         start_time_us,
         video,
         audio,
@@ -667,10 +685,17 @@ impl Source {
             );
         }
         let dec = ctx.decoder().video().map_err(|e| {
-            MediaError::unsupported(format!(
-                "cannot open the '{}' decoder: {e}",
-                self.video.codec_name
-            ))
+            let reason = format!("cannot open the '{}' decoder: {e}", self.video.codec_name);
+            match e {
+                // Out of memory or threads (a container's memory cap): the machine's fault,
+                // not the source's; retrying may work.
+                ffmpeg::Error::Other { errno }
+                    if errno == ffmpeg::error::ENOMEM || errno == ffmpeg::error::EAGAIN =>
+                {
+                    MediaError::failed(reason)
+                }
+                _ => MediaError::unsupported(reason),
+            }
         })?;
         Ok((dec, on_gpu))
     }

@@ -205,6 +205,68 @@ fn truncated_files_error_or_render_what_they_can() {
     }
 }
 
+/// Matroska keeps its declared duration in the segment header, which a cut file keeps, but
+/// declares no frame count: a webm or mkv cut at half is an error naming the truncation, not
+/// a short video; a complete webm whose audio outlasts its video still renders.
+#[test]
+fn truncated_matroska_files_are_errors_but_long_audio_is_not() {
+    let dir = tempdir();
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).expect("mkdir");
+    let engine = cpu();
+    let webm = clip(
+        dir.path(),
+        ClipSpec {
+            seconds: 2.0,
+            ..ClipSpec::vp9(320, 240)
+        },
+    );
+    let mkv = clip(
+        dir.path(),
+        ClipSpec {
+            seconds: 2.0,
+            audio: false,
+            container: "mkv".into(),
+            ..ClipSpec::h264(320, 240)
+        },
+    );
+    for full in [&webm, &mkv] {
+        let cut = fixtures::truncated_copy(dir.path(), full, 0.5).expect("truncate");
+        let err = render_err(&engine, &cut, &out_dir);
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("truncated") && msg.contains("declares 2.0"),
+            "{msg}"
+        );
+    }
+    // Complete files render.
+    for full in [&webm, &mkv] {
+        let out = out_dir.join("full.mp4");
+        render(
+            &engine,
+            &job(full, &out, Resolution::P720, OutputFormat::Mp4),
+        );
+        std::fs::remove_file(&out).expect("rm");
+    }
+    // One second of video under two of audio: the container declares 2 s, the video is
+    // short by design, the audio reaches the end.
+    let long_audio = clip(
+        dir.path(),
+        ClipSpec {
+            seconds: 2.0,
+            pattern: fixtures::Pattern::Lavfi("testsrc2=s={w}x{h}:r={fps}:d=1".into()),
+            ..ClipSpec::vp9(320, 240)
+        },
+    );
+    let out = out_dir.join("long-audio.mp4");
+    let report = render(
+        &engine,
+        &job(&long_audio, &out, Resolution::P720, OutputFormat::Mp4),
+    );
+    assert_eq!(report.frames, 30, "{report:?}");
+}
+
 #[test]
 fn unwritable_output_is_render_failed_and_leaves_nothing() {
     let dir = tempdir();

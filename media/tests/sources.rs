@@ -299,3 +299,26 @@ fn probe_describes_streams() {
     let info = probe(&audio).expect("probe audio-only");
     assert!(info.video.is_none() && info.audio.is_some());
 }
+
+/// A raw H.264 stream declares no length and its packets carry no timestamps: the probe
+/// counts them, so a tiny file that decodes to many frames says so (the server bounds a
+/// render's work by this length).
+#[test]
+fn a_raw_stream_without_a_declared_length_is_measured_by_its_packets() {
+    let dir = tempdir();
+    let raw = dir.path().join("tiny.h264");
+    let status = std::process::Command::new("ffmpeg")
+        .args(["-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi"])
+        .args(["-i", "color=s=16x16:r=30", "-t", "120"])
+        .args(["-c:v", "libx264", "-preset", "ultrafast", "-f", "h264"])
+        .arg(&raw)
+        .status()
+        .expect("run ffmpeg");
+    assert!(status.success());
+    assert!(std::fs::metadata(&raw).unwrap().len() < 100_000);
+    let info = probe(&raw).expect("probe");
+    assert!(
+        (info.duration_seconds - 120.0).abs() < 0.5,
+        "3,600 frames at 30 fps: {info:?}"
+    );
+}

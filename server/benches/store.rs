@@ -74,6 +74,7 @@ fn record(i: usize) -> RenderRecord {
         result_deleted: false,
         attempts: 0,
         crashes: 0,
+        estimated_pixel_frames: 0,
     }
 }
 

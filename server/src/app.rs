@@ -19,7 +19,7 @@ use crate::mcp::Extensions;
 use crate::media_backend::{MediaProber, MediaRenderer};
 use crate::policy::{self, RequestPolicy};
 use crate::service::{RenderService, ServiceParts};
-use crate::session::Sessions;
+use crate::session::{SessionLimits, Sessions};
 use crate::{telemetry, web};
 
 /// Starts the service with the media engine (`config.backend`) and the process clock
@@ -51,10 +51,18 @@ pub fn router(service: &RenderService) -> Router {
 /// [`router`] with MCP `extensions` mounted beside vidforge's own surface.
 pub fn router_with(service: &RenderService, extensions: Extensions) -> Router {
     let config = service.config();
-    let mcp = crate::mcp::router(service.clone(), config, extensions);
+    // One token table and one failure budget per peer for every route.
+    let auth = Auth::from_config(config);
+    let mcp = crate::mcp::router(service.clone(), config, extensions, auth.clone());
     let policy = Arc::new(RequestPolicy::from_config(config));
     let secure = config.base_url().starts_with("https://");
-    let sessions = Sessions::new(Auth::from_config(config), secure);
+    let sessions = Sessions::new(
+        auth,
+        service.store().clone(),
+        service.clock().clone(),
+        SessionLimits::from_config(config),
+        secure,
+    );
     telemetry::install();
     let guarded = http::http_routes(service.clone(), sessions.clone())
         .merge(web::web_routes(service.clone(), sessions.clone()))

@@ -11,14 +11,18 @@
 //! `router.layer(axum::middleware::from_fn_with_state(auth, vidforge::auth::require_auth))`
 //! ([`require_auth_or_session`] also takes a browser session on `GET`/`HEAD`).
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::auth_limit::{AuthFailureLimiter, Verdict};
+use crate::catalog::ErrorCode;
 use crate::config::{ANONYMOUS_PRINCIPAL, Config};
+use crate::envelope::Envelope;
 use crate::session::{Sessions, constant_time_eq};
 
 /// The authenticated caller.
@@ -40,10 +44,11 @@ pub enum AuthError {
     Invalid,
 }
 
-/// Token → principal table (cheap to clone).
+/// Token → principal table and the per-peer failure budget (cheap to clone).
 #[derive(Clone)]
 pub struct Auth {
     tokens: Arc<Vec<(Vec<u8>, String)>>,
+    failures: Arc<AuthFailureLimiter>,
 }
 
 impl std::fmt::Debug for Auth {
@@ -65,6 +70,20 @@ impl Auth {
                     .map(|(t, p)| (t.as_bytes().to_vec(), p.clone()))
                     .collect(),
             ),
+            failures: Arc::new(AuthFailureLimiter::new(
+                config.auth_failure_burst,
+                config.auth_failure_interval,
+            )),
+        }
+    }
+
+    /// Judges a token's outcome from `peer` against the peer's failure budget
+    /// ([`crate::auth_limit`]): a request without a credential is not judged.
+    pub fn judge(&self, peer: Option<IpAddr>, outcome: &Result<Principal, AuthError>) -> Verdict {
+        match outcome {
+            Ok(p) if self.required() => self.failures.judge(peer, Some(p.as_str())),
+            Err(AuthError::Invalid) => self.failures.judge(peer, None),
+            _ => Verdict::Proceed,
         }
     }
 
@@ -130,10 +149,28 @@ pub fn unauthorized(err: AuthError) -> Response {
     resp
 }
 
-/// Middleware: authenticates the bearer token, inserts [`Principal`], or answers 401.
+/// `429` `rate_limited`: too many wrong tokens from this peer; `Retry-After` says when.
+pub fn rate_limited(wait: std::time::Duration) -> Response {
+    let env = Envelope::new(
+        ErrorCode::RateLimited,
+        "Too many failed authentication attempts from this address; wait and try again.",
+    )
+    .retry_after(Some(wait.as_millis().max(1) as u64));
+    crate::http::error_response(StatusCode::TOO_MANY_REQUESTS, &env)
+}
+
+/// The peer address hyper's accept loop recorded ([`crate::connections`]).
+pub fn peer_ip(req: &Request) -> Option<IpAddr> {
+    req.extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip())
+}
+
+/// Middleware: authenticates the bearer token, inserts [`Principal`], or answers 401 (429
+/// past the peer's failure budget).
 pub async fn require_auth(State(auth): State<Auth>, req: Request, next: Next) -> Response {
     let outcome = auth.authenticate(req.headers());
-    admit(outcome, req, next).await
+    admit(&auth, outcome, req, next).await
 }
 
 /// [`require_auth`], except that a `GET` or `HEAD` without a bearer token may instead carry
@@ -150,19 +187,33 @@ pub async fn require_auth_or_session(
         .then(|| sessions.session(req.headers()))
         .flatten()
         .map(|s| s.principal);
-    let outcome = match by_cookie {
-        Some(p) => Ok(p),
-        None => sessions.auth().authenticate(req.headers()),
-    };
-    admit(outcome, req, next).await
+    match by_cookie {
+        // A session is no guess at a token (its MAC is checked): it is not judged.
+        Some(p) => admit_principal(p, req, next).await,
+        None => {
+            let outcome = sessions.auth().authenticate(req.headers());
+            admit(sessions.auth(), outcome, req, next).await
+        }
+    }
 }
 
-async fn admit(outcome: Result<Principal, AuthError>, mut req: Request, next: Next) -> Response {
+async fn admit_principal(p: Principal, mut req: Request, next: Next) -> Response {
+    req.extensions_mut().insert(p);
+    next.run(req).await
+}
+
+async fn admit(
+    auth: &Auth,
+    outcome: Result<Principal, AuthError>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if let Verdict::Limited(wait) = auth.judge(peer_ip(&req), &outcome) {
+        tracing::warn!(peer = ?peer_ip(&req), "authentication failures over the peer's budget");
+        return rate_limited(wait);
+    }
     match outcome {
-        Ok(p) => {
-            req.extensions_mut().insert(p);
-            next.run(req).await
-        }
+        Ok(p) => admit_principal(p, req, next).await,
         Err(e) => {
             tracing::debug!(error = %e, path = %req.uri().path(), "rejected unauthenticated request");
             unauthorized(e)

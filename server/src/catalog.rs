@@ -117,11 +117,16 @@ pub enum ErrorCode {
     RequestForbidden,
     UnsupportedMediaType,
     UploadTimeout,
+    ServiceUnavailable,
+    RenderTooLarge,
+    RenderBudgetExceeded,
+    RateLimited,
+    UploadsBusy,
 }
 
 impl ErrorCode {
     /// Every code, in catalog order.
-    pub const ALL: [ErrorCode; 23] = [
+    pub const ALL: [ErrorCode; 28] = [
         ErrorCode::SourceNotFound,
         ErrorCode::UnsupportedCodec,
         ErrorCode::WatermarkRejected,
@@ -145,6 +150,11 @@ impl ErrorCode {
         ErrorCode::RequestForbidden,
         ErrorCode::UnsupportedMediaType,
         ErrorCode::UploadTimeout,
+        ErrorCode::ServiceUnavailable,
+        ErrorCode::RenderTooLarge,
+        ErrorCode::RenderBudgetExceeded,
+        ErrorCode::RateLimited,
+        ErrorCode::UploadsBusy,
     ];
 
     /// The codes `vidforge_render_video` lists inline in its `_meta` (repair-critical only).
@@ -183,6 +193,11 @@ impl ErrorCode {
             ErrorCode::RequestForbidden => "request_forbidden",
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::UploadTimeout => "upload_timeout",
+            ErrorCode::ServiceUnavailable => "service_unavailable",
+            ErrorCode::RenderTooLarge => "render_too_large",
+            ErrorCode::RenderBudgetExceeded => "render_budget_exceeded",
+            ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::UploadsBusy => "uploads_busy",
         }
     }
 
@@ -199,6 +214,10 @@ impl ErrorCode {
                 | ErrorCode::AssetInUse
                 | ErrorCode::StorageFull
                 | ErrorCode::UploadTimeout
+                | ErrorCode::ServiceUnavailable
+                | ErrorCode::RenderBudgetExceeded
+                | ErrorCode::RateLimited
+                | ErrorCode::UploadsBusy
         )
     }
 
@@ -280,8 +299,34 @@ impl ErrorCode {
                     .into()
             }
             ErrorCode::UploadTimeout => {
-                "The upload sent no data for the server's body timeout and was aborted; nothing \
-                 was kept. Re-send it."
+                "The upload sent no data for the server's body timeout, or arrived slower than \
+                 the server's minimum upload rate, and was aborted; nothing was kept. Re-send it."
+                    .into()
+            }
+            ErrorCode::ServiceUnavailable => {
+                "The task store cannot be reached right now; nothing was changed. Honour \
+                 retry_after_ms and re-send the same call (with the same idempotency_key)."
+                    .into()
+            }
+            ErrorCode::RenderTooLarge => {
+                "The render's estimated work (output pixels × frames) exceeds the per-render \
+                 limit; details give the estimate and the limit. Call again with a lower \
+                 resolution (the repair) or a shorter source."
+                    .into()
+            }
+            ErrorCode::RenderBudgetExceeded => {
+                "This credential's render budget for the current window is spent; honour \
+                 retry_after_ms, or call again with a lower resolution (the repair)."
+                    .into()
+            }
+            ErrorCode::RateLimited => {
+                "Too many failed authentication attempts from this address; honour \
+                 retry_after_ms (HTTP Retry-After). Valid tokens are never slowed."
+                    .into()
+            }
+            ErrorCode::UploadsBusy => {
+                "Too many uploads are in progress (on this server or from this address); \
+                 honour retry_after_ms and re-send."
                     .into()
             }
         }

@@ -152,6 +152,35 @@ pub fn default_repair(code: ErrorCode, ctx: RepairContext<'_>) -> Option<Repair>
     }
 }
 
+/// The repair of a work refusal (`render_too_large`, `render_budget_exceeded`): the same
+/// arguments at the highest lower resolution that fits now; without one, for the budget, the
+/// same arguments after `retry_after_ms`. `None` for other errors.
+fn work_repair(e: &ServiceError, ctx: RepairContext<'_>) -> Option<Repair> {
+    let w = e.work_refusal()?;
+    let mut args = ctx.arguments?.clone();
+    match (w.fits, e) {
+        (Some(res), _) => {
+            args.as_object_mut()?
+                .insert("resolution".into(), Value::String(res.as_str().into()));
+            Some(
+                Repair::new("lower_resolution", tools::RENDER_VIDEO, args).alternative(format!(
+                    "At {} the render fits this server's limits now; or trim the source to \
+                     a shorter clip and re-upload it.",
+                    res.as_str()
+                )),
+            )
+        }
+        (None, ServiceError::RenderBudgetExceeded(_)) => Some(
+            Repair::new("retry_after_delay", tools::RENDER_VIDEO, args).alternative(
+                "Wait retry_after_ms for the credential's render budget to free up, or trim the \
+                 source to a shorter clip.",
+            ),
+        ),
+        // Too large at every resolution: only a shorter source helps, which no call can do.
+        (None, _) => None,
+    }
+}
+
 /// The §6 error envelope.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Envelope {
@@ -236,8 +265,23 @@ impl Envelope {
         if let Some(r) = e.reason() {
             env = env.reason(r);
         }
-        env.retry_after(e.retry_after_ms())
-            .repair(default_repair(e.code(), ctx))
+        if let Some(w) = e.work_refusal() {
+            env = env
+                .detail("estimated_pixel_frames", json!(w.estimated_pixel_frames))
+                .detail("estimated_seconds", json!(w.estimated_seconds))
+                .detail("limit_pixel_frames", json!(w.limit_pixel_frames))
+                .detail("limit_seconds", json!(w.limit_seconds));
+            if let Some(window) = w.window_seconds {
+                env = env
+                    .detail("remaining_pixel_frames", json!(w.remaining_pixel_frames))
+                    .detail("window_seconds", json!(window));
+            }
+            if let Some(res) = w.fits {
+                env = env.detail("fits_resolution", json!(res.as_str()));
+            }
+        }
+        let repair = work_repair(e, ctx).or_else(|| default_repair(e.code(), ctx));
+        env.retry_after(e.retry_after_ms()).repair(repair)
     }
 
     /// From a failed render's outcome (`None` unless the outcome is an error), with the default

@@ -7,6 +7,28 @@ use crate::store::{RenderState, StoreError};
 /// `retry_after_ms` of [`ServiceError::Unavailable`]: PostgreSQL restarts in seconds.
 pub const STORE_RETRY_AFTER_MS: u64 = 2_000;
 
+/// What a refusal for the work a render would cost says: the estimate, the limit it broke
+/// and, when one fits, the highest lower resolution that would be accepted now.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkRefusal {
+    /// Output width × height × frames of the refused render.
+    pub estimated_pixel_frames: u64,
+    /// The same at the server's `render_pixel_rate`, rounded up.
+    pub estimated_seconds: u64,
+    /// The per-render limit, or the budget per window.
+    pub limit_pixel_frames: u64,
+    pub limit_seconds: u64,
+    /// Budget still free in the window (0 for the per-render limit).
+    pub remaining_pixel_frames: u64,
+    pub remaining_seconds: u64,
+    /// The budget's window (`None` for the per-render limit).
+    pub window_seconds: Option<u64>,
+    /// When enough of the budget frees up for this render (`None` for the per-render limit).
+    pub retry_after_ms: Option<u64>,
+    /// The highest resolution below the requested one that fits now.
+    pub fits: Option<crate::store::Resolution>,
+}
+
 /// Why a service call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ServiceError {
@@ -44,6 +66,25 @@ pub enum ServiceError {
     /// The pool or the principal's concurrent-render limit is full.
     #[error("render quota exceeded: {reason}")]
     QuotaExceeded { reason: String, retry_after_ms: u64 },
+    /// The render's estimated work is over the per-render limit (or over the whole
+    /// per-principal budget): the same arguments will never be accepted.
+    #[error(
+        "the render's estimated work ({} s at this server's rate) exceeds the limit of {} s \
+         per render",
+        .0.estimated_seconds,
+        .0.limit_seconds
+    )]
+    RenderTooLarge(WorkRefusal),
+    /// The principal's render budget for the current window would be exceeded.
+    #[error(
+        "this render ({} s of estimated work) does not fit in the credential's remaining \
+         render budget ({} s of {} s per {} s)",
+        .0.estimated_seconds,
+        .0.remaining_seconds,
+        .0.limit_seconds,
+        .0.window_seconds.unwrap_or_default()
+    )]
+    RenderBudgetExceeded(WorkRefusal),
     /// An upload is over the size limit (nothing was kept).
     #[error("upload exceeds the limit of {limit_bytes} bytes")]
     AssetTooLarge { limit_bytes: u64 },
@@ -82,12 +123,15 @@ impl ServiceError {
             ServiceError::ApprovalAlreadyRecorded { .. } => ErrorCode::ApprovalAlreadyRecorded,
             ServiceError::IdempotencyConflict => ErrorCode::IdempotencyConflict,
             ServiceError::QuotaExceeded { .. } => ErrorCode::RenderQuotaExceeded,
+            ServiceError::RenderTooLarge(_) => ErrorCode::RenderTooLarge,
+            ServiceError::RenderBudgetExceeded(_) => ErrorCode::RenderBudgetExceeded,
             ServiceError::AssetTooLarge { .. } => ErrorCode::AssetTooLarge,
             ServiceError::AssetInvalid { .. } => ErrorCode::AssetInvalid,
             ServiceError::AssetNotFound => ErrorCode::AssetNotFound,
             ServiceError::AssetInUse { .. } => ErrorCode::AssetInUse,
             ServiceError::StorageFull { .. } => ErrorCode::StorageFull,
-            ServiceError::Unavailable { .. } | ServiceError::Internal(_) => ErrorCode::RenderFailed,
+            ServiceError::Unavailable { .. } => ErrorCode::ServiceUnavailable,
+            ServiceError::Internal(_) => ErrorCode::RenderFailed,
         }
     }
 
@@ -98,6 +142,9 @@ impl ServiceError {
             | ServiceError::SourceNotFound { field, .. } => Some(field),
             ServiceError::UnsupportedCodec { .. } => Some("source_asset_uri"),
             ServiceError::IdempotencyConflict => Some("idempotency_key"),
+            ServiceError::RenderTooLarge(_) | ServiceError::RenderBudgetExceeded(_) => {
+                Some("resolution")
+            }
             _ => None,
         }
     }
@@ -142,6 +189,17 @@ impl ServiceError {
             ServiceError::StorageFull { reason } | ServiceError::Unavailable { reason } => {
                 Some(reason.clone())
             }
+            ServiceError::RenderTooLarge(w) => Some(format!(
+                "estimated {} pixel-frames (output width x height x frames), limit {} per render",
+                w.estimated_pixel_frames, w.limit_pixel_frames
+            )),
+            ServiceError::RenderBudgetExceeded(w) => Some(format!(
+                "estimated {} pixel-frames, {} left of the budget of {} per {} s",
+                w.estimated_pixel_frames,
+                w.remaining_pixel_frames,
+                w.limit_pixel_frames,
+                w.window_seconds.unwrap_or_default()
+            )),
             ServiceError::NotFound | ServiceError::AssetNotFound | ServiceError::Internal(_) => {
                 None
             }
@@ -156,6 +214,15 @@ impl ServiceError {
                 Some(catalog::STORAGE_RETRY_AFTER.as_millis() as u64)
             }
             ServiceError::Unavailable { .. } => Some(STORE_RETRY_AFTER_MS),
+            ServiceError::RenderBudgetExceeded(w) => w.retry_after_ms,
+            _ => None,
+        }
+    }
+
+    /// The estimate and the limit of a work refusal, for `details`.
+    pub fn work_refusal(&self) -> Option<&WorkRefusal> {
+        match self {
+            ServiceError::RenderTooLarge(w) | ServiceError::RenderBudgetExceeded(w) => Some(w),
             _ => None,
         }
     }

@@ -2,7 +2,7 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `POST /assets?name=clip.mp4` (or `X-Filename`) | raw-body upload (`Content-Type: application/octet-stream`, the file's own type, or none) → `201` asset JSON; `413` over the limit, `415` a form or text content type, `408` when the body stalls for `body_idle_timeout`, `422` unreadable |
+//! | `POST /assets?name=clip.mp4` (or `X-Filename`) | raw-body upload (`Content-Type: application/octet-stream`, the file's own type, or none) → `201` asset JSON; `413` over the limit, `415` a form or text content type, `408` when the body stalls for `body_idle_timeout` or averages under `upload_min_rate` after `upload_rate_grace`, `503` / `429` `uploads_busy` (unread, with `Retry-After`) while `max_concurrent_uploads` uploads run on the server / `max_uploads_per_peer` from the peer's address, `422` unreadable |
 //! | `GET /assets/{id}` | the asset JSON (with `expires_at`); `404` unknown or not yours |
 //! | `DELETE /assets/{id}` | deletes the asset → `204`; `404` unknown or not yours; `409` while an unfinished render uses it |
 //! | `GET /videos/{id}/final.{ext}` | result download ([`serve_file`]: `Range` → `206`/`416`, `If-Range`, `If-Modified-Since` → `304`, `HEAD`); `404` unknown or not yours; `410` expired |
@@ -16,13 +16,16 @@
 //! clients send raw bytes without one; browsers always send `Origin` cross-site, which the
 //! policy checks). Error bodies are the §6 envelope ([`crate::envelope`]).
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, Extension, Path as UrlPath, Query, Request, State};
+use axum::extract::{
+    ConnectInfo, DefaultBodyLimit, Extension, Path as UrlPath, Query, Request, State,
+};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -35,6 +38,7 @@ use tower_http::services::ServeFile;
 use crate::auth::{Principal, require_auth_or_session};
 use crate::catalog::ErrorCode;
 use crate::clock::rfc3339;
+use crate::connections::{Paced, UploadGate, UploadPace, UploadsBusy};
 use crate::envelope::{Envelope, RepairContext, fingerprint};
 use crate::error::ServiceError;
 use crate::service::RenderService;
@@ -44,6 +48,10 @@ use crate::uri::PREVIEW_FILE_NAME;
 
 /// Header naming an upload's file when `?name=` is absent.
 pub const FILENAME_HEADER: &str = "x-filename";
+
+/// `retry_after_ms` (and `Retry-After`) of `uploads_busy`: a place frees up when any running
+/// upload ends.
+pub const UPLOADS_BUSY_RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Content types a browser sends cross-site without a CORS preflight (the Fetch standard's
 /// CORS-safelisted `Content-Type` values): refused on uploads.
@@ -57,6 +65,7 @@ pub const REFUSED_UPLOAD_TYPES: [&str; 3] = [
 /// merges them with the MCP router behind the request policy. Downloads and previews also
 /// accept a browser session ([`require_auth_or_session`]) for the pages' images and players.
 pub fn http_routes(service: RenderService, sessions: Sessions) -> Router {
+    let uploads = UploadGate::from_config(service.config());
     Router::new()
         .route("/assets", post(upload).layer(DefaultBodyLimit::disable()))
         .route("/assets/{id}", get(get_asset).delete(delete_asset))
@@ -66,6 +75,7 @@ pub fn http_routes(service: RenderService, sessions: Sessions) -> Router {
             sessions,
             require_auth_or_session,
         ))
+        .layer(Extension(uploads))
         .with_state(service)
 }
 
@@ -78,7 +88,14 @@ pub fn health_routes(service: RenderService) -> Router {
 
 /// An envelope as an HTTP response.
 pub fn error_response(status: StatusCode, env: &Envelope) -> Response {
-    (status, axum::Json(env.to_json())).into_response()
+    let mut r = (status, axum::Json(env.to_json())).into_response();
+    // HTTP clients and proxies read the wait from the header (whole seconds, rounded up).
+    if let Some(ms) = env.retry_after_ms
+        && let Ok(v) = axum::http::HeaderValue::from_str(&ms.div_ceil(1000).max(1).to_string())
+    {
+        r.headers_mut().insert(axum::http::header::RETRY_AFTER, v);
+    }
+    r
 }
 
 /// The HTTP status for a service error.
@@ -92,7 +109,10 @@ pub fn status_for(e: &ServiceError) -> StatusCode {
             StatusCode::UNPROCESSABLE_ENTITY
         }
         ServiceError::InvalidArguments { .. } => StatusCode::BAD_REQUEST,
-        ServiceError::QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
+        ServiceError::QuotaExceeded { .. } | ServiceError::RenderBudgetExceeded(_) => {
+            StatusCode::TOO_MANY_REQUESTS
+        }
+        ServiceError::RenderTooLarge(_) => StatusCode::UNPROCESSABLE_ENTITY,
         ServiceError::ApprovalNotPending { .. }
         | ServiceError::ApprovalAlreadyRecorded { .. }
         | ServiceError::IdempotencyConflict => StatusCode::CONFLICT,
@@ -153,6 +173,8 @@ struct UploadQuery {
 async fn upload(
     State(service): State<RenderService>,
     Extension(principal): Extension<Principal>,
+    Extension(uploads): Extension<UploadGate>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     Query(q): Query<UploadQuery>,
     headers: HeaderMap,
     body: Body,
@@ -160,7 +182,8 @@ async fn upload(
     if let Some(refused) = refused_content_type(&headers) {
         return unsupported_media_type(&refused);
     }
-    let limit = service.config().max_upload_bytes;
+    let config = service.config();
+    let limit = config.max_upload_bytes;
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -170,6 +193,17 @@ async fn upload(
         crate::telemetry::upload(false, 0);
         return service_error(&ServiceError::AssetTooLarge { limit_bytes: limit });
     }
+    // A place among the running uploads, or an answer at once with the body unread (the
+    // connection then closes: `crate::unread_body`).
+    let peer_ip = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
+    let _slot = match uploads.try_enter(peer_ip) {
+        Ok(slot) => slot,
+        Err(busy) => {
+            crate::telemetry::upload(false, 0);
+            tracing::debug!(peer = ?peer_ip, reason = %busy, "upload refused");
+            return uploads_busy(busy);
+        }
+    };
     let name = q
         .name
         .or_else(|| {
@@ -181,13 +215,22 @@ async fn upload(
         .unwrap_or_default();
     // The router's body timeout ends a stalled upload with an error; remember that it was
     // the timeout, so the answer is 408 rather than "interrupted".
+    // So does the minimum pace (`upload_min_rate` after `upload_rate_grace`).
     let stalled = Arc::new(AtomicBool::new(false));
-    let seen = stalled.clone();
-    let stream = body.into_data_stream().inspect(move |chunk| {
-        if let Err(e) = chunk
-            && crate::connections::is_body_timeout(e)
-        {
-            seen.store(true, Ordering::SeqCst);
+    let slow = Arc::new(AtomicBool::new(false));
+    let (seen_stalled, seen_slow) = (stalled.clone(), slow.clone());
+    let data = body.into_data_stream();
+    let data = match UploadPace::from_config(config, declared) {
+        Some(pace) => futures_util::future::Either::Left(Paced::new(data, pace)),
+        None => futures_util::future::Either::Right(data),
+    };
+    let stream = data.inspect(move |chunk| {
+        if let Err(e) = chunk {
+            if crate::connections::is_body_timeout(e) {
+                seen_stalled.store(true, Ordering::SeqCst);
+            } else if crate::connections::is_upload_too_slow(e) {
+                seen_slow.store(true, Ordering::SeqCst);
+            }
         }
     });
     let added = service
@@ -202,8 +245,9 @@ async fn upload(
             let json = asset_json(&rec, service.asset_expires_at(&rec));
             (StatusCode::CREATED, axum::Json(json)).into_response()
         }
-        Err(_) if stalled.load(Ordering::SeqCst) => {
-            upload_timeout(service.config().body_idle_timeout)
+        Err(_) if stalled.load(Ordering::SeqCst) => upload_timeout(config.body_idle_timeout),
+        Err(_) if slow.load(Ordering::SeqCst) => {
+            upload_too_slow(config.upload_min_rate, config.upload_rate_grace)
         }
         Err(e) => service_error(&e),
     }
@@ -279,6 +323,58 @@ fn upload_timeout(idle: std::time::Duration) -> Response {
     )
     .reason(format!("body_idle_timeout is {} ms", idle.as_millis()));
     error_response(StatusCode::REQUEST_TIMEOUT, &env)
+}
+
+/// `408`: the upload averaged under `min_rate` after `grace`; it was aborted and nothing was
+/// kept. The connection closes, as for [`upload_timeout`].
+fn upload_too_slow(min_rate: u64, grace: std::time::Duration) -> Response {
+    let env = Envelope::new(
+        ErrorCode::UploadTimeout,
+        format!(
+            "The upload arrived slower than the server's minimum of {min_rate} bytes/s (after \
+             the first {}) and was aborted; nothing was kept. Re-send it over a faster link.",
+            crate::catalog::human_duration(grace)
+        ),
+    )
+    .reason(format!(
+        "upload_min_rate is {min_rate} bytes/s, upload_rate_grace {} ms",
+        grace.as_millis()
+    ));
+    error_response(StatusCode::REQUEST_TIMEOUT, &env)
+}
+
+/// `503` (the server's upload cap) or `429` (the peer's), `uploads_busy`, with
+/// `retry_after_ms` and `Retry-After`. The body is not read; the connection closes.
+fn uploads_busy(busy: UploadsBusy) -> Response {
+    let (status, field, setting) = match busy {
+        UploadsBusy::Server { .. } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "max_concurrent_uploads",
+            "server",
+        ),
+        UploadsBusy::Peer { .. } => (
+            StatusCode::TOO_MANY_REQUESTS,
+            "max_uploads_per_peer",
+            "address",
+        ),
+    };
+    let max = match busy {
+        UploadsBusy::Server { max } | UploadsBusy::Peer { max } => max,
+    };
+    let retry = UPLOADS_BUSY_RETRY_AFTER;
+    let env = Envelope::new(
+        ErrorCode::UploadsBusy,
+        format!(
+            "{max} uploads are already in progress on this {setting}; nothing was read. Re-send \
+             the upload in {}.",
+            crate::catalog::human_duration(retry)
+        ),
+    )
+    .field(field)
+    .reason(busy.to_string())
+    .retry_after(Some(u64::try_from(retry.as_millis()).unwrap_or(u64::MAX)));
+    // `error_response` adds `Retry-After` from `retry_after_ms`.
+    error_response(status, &env)
 }
 
 async fn download(

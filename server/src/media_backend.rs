@@ -120,6 +120,7 @@ impl Prober for MediaProber {
             video_codec: video.map(|v| v.codec.clone()),
             audio_codec: info.audio.as_ref().map(|a| a.codec.clone()),
             format: Some(info.format.clone()),
+            fps: video.map(|v| v.fps).filter(|f| f.is_finite() && *f > 0.0),
         })
     }
 }

@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::broadcast;
@@ -25,6 +25,8 @@ pub(crate) struct Active {
     pub principal: String,
     pub state: RenderState,
     pub deadline: Option<u64>,
+    /// Estimated work above `long_render_seconds` ([`crate::worker`]'s short lane).
+    pub long: bool,
 }
 
 pub(crate) struct Shared {
@@ -50,6 +52,9 @@ pub(crate) struct Shared {
     /// This node's name in work leases ([`Config::node_name`]).
     pub node: String,
     pub shutdown: AtomicBool,
+    /// Long renders this node's workers are running ([`crate::worker`]'s short lane works
+    /// only while there is one).
+    pub long_running: AtomicUsize,
     /// Refuses new uploads and renders under the free-space floor.
     pub disk: crate::disk::DiskGuard,
 }
@@ -84,6 +89,7 @@ impl Shared {
                         RenderState::AwaitingApproval => rec.approval.as_ref().map(|a| a.deadline),
                         _ => None,
                     },
+                    long: rec.estimated_pixel_frames > self.config.long_render_pixel_frames(),
                 },
             );
         }
@@ -118,7 +124,13 @@ impl Shared {
     /// Queues a render for this node's workers. With a shared store the entry is only a
     /// hint to look now: workers claim renders from the store ([`crate::cluster`]).
     pub fn enqueue(&self, principal: &str, id: &str) {
-        self.queue.push(principal, id);
+        self.queue.push(principal, id, self.is_long(id));
+    }
+
+    /// Whether an unfinished render's estimated work is above `long_render_seconds` (from the
+    /// index; false for renders it does not hold).
+    pub fn is_long(&self, id: &str) -> bool {
+        lock(&self.active).get(id).is_some_and(|a| a.long)
     }
 
     /// Compare-and-swap update that stamps `updated_at` and re-indexes. Not flushed.

@@ -320,7 +320,12 @@ pub async fn metrics_endpoint(State(state): State<MetricsState>, req: Request) -
         .get::<ConnectInfo<SocketAddr>>()
         .map(|p| p.0.ip());
     if !open_without_credentials(peer, config.metrics_public) {
-        match state.sessions.auth().authenticate(req.headers()) {
+        let auth = state.sessions.auth();
+        let outcome = auth.authenticate(req.headers());
+        if let crate::auth_limit::Verdict::Limited(wait) = auth.judge(peer, &outcome) {
+            return crate::auth::rate_limited(wait);
+        }
+        match outcome {
             Ok(p) if config.is_admin(p.as_str()) => {}
             Ok(_) => {
                 return (

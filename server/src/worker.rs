@@ -1,6 +1,12 @@
 //! The bounded worker pool: `render_slots` threads pull render ids from the queue and drive
 //! each render through preview → approval → full render, writing every transition to the
 //! store (durably) and progress at most every `catalog::PROGRESS_PUBLISH_INTERVAL`.
+//!
+//! Long renders (estimated work above `long_render_seconds`) do not starve short ones: on a
+//! single node one more worker, the short lane, takes only short renders, and only while a
+//! long render is running here. So a short render never waits behind a long one, and with no
+//! long render running the pool behaves exactly as `render_slots` workers. (In a cluster
+//! workers claim from the shared table, oldest first; the lane is single-node only.)
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
@@ -24,7 +30,7 @@ use crate::uri::PREVIEW_FILE_NAME;
 const IDLE_POLL: Duration = Duration::from_millis(100);
 
 pub(crate) fn spawn_workers(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>, ServiceError> {
-    (0..shared.config.render_slots)
+    let mut workers = (0..shared.config.render_slots)
         .map(|i| {
             let shared = shared.clone();
             std::thread::Builder::new()
@@ -32,7 +38,55 @@ pub(crate) fn spawn_workers(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>,
                 .spawn(move || worker_loop(&shared))
                 .map_err(ServiceError::from)
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    if !shared.store.is_shared() {
+        let shared = shared.clone();
+        workers.push(
+            std::thread::Builder::new()
+                .name("vidforge-render-short".into())
+                .spawn(move || short_lane_loop(&shared))?,
+        );
+    }
+    Ok(workers)
+}
+
+/// Counts a long render as running on this node while it lives (the short lane works only
+/// then).
+struct LongGuard<'a>(&'a Shared);
+
+impl<'a> LongGuard<'a> {
+    fn new(shared: &'a Shared) -> Self {
+        shared.long_running.fetch_add(1, Ordering::SeqCst);
+        LongGuard(shared)
+    }
+}
+
+impl Drop for LongGuard<'_> {
+    fn drop(&mut self) {
+        self.0.long_running.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The short lane: while a long render runs on this node, take short renders (never long
+/// ones) so they do not wait for it. Idle otherwise.
+fn short_lane_loop(shared: &Shared) {
+    while !shared.shutdown.load(Ordering::SeqCst) {
+        if shared.long_running.load(Ordering::SeqCst) == 0 {
+            std::thread::sleep(IDLE_POLL);
+            continue;
+        }
+        let Some(id) = shared.queue.pop_short_timeout(IDLE_POLL) else {
+            continue;
+        };
+        if shared.shutdown.load(Ordering::SeqCst) {
+            break;
+        }
+        tracing::info!(render_id = %id, "short render runs beside a long one (short lane)");
+        if let Err(e) = process(shared, &id) {
+            tracing::error!(render_id = %id, error = %e, "render processing failed");
+        }
+        crate::malloc::release_freed_memory();
+    }
 }
 
 fn worker_loop(shared: &Shared) {
@@ -53,26 +107,15 @@ fn worker_loop(shared: &Shared) {
                 }
                 break;
             }
+            let _long = (!clustered && shared.is_long(&id)).then(|| LongGuard::new(shared));
             if let Err(e) = process(shared, &id) {
                 tracing::error!(render_id = %id, error = %e, "render processing failed");
             }
             if clustered {
                 crate::cluster::release(shared, &id);
             }
-            release_freed_memory();
+            crate::malloc::release_freed_memory();
         }
-    }
-}
-
-/// Hands memory the render freed back to the OS. The encoders' threads leave glibc malloc
-/// arenas full of freed blocks that RSS keeps counting (VP9 most: an idle server stayed near
-/// 470 MiB after webm renders); trimming after each render brings it back down.
-fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases free memory of the allocator's own arenas; it takes
-    // no pointers and is safe to call from any thread at any time.
-    unsafe {
-        libc::malloc_trim(0);
     }
 }
 
@@ -225,7 +268,7 @@ fn run_preview(shared: &Shared, rec: &RenderRecord, plan: &RenderPlan) -> Result
         Ok((w, h)) => {
             let now = shared.now();
             let deadline = add_ms(now, shared.config.approval_timeout);
-            let updated = shared.update_durable(&rec.id, |r| {
+            let updated = update_final(shared, &rec.id, |r| {
                 if r.state != RenderState::Previewing || taken_over(r, rec) {
                     return Ok(Change::Keep(()));
                 }
@@ -350,7 +393,7 @@ fn run_render(
                 frames: report.frames,
                 fps: report.fps,
             };
-            shared.update_durable(id, |r| {
+            update_final(shared, id, |r| {
                 if r.is_terminal() || taken_over(r, rec) {
                     return Ok(Change::Keep(()));
                 }
@@ -405,7 +448,7 @@ fn run_render(
                 .is_some_and(|r| r.cancel_requested);
             if shared.shutdown.load(Ordering::SeqCst) && !user_cancel {
                 // Handed back durably, so boot recovery does not count a crash.
-                shared.update_durable(id, |r| {
+                update_final(shared, id, |r| {
                     if r.state != RenderState::Rendering || taken_over(r, rec) {
                         return Ok(Change::Keep(()));
                     }
@@ -427,7 +470,7 @@ fn run_render(
 
 fn finish_cancelled(shared: &Shared, rec: &RenderRecord) -> Result<(), ServiceError> {
     let now = shared.now();
-    shared.update_durable(&rec.id, |r| {
+    update_final(shared, &rec.id, |r| {
         if r.is_terminal() || taken_over(r, rec) {
             return Ok(Change::Keep(()));
         }
@@ -437,6 +480,37 @@ fn finish_cancelled(shared: &Shared, rec: &RenderRecord) -> Result<(), ServiceEr
     })?;
     tracing::info!(render_id = %rec.id, "render cancelled");
     Ok(())
+}
+
+/// How long a worker keeps trying to record how its render ended while the store cannot be
+/// reached (PostgreSQL restarting).
+const FINAL_WRITE_PATIENCE: Duration = Duration::from_secs(10 * 60);
+/// The pause between those tries.
+const FINAL_WRITE_RETRY: Duration = Duration::from_secs(1);
+
+/// [`Shared::update_durable`] for the write that ends a step of a render (its result, its
+/// failure, its preview, its hand-back): while the store cannot be reached it is tried again
+/// (bounded by [`FINAL_WRITE_PATIENCE`] and shutdown), since giving up would leave the render
+/// running in the record with nobody running it, to be started over as if this process had
+/// died. The lease keeper goes on renewing meanwhile; a render taken over in the meantime is
+/// left alone by the step's own `taken_over` check.
+fn update_final<T>(
+    shared: &Shared,
+    id: &str,
+    mut f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, ServiceError>,
+) -> Result<Option<crate::store::Updated<RenderRecord, T>>, ServiceError> {
+    let deadline = Instant::now() + FINAL_WRITE_PATIENCE;
+    loop {
+        match shared.update_durable(id, &mut f) {
+            Err(ServiceError::Unavailable { reason })
+                if Instant::now() < deadline && !shared.shutdown.load(Ordering::SeqCst) =>
+            {
+                tracing::warn!(render_id = %id, %reason, "the store cannot be reached; retrying the render's write");
+                std::thread::sleep(FINAL_WRITE_RETRY);
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Whether another attempt has claimed the render since this worker's claim (`claimed`, the
@@ -486,7 +560,7 @@ pub fn failure_outcome(e: &EngineError) -> Outcome {
 fn finish_error(shared: &Shared, rec: &RenderRecord, e: &EngineError) -> Result<(), ServiceError> {
     let now = shared.now();
     let outcome = failure_outcome(e);
-    shared.update_durable(&rec.id, |r| {
+    update_final(shared, &rec.id, |r| {
         if r.is_terminal() || taken_over(r, rec) {
             return Ok(Change::Keep(()));
         }

@@ -12,7 +12,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use axum::http::header::COOKIE;
+use axum::http::{HeaderMap, HeaderValue};
+use vidforge::auth::Auth;
 use vidforge::catalog::ErrorCode;
+use vidforge::clock::SystemClock;
+use vidforge::session::{SessionLimits, Sessions};
 use vidforge::store::*;
 
 fn sample(id: &str, created_at: u64) -> RenderRecord {
@@ -43,6 +48,7 @@ fn sample(id: &str, created_at: u64) -> RenderRecord {
         result_deleted: false,
         attempts: 0,
         crashes: 0,
+        estimated_pixel_frames: 0,
     }
 }
 
@@ -248,7 +254,45 @@ fn newest_renders_first(s: &Store) {
     assert!(s.recent_renders(Some("nobody"), 10).unwrap().is_empty());
 }
 
+/// Browser sign-out's revocation counter: per principal, starts at 0, every bump counts
+/// (concurrent ones too), and is durable when the bump returns.
+fn session_epochs_count_up(s: &Store) {
+    assert_eq!(s.session_epoch("carol").unwrap(), 0);
+    assert_eq!(s.bump_session_epoch("carol").unwrap(), 1);
+    assert_eq!(s.bump_session_epoch("carol").unwrap(), 2);
+    assert_eq!(s.session_epoch("carol").unwrap(), 2);
+    assert_eq!(
+        s.session_epoch("dave").unwrap(),
+        0,
+        "one counter per principal"
+    );
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| {
+                for _ in 0..5 {
+                    s.bump_session_epoch("erin").unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(s.session_epoch("erin").unwrap(), 20, "no bump lost");
+}
+
+/// What one session check costs in the store (printed for the record; no assertion on time).
+fn session_epoch_read_cost(s: &Store, backend: &str) {
+    const READS: u32 = 200;
+    let start = Instant::now();
+    for _ in 0..READS {
+        s.session_epoch("carol").unwrap();
+    }
+    eprintln!(
+        "{backend}: session_epoch read: {:?} each (mean of {READS})",
+        start.elapsed() / READS
+    );
+}
+
 fn shared_suite(s: &Store) {
+    session_epochs_count_up(s);
     records_round_trip(s);
     newest_renders_first(s);
     updates_never_lose_a_write(s);
@@ -263,6 +307,12 @@ fn sled_store_passes_the_shared_suite() {
     let s = Store::open(dir.path()).unwrap();
     assert!(!s.is_shared());
     shared_suite(&s);
+    session_epoch_read_cost(&s, "sled");
+    // A restart keeps every sign-out.
+    drop(s);
+    let s = Store::open(dir.path()).unwrap();
+    assert_eq!(s.session_epoch("carol").unwrap(), 2);
+    assert_eq!(s.session_epoch("erin").unwrap(), 20);
     // The queue is the cluster's: the embedded store says so rather than pretending.
     assert!(matches!(
         s.claim("n1", Duration::from_secs(5)),
@@ -288,6 +338,12 @@ fn postgres_store_passes_the_shared_suite_and_runs_the_work_queue() {
         s2.get_render("task_open").unwrap().is_some(),
         "one database"
     );
+    assert_eq!(
+        s2.session_epoch("carol").unwrap(),
+        2,
+        "every node sees a sign-out"
+    );
+    session_epoch_read_cost(&s, "postgres");
 
     // ---- the work queue ----
     for r in s.unfinished_renders().unwrap() {
@@ -391,6 +447,20 @@ fn postgres_store_passes_the_shared_suite_and_runs_the_work_queue() {
     // are tests/cluster.rs's part): the feed re-opens with a Resync, and everything works
     // again. The pool's connections sat idle through the restart: each is checked before its
     // next use, so not one call fails once it is back.
+    //
+    // Leases that run out while the database is away are no death: n5 (alive) and n7 (dead)
+    // hold the two oldest renders under 1 s leases that run out before the restart.
+    let short = Duration::from_millis(1_000);
+    for (id, node) in [("task_outage", "n5"), ("task_dead", "n7")] {
+        let mut r = sample(id, 1 + u64::from(node == "n7"));
+        r.state = RenderState::Rendering;
+        s.put_render(&r).unwrap();
+        assert_eq!(
+            s.claim(node, short).unwrap().map(|c| c.id).as_deref(),
+            Some(id)
+        );
+    }
+    std::thread::sleep(short + Duration::from_millis(100));
     pg.restart();
     std::thread::sleep(Duration::from_millis(1_200));
     for i in 0..12 {
@@ -401,6 +471,39 @@ fn postgres_store_passes_the_shared_suite_and_runs_the_work_queue() {
             }
         }
     }
+    // Within one lease of the database's start nobody takes a lease that ran out while it
+    // was away (or just before): its holder may still be alive and about to renew.
+    // (Claims go oldest first, and these two are the oldest renders.)
+    let claimed = s
+        .claim("n6", Duration::from_secs(30))
+        .unwrap()
+        .map(|c| c.id);
+    assert!(
+        !matches!(claimed.as_deref(), Some("task_outage" | "task_dead")),
+        "a lease that ran out across a database restart is not taken over at once: {claimed:?}"
+    );
+    assert_eq!(
+        s.renew_leases("n5", vec!["task_outage".into()], short)
+            .unwrap(),
+        vec!["task_outage".to_string()],
+        "the living holder renews it"
+    );
+    // n7 never renews: one lease after the start its render is taken over.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let taken = loop {
+        let _ = s.renew_leases("n5", vec!["task_outage".into()], short);
+        if let Some(c) = s.claim("n6", short).unwrap()
+            && matches!(c.id.as_str(), "task_outage" | "task_dead")
+        {
+            break c.id;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the dead holder's render was never taken over"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(taken, "task_dead");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -412,4 +515,27 @@ fn postgres_store_passes_the_shared_suite_and_runs_the_work_queue() {
     }
     stop.store(true, Ordering::SeqCst);
     watcher.join().unwrap();
+
+    // ---- browser sessions while the store is down: fail closed ----
+    let mut config = vidforge::config::Config::default();
+    config.tokens.insert("token-carol-1".into(), "carol".into());
+    let sessions = Sessions::new(
+        Auth::from_config(&config),
+        s.clone(),
+        Arc::new(SystemClock),
+        SessionLimits::from_config(&config),
+        false,
+    );
+    let (_, set_cookie) = sessions.sign_in("token-carol-1").unwrap().unwrap();
+    let mut headers = HeaderMap::new();
+    let pair = set_cookie.split(';').next().unwrap();
+    headers.insert(COOKIE, HeaderValue::from_str(pair).unwrap());
+    assert!(sessions.session(&headers).is_some());
+    drop(pg);
+    assert!(
+        sessions.session(&headers).is_none(),
+        "a session check that cannot read the epoch admits nobody"
+    );
+    assert!(sessions.check(&headers).is_err(), "and says why");
+    assert!(sessions.sign_in("token-carol-1").is_err());
 }

@@ -156,8 +156,13 @@ impl Server {
             .arg(format!("{}:{}", self.listen_host, self.port))
             .arg("--data-dir")
             .arg(&self.data_dir)
-            .arg("--backend")
-            .arg("cpu")
+            // The CPU compositor unless the test picks one.
+            .args(
+                (!self.args.iter().any(|a| a == "--backend"))
+                    .then_some(["--backend", "cpu"])
+                    .into_iter()
+                    .flatten(),
+            )
             .args(&self.args)
             .env("RUST_LOG", "info")
             // Test servers need little disk: a small floor and reserve keep them independent
@@ -221,6 +226,22 @@ impl Server {
             .find_map(|l| l.strip_prefix("VmHWM:"))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
             .expect("VmHWM in /proc/<pid>/status")
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("server is running").id()
+    }
+
+    /// The server process's peak address space so far (`VmPeak`), in KiB.
+    pub fn peak_vm_kib(&self) -> u64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("read /proc");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmPeak:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmPeak in /proc/<pid>/status")
     }
 
     /// SIGKILL, no shutdown hooks: what a crash looks like.

@@ -45,6 +45,7 @@ pub fn init_tracing() {
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
+    crate::malloc::limit_arenas();
     match cli.command {
         Command::Serve(args) => serve::run_serve(args),
         other => run_with(Cli { command: other }, Vec::new()),
@@ -54,6 +55,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 /// [`run`] for a binary that mounts MCP `extensions` on `serve` (the conformance build); the
 /// other subcommands are the same.
 pub fn run_with(cli: Cli, extensions: Vec<crate::mcp::ExtensionSpec>) -> anyhow::Result<()> {
+    crate::malloc::limit_arenas();
     match cli.command {
         Command::Render(args) => render::run_render(args),
         Command::Probe(args) => render::run_probe(args),

@@ -12,6 +12,11 @@
 //! min_free_bytes = "1GiB"     # refuse new uploads and renders under this much free disk
 //! disk_reserve_bytes = "64MiB" # ballast that lets the server start on a full disk
 //! max_source_seconds = 7200   # source video: longest a render accepts
+//! render_pixel_rate = 80000000 # output pixels x frames this node renders per second
+//! max_render_seconds = 600    # estimated work of one render (pixels x frames / rate)
+//! render_budget_seconds = 1800 # estimated work one principal may start per window (0: off)
+//! render_budget_window = "1h"
+//! long_render_seconds = 60    # renders estimated longer never hold up shorter ones
 //! max_source_side = 8192      # source video: largest width or height
 //! max_source_pixels = 35389440 # source video: largest width x height (8192x4320)
 //! max_watermark_side = 4096   # watermark PNG: largest width or height
@@ -28,14 +33,22 @@
 //! public_base_url = "https://renders.example.com"
 //! admins = ["ops"]             # principals who see every render on the dashboard
 //! metrics_public = false       # /metrics without auth from any address (default: loopback)
+//! auth_failure_burst = 20      # wrong bearer tokens a peer may send at once (0: no limit)
+//! auth_failure_interval = "1s" # ... then one more per interval; past it: 429 rate_limited
 //! header_read_timeout = "10s"  # a request head must arrive within this
 //! idle_timeout = "60s"         # a connection moving no bytes either way is closed
 //! body_idle_timeout = "30s"    # an upload sending nothing for this long is aborted (408)
 //! max_connections = 1024       # connections served at once; more wait to be accepted
+//! max_concurrent_uploads = 64  # uploads at once (at most half of max_connections): 503 beyond
+//! max_uploads_per_peer = 8     # uploads at once from one IP address: 429 beyond
+//! upload_min_rate = "16KiB"    # bytes/s an upload must average after the grace period (0: off)
+//! upload_rate_grace = "10s"    # ... counted from the upload's start
 //! store = "sled"               # or "postgres://vidforge@db:5432/vidforge" (a cluster)
 //! media_dir = "/mnt/media"     # assets, previews, results (default: data_dir); shared in a cluster
 //! node_id = "gpu-host-1"       # this node's name in work leases (default HOST:PORT)
 //! lease_ttl = "15s"            # a dead node's renders are taken over after this
+//! session_idle_timeout = "2h"  # a browser session unused this long is signed out
+//! session_max_age = "12h"      # a browser session ends this long after sign-in, used or not
 //! [tokens]                     # bearer token -> principal name
 //! "s3cret-token" = "alice"
 //! ```
@@ -74,6 +87,18 @@ pub const DEFAULT_PER_PRINCIPAL_CONCURRENT: usize = 2;
 pub const DEFAULT_QUEUE_CAPACITY: usize = 32;
 /// Default [`Config::max_source_seconds`]: 2 hours.
 pub const DEFAULT_MAX_SOURCE_SECONDS: u64 = 2 * 60 * 60;
+/// Default [`Config::render_pixel_rate`]: output pixel-frames per second measured with the
+/// CPU compositor and x264 (`veryfast`) on a 2-core machine: 720p and 1080p renders of a
+/// 720p clip ran at 1.0e8 and 0.95e8, a 4k render of a 16×16 clip at 0.83e8.
+pub const DEFAULT_RENDER_PIXEL_RATE: u64 = 80_000_000;
+/// Default [`Config::max_render_seconds`]: 10 minutes of estimated work.
+pub const DEFAULT_MAX_RENDER_SECONDS: u64 = 10 * 60;
+/// Default [`Config::render_budget_seconds`]: half an hour of estimated work per window.
+pub const DEFAULT_RENDER_BUDGET_SECONDS: u64 = 30 * 60;
+/// Default [`Config::render_budget_window`].
+pub const DEFAULT_RENDER_BUDGET_WINDOW: Duration = Duration::from_secs(60 * 60);
+/// Default [`Config::long_render_seconds`].
+pub const DEFAULT_LONG_RENDER_SECONDS: u64 = 60;
 /// Default [`Config::min_free_bytes`]: 1 GiB.
 pub const DEFAULT_MIN_FREE_BYTES: u64 = 1 << 30;
 /// Default [`Config::disk_reserve_bytes`]: 64 MiB.
@@ -96,8 +121,25 @@ pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default number of connections served at once.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Default [`Config::auth_failure_burst`].
+pub const DEFAULT_AUTH_FAILURE_BURST: u32 = 20;
+/// Default [`Config::auth_failure_interval`].
+pub const DEFAULT_AUTH_FAILURE_INTERVAL: Duration = Duration::from_secs(1);
+/// Default [`Config::max_concurrent_uploads`] (less when `max_connections` is under twice it:
+/// [`Config::upload_slots`]).
+pub const DEFAULT_MAX_CONCURRENT_UPLOADS: usize = 64;
+/// Default [`Config::max_uploads_per_peer`].
+pub const DEFAULT_MAX_UPLOADS_PER_PEER: usize = 8;
+/// Default [`Config::upload_min_rate`]: 16 KiB/s (128 kbit/s).
+pub const DEFAULT_UPLOAD_MIN_RATE: u64 = 16 << 10;
+/// Default [`Config::upload_rate_grace`].
+pub const DEFAULT_UPLOAD_RATE_GRACE: Duration = Duration::from_secs(10);
 /// Default [`Config::lease_ttl`].
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(15);
+/// Default [`Config::session_idle_timeout`].
+pub const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(2 * 3600);
+/// Default [`Config::session_max_age`].
+pub const DEFAULT_SESSION_MAX_AGE: Duration = Duration::from_secs(12 * 3600);
 /// Shortest accepted header and body timeout.
 const MIN_CONNECTION_TIMEOUT: Duration = Duration::from_millis(100);
 /// How long a tombstone of an expired result is kept after its files are deleted, so a late
@@ -182,6 +224,20 @@ pub struct Config {
     pub disk_reserve_bytes: u64,
     /// Longest source a render accepts, in seconds (checked at creation from the probe).
     pub max_source_seconds: u64,
+    /// Output pixel-frames (width × height × frames) this node renders per second: turns a
+    /// render's estimated work into estimated seconds for the limits below.
+    pub render_pixel_rate: u64,
+    /// Largest estimated work of one render, in seconds at `render_pixel_rate`; larger ones
+    /// are refused at creation (`render_too_large`, with a lower resolution that fits).
+    pub max_render_seconds: u64,
+    /// Estimated work one principal may start per `render_budget_window`, in seconds at
+    /// `render_pixel_rate` (`render_budget_exceeded` beyond); 0: no budget.
+    pub render_budget_seconds: u64,
+    /// The sliding window of `render_budget_seconds`.
+    pub render_budget_window: Duration,
+    /// Renders estimated above this many seconds are long: while one runs, a further worker
+    /// runs short ones, so a short render never waits behind a long one.
+    pub long_render_seconds: u64,
     /// Largest source video picture, checked at upload before anything is decoded.
     pub max_source_side: u32,
     /// Largest source video picture in pixels (width x height).
@@ -222,6 +278,11 @@ pub struct Config {
     /// `/metrics` answers without authentication to any address (default: only to loopback
     /// peers; others need an admin's bearer token).
     pub metrics_public: bool,
+    /// Wrong bearer tokens one peer (an IPv4 address, an IPv6 /64) may send at once before
+    /// `429` `rate_limited`; 0 disables the limit ([`crate::auth_limit`]).
+    pub auth_failure_burst: u32,
+    /// One more wrong token is allowed per this interval once the burst is spent.
+    pub auth_failure_interval: Duration,
     /// How often the sweeper runs.
     pub sweep_interval: Duration,
     /// How often approval deadlines are checked.
@@ -240,6 +301,22 @@ pub struct Config {
     pub body_idle_timeout: Duration,
     /// Connections served at once; further ones wait in the listen backlog until one closes.
     pub max_connections: usize,
+    /// Uploads served at once (`None`: [`DEFAULT_MAX_CONCURRENT_UPLOADS`], at most half of
+    /// `max_connections`; see [`Config::upload_slots`]). Further uploads are refused at once,
+    /// unread: `503` `uploads_busy`. At most half of `max_connections`, so uploads alone never
+    /// take every connection from `/mcp` and downloads.
+    pub max_concurrent_uploads: Option<usize>,
+    /// Uploads served at once from one peer IP address; further ones: `429` `uploads_busy`.
+    /// Behind a reverse proxy every client is the proxy's address: raise it there (the proxy
+    /// limits its own clients).
+    pub max_uploads_per_peer: usize,
+    /// Bytes per second an upload must average, counted from its start, once
+    /// `upload_rate_grace` has passed (Apache `mod_reqtimeout`'s `MinRate`): slower ones are
+    /// aborted with `408` `upload_timeout` and nothing kept. `0`: no minimum (only
+    /// `body_idle_timeout`).
+    pub upload_min_rate: u64,
+    /// How long an upload may run before `upload_min_rate` applies.
+    pub upload_rate_grace: Duration,
     /// Where tasks live: the embedded sled database, or a PostgreSQL shared by a cluster.
     pub store: StoreSetting,
     /// Root of `assets/`, `results/` and `previews/`; `None`: the data directory.
@@ -248,6 +325,11 @@ pub struct Config {
     pub node_id: Option<String>,
     /// How long a node's claim on a render lasts unrenewed (renewed every third of it).
     pub lease_ttl: Duration,
+    /// A browser session not used for this long is over (its cookie carries when it was last
+    /// seen, re-issued as it is used; [`crate::session`]).
+    pub session_idle_timeout: Duration,
+    /// A browser session is over this long after sign-in, however much it is used.
+    pub session_max_age: Duration,
 }
 
 /// Which task store (`--store`).
@@ -292,6 +374,11 @@ impl Config {
             min_free_bytes: DEFAULT_MIN_FREE_BYTES,
             disk_reserve_bytes: DEFAULT_DISK_RESERVE_BYTES,
             max_source_seconds: DEFAULT_MAX_SOURCE_SECONDS,
+            render_pixel_rate: DEFAULT_RENDER_PIXEL_RATE,
+            max_render_seconds: DEFAULT_MAX_RENDER_SECONDS,
+            render_budget_seconds: DEFAULT_RENDER_BUDGET_SECONDS,
+            render_budget_window: DEFAULT_RENDER_BUDGET_WINDOW,
+            long_render_seconds: DEFAULT_LONG_RENDER_SECONDS,
             max_source_side: SourceLimits::DEFAULT.max_side,
             max_source_pixels: SourceLimits::DEFAULT.max_pixels,
             max_watermark_side: DEFAULT_MAX_WATERMARK_SIDE,
@@ -310,17 +397,54 @@ impl Config {
             public_base_url: None,
             admins: Vec::new(),
             metrics_public: false,
+            auth_failure_burst: DEFAULT_AUTH_FAILURE_BURST,
+            auth_failure_interval: DEFAULT_AUTH_FAILURE_INTERVAL,
             sweep_interval: catalog::SWEEP_INTERVAL,
             tick_interval: DEFAULT_TICK_INTERVAL,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             body_idle_timeout: DEFAULT_BODY_IDLE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_concurrent_uploads: None,
+            max_uploads_per_peer: DEFAULT_MAX_UPLOADS_PER_PEER,
+            upload_min_rate: DEFAULT_UPLOAD_MIN_RATE,
+            upload_rate_grace: DEFAULT_UPLOAD_RATE_GRACE,
             store: StoreSetting::Sled,
             media_dir: None,
             node_id: None,
             lease_ttl: DEFAULT_LEASE_TTL,
+            session_idle_timeout: DEFAULT_SESSION_IDLE_TIMEOUT,
+            session_max_age: DEFAULT_SESSION_MAX_AGE,
         }
+    }
+
+    /// Uploads served at once: `max_concurrent_uploads`, by default
+    /// [`DEFAULT_MAX_CONCURRENT_UPLOADS`] but never more than half of `max_connections` (at
+    /// least one).
+    pub fn upload_slots(&self) -> usize {
+        self.max_concurrent_uploads
+            .unwrap_or_else(|| DEFAULT_MAX_CONCURRENT_UPLOADS.min(self.max_connections / 2))
+            .max(1)
+    }
+
+    /// [`Config::max_render_seconds`] in output pixel-frames.
+    pub fn max_render_pixel_frames(&self) -> u64 {
+        self.max_render_seconds
+            .saturating_mul(self.render_pixel_rate)
+    }
+
+    /// [`Config::render_budget_seconds`] in output pixel-frames (`None`: no budget).
+    pub fn render_budget_pixel_frames(&self) -> Option<u64> {
+        (self.render_budget_seconds > 0).then(|| {
+            self.render_budget_seconds
+                .saturating_mul(self.render_pixel_rate)
+        })
+    }
+
+    /// [`Config::long_render_seconds`] in output pixel-frames.
+    pub fn long_render_pixel_frames(&self) -> u64 {
+        self.long_render_seconds
+            .saturating_mul(self.render_pixel_rate)
     }
 
     /// The configured TTLs and approval timeout, as descriptions and messages state them.
@@ -384,6 +508,13 @@ impl Config {
         set(&mut self.queue_capacity, f.queue_capacity);
         set(&mut self.max_render_crashes, f.max_render_crashes);
         set(&mut self.max_source_seconds, f.max_source_seconds);
+        set(&mut self.render_pixel_rate, f.render_pixel_rate);
+        set(&mut self.max_render_seconds, f.max_render_seconds);
+        set(&mut self.render_budget_seconds, f.render_budget_seconds);
+        if let Some(v) = &f.render_budget_window {
+            self.render_budget_window = v.duration("render_budget_window")?;
+        }
+        set(&mut self.long_render_seconds, f.long_render_seconds);
         set(&mut self.max_source_side, f.max_source_side);
         set(&mut self.max_source_pixels, f.max_source_pixels);
         set(&mut self.max_watermark_side, f.max_watermark_side);
@@ -429,12 +560,24 @@ impl Config {
                 f.body_idle_timeout,
                 "body_idle_timeout",
             ),
+            (
+                &mut self.upload_rate_grace,
+                f.upload_rate_grace,
+                "upload_rate_grace",
+            ),
         ] {
             if let Some(v) = value {
                 *slot = v.duration(name)?;
             }
         }
         set(&mut self.max_connections, f.max_connections);
+        if f.max_concurrent_uploads.is_some() {
+            self.max_concurrent_uploads = f.max_concurrent_uploads;
+        }
+        set(&mut self.max_uploads_per_peer, f.max_uploads_per_peer);
+        if let Some(v) = f.upload_min_rate {
+            self.upload_min_rate = v.bytes("upload_min_rate")?;
+        }
         if let Some(v) = &f.store {
             self.store = StoreSetting::parse(v)?;
         }
@@ -447,6 +590,12 @@ impl Config {
         if let Some(v) = f.lease_ttl {
             self.lease_ttl = v.duration("lease_ttl")?;
         }
+        if let Some(v) = f.session_idle_timeout {
+            self.session_idle_timeout = v.duration("session_idle_timeout")?;
+        }
+        if let Some(v) = f.session_max_age {
+            self.session_max_age = v.duration("session_max_age")?;
+        }
         set(&mut self.backend, f.backend);
         set(&mut self.hwdecode, f.hwdecode);
         set(&mut self.encoder, f.encoder);
@@ -457,6 +606,10 @@ impl Config {
         }
         set(&mut self.admins, f.admins);
         set(&mut self.metrics_public, f.metrics_public);
+        set(&mut self.auth_failure_burst, f.auth_failure_burst);
+        if let Some(v) = f.auth_failure_interval {
+            self.auth_failure_interval = v.duration("auth_failure_interval")?;
+        }
         Ok(())
     }
 
@@ -481,6 +634,13 @@ impl Config {
         set(&mut self.queue_capacity, a.queue_capacity);
         set(&mut self.max_render_crashes, a.max_render_crashes);
         set(&mut self.max_source_seconds, a.max_source_seconds);
+        set(&mut self.render_pixel_rate, a.render_pixel_rate);
+        set(&mut self.max_render_seconds, a.max_render_seconds);
+        set(&mut self.render_budget_seconds, a.render_budget_seconds);
+        if let Some(v) = &a.render_budget_window {
+            self.render_budget_window = parse_duration(v, "render_budget_window")?;
+        }
+        set(&mut self.long_render_seconds, a.long_render_seconds);
         set(&mut self.max_source_side, a.max_source_side);
         set(&mut self.max_source_pixels, a.max_source_pixels);
         set(&mut self.max_watermark_side, a.max_watermark_side);
@@ -524,12 +684,24 @@ impl Config {
                 &a.body_idle_timeout,
                 "body_idle_timeout",
             ),
+            (
+                &mut self.upload_rate_grace,
+                &a.upload_rate_grace,
+                "upload_rate_grace",
+            ),
         ] {
             if let Some(v) = value {
                 *slot = parse_duration(v, name)?;
             }
         }
         set(&mut self.max_connections, a.max_connections);
+        if a.max_concurrent_uploads.is_some() {
+            self.max_concurrent_uploads = a.max_concurrent_uploads;
+        }
+        set(&mut self.max_uploads_per_peer, a.max_uploads_per_peer);
+        if let Some(v) = &a.upload_min_rate {
+            self.upload_min_rate = parse_bytes(v, "upload_min_rate")?;
+        }
         if let Some(v) = &a.store {
             self.store = StoreSetting::parse(v)?;
         }
@@ -541,6 +713,12 @@ impl Config {
         }
         if let Some(v) = &a.lease_ttl {
             self.lease_ttl = parse_duration(v, "lease_ttl")?;
+        }
+        if let Some(v) = &a.session_idle_timeout {
+            self.session_idle_timeout = parse_duration(v, "session_idle_timeout")?;
+        }
+        if let Some(v) = &a.session_max_age {
+            self.session_max_age = parse_duration(v, "session_max_age")?;
         }
         set(&mut self.backend, a.backend);
         set(&mut self.hwdecode, a.hwdecode);
@@ -559,6 +737,10 @@ impl Config {
         }
         if a.metrics_public {
             self.metrics_public = true;
+        }
+        set(&mut self.auth_failure_burst, a.auth_failure_burst);
+        if let Some(v) = &a.auth_failure_interval {
+            self.auth_failure_interval = parse_duration(v, "auth_failure_interval")?;
         }
         Ok(())
     }
@@ -605,6 +787,15 @@ impl Config {
         if self.max_source_seconds == 0 {
             return bad("max_source_seconds", "must be at least 1");
         }
+        if self.render_pixel_rate == 0 {
+            return bad("render_pixel_rate", "must be at least 1");
+        }
+        if self.max_render_seconds == 0 {
+            return bad("max_render_seconds", "must be at least 1");
+        }
+        if self.render_budget_window < Duration::from_secs(1) {
+            return bad("render_budget_window", "must be at least 1s");
+        }
         if self.max_concurrent_probes == 0 {
             return bad("max_concurrent_probes", "must be at least 1");
         }
@@ -620,6 +811,11 @@ impl Config {
         if self.sweep_interval.is_zero() || self.tick_interval.is_zero() {
             return bad("sweep_interval", "intervals must be positive");
         }
+        if self.auth_failure_interval < Duration::from_millis(1)
+            || self.auth_failure_interval > Duration::from_secs(3600)
+        {
+            return bad("auth_failure_interval", "must be between 1ms and 1h");
+        }
         if self.header_read_timeout < MIN_CONNECTION_TIMEOUT {
             return bad("header_read_timeout", "must be at least 100ms");
         }
@@ -632,8 +828,35 @@ impl Config {
         if self.max_connections == 0 {
             return bad("max_connections", "must be at least 1");
         }
+        if let Some(n) = self.max_concurrent_uploads
+            && (n == 0 || n > self.max_connections / 2)
+        {
+            return bad(
+                "max_concurrent_uploads",
+                &format!(
+                    "must be between 1 and half of max_connections ({}), so that uploads alone \
+                     cannot take every connection",
+                    self.max_connections / 2
+                ),
+            );
+        }
+        if self.max_uploads_per_peer == 0 {
+            return bad("max_uploads_per_peer", "must be at least 1");
+        }
+        if self.upload_rate_grace < MIN_CONNECTION_TIMEOUT {
+            return bad("upload_rate_grace", "must be at least 100ms");
+        }
         if self.lease_ttl < Duration::from_secs(1) {
             return bad("lease_ttl", "must be at least 1s");
+        }
+        if self.session_idle_timeout < Duration::from_secs(1) {
+            return bad("session_idle_timeout", "must be at least 1s");
+        }
+        if self.session_max_age < self.session_idle_timeout {
+            return bad(
+                "session_max_age",
+                "must not be shorter than session_idle_timeout",
+            );
         }
         if self
             .node_id

@@ -56,6 +56,21 @@ pub struct ConfigArgs {
     /// Longest source video a render accepts, in seconds.
     #[arg(long, env = "VIDFORGE_MAX_SOURCE_SECONDS")]
     pub max_source_seconds: Option<u64>,
+    /// Output pixels x frames this node renders per second (turns estimated work into seconds).
+    #[arg(long, env = "VIDFORGE_RENDER_PIXEL_RATE")]
+    pub render_pixel_rate: Option<u64>,
+    /// Largest estimated work of one render, in seconds (render_too_large beyond).
+    #[arg(long, env = "VIDFORGE_MAX_RENDER_SECONDS")]
+    pub max_render_seconds: Option<u64>,
+    /// Estimated seconds of work one principal may start per --render-budget-window (0: off).
+    #[arg(long, env = "VIDFORGE_RENDER_BUDGET_SECONDS")]
+    pub render_budget_seconds: Option<u64>,
+    /// The window of --render-budget-seconds, e.g. 1h.
+    #[arg(long, env = "VIDFORGE_RENDER_BUDGET_WINDOW")]
+    pub render_budget_window: Option<String>,
+    /// Renders estimated longer than this many seconds never hold up shorter ones.
+    #[arg(long, env = "VIDFORGE_LONG_RENDER_SECONDS")]
+    pub long_render_seconds: Option<u64>,
     /// Largest source video width or height accepted at upload.
     #[arg(long, env = "VIDFORGE_MAX_SOURCE_SIDE")]
     pub max_source_side: Option<u32>,
@@ -98,6 +113,20 @@ pub struct ConfigArgs {
     /// Connections served at once; more wait until one closes.
     #[arg(long, env = "VIDFORGE_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
+    /// Uploads served at once, at most half of --max-connections (default 64, or that half);
+    /// more are refused at once (503 uploads_busy).
+    #[arg(long, env = "VIDFORGE_MAX_CONCURRENT_UPLOADS")]
+    pub max_concurrent_uploads: Option<usize>,
+    /// Uploads served at once from one IP address (default 8); more: 429 uploads_busy.
+    #[arg(long, env = "VIDFORGE_MAX_UPLOADS_PER_PEER")]
+    pub max_uploads_per_peer: Option<usize>,
+    /// Bytes per second an upload must average once --upload-rate-grace has passed, e.g.
+    /// 16KiB (the default); slower uploads are aborted (408). 0: no minimum.
+    #[arg(long, env = "VIDFORGE_UPLOAD_MIN_RATE")]
+    pub upload_min_rate: Option<String>,
+    /// How long an upload may run before --upload-min-rate applies, e.g. 10s.
+    #[arg(long, env = "VIDFORGE_UPLOAD_RATE_GRACE")]
+    pub upload_rate_grace: Option<String>,
     /// Task store: `sled` (embedded, the default) or postgres://USER:PASSWORD@HOST:PORT/DB,
     /// shared by every node of a cluster.
     #[arg(long, env = "VIDFORGE_STORE")]
@@ -113,6 +142,12 @@ pub struct ConfigArgs {
     /// that dies loses its renders to the others after this.
     #[arg(long, env = "VIDFORGE_LEASE_TTL")]
     pub lease_ttl: Option<String>,
+    /// A browser session unused for this long is signed out, e.g. 2h.
+    #[arg(long, env = "VIDFORGE_SESSION_IDLE_TIMEOUT")]
+    pub session_idle_timeout: Option<String>,
+    /// A browser session ends this long after sign-in however much it is used, e.g. 12h.
+    #[arg(long, env = "VIDFORGE_SESSION_MAX_AGE")]
+    pub session_max_age: Option<String>,
     /// Compositor backend.
     #[arg(long, env = "VIDFORGE_BACKEND", value_enum)]
     pub backend: Option<BackendSetting>,
@@ -146,6 +181,12 @@ pub struct ConfigArgs {
     /// Serve /metrics without authentication to any address (default: loopback only).
     #[arg(long, env = "VIDFORGE_METRICS_PUBLIC")]
     pub metrics_public: bool,
+    /// Wrong bearer tokens one address may send at once before 429 (0: no limit).
+    #[arg(long, env = "VIDFORGE_AUTH_FAILURE_BURST")]
+    pub auth_failure_burst: Option<u32>,
+    /// Once the burst is spent, one more wrong token per this interval, e.g. 1s.
+    #[arg(long, env = "VIDFORGE_AUTH_FAILURE_INTERVAL")]
+    pub auth_failure_interval: Option<String>,
 }
 
 /// The TOML file's shape; every field optional.
@@ -163,6 +204,11 @@ pub struct FileConfig {
     pub min_free_bytes: Option<SizeValue>,
     pub disk_reserve_bytes: Option<SizeValue>,
     pub max_source_seconds: Option<u64>,
+    pub render_pixel_rate: Option<u64>,
+    pub max_render_seconds: Option<u64>,
+    pub render_budget_seconds: Option<u64>,
+    pub render_budget_window: Option<DurationValue>,
+    pub long_render_seconds: Option<u64>,
     pub max_source_side: Option<u32>,
     pub max_source_pixels: Option<u64>,
     pub max_watermark_side: Option<u32>,
@@ -179,10 +225,16 @@ pub struct FileConfig {
     pub idle_timeout: Option<DurationValue>,
     pub body_idle_timeout: Option<DurationValue>,
     pub max_connections: Option<usize>,
+    pub max_concurrent_uploads: Option<usize>,
+    pub max_uploads_per_peer: Option<usize>,
+    pub upload_min_rate: Option<SizeValue>,
+    pub upload_rate_grace: Option<DurationValue>,
     pub store: Option<String>,
     pub media_dir: Option<PathBuf>,
     pub node_id: Option<String>,
     pub lease_ttl: Option<DurationValue>,
+    pub session_idle_timeout: Option<DurationValue>,
+    pub session_max_age: Option<DurationValue>,
     pub backend: Option<BackendSetting>,
     pub hwdecode: Option<HwDecodeSetting>,
     pub encoder: Option<EncoderSetting>,
@@ -191,6 +243,8 @@ pub struct FileConfig {
     pub public_base_url: Option<String>,
     pub admins: Option<Vec<String>>,
     pub metrics_public: Option<bool>,
+    pub auth_failure_burst: Option<u32>,
+    pub auth_failure_interval: Option<DurationValue>,
 }
 
 /// A duration in the file: seconds as a number, or a string like `"30m"`.

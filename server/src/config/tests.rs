@@ -108,3 +108,141 @@ fn rejects_unknown_keys_and_bad_values() {
     };
     assert!(Config::load(&args).is_err());
 }
+
+#[test]
+fn upload_limits_keep_connections_for_everything_else() {
+    let c = Config::default();
+    assert_eq!(c.upload_slots(), DEFAULT_MAX_CONCURRENT_UPLOADS);
+    assert_eq!(c.max_uploads_per_peer, DEFAULT_MAX_UPLOADS_PER_PEER);
+    assert_eq!(c.upload_min_rate, 16 << 10);
+    // The default shrinks with a small connection cap: half stays for /mcp and downloads.
+    let small = Config {
+        max_connections: 10,
+        ..Config::default()
+    };
+    small.validate().unwrap();
+    assert_eq!(small.upload_slots(), 5);
+    let tiny = Config {
+        max_connections: 1,
+        ..Config::default()
+    };
+    tiny.validate().unwrap();
+    assert_eq!(tiny.upload_slots(), 1);
+    // An explicit cap over half of max_connections is refused at load.
+    let args = ConfigArgs {
+        max_connections: Some(64),
+        max_concurrent_uploads: Some(33),
+        ..Default::default()
+    };
+    let e = Config::load(&args).unwrap_err();
+    assert!(e.to_string().contains("max_concurrent_uploads"), "{e}");
+    for bad in [
+        ConfigArgs {
+            max_concurrent_uploads: Some(0),
+            ..Default::default()
+        },
+        ConfigArgs {
+            max_uploads_per_peer: Some(0),
+            ..Default::default()
+        },
+        ConfigArgs {
+            upload_rate_grace: Some("10ms".into()),
+            ..Default::default()
+        },
+    ] {
+        assert!(Config::load(&bad).is_err(), "{bad:?}");
+    }
+    // File, then flags.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vidforge.toml");
+    std::fs::write(
+        &path,
+        "max_connections = 64\nmax_concurrent_uploads = 32\nmax_uploads_per_peer = 4\n\
+         upload_min_rate = \"1KiB\"\nupload_rate_grace = \"2s\"\n",
+    )
+    .unwrap();
+    let args = ConfigArgs {
+        config: Some(path),
+        max_uploads_per_peer: Some(6),
+        ..Default::default()
+    };
+    let c = Config::load(&args).unwrap();
+    assert_eq!(c.upload_slots(), 32);
+    assert_eq!(c.max_uploads_per_peer, 6);
+    assert_eq!(c.upload_min_rate, 1024);
+    assert_eq!(c.upload_rate_grace, Duration::from_secs(2));
+}
+
+#[test]
+fn session_lifetimes_from_file_and_flags() {
+    let c = Config::default();
+    assert_eq!(c.session_idle_timeout, DEFAULT_SESSION_IDLE_TIMEOUT);
+    assert_eq!(c.session_max_age, DEFAULT_SESSION_MAX_AGE);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vidforge.toml");
+    std::fs::write(
+        &path,
+        "session_idle_timeout = \"30m\"\nsession_max_age = \"8h\"\n",
+    )
+    .unwrap();
+    let args = ConfigArgs {
+        config: Some(path),
+        session_idle_timeout: Some("10m".into()),
+        ..Default::default()
+    };
+    let c = Config::load(&args).unwrap();
+    assert_eq!(c.session_idle_timeout, Duration::from_secs(600));
+    assert_eq!(c.session_max_age, Duration::from_secs(8 * 3600));
+    // A cap shorter than the idle timeout is a mistake, not a silent clamp.
+    let args = ConfigArgs {
+        session_idle_timeout: Some("3h".into()),
+        session_max_age: Some("2h".into()),
+        ..Default::default()
+    };
+    assert!(matches!(
+        Config::load(&args),
+        Err(ConfigError::Invalid {
+            field: "session_max_age",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn render_work_limits_from_file_and_flags() {
+    let c = Config::default();
+    assert_eq!(
+        c.max_render_pixel_frames(),
+        DEFAULT_MAX_RENDER_SECONDS * DEFAULT_RENDER_PIXEL_RATE
+    );
+    assert!(c.render_budget_pixel_frames().is_some());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vidforge.toml");
+    std::fs::write(
+        &path,
+        "render_pixel_rate = 1000\nmax_render_seconds = 60\nrender_budget_seconds = 0\n\
+         render_budget_window = \"30m\"\nlong_render_seconds = 5\n",
+    )
+    .unwrap();
+    let args = ConfigArgs {
+        config: Some(path),
+        max_render_seconds: Some(90),
+        ..Default::default()
+    };
+    let c = Config::load(&args).unwrap();
+    assert_eq!(c.max_render_pixel_frames(), 90_000);
+    assert_eq!(c.render_budget_pixel_frames(), None);
+    assert_eq!(c.render_budget_window, Duration::from_secs(1800));
+    assert_eq!(c.long_render_pixel_frames(), 5_000);
+    let args = ConfigArgs {
+        render_pixel_rate: Some(0),
+        ..Default::default()
+    };
+    assert!(matches!(
+        Config::load(&args),
+        Err(ConfigError::Invalid {
+            field: "render_pixel_rate",
+            ..
+        })
+    ));
+}

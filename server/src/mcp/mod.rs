@@ -67,6 +67,7 @@ pub(crate) fn router(
     service: RenderService,
     config: &Config,
     extensions: Extensions,
+    auth: crate::auth::Auth,
 ) -> axum::Router {
     let lifetimes = config.lifetimes();
     let shared = Arc::new(McpShared {
@@ -101,7 +102,7 @@ pub(crate) fn router(
         .route_service("/mcp", mcp)
         .layer(axum::middleware::from_fn(wire_layer))
         .layer(axum::middleware::from_fn_with_state(
-            crate::auth::Auth::from_config(config),
+            auth,
             crate::auth::require_auth,
         ))
 }

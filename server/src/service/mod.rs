@@ -30,6 +30,7 @@ use crate::store::{
 use crate::worker;
 
 mod transactions;
+mod work;
 
 pub use transactions::REJECTED_MESSAGE;
 use transactions::{cancel_blocking, create_blocking, decide_blocking};
@@ -178,6 +179,7 @@ impl RenderService {
             lost: Mutex::new(HashSet::new()),
             node,
             shutdown: AtomicBool::new(false),
+            long_running: Default::default(),
             disk: crate::disk::DiskGuard::new(&media_dir, min_free_bytes),
         });
         maintenance::recover(&shared)?;

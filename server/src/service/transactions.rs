@@ -68,6 +68,9 @@ pub(super) fn create_blocking(
             ),
         ));
     }
+    // Bound the work, not the bytes: a tiny upload may declare a long duration, and any
+    // source may be asked for at 4k.
+    let estimate = super::work::check_size(&shared.config, &source.probe, args.resolution)?;
     if let Some(w) = &args.watermark {
         let image = shared
             .assets
@@ -117,6 +120,15 @@ pub(super) fn create_blocking(
         }
     }
 
+    super::work::check_budget(
+        shared,
+        principal,
+        &source.probe,
+        args.resolution,
+        estimate,
+        now,
+    )?;
+
     let rec = RenderRecord {
         id: ids::new_render_id(),
         principal: principal.to_string(),
@@ -134,6 +146,7 @@ pub(super) fn create_blocking(
         result_deleted: false,
         attempts: 0,
         crashes: 0,
+        estimated_pixel_frames: estimate,
     };
     let key = rec.args.idempotency_key.as_deref().map(|key| NewKey {
         principal,
@@ -163,6 +176,7 @@ pub(super) fn create_blocking(
         format = rec.args.output_format.as_str(),
         resolution = rec.args.resolution.as_str(),
         watermark = rec.args.watermark.is_some(),
+        estimated_pixel_frames = estimate,
         "render created"
     );
     Ok(CreateOutcome {

@@ -155,7 +155,8 @@ impl Store {
 
     /// Opens (or creates) a further tree in the same database, for an MCP extension's own
     /// records. Its name must not be one of the store's own (`renders`, `idempotency`,
-    /// `assets`); [`Store::flush`] makes its writes durable too. Embedded store only.
+    /// `assets`, `session_epochs`); [`Store::flush`] makes its writes durable too. Embedded
+    /// store only.
     pub fn open_tree(&self, name: &str) -> Result<sled::Tree, StoreError> {
         match &self.backend {
             Backend::Sled(s) => Ok(s.db.open_tree(name)?),
@@ -309,6 +310,22 @@ impl Store {
         each!(self, s => s.assets())
     }
 
+    // ---- browser session epochs ----
+
+    /// The session epoch of `principal` (0 until its first sign-out): browser session cookies
+    /// are signed with it ([`crate::session`]), so raising it ends every session issued
+    /// before, on every node sharing this store. sled: an in-memory read; PostgreSQL: one
+    /// primary-key read.
+    pub fn session_epoch(&self, principal: &str) -> Result<u64, StoreError> {
+        each!(self, s => s.session_epoch(principal))
+    }
+
+    /// Raises the session epoch of `principal` by one and returns it: durable when this
+    /// returns (sled is flushed; a PostgreSQL commit is), so it survives a crash or restart.
+    pub fn bump_session_epoch(&self, principal: &str) -> Result<u64, StoreError> {
+        each!(self, s => s.bump_session_epoch(principal))
+    }
+
     // ---- the shared work queue (PostgreSQL) ----
 
     fn shared_store(&self) -> Result<&PgStore, StoreError> {
@@ -320,6 +337,9 @@ impl Store {
 
     /// Takes the lease (for `lease`, by the database's clock) of the oldest render a worker
     /// may run: queued and unheld, or running under a lease that expired (its node died).
+    /// A lease that ran out while the database was down is left to its holder for one more
+    /// `lease` after the database is back: a living holder renews it by then, so an outage
+    /// of the store is never taken for the death of the node.
     pub fn claim(&self, node: &str, lease: Duration) -> Result<Option<Claim>, StoreError> {
         self.shared_store()?.claim(node, lease)
     }
@@ -467,6 +487,7 @@ mod tests {
             result_deleted: false,
             attempts: 1,
             crashes: 0,
+            estimated_pixel_frames: 0,
         }
     }
 

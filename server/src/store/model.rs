@@ -329,6 +329,12 @@ pub struct RenderRecord {
     /// recovery); at `Config::max_render_crashes` the render fails instead of restarting.
     #[serde(default)]
     pub crashes: u32,
+    /// The render's estimated work at creation: output width × height × frames (source
+    /// duration × frame rate). Summed over a principal's recent renders for the render budget;
+    /// renders above `Config::long_render_seconds` of it run beside short ones, never ahead of
+    /// them. 0 in records written before the estimate existed (counted as nothing).
+    #[serde(default)]
+    pub estimated_pixel_frames: u64,
 }
 
 impl RenderRecord {
@@ -406,6 +412,10 @@ pub struct AssetProbe {
     pub audio_codec: Option<String>,
     /// Container / image format name (`mov,mp4,m4a,3gp,3g2,mj2`, `png`).
     pub format: Option<String>,
+    /// Average video frame rate (frames per second); `None` for images and for assets
+    /// probed before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fps: Option<f64>,
 }
 
 /// An uploaded asset, owned by one principal.

@@ -54,12 +54,20 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         "recent_renders",
         include_str!("../../migrations/0002_recent_renders.sql"),
     ),
+    (
+        3,
+        "session_epochs",
+        include_str!("../../migrations/0003_session_epochs.sql"),
+    ),
 ];
 
 /// States a worker may hold (a claim scans these).
 const RUNNABLE: &str = "('queued', 'rendering', 'previewing')";
 /// The database's clock in Unix ms (leases are timed by it alone).
 const DB_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+/// When the database (re)started, in Unix ms: a lease that ran out before it ran out while
+/// nobody could renew it.
+const DB_START_MS: &str = "(extract(epoch from pg_postmaster_start_time()) * 1000)::bigint";
 /// States of unfinished renders.
 const UNFINISHED: &str = "('queued', 'rendering', 'previewing', 'awaiting_approval')";
 
@@ -485,6 +493,38 @@ impl PgStore {
         self.call(|c| docs(c, "SELECT id, doc FROM assets", "asset"))
     }
 
+    // ---- browser session epochs ----
+
+    /// One primary-key read (a principal without a row is at epoch 0).
+    pub(super) fn session_epoch(&self, principal: &str) -> Result<u64, StoreError> {
+        let principal = principal.to_string();
+        self.call(move |c| {
+            let row = c
+                .query_opt(
+                    "SELECT epoch FROM session_epochs WHERE principal = $1",
+                    &[&principal],
+                )
+                .map_err(pg_error)?;
+            Ok(row.map_or(0, |r| r.get::<_, i64>(0).max(0) as u64))
+        })
+    }
+
+    /// Adds one atomically (concurrent bumps on any node each count); committed on return.
+    pub(super) fn bump_session_epoch(&self, principal: &str) -> Result<u64, StoreError> {
+        let principal = principal.to_string();
+        self.call(move |c| {
+            let row = c
+                .query_one(
+                    "INSERT INTO session_epochs (principal, epoch) VALUES ($1, 1)
+                     ON CONFLICT (principal) DO UPDATE SET epoch = session_epochs.epoch + 1
+                     RETURNING epoch",
+                    &[&principal],
+                )
+                .map_err(pg_error)?;
+            Ok(row.get::<_, i64>(0).max(0) as u64)
+        })
+    }
+
     // ---- the work queue ----
 
     /// Takes the lease of the oldest render a worker may run: a queued one nobody holds, or
@@ -503,6 +543,8 @@ impl PgStore {
                              SELECT id FROM renders
                              WHERE state IN {RUNNABLE}
                                AND (lease_until IS NULL OR lease_until < {DB_NOW_MS})
+                               AND (lease_until IS NULL OR lease_until >= {DB_START_MS}
+                                    OR {DB_NOW_MS} >= {DB_START_MS} + $2)
                              ORDER BY created_at
                              FOR UPDATE SKIP LOCKED
                              LIMIT 1)

@@ -1,10 +1,11 @@
-//! The embedded backend: one sled database with three trees (the default; one host, no setup).
+//! The embedded backend: one sled database with four trees (the default; one host, no setup).
 //!
 //! | tree          | key                        | value (serde_json)   |
 //! |---------------|----------------------------|----------------------|
 //! | `renders`     | render id (`task_…`)       | [`RenderRecord`]     |
 //! | `idempotency` | principal `\0` key         | [`IdempotencyEntry`] |
 //! | `assets`      | asset id (`a_…`)           | [`AssetRecord`]      |
+//! | `session_epochs` | principal               | epoch, `u64` big-endian |
 //!
 //! sled makes a write durable only at `flush` (it flushes in the background every 500 ms);
 //! callers flush ([`super::Store::flush`]) after every write a client may rely on.
@@ -23,6 +24,7 @@ pub(super) struct SledStore {
     renders: sled::Tree,
     idempotency: sled::Tree,
     assets: sled::Tree,
+    session_epochs: sled::Tree,
 }
 
 impl SledStore {
@@ -39,6 +41,7 @@ impl SledStore {
             renders: db.open_tree("renders")?,
             idempotency: db.open_tree("idempotency")?,
             assets: db.open_tree("assets")?,
+            session_epochs: db.open_tree("session_epochs")?,
             db,
         })
     }
@@ -202,6 +205,32 @@ impl SledStore {
     pub(super) fn assets(&self) -> Result<Vec<AssetRecord>, StoreError> {
         all_in(&self.assets, "asset")
     }
+
+    /// One in-memory B-tree read (a principal without an entry is at epoch 0).
+    pub(super) fn session_epoch(&self, principal: &str) -> Result<u64, StoreError> {
+        Ok(self
+            .session_epochs
+            .get(principal.as_bytes())?
+            .map_or(0, |v| epoch_of(&v)))
+    }
+
+    /// Adds one atomically, then flushes: durable on return.
+    pub(super) fn bump_session_epoch(&self, principal: &str) -> Result<u64, StoreError> {
+        let new = self
+            .session_epochs
+            .update_and_fetch(principal.as_bytes(), |old| {
+                let next = old.map_or(0, epoch_of).checked_add(1).unwrap_or(1);
+                Some(next.to_be_bytes().to_vec())
+            })?
+            .map_or(0, |v| epoch_of(&v));
+        self.db.flush()?;
+        Ok(new)
+    }
+}
+
+/// A stored epoch; a malformed value reads as `u64::MAX`, which no issued cookie carries.
+fn epoch_of(v: &[u8]) -> u64 {
+    <[u8; 8]>::try_from(v).map_or(u64::MAX, u64::from_be_bytes)
 }
 
 fn idem_key(principal: &str, key: &str) -> Vec<u8> {

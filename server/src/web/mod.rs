@@ -21,17 +21,22 @@ mod pages;
 mod view;
 
 use axum::Router;
-use axum::extract::{Form, Path, Query, State};
+use std::net::SocketAddr;
+
+use axum::Extension;
+use axum::extract::{ConnectInfo, Form, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use maud::Markup;
 use serde::Deserialize;
 
+use crate::auth::AuthError;
+use crate::auth_limit::Verdict;
 use crate::catalog::{MAX_NOTE_CHARS, human_duration};
 use crate::error::ServiceError;
 use crate::service::RenderService;
-use crate::session::{Session, Sessions, cookie};
+use crate::session::{SESSION_COOKIE, Session, Sessions, cookie};
 
 use pages::{ApprovalExtras, Capabilities, Chrome};
 use view::RenderView;
@@ -60,11 +65,53 @@ pub fn web_routes(service: RenderService, sessions: Sessions) -> Router {
         .route("/signin", get(sign_in_form).post(sign_in))
         .route("/signout", axum::routing::post(sign_out))
         .route("/approvals/{id}", get(approval_page).post(decide))
+        // Only the routes above (the pages a person opens and the forms they send) slide
+        // the session's idle timeout; the fragments the script polls do not.
+        .layer(axum::middleware::from_fn_with_state(
+            sessions.clone(),
+            renew_session,
+        ))
         .route("/ui/fragments/renders", get(rows_fragment))
         .route("/ui/fragments/approvals/{id}", get(status_fragment))
         .route("/ui/app.css", get(stylesheet))
         .route("/ui/app.js", get(script))
         .with_state(Web { service, sessions })
+}
+
+/// Middleware: when the request's session cookie is due for re-issue
+/// ([`crate::session::Session::renewal`]), the answer carries the re-issued cookie (same
+/// sign-in, last seen now), unless the handler set the session cookie itself (sign-in,
+/// sign-out). The full check (with its store read) runs only when a re-issue is due.
+async fn renew_session(
+    State(sessions): State<Sessions>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let due = sessions
+        .renewal_due(req.headers())
+        .then(|| req.headers().clone());
+    let mut resp = next.run(req).await;
+    let handler_set_it = resp
+        .headers()
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .any(|v| v.as_bytes().starts_with(SESSION_COOKIE.as_bytes()));
+    if let Some(headers) = due
+        && !handler_set_it
+    {
+        let renewal = tokio::task::spawn_blocking(move || {
+            sessions
+                .session(&headers)
+                .and_then(|s| s.renewal().map(str::to_string))
+        })
+        .await
+        .ok()
+        .flatten();
+        if let Some(v) = renewal.and_then(|v| HeaderValue::from_str(&v).ok()) {
+            resp.headers_mut().append(header::SET_COOKIE, v);
+        }
+    }
+    resp
 }
 
 impl Web {
@@ -136,12 +183,32 @@ fn encode_component(s: &str) -> String {
         .collect()
 }
 
-/// Only our own paths are followed after sign-in (no open redirect).
+/// The longest `next` followed after sign-in (our own paths are far shorter).
+const MAX_NEXT_LEN: usize = 2048;
+
+/// Only our own paths are followed after sign-in (no open redirect); anything else is `/`.
+///
+/// A browser strips tabs and newlines from a `Location` and reads `\` as `/`, so
+/// `/<TAB>/evil.example/` would leave this site: only printable ASCII passes, with no
+/// backslash, no `//` anywhere in the path and no dot segment (`/.//evil` normalises to
+/// `//evil`), and it must parse as an origin-form path and query. Since the answer is
+/// built only from what passes, no `next` can make the `Location` header invalid (a `500`).
 fn safe_next(next: Option<&str>) -> String {
-    match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.into(),
-        _ => "/".into(),
-    }
+    let Some(n) = next else { return "/".into() };
+    let path = n.split(['?', '#']).next().unwrap_or_default();
+    let dot_segment = path.split('/').any(|seg| {
+        let seg = seg.to_ascii_lowercase().replace("%2e", ".");
+        seg == "." || seg == ".."
+    });
+    let ok = n.len() <= MAX_NEXT_LEN
+        && n.starts_with('/')
+        && n.bytes().all(|b| b.is_ascii_graphic() && b != b'\\')
+        && !path.contains("//")
+        && !path.to_ascii_lowercase().contains("%2f")
+        && !path.to_ascii_lowercase().contains("%5c")
+        && !dot_segment
+        && n.parse::<axum::http::uri::PathAndQuery>().is_ok();
+    if ok { n.into() } else { "/".into() }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -254,13 +321,38 @@ struct SignInForm {
     next: Option<String>,
 }
 
-async fn sign_in(State(web): State<Web>, Form(form): Form<SignInForm>) -> Response {
+async fn sign_in(
+    State(web): State<Web>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    Form(form): Form<SignInForm>,
+) -> Response {
     let next = safe_next(form.next.as_deref());
     if !web.sessions.sign_in_required() {
         return Redirect::to(&next).into_response();
     }
+    // The form is a bearer-token check like any other: wrong tokens spend the peer's budget.
+    let auth = web.sessions.auth();
+    let outcome = auth
+        .principal_for_token(form.token.trim().as_bytes())
+        .ok_or(AuthError::Invalid);
+    if let Verdict::Limited(wait) = auth.judge(peer.map(|p| p.0.0.ip()), &outcome) {
+        let secs = wait.as_secs().max(1);
+        let mut r = html(
+            StatusCode::TOO_MANY_REQUESTS,
+            pages::sign_in(
+                &next,
+                Some(&format!(
+                    "Too many failed sign-in attempts from this address; try again in {}.",
+                    human_duration(std::time::Duration::from_secs(secs))
+                )),
+            ),
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        return r;
+    }
     match web.sessions.sign_in(&form.token) {
-        Some((principal, set_cookie)) => {
+        Ok(Some((principal, set_cookie))) => {
             tracing::info!(principal = %principal.as_str(), "browser signed in");
             let mut r = Redirect::to(&next).into_response();
             let h = r.headers_mut();
@@ -269,17 +361,27 @@ async fn sign_in(State(web): State<Web>, Form(form): Form<SignInForm>) -> Respon
             }
             let mark = format!(
                 "{SIGNED_IN_MARK}=1; Path=/; Max-Age={}; SameSite=Lax",
-                crate::session::SESSION_TTL.as_secs()
+                web.sessions.limits().max_age.as_secs()
             );
             if let Ok(v) = HeaderValue::from_str(&mark) {
                 h.append(header::SET_COOKIE, v);
             }
             r
         }
-        None => html(
+        Ok(None) => html(
             StatusCode::UNAUTHORIZED,
             pages::sign_in(&next, Some("That token is not valid here.")),
         ),
+        Err(e) => {
+            tracing::warn!(error = %e, "sign-in failed: the session store is unavailable");
+            html(
+                StatusCode::SERVICE_UNAVAILABLE,
+                pages::sign_in(
+                    &next,
+                    Some("Signing in is unavailable for a moment; try again shortly."),
+                ),
+            )
+        }
     }
 }
 
@@ -293,10 +395,26 @@ async fn sign_out(
     headers: HeaderMap,
     Form(form): Form<CsrfForm>,
 ) -> Response {
-    if let Some(session) = web.session(&headers)
-        && !web.sessions.csrf_ok(&session, form.csrf.as_deref())
-    {
-        return csrf_refused(&web, &session, "/");
+    // A store outage is not "no session": the cookie is then kept, so the sign-out can be
+    // retried, rather than dropped here while it still works elsewhere.
+    let session = match web.sessions.check(&headers) {
+        Ok(session) => session,
+        Err(e) => return sign_out_failed(&e),
+    };
+    if let Some(session) = session {
+        if !web.sessions.csrf_ok(&session, form.csrf.as_deref()) {
+            return csrf_refused(&web, &session, "/");
+        }
+        // Durable before the answer: the cookie is dead on every node, after restarts too.
+        let sessions = web.sessions.clone();
+        let ended = tokio::task::spawn_blocking(move || sessions.sign_out(&session)).await;
+        match ended {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return sign_out_failed(&e),
+            Err(e) => {
+                return sign_out_failed(&format!("the sign-out task failed: {e}"));
+            }
+        }
     }
     let mut r = Redirect::to("/signin").into_response();
     let h = r.headers_mut();
@@ -307,6 +425,30 @@ async fn sign_out(
         header::SET_COOKIE,
         HeaderValue::from_static("vidforge_signed_in=; Path=/; Max-Age=0; SameSite=Lax"),
     );
+    r
+}
+
+/// `503`: the sign-out could not be recorded (the store is down); the cookie is kept so the
+/// person can try again.
+fn sign_out_failed(e: &dyn std::fmt::Display) -> Response {
+    tracing::warn!(error = %e, "sign-out failed: the session store is unavailable");
+    let chrome = pages::Chrome {
+        principal: None,
+        csrf: None,
+        can_sign_out: false,
+    };
+    let mut r = html(
+        StatusCode::SERVICE_UNAVAILABLE,
+        pages::message(
+            &chrome,
+            "Not signed out yet",
+            "The server could not record the sign-out just now, so this session still works. \
+             Try again in a moment.",
+            "/",
+        ),
+    );
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
     r
 }
 
@@ -518,6 +660,32 @@ mod tests {
         assert_eq!(safe_next(Some("https://evil.example")), "/");
         assert_eq!(safe_next(Some("/\\evil")), "/");
         assert_eq!(safe_next(None), "/");
+        // What browsers normalise into another origin: tabs and newlines are stripped, `\`
+        // is `/`, dot segments collapse.
+        for evil in [
+            "/\t/evil.example/",
+            "/\n/evil.example",
+            "\t//evil.example",
+            "/.//evil.example",
+            "/%2e//evil.example",
+            "/%2F/evil.example",
+            "/%5cevil.example",
+            "/a/../\\evil",
+            "/\r\nSet-Cookie: x=1",
+            "/\0",
+            "/caf\u{e9}",
+            " /x",
+        ] {
+            assert_eq!(safe_next(Some(evil)), "/", "{evil:?}");
+        }
+        assert_eq!(
+            safe_next(Some(&format!("/{}", "a".repeat(MAX_NEXT_LEN)))),
+            "/"
+        );
+        assert_eq!(
+            safe_next(Some("/approvals/task_1?reload=1")),
+            "/approvals/task_1?reload=1"
+        );
         assert_eq!(encode_component("/a b?c"), "/a%20b%3Fc");
     }
 }

@@ -59,6 +59,7 @@ fn record(state: RenderState) -> RenderRecord {
         result_deleted: false,
         attempts: 0,
         crashes: 0,
+        estimated_pixel_frames: 0,
     }
 }
 
