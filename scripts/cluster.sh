@@ -152,6 +152,7 @@ start_node() { # I: starts node I in the background (variables from cluster.env 
     --config "$VIDFORGE_CLUSTER_CONFIG" \
     --public-base-url "$VIDFORGE_CLUSTER_URL" \
     --allowed-host "127.0.0.1:$VIDFORGE_CLUSTER_PORT,localhost:$VIDFORGE_CLUSTER_PORT" \
+    --trusted-proxy 127.0.0.1 \
     "${extra[@]}" </dev/null >>"$STATE/node$i.log" 2>&1 &
   echo "$!" >"$STATE/node$i.pid"
 }

@@ -82,6 +82,30 @@ fn a_720p_render_fits_the_documented_address_space() {
         server.peak_vm_kib() / 1024
     );
 
+    // Under a cap too small for a render (64 MiB over a fresh server's address space) the
+    // render fails as the machine's fault (temporary `render_failed`, never "unsupported
+    // codec"), and the server goes on serving.
+    drop(server);
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let tight = (server.vm_size_kib() + 64 * 1024) * 1024;
+    let status = std::process::Command::new("prlimit")
+        .arg(format!("--pid={}", server.pid()))
+        .arg(format!("--as={tight}:{tight}"))
+        .status()
+        .expect("run prlimit (util-linux)");
+    assert!(status.success(), "prlimit --as failed");
+    let task = render_once(&server, &source, "720p", "mp4");
+    let env = &task["result"]["structuredContent"];
+    eprintln!("720p under {} MiB: {env}", tight >> 20);
+    assert_eq!(env["code"], "render_failed", "{task}");
+    assert_eq!(env["temporary"], true, "{task}");
+    let mut mcp = server.mcp();
+    assert_eq!(
+        mcp.call("tools/list", serde_json::json!({}), Caps::NONE)
+            .status,
+        200
+    );
+
     if std::env::var_os("VIDFORGE_MEMORY_MATRIX").is_none() {
         return;
     }

@@ -422,6 +422,16 @@ fn null_is_refused_where_the_schema_allows_none() {
 
 /// `tools/list` from the local address `from` with `token`: (status, Retry-After, body).
 fn list_from(url: &str, from: &str, token: &str) -> (u16, Option<u64>, Value) {
+    list_via(url, from, None, token)
+}
+
+/// [`list_from`] with an `X-Forwarded-For` header.
+fn list_via(
+    url: &str,
+    from: &str,
+    forwarded_for: Option<&str>,
+    token: &str,
+) -> (u16, Option<u64>, Value) {
     let client = reqwest::blocking::Client::builder()
         .local_address(from.parse::<std::net::IpAddr>().unwrap())
         .timeout(std::time::Duration::from_secs(10))
@@ -435,6 +445,7 @@ fn list_from(url: &str, from: &str, token: &str) -> (u16, Option<u64>, Value) {
         .header("Accept", "application/json, text/event-stream")
         .header("MCP-Protocol-Version", PROTOCOL)
         .header("Mcp-Method", "tools/list")
+        .header("X-Forwarded-For", forwarded_for.unwrap_or(""))
         .body(body.to_string())
         .send()
         .expect("POST /mcp");
@@ -462,6 +473,8 @@ fn wrong_tokens_are_rate_limited_per_peer_and_valid_tokens_never_slowed() {
         "--auth-failure-interval",
         "30s",
     ]);
+    // 127.0.0.3 plays a reverse proxy (the farm's nginx): its X-Forwarded-For names the client.
+    flags.extend(["--trusted-proxy", "127.0.0.3"]);
     let server = Server::start(&dir.path().join("data"), &flags);
     let url = format!("{}/mcp", server.base());
 
@@ -497,6 +510,48 @@ fn wrong_tokens_are_rate_limited_per_peer_and_valid_tokens_never_slowed() {
     assert_eq!(list_from(&url, "127.0.0.2", "token-bob-22").0, 200);
     assert_eq!(list_from(&url, "127.0.0.1", "token-bob-22").0, 429);
     assert_eq!(list_from(&url, "127.0.0.2", "wrong-token-1").0, 401);
+
+    // Behind the trusted proxy each client has its own budget; a client's own claim in the
+    // header (left of what the proxy saw) is not read, and nobody else's header counts.
+    for i in 0..10 {
+        let guess = format!("proxied-{i}");
+        assert_eq!(
+            list_via(&url, "127.0.0.3", Some("198.51.100.7"), &guess).0,
+            401
+        );
+    }
+    assert_eq!(
+        list_via(&url, "127.0.0.3", Some("198.51.100.7"), "x-guess").0,
+        429
+    );
+    assert_eq!(
+        list_via(
+            &url,
+            "127.0.0.3",
+            Some("198.51.100.7, 198.51.100.8"),
+            "x-guess"
+        )
+        .0,
+        401,
+        "the proxy saw 198.51.100.8"
+    );
+    assert_eq!(
+        list_via(
+            &url,
+            "127.0.0.3",
+            Some("198.51.100.8, 198.51.100.7"),
+            "x-guess"
+        )
+        .0,
+        429,
+        "a client cannot escape its budget by writing the header itself"
+    );
+    assert_eq!(list_via(&url, "127.0.0.3", None, "token-bob-22").0, 200);
+    assert_eq!(
+        list_via(&url, "127.0.0.1", Some("198.51.100.9"), "token-bob-22").0,
+        429,
+        "an untrusted peer's header is ignored: still the limited 127.0.0.1"
+    );
 
     // The sign-in form shares the budget: a limited address gets 429 there too.
     let resp = reqwest::blocking::Client::builder()

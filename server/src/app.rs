@@ -85,6 +85,10 @@ pub fn router_with(service: &RenderService, extensions: Extensions) -> Router {
         .layer(axum::middleware::from_fn(
             crate::unread_body::close_if_body_unread,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            crate::peer::TrustedProxies::new(config.trusted_proxies.clone()),
+            crate::peer::resolve,
+        ))
 }
 
 /// Serves [`router`] on `listener` until `shutdown` resolves, then drains connections.

@@ -11,10 +11,10 @@
 //! `router.layer(axum::middleware::from_fn_with_state(auth, vidforge::auth::require_auth))`
 //! ([`require_auth_or_session`] also takes a browser session on `GET`/`HEAD`).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -159,11 +159,10 @@ pub fn rate_limited(wait: std::time::Duration) -> Response {
     crate::http::error_response(StatusCode::TOO_MANY_REQUESTS, &env)
 }
 
-/// The peer address hyper's accept loop recorded ([`crate::connections`]).
+/// The client's address ([`crate::peer`]: the TCP peer, or behind a trusted proxy the
+/// address it saw).
 pub fn peer_ip(req: &Request) -> Option<IpAddr> {
-    req.extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip())
+    crate::peer::client_ip(req.extensions())
 }
 
 /// Middleware: authenticates the bearer token, inserts [`Principal`], or answers 401 (429

@@ -16,16 +16,13 @@
 //! clients send raw bytes without one; browsers always send `Origin` cross-site, which the
 //! policy checks). Error bodies are the §6 envelope ([`crate::envelope`]).
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{
-    ConnectInfo, DefaultBodyLimit, Extension, Path as UrlPath, Query, Request, State,
-};
+use axum::extract::{DefaultBodyLimit, Extension, Path as UrlPath, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -174,7 +171,7 @@ async fn upload(
     State(service): State<RenderService>,
     Extension(principal): Extension<Principal>,
     Extension(uploads): Extension<UploadGate>,
-    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    peer: Option<Extension<crate::peer::ClientIp>>,
     Query(q): Query<UploadQuery>,
     headers: HeaderMap,
     body: Body,
@@ -195,7 +192,7 @@ async fn upload(
     }
     // A place among the running uploads, or an answer at once with the body unread (the
     // connection then closes: `crate::unread_body`).
-    let peer_ip = peer.map(|Extension(ConnectInfo(addr))| addr.ip());
+    let peer_ip = peer.map(|Extension(crate::peer::ClientIp(ip))| ip);
     let _slot = match uploads.try_enter(peer_ip) {
         Ok(slot) => slot,
         Err(busy) => {

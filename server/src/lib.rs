@@ -29,6 +29,7 @@ pub mod maintenance;
 pub mod malloc;
 pub mod mcp;
 pub mod media_backend;
+pub mod peer;
 pub mod policy;
 pub mod service;
 pub mod session;

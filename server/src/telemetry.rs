@@ -24,11 +24,11 @@
 //! them with `max`, and the counters with `sum`.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::{LazyLock, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
-use axum::extract::{ConnectInfo, MatchedPath, Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -315,10 +315,7 @@ fn open_without_credentials(peer: Option<IpAddr>, metrics_public: bool) -> bool 
 /// `metrics_public`) read it without authentication; others need an admin's bearer token.
 pub async fn metrics_endpoint(State(state): State<MetricsState>, req: Request) -> Response {
     let config = state.service.config();
-    let peer = req
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|p| p.0.ip());
+    let peer = crate::peer::client_ip(req.extensions());
     if !open_without_credentials(peer, config.metrics_public) {
         let auth = state.sessions.auth();
         let outcome = auth.authenticate(req.headers());

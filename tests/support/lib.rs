@@ -233,6 +233,17 @@ impl Server {
         self.child.as_ref().expect("server is running").id()
     }
 
+    /// The server process's address space now (`VmSize`), in KiB.
+    pub fn vm_size_kib(&self) -> u64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("read /proc");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmSize:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmSize in /proc/<pid>/status")
+    }
+
     /// The server process's peak address space so far (`VmPeak`), in KiB.
     pub fn peak_vm_kib(&self) -> u64 {
         let status =

@@ -34,6 +34,7 @@
 //! admins = ["ops"]             # principals who see every render on the dashboard
 //! metrics_public = false       # /metrics without auth from any address (default: loopback)
 //! auth_failure_burst = 20      # wrong bearer tokens a peer may send at once (0: no limit)
+//! trusted_proxies = ["127.0.0.1"] # reverse proxies whose X-Forwarded-For names the client
 //! auth_failure_interval = "1s" # ... then one more per interval; past it: 429 rate_limited
 //! header_read_timeout = "10s"  # a request head must arrive within this
 //! idle_timeout = "60s"         # a connection moving no bytes either way is closed
@@ -283,6 +284,9 @@ pub struct Config {
     pub auth_failure_burst: u32,
     /// One more wrong token is allowed per this interval once the burst is spent.
     pub auth_failure_interval: Duration,
+    /// Reverse proxies (addresses or CIDR ranges) whose `X-Forwarded-For` names the client
+    /// for the per-address rules ([`crate::peer`]). Empty: the TCP peer is the client.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     /// How often the sweeper runs.
     pub sweep_interval: Duration,
     /// How often approval deadlines are checked.
@@ -399,6 +403,7 @@ impl Config {
             metrics_public: false,
             auth_failure_burst: DEFAULT_AUTH_FAILURE_BURST,
             auth_failure_interval: DEFAULT_AUTH_FAILURE_INTERVAL,
+            trusted_proxies: Vec::new(),
             sweep_interval: catalog::SWEEP_INTERVAL,
             tick_interval: DEFAULT_TICK_INTERVAL,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
@@ -610,6 +615,9 @@ impl Config {
         if let Some(v) = f.auth_failure_interval {
             self.auth_failure_interval = v.duration("auth_failure_interval")?;
         }
+        if let Some(v) = &f.trusted_proxies {
+            self.trusted_proxies = parse_proxies(v)?;
+        }
         Ok(())
     }
 
@@ -741,6 +749,9 @@ impl Config {
         set(&mut self.auth_failure_burst, a.auth_failure_burst);
         if let Some(v) = &a.auth_failure_interval {
             self.auth_failure_interval = parse_duration(v, "auth_failure_interval")?;
+        }
+        if !a.trusted_proxies.is_empty() {
+            self.trusted_proxies = parse_proxies(&a.trusted_proxies)?;
         }
         Ok(())
     }
@@ -972,6 +983,19 @@ pub fn default_render_slots() -> usize {
         .map(|n| n.get())
         .unwrap_or(1);
     if cores >= 8 { 2 } else { 1 }
+}
+
+/// `trusted_proxies` entries: addresses or CIDR ranges.
+fn parse_proxies(entries: &[String]) -> Result<Vec<ipnet::IpNet>, ConfigError> {
+    entries
+        .iter()
+        .map(|e| {
+            crate::peer::parse_net(e).ok_or_else(|| ConfigError::Invalid {
+                field: "trusted_proxies",
+                reason: format!("`{e}` is neither an IP address nor a CIDR range"),
+            })
+        })
+        .collect()
 }
 
 fn set<T>(slot: &mut T, v: Option<T>) {

@@ -187,6 +187,14 @@ pub struct ConfigArgs {
     /// Once the burst is spent, one more wrong token per this interval, e.g. 1s.
     #[arg(long, env = "VIDFORGE_AUTH_FAILURE_INTERVAL")]
     pub auth_failure_interval: Option<String>,
+    /// Reverse proxies (addresses or CIDR ranges, comma-separated) whose X-Forwarded-For names
+    /// the client for per-address limits.
+    #[arg(
+        long = "trusted-proxy",
+        env = "VIDFORGE_TRUSTED_PROXIES",
+        value_delimiter = ','
+    )]
+    pub trusted_proxies: Vec<String>,
 }
 
 /// The TOML file's shape; every field optional.
@@ -245,6 +253,7 @@ pub struct FileConfig {
     pub metrics_public: Option<bool>,
     pub auth_failure_burst: Option<u32>,
     pub auth_failure_interval: Option<DurationValue>,
+    pub trusted_proxies: Option<Vec<String>>,
 }
 
 /// A duration in the file: seconds as a number, or a string like `"30m"`.

@@ -20,11 +20,9 @@
 mod pages;
 mod view;
 
-use axum::Router;
-use std::net::SocketAddr;
-
 use axum::Extension;
-use axum::extract::{ConnectInfo, Form, Path, Query, State};
+use axum::Router;
+use axum::extract::{Form, Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
@@ -35,6 +33,7 @@ use crate::auth::AuthError;
 use crate::auth_limit::Verdict;
 use crate::catalog::{MAX_NOTE_CHARS, human_duration};
 use crate::error::ServiceError;
+use crate::peer::ClientIp;
 use crate::service::RenderService;
 use crate::session::{SESSION_COOKIE, Session, Sessions, cookie};
 
@@ -323,7 +322,7 @@ struct SignInForm {
 
 async fn sign_in(
     State(web): State<Web>,
-    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    peer: Option<Extension<ClientIp>>,
     Form(form): Form<SignInForm>,
 ) -> Response {
     let next = safe_next(form.next.as_deref());
@@ -335,7 +334,7 @@ async fn sign_in(
     let outcome = auth
         .principal_for_token(form.token.trim().as_bytes())
         .ok_or(AuthError::Invalid);
-    if let Verdict::Limited(wait) = auth.judge(peer.map(|p| p.0.0.ip()), &outcome) {
+    if let Verdict::Limited(wait) = auth.judge(peer.map(|p| p.0.0), &outcome) {
         let secs = wait.as_secs().max(1);
         let mut r = html(
             StatusCode::TOO_MANY_REQUESTS,
