@@ -54,25 +54,11 @@ fn read_answer(stream: &mut TcpStream, limit: Duration) -> Result<RawAnswer, Str
             ));
         }
         stream.set_read_timeout(Some(deadline - now)).unwrap();
-        if let Some(end) = find(&buf, b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).to_string();
-            let length = head
-                .lines()
-                .find_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    k.eq_ignore_ascii_case("content-length")
-                        .then(|| v.trim().parse::<usize>().ok())?
-                })
-                .unwrap_or(0);
-            if buf.len() >= end + 4 + length {
-                let status = head
-                    .split_whitespace()
-                    .nth(1)
-                    .and_then(|s| s.parse().ok())
-                    .ok_or_else(|| format!("malformed status line: {head}"))?;
-                let body = String::from_utf8_lossy(&buf[end + 4..end + 4 + length]).to_string();
-                return Ok(RawAnswer { status, head, body });
-            }
+        if let Some(answer) = parse_answer(&buf) {
+            return match answer.status {
+                0 => Err(format!("malformed status line: {}", answer.head)),
+                _ => Ok(answer),
+            };
         }
         match stream.read(&mut chunk) {
             Ok(0) => {
@@ -605,7 +591,8 @@ impl std::fmt::Debug for RawAnswer {
     }
 }
 
-/// The complete answer in `buf` (head, then a `Content-Length` body), if it is there.
+/// The complete answer in `buf` (head, then a `Content-Length` body), if it is there; status
+/// 0 when the status line is malformed.
 fn parse_answer(buf: &[u8]) -> Option<RawAnswer> {
     let end = find(buf, b"\r\n\r\n")?;
     let head = String::from_utf8_lossy(&buf[..end]).to_string();

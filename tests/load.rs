@@ -52,6 +52,16 @@ fn render_once(server: &Server, source: &str, resolution: &str, format: &str) ->
     })
 }
 
+/// Caps the running server's address space at `bytes`, as a container limit would.
+fn cap_address_space(server: &Server, bytes: u64) {
+    let status = std::process::Command::new("prlimit")
+        .arg(format!("--pid={}", server.pid()))
+        .arg(format!("--as={bytes}:{bytes}"))
+        .status()
+        .expect("run prlimit (util-linux)");
+    assert!(status.success(), "prlimit --as={bytes} failed");
+}
+
 /// A server capped at the documented address space (`prlimit --as` on the running process,
 /// as a container limit would) renders 720p mp4 and webm. With `VIDFORGE_MEMORY_MATRIX=1`
 /// it also prints the memory table (every resolution × format × backend, one fresh server
@@ -62,13 +72,7 @@ fn a_720p_render_fits_the_documented_address_space() {
     let clip = make_clip(dir.path(), "clip.mp4", 640, 360, 1.0, true);
     let server = Server::start(&dir.path().join("data"), &[]);
     let source = upload(&server, None, &clip);
-    let cap = RENDER_720P_ADDRESS_SPACE_MIB * 1024 * 1024;
-    let status = std::process::Command::new("prlimit")
-        .arg(format!("--pid={}", server.pid()))
-        .arg(format!("--as={cap}:{cap}"))
-        .status()
-        .expect("run prlimit (util-linux)");
-    assert!(status.success(), "prlimit --as failed");
+    cap_address_space(&server, RENDER_720P_ADDRESS_SPACE_MIB * 1024 * 1024);
     for format in ["mp4", "webm"] {
         let task = render_once(&server, &source, "720p", format);
         assert_eq!(
@@ -88,12 +92,7 @@ fn a_720p_render_fits_the_documented_address_space() {
     drop(server);
     let server = Server::start(&dir.path().join("data"), &[]);
     let tight = (server.vm_size_kib() + 64 * 1024) * 1024;
-    let status = std::process::Command::new("prlimit")
-        .arg(format!("--pid={}", server.pid()))
-        .arg(format!("--as={tight}:{tight}"))
-        .status()
-        .expect("run prlimit (util-linux)");
-    assert!(status.success(), "prlimit --as failed");
+    cap_address_space(&server, tight);
     let task = render_once(&server, &source, "720p", "mp4");
     let env = &task["result"]["structuredContent"];
     eprintln!("720p under {} MiB: {env}", tight >> 20);

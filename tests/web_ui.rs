@@ -293,22 +293,6 @@ fn metrics_from_another_address_need_an_admin_token() {
 fn url_mode_offers_the_approval_page_and_only_a_decline_decides() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("data"), &[]);
-    // Without tokens there is nothing to sign in to: `/signin` redirects at once, and only
-    // to this site.
-    for next in [
-        "/%09/evil.example/",
-        "/%0D%0A",
-        "/%00",
-        "/ui/fragments/renders",
-    ] {
-        let resp = client()
-            .get(format!("{}/signin?next={next}", server.base()))
-            .send()
-            .unwrap();
-        assert_eq!(resp.status().as_u16(), 303, "next={next}");
-        let want = if next.starts_with("/ui") { next } else { "/" };
-        assert_eq!(resp.headers()[LOCATION], want, "next={next}");
-    }
     let clip = make_clip(dir.path(), "clip.mp4", 160, 90, 0.4, false);
     let source = upload(&server, None, &clip);
     let logo = upload(&server, None, &make_logo(dir.path()));

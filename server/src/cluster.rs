@@ -69,6 +69,27 @@ pub(crate) fn claim_next(shared: &Shared, idle: bool) -> Option<String> {
     }
 }
 
+/// The short lane's next render in a cluster: one whose estimated work is short, claimed from
+/// the shared queue (waiting up to [`CLAIM_POLL`] between looks).
+pub(crate) fn claim_short(shared: &Shared) -> Option<String> {
+    match shared.store.claim_short(
+        &shared.node,
+        shared.config.lease_ttl,
+        shared.config.long_render_pixel_frames(),
+    ) {
+        Ok(Some(claim)) => Some(claim.id),
+        Ok(None) => {
+            std::thread::sleep(CLAIM_POLL);
+            None
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "claiming short work from the store failed; retrying");
+            std::thread::sleep(CLAIM_BACKOFF);
+            None
+        }
+    }
+}
+
 /// Gives up this node's lease once its worker is done with a render.
 pub(crate) fn release(shared: &Shared, id: &str) {
     lock(&shared.lost).remove(id);

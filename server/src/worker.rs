@@ -39,14 +39,12 @@ pub(crate) fn spawn_workers(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>,
                 .map_err(ServiceError::from)
         })
         .collect::<Result<Vec<_>, _>>()?;
-    if !shared.store.is_shared() {
-        let shared = shared.clone();
-        workers.push(
-            std::thread::Builder::new()
-                .name("vidforge-render-short".into())
-                .spawn(move || short_lane_loop(&shared))?,
-        );
-    }
+    let shared = shared.clone();
+    workers.push(
+        std::thread::Builder::new()
+            .name("vidforge-render-short".into())
+            .spawn(move || short_lane_loop(&shared))?,
+    );
     Ok(workers)
 }
 
@@ -68,22 +66,35 @@ impl Drop for LongGuard<'_> {
 }
 
 /// The short lane: while a long render runs on this node, take short renders (never long
-/// ones) so they do not wait for it. Idle otherwise.
+/// ones) so they do not wait for it: from the local fair queue, or in a cluster from the
+/// shared queue by their stored estimate. Idle otherwise.
 fn short_lane_loop(shared: &Shared) {
+    let clustered = shared.store.is_shared();
     while !shared.shutdown.load(Ordering::SeqCst) {
         if shared.long_running.load(Ordering::SeqCst) == 0 {
             std::thread::sleep(IDLE_POLL);
             continue;
         }
-        let Some(id) = shared.queue.pop_short_timeout(IDLE_POLL) else {
+        let next = if clustered {
+            crate::cluster::claim_short(shared)
+        } else {
+            shared.queue.pop_short_timeout(IDLE_POLL)
+        };
+        let Some(id) = next else {
             continue;
         };
         if shared.shutdown.load(Ordering::SeqCst) {
+            if clustered {
+                crate::cluster::release(shared, &id);
+            }
             break;
         }
         tracing::info!(render_id = %id, "short render runs beside a long one (short lane)");
         if let Err(e) = process(shared, &id) {
             tracing::error!(render_id = %id, error = %e, "render processing failed");
+        }
+        if clustered {
+            crate::cluster::release(shared, &id);
         }
         crate::malloc::release_freed_memory();
     }
@@ -107,7 +118,7 @@ fn worker_loop(shared: &Shared) {
                 }
                 break;
             }
-            let _long = (!clustered && shared.is_long(&id)).then(|| LongGuard::new(shared));
+            let _long = shared.is_long(&id).then(|| LongGuard::new(shared));
             if let Err(e) = process(shared, &id) {
                 tracing::error!(render_id = %id, error = %e, "render processing failed");
             }

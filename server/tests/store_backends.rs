@@ -349,6 +349,24 @@ fn postgres_store_passes_the_shared_suite_and_runs_the_work_queue() {
     for r in s.unfinished_renders().unwrap() {
         s.delete_render(&r.id).unwrap();
     }
+    // The short lane claims only renders estimated at most its limit, even past older ones.
+    let mut big = sample("task_big", 900);
+    big.estimated_pixel_frames = 1_000_000_000_000;
+    let mut small = sample("task_small", 950);
+    small.estimated_pixel_frames = 10;
+    s.put_render(&big).unwrap();
+    s.put_render(&small).unwrap();
+    let two = Duration::from_secs(2);
+    assert_eq!(
+        s.claim_short("n9", two, 1_000).unwrap().map(|c| c.id),
+        Some("task_small".to_string())
+    );
+    assert!(
+        s.claim_short("n9", two, 1_000).unwrap().is_none(),
+        "only long work left"
+    );
+    s.delete_render("task_big").unwrap();
+    s.delete_render("task_small").unwrap();
     for i in 0..6 {
         s.put_render(&sample(&format!("task_q{i}"), 1000 + i))
             .unwrap();

@@ -219,13 +219,7 @@ impl Server {
     /// The server process's peak resident memory so far (`VmHWM` in `/proc/<pid>/status`),
     /// in KiB.
     pub fn peak_rss_kib(&self) -> u64 {
-        let pid = self.child.as_ref().expect("server is running").id();
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("read /proc");
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmHWM in /proc/<pid>/status")
+        self.proc_status_kib("VmHWM")
     }
 
     /// The server's process id.
@@ -235,24 +229,23 @@ impl Server {
 
     /// The server process's address space now (`VmSize`), in KiB.
     pub fn vm_size_kib(&self) -> u64 {
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("read /proc");
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmSize:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmSize in /proc/<pid>/status")
+        self.proc_status_kib("VmSize")
     }
 
     /// The server process's peak address space so far (`VmPeak`), in KiB.
     pub fn peak_vm_kib(&self) -> u64 {
+        self.proc_status_kib("VmPeak")
+    }
+
+    /// A `kB` field of `/proc/<pid>/status`.
+    fn proc_status_kib(&self, field: &str) -> u64 {
         let status =
             std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("read /proc");
         status
             .lines()
-            .find_map(|l| l.strip_prefix("VmPeak:"))
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmPeak in /proc/<pid>/status")
+            .unwrap_or_else(|| panic!("{field} in /proc/<pid>/status"))
     }
 
     /// SIGKILL, no shutdown hooks: what a crash looks like.

@@ -341,7 +341,19 @@ impl Store {
     /// `lease` after the database is back: a living holder renews it by then, so an outage
     /// of the store is never taken for the death of the node.
     pub fn claim(&self, node: &str, lease: Duration) -> Result<Option<Claim>, StoreError> {
-        self.shared_store()?.claim(node, lease)
+        self.shared_store()?.claim(node, lease, None)
+    }
+
+    /// [`Store::claim`] of a render whose estimated work is at most `max_pixel_frames` (the
+    /// short lane of a node running a long render).
+    pub fn claim_short(
+        &self,
+        node: &str,
+        lease: Duration,
+        max_pixel_frames: u64,
+    ) -> Result<Option<Claim>, StoreError> {
+        self.shared_store()?
+            .claim(node, lease, Some(max_pixel_frames))
     }
 
     /// Extends `node`'s leases on `ids` by `lease`; returns the ids it still holds.

@@ -531,9 +531,15 @@ impl PgStore {
     /// a running one whose holder stopped renewing (its node died). `SKIP LOCKED` lets nodes
     /// claim side by side without waiting on each other's candidates. Lease times are the
     /// database's clock, so the nodes' clocks need not agree.
-    pub(super) fn claim(&self, node: &str, lease: Duration) -> Result<Option<Claim>, StoreError> {
+    pub(super) fn claim(
+        &self,
+        node: &str,
+        lease: Duration,
+        max_work: Option<u64>,
+    ) -> Result<Option<Claim>, StoreError> {
         let node = node.to_string();
         let lease_ms = lease.as_millis() as i64;
+        let max_work = max_work.map(|w| i64::try_from(w).unwrap_or(i64::MAX));
         self.call(move |c| {
             let row = c
                 .query_opt(
@@ -545,12 +551,14 @@ impl PgStore {
                                AND (lease_until IS NULL OR lease_until < {DB_NOW_MS})
                                AND (lease_until IS NULL OR lease_until >= {DB_START_MS}
                                     OR {DB_NOW_MS} >= {DB_START_MS} + $2)
+                               AND ($3::bigint IS NULL
+                                    OR COALESCE((doc->>'estimated_pixel_frames')::bigint, 0) <= $3)
                              ORDER BY created_at
                              FOR UPDATE SKIP LOCKED
                              LIMIT 1)
                          RETURNING id"
                     ),
-                    &[&node, &lease_ms],
+                    &[&node, &lease_ms, &max_work],
                 )
                 .map_err(pg_error)?;
             Ok(row.map(|r| Claim { id: r.get(0) }))
