@@ -246,3 +246,62 @@ fn render_work_limits_from_file_and_flags() {
         })
     ));
 }
+
+#[test]
+fn auth_limits_and_trusted_proxies_from_file_and_flags() {
+    let d = Config::default();
+    assert_eq!(d.auth_failure_burst, DEFAULT_AUTH_FAILURE_BURST);
+    assert_eq!(d.auth_failure_interval, DEFAULT_AUTH_FAILURE_INTERVAL);
+    assert!(
+        d.trusted_proxies.is_empty(),
+        "no proxy is trusted by default"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vidforge.toml");
+    std::fs::write(
+        &path,
+        "auth_failure_burst = 5\nauth_failure_interval = \"2s\"\n\
+         trusted_proxies = [\"10.0.0.0/8\", \"192.0.2.7\"]\n",
+    )
+    .unwrap();
+    let c = Config::load(&ConfigArgs {
+        config: Some(path.clone()),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(c.auth_failure_burst, 5);
+    assert_eq!(c.auth_failure_interval, Duration::from_secs(2));
+    assert_eq!(c.trusted_proxies.len(), 2);
+    assert!(c.trusted_proxies[0].contains(&"10.1.2.3".parse::<std::net::IpAddr>().unwrap()));
+    // Flags win over the file.
+    let c = Config::load(&ConfigArgs {
+        config: Some(path),
+        auth_failure_burst: Some(0),
+        trusted_proxies: vec!["127.0.0.1".into()],
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(c.auth_failure_burst, 0);
+    assert_eq!(c.trusted_proxies.len(), 1);
+    for (args, field) in [
+        (
+            ConfigArgs {
+                trusted_proxies: vec!["nginx".into()],
+                ..Default::default()
+            },
+            "trusted_proxies",
+        ),
+        (
+            ConfigArgs {
+                auth_failure_interval: Some("0s".into()),
+                ..Default::default()
+            },
+            "auth_failure_interval",
+        ),
+    ] {
+        match Config::load(&args) {
+            Err(ConfigError::Invalid { field: f, .. }) => assert_eq!(f, field),
+            other => panic!("{field}: expected a refusal, got {other:?}"),
+        }
+    }
+}
