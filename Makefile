@@ -42,12 +42,12 @@ test: deps
 	# The pinned official conformance suite, against conformance/expected-failures.yml.
 	./scripts/run-conformance.sh
 
-# What CI runs: a bare clone of HEAD, `make serve` and the README's commands there, then
+# What CI runs: a bare clone of HEAD, `make serve` and the commands of the README and its docs pages there, then
 # `make test` in that clone (see scripts/first-contact.sh). Only committed work is checked.
 first-contact:
 	./scripts/first-contact.sh --then-test
 
-# The full benchmark (release build), side by side with the ffmpeg CLI; see README.
+# The full benchmark (release build), side by side with the ffmpeg CLI; see docs/bench/README.md.
 bench: build
 	./target/release/vidforge bench --out bench-report
 

@@ -7,7 +7,8 @@
 #     build directory (only the cargo registry cache in ~/.cargo is reused).
 #  2. `make serve` there, exactly as the README says. The check fails at once, loudly, if
 #     127.0.0.1:8080 (or FIRST_CONTACT_PORT) is already taken, and if make exits early.
-#  3. Once it prints that it listens: every README command block marked `<!-- first-contact -->`
+#  3. Once it prints that it listens: every command block marked `<!-- first-contact -->` in the
+#     README and in the docs pages it points to (docs/gpu.md, docs/cluster.md, docs/bench/README.md)
 #     runs verbatim, in order, in the clone (fixtures, CLI probe and render, curl upload,
 #     `assets add --server`, the Python SDK quickstart); then server/discover and one small
 #     render through `tasks/*` (scripts/lib/task_render.py), its result checked with ffprobe.
@@ -133,35 +134,43 @@ start_serve
 step "serving after $((SECONDS - start)) s:"
 sed -n '/^vidforge listening on /,/^Ready\./p' "$LOG"
 
-# 3. The README's commands, verbatim.
+# 3. The commands of the README and of the docs pages it points to, verbatim, in this order
+#    (later pages build on what the README's blocks made: clip.mp4, logo.png).
 BLOCKS="$WORK/readme-blocks"
 mkdir -p "$BLOCKS"
-python3 - README.md "$BLOCKS" <<'PY'
+python3 - "$BLOCKS" README.md docs/configuration.md docs/gpu.md docs/cluster.md \
+  docs/bench/README.md docs/development.md <<'PY'
 import pathlib, sys
-lines = pathlib.Path(sys.argv[1]).read_text().splitlines()
-out, n, i = pathlib.Path(sys.argv[2]), 0, 0
-while i < len(lines):
-    if lines[i].strip() == "<!-- first-contact -->":
-        j = i + 1
-        if j >= len(lines) or lines[j].strip() not in ("```sh", "```bash"):
-            sys.exit(f"README.md:{i + 1}: <!-- first-contact --> must stand right above a ```sh block")
-        k = j + 1
-        while k < len(lines) and lines[k].strip() != "```":
-            k += 1
-        n += 1
-        (out / f"{n:02d}.sh").write_text("\n".join(lines[j + 1:k]) + "\n")
-        i = k
-    i += 1
+out, n = pathlib.Path(sys.argv[1]), 0
+for page in sys.argv[2:]:
+    lines = pathlib.Path(page).read_text().splitlines()
+    found, i = 0, 0
+    while i < len(lines):
+        if lines[i].strip() == "<!-- first-contact -->":
+            j = i + 1
+            if j >= len(lines) or lines[j].strip() not in ("```sh", "```bash"):
+                sys.exit(f"{page}:{i + 1}: <!-- first-contact --> must stand right above a ```sh block")
+            k = j + 1
+            while k < len(lines) and lines[k].strip() != "```":
+                k += 1
+            n += 1
+            found += 1
+            slug = page.replace("/", "_").removesuffix(".md")
+            (out / f"{n:02d}-{slug}.sh").write_text("\n".join(lines[j + 1:k]) + "\n")
+            i = k
+        i += 1
+    if page == "README.md" and found < 4:
+        sys.exit(f"README.md has only {found} blocks marked <!-- first-contact --> (expected at least 4)")
 print(n)
 PY
 nblocks="$(find "$BLOCKS" -name '*.sh' | wc -l)"
-[ "$nblocks" -ge 4 ] || die "README.md has only $nblocks blocks marked <!-- first-contact --> (expected at least 4)"
+[ "$nblocks" -ge 8 ] || die "the README and its docs pages have only $nblocks blocks marked <!-- first-contact --> (expected at least 8)"
 for block in "$BLOCKS"/*.sh; do
-  step "README block $(basename "$block" .sh) of $nblocks:"
+  step "block $(basename "$block" .sh) of $nblocks:"
   sed 's/^/    $ /' "$block"
   # The README speaks of the default port.
   [ "$PORT" = 8080 ] || sed -i "s/127\.0\.0\.1:8080/127.0.0.1:$PORT/g" "$block"
-  timeout "$BLOCK_TIMEOUT_S" bash -euo pipefail "$block" || die "README block $(basename "$block" .sh) failed (exit $?)"
+  timeout "$BLOCK_TIMEOUT_S" bash -euo pipefail "$block" || die "block $(basename "$block" .sh) failed (exit $?)"
 done
 
 step "server/discover and one small render through tasks/*"
