@@ -4,7 +4,7 @@ CARGO ?= cargo
 # Tests run the wgpu path on Mesa lavapipe and fail (not skip) when no adapter is found.
 TEST_ENV := WGPU_BACKEND=vulkan VIDFORGE_REQUIRE_GPU=1 XDG_RUNTIME_DIR=/tmp RUST_LOG=warn
 
-.PHONY: deps build serve test first-contact lint fmt bench load chaos fuzz cluster cluster-down
+.PHONY: deps build serve test check first-contact lint fmt bench load chaos fuzz cluster cluster-down
 
 deps:
 	./scripts/install-deps.sh
@@ -29,6 +29,13 @@ cluster: build
 # down --purge` deletes it).
 cluster-down:
 	./scripts/cluster.sh down
+
+# The inner loop: formatting, lints and every crate's unit tests (no end-to-end tests, no
+# server started); seconds when warm. `make test` is the whole suite.
+check:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(TEST_ENV) $(CARGO) test --workspace --lib --bins
 
 test: deps
 	$(CARGO) build --workspace --all-targets
