@@ -159,12 +159,6 @@ pub fn rate_limited(wait: std::time::Duration) -> Response {
     crate::http::error_response(StatusCode::TOO_MANY_REQUESTS, &env)
 }
 
-/// The client's address ([`crate::peer`]: the TCP peer, or behind a trusted proxy the
-/// address it saw).
-pub fn peer_ip(req: &Request) -> Option<IpAddr> {
-    crate::peer::client_ip(req.extensions())
-}
-
 /// Middleware: authenticates the bearer token, inserts [`Principal`], or answers 401 (429
 /// past the peer's failure budget).
 pub async fn require_auth(State(auth): State<Auth>, req: Request, next: Next) -> Response {
@@ -207,8 +201,9 @@ async fn admit(
     req: Request,
     next: Next,
 ) -> Response {
-    if let Verdict::Limited(wait) = auth.judge(peer_ip(&req), &outcome) {
-        tracing::warn!(peer = ?peer_ip(&req), "authentication failures over the peer's budget");
+    let peer = crate::peer::client_ip(req.extensions());
+    if let Verdict::Limited(wait) = auth.judge(peer, &outcome) {
+        tracing::warn!(?peer, "authentication failures over the peer's budget");
         return rate_limited(wait);
     }
     match outcome {

@@ -343,20 +343,19 @@ fn upload_too_slow(min_rate: u64, grace: std::time::Duration) -> Response {
 /// `503` (the server's upload cap) or `429` (the peer's), `uploads_busy`, with
 /// `retry_after_ms` and `Retry-After`. The body is not read; the connection closes.
 fn uploads_busy(busy: UploadsBusy) -> Response {
-    let (status, field, setting) = match busy {
-        UploadsBusy::Server { .. } => (
+    let (status, field, setting, max) = match busy {
+        UploadsBusy::Server { max } => (
             StatusCode::SERVICE_UNAVAILABLE,
             "max_concurrent_uploads",
             "server",
+            max,
         ),
-        UploadsBusy::Peer { .. } => (
+        UploadsBusy::Peer { max } => (
             StatusCode::TOO_MANY_REQUESTS,
             "max_uploads_per_peer",
             "address",
+            max,
         ),
-    };
-    let max = match busy {
-        UploadsBusy::Server { max } | UploadsBusy::Peer { max } => max,
     };
     let retry = UPLOADS_BUSY_RETRY_AFTER;
     let env = Envelope::new(
