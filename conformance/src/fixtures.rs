@@ -22,10 +22,10 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer};
 use serde_json::{Map, Value, json};
-use vidforge::mcp::capabilities::TASKS_EXTENSION;
-use vidforge::mcp::extension::{Declared, ListChange};
-use vidforge::mcp::from_json;
-use vidforge::mcp::wire::{self, form_elicitation};
+use vidforge_mcp::capabilities::TASKS_EXTENSION;
+use vidforge_mcp::extension::{Declared, ListChange};
+use vidforge_mcp::from_json;
+use vidforge_mcp::wire::{self, form_elicitation};
 
 use crate::jobs::{JobError, JobFailure, JobOutcome, JobRecord, Jobs};
 
@@ -239,7 +239,7 @@ fn arg_str<'a>(args: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
 impl Fixtures {
     pub fn new(list_changed: ListChanged) -> Fixtures {
         let mut key = [0u8; 32];
-        vidforge::ids::fill_random(&mut key);
+        vidforge_core::ids::fill_random(&mut key);
         Fixtures {
             codec: RequestStateCodec::try_new(key.to_vec())
                 .expect("a 32-byte key meets the codec's minimum length"),

@@ -20,11 +20,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use vidforge::clock::{SharedClock, add_ms};
-use vidforge::ids;
-use vidforge::mcp::ExtensionHost;
-use vidforge::mcp::wire;
-use vidforge::store::{Change, StoreError, Updated, all_in, update_in};
+use vidforge_core::clock::{SharedClock, add_ms};
+use vidforge_core::ids;
+use vidforge_core::store::{Change, StoreError, Updated, all_in, update_in};
+use vidforge_mcp::ExtensionHost;
+use vidforge_mcp::wire;
 
 /// Prefix of every job id (also its MCP `taskId`).
 pub const JOB_ID_PREFIX: &str = "job_";
@@ -644,8 +644,8 @@ impl JobContext {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vidforge::clock::OffsetClock;
-    use vidforge::store::Store;
+    use vidforge_core::clock::OffsetClock;
+    use vidforge_core::store::Store;
 
     fn parts(store: &Store, clock: SharedClock) -> JobsParts {
         let flushed = store.clone();

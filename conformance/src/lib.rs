@@ -2,7 +2,7 @@
 //!
 //! [`fixtures`] holds the suite's fixed tools, prompts, resources and multi round-trip flows;
 //! [`jobs`] the durable generic jobs its task fixtures run as. [`ConformanceExtension`]
-//! mounts both through the server's extension seam ([`vidforge::mcp::extension`]): the jobs
+//! mounts both through the server's extension seam ([`vidforge_mcp::extension`]): the jobs
 //! live in a `jobs` tree of the server's sled database, are flushed with it, announce changes
 //! on its task broadcast (`notifications/tasks`), expire after its task TTL and are swept by its
 //! sweeper. The `vidforge-conformance` binary (`src/main.rs`) is the `vidforge` CLI with this
@@ -15,11 +15,11 @@ use rmcp::model::{
     ErrorCode as RpcCode, GetPromptRequestParams, GetPromptResponse, InputResponses,
 };
 use serde_json::{Value, json};
-use vidforge::ServiceError;
-use vidforge::mcp::extension::{
+use vidforge_core::ServiceError;
+use vidforge_mcp::extension::{
     BoxFuture, ExtensionHost, ExtensionSpec, McpExtension, ToolCall, ToolResult, unknown_task,
 };
-use vidforge::mcp::wire;
+use vidforge_mcp::wire;
 
 pub mod fixtures;
 pub mod jobs;

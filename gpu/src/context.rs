@@ -145,73 +145,10 @@ impl GpuContext {
         desc.backends = backends;
         desc.flags = wgpu::InstanceFlags::from_build_config().with_env();
         let instance = wgpu::Instance::new(desc);
-        let adapters = pollster::block_on(instance.enumerate_adapters(backends));
-
-        let mut seen = Vec::new();
-        let mut best: Option<(wgpu::Adapter, AdapterSummary, (u8, u8))> = None;
-        for adapter in adapters {
-            let info = adapter.get_info();
-            let summary = summarize(&info);
-            seen.push(format!(
-                "{} ({}, {})",
-                summary.name, summary.backend, summary.device_type
-            ));
-            let caps = adapter.get_downlevel_capabilities();
-            if !caps.flags.contains(wgpu::DownlevelFlags::COMPUTE_SHADERS) {
-                tracing::debug!(adapter = %summary.name, "skipping adapter without compute shaders");
-                continue;
-            }
-            if summary.is_software && pref == AdapterPreference::HardwareOnly {
-                continue;
-            }
-            let r = rank(&info, summary.is_software);
-            if best.as_ref().is_none_or(|(_, _, br)| r > *br) {
-                best = Some((adapter, summary, r));
-            }
-        }
-        let Some((adapter, summary, _)) = best else {
-            return Err(GpuError::NoAdapter {
-                backends: format!("{backends:?}"),
-                preference: format!("{pref:?}"),
-                detail: if seen.is_empty() {
-                    "no adapters found".to_string()
-                } else {
-                    format!("none usable among: {}", seen.join("; "))
-                },
-            });
-        };
-
+        let (adapter, summary) = pick_adapter(&instance, backends, pref)?;
         let limits = adapter.limits();
-        // Timestamp queries when the adapter has them: only profiling uses them.
-        let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
-        let required_features = if timestamps {
-            wgpu::Features::TIMESTAMP_QUERY
-        } else {
-            wgpu::Features::empty()
-        };
-        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-            label: Some("vidforge-gpu"),
-            required_limits: limits.clone(),
-            required_features,
-            ..Default::default()
-        }))
-        .map_err(|e| GpuError::RequestDevice(format!("adapter {}: {e}", summary.name)))?;
-
-        let lost = Arc::new(Mutex::new(None));
-        {
-            let lost = lost.clone();
-            device.set_device_lost_callback(move |reason, message| {
-                tracing::error!(?reason, %message, "GPU device lost");
-                if let Ok(mut slot) = lost.lock() {
-                    *slot = Some(format!("{reason:?}: {message}"));
-                }
-            });
-        }
-        // wgpu's default handler panics; compositors catch their errors with error scopes, so
-        // anything reaching here is logged, never fatal.
-        device.on_uncaptured_error(Arc::new(|e: wgpu::Error| {
-            tracing::error!(error = %e, "uncaptured wgpu error");
-        }));
+        let (device, queue, timestamps) = request_device(&adapter, &summary, &limits)?;
+        let lost = watch_device(&device);
 
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let (module, layout, pipeline_layout) = build_layouts(&device);
@@ -303,6 +240,94 @@ impl GpuContext {
     pub(crate) fn lost(&self) -> Option<String> {
         self.inner.lost.lock().ok().and_then(|s| s.clone())
     }
+}
+
+/// The best adapter of `instance` that `pref` allows and that runs compute shaders (see
+/// [`rank`]); the error lists every adapter seen.
+fn pick_adapter(
+    instance: &wgpu::Instance,
+    backends: wgpu::Backends,
+    pref: AdapterPreference,
+) -> Result<(wgpu::Adapter, AdapterSummary), GpuError> {
+    let adapters = pollster::block_on(instance.enumerate_adapters(backends));
+    let mut seen = Vec::new();
+    let mut best: Option<(wgpu::Adapter, AdapterSummary, (u8, u8))> = None;
+    for adapter in adapters {
+        let info = adapter.get_info();
+        let summary = summarize(&info);
+        seen.push(format!(
+            "{} ({}, {})",
+            summary.name, summary.backend, summary.device_type
+        ));
+        let caps = adapter.get_downlevel_capabilities();
+        if !caps.flags.contains(wgpu::DownlevelFlags::COMPUTE_SHADERS) {
+            tracing::debug!(adapter = %summary.name, "skipping adapter without compute shaders");
+            continue;
+        }
+        if summary.is_software && pref == AdapterPreference::HardwareOnly {
+            continue;
+        }
+        let r = rank(&info, summary.is_software);
+        if best.as_ref().is_none_or(|(_, _, br)| r > *br) {
+            best = Some((adapter, summary, r));
+        }
+    }
+    let Some((adapter, summary, _)) = best else {
+        return Err(GpuError::NoAdapter {
+            backends: format!("{backends:?}"),
+            preference: format!("{pref:?}"),
+            detail: if seen.is_empty() {
+                "no adapters found".to_string()
+            } else {
+                format!("none usable among: {}", seen.join("; "))
+            },
+        });
+    };
+    Ok((adapter, summary))
+}
+
+/// The device and queue with all of `limits`, and whether they record timestamps.
+fn request_device(
+    adapter: &wgpu::Adapter,
+    summary: &AdapterSummary,
+    limits: &wgpu::Limits,
+) -> Result<(wgpu::Device, wgpu::Queue, bool), GpuError> {
+    // Timestamp queries when the adapter has them: only profiling uses them.
+    let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
+    let required_features = if timestamps {
+        wgpu::Features::TIMESTAMP_QUERY
+    } else {
+        wgpu::Features::empty()
+    };
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("vidforge-gpu"),
+        required_limits: limits.clone(),
+        required_features,
+        ..Default::default()
+    }))
+    .map_err(|e| GpuError::RequestDevice(format!("adapter {}: {e}", summary.name)))?;
+    Ok((device, queue, timestamps))
+}
+
+/// Installs the device-lost and uncaptured-error callbacks; the returned slot holds the
+/// device-lost message once there is one.
+fn watch_device(device: &wgpu::Device) -> Arc<Mutex<Option<String>>> {
+    let lost = Arc::new(Mutex::new(None));
+    {
+        let lost = lost.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            tracing::error!(?reason, %message, "GPU device lost");
+            if let Ok(mut slot) = lost.lock() {
+                *slot = Some(format!("{reason:?}: {message}"));
+            }
+        });
+    }
+    // wgpu's default handler panics; compositors catch their errors with error scopes, so
+    // anything reaching here is logged, never fatal.
+    device.on_uncaptured_error(Arc::new(|e: wgpu::Error| {
+        tracing::error!(error = %e, "uncaptured wgpu error");
+    }));
+    lost
 }
 
 fn build_layouts(

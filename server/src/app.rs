@@ -10,24 +10,24 @@ use axum::routing::get;
 use tokio::net::TcpListener;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
-use crate::auth::Auth;
-use crate::clock;
-use crate::config::Config;
-use crate::connections::{self, ConnectionLimits};
-use crate::http;
-use crate::mcp::Extensions;
-use crate::media_backend::{MediaProber, MediaRenderer};
-use crate::policy::{self, RequestPolicy};
-use crate::service::{RenderService, ServiceParts};
-use crate::session::{SessionLimits, Sessions};
-use crate::{telemetry, web};
+use vidforge_core::clock;
+use vidforge_core::config::Config;
+use vidforge_core::media_backend::{MediaProber, MediaRenderer};
+use vidforge_core::service::{RenderService, ServiceParts};
+use vidforge_http::auth::Auth;
+use vidforge_http::connections::{self, ConnectionLimits};
+use vidforge_http::policy::{self, RequestPolicy};
+use vidforge_http::routes;
+use vidforge_http::session::{SessionLimits, Sessions};
+use vidforge_http::{metrics as telemetry, web};
+use vidforge_mcp::Extensions;
 
 /// Starts the service with the media engine (`config.backend`) and the process clock
 /// ([`clock::from_env`]). Blocking: opens the store and runs boot recovery.
 pub fn start_service(config: Config) -> anyhow::Result<RenderService> {
     let renderer = MediaRenderer::new(&config)
         .map_err(|e| anyhow::anyhow!("cannot initialise the render engine: {e}"))?;
-    tracing::info!(backend = %crate::engine::Renderer::backend_name(&renderer), "render engine ready");
+    tracing::info!(backend = %vidforge_core::engine::Renderer::backend_name(&renderer), "render engine ready");
     let service = RenderService::start(ServiceParts {
         config,
         clock: clock::from_env(),
@@ -37,9 +37,9 @@ pub fn start_service(config: Config) -> anyhow::Result<RenderService> {
     Ok(service)
 }
 
-/// Every route the server answers: [`http::http_routes`], the pages ([`web::web_routes`])
+/// Every route the server answers: [`routes::http_routes`], the pages ([`web::web_routes`])
 /// and the MCP endpoint at `/mcp`, all behind the Host/Origin [`policy`] and the
-/// request-body timeout (`body_idle_timeout`); [`http::health_routes`] (`/healthz`) and
+/// request-body timeout (`body_idle_timeout`); [`routes::health_routes`] (`/healthz`) and
 /// `/metrics` (its own access rule, [`telemetry::metrics_endpoint`]) outside both. Each
 /// router authenticates its own routes, so nothing here wraps them again; a route added to
 /// any of them is behind the policy without further wiring. Every request is counted
@@ -53,7 +53,7 @@ pub fn router_with(service: &RenderService, extensions: Extensions) -> Router {
     let config = service.config();
     // One token table and one failure budget per peer for every route.
     let auth = Auth::from_config(config);
-    let mcp = crate::mcp::router(service.clone(), config, extensions, auth.clone());
+    let mcp = vidforge_mcp::router(service.clone(), config, extensions, auth.clone());
     let policy = Arc::new(RequestPolicy::from_config(config));
     let secure = config.base_url().starts_with("https://");
     let sessions = Sessions::new(
@@ -64,7 +64,7 @@ pub fn router_with(service: &RenderService, extensions: Extensions) -> Router {
         secure,
     );
     telemetry::install();
-    let guarded = http::http_routes(service.clone(), sessions.clone())
+    let guarded = routes::http_routes(service.clone(), sessions.clone())
         .merge(web::web_routes(service.clone(), sessions.clone()))
         .merge(mcp)
         .layer(RequestBodyTimeoutLayer::new(config.body_idle_timeout))
@@ -78,16 +78,16 @@ pub fn router_with(service: &RenderService, extensions: Extensions) -> Router {
             service: service.clone(),
             sessions,
         });
-    http::health_routes(service.clone())
+    routes::health_routes(service.clone())
         .merge(metrics)
         .merge(guarded)
         .layer(axum::middleware::from_fn(telemetry::count_requests))
         .layer(axum::middleware::from_fn(
-            crate::unread_body::close_if_body_unread,
+            vidforge_http::unread_body::close_if_body_unread,
         ))
         .layer(axum::middleware::from_fn_with_state(
-            crate::peer::TrustedProxies::new(config.trusted_proxies.clone()),
-            crate::peer::resolve,
+            vidforge_http::peer::TrustedProxies::new(config.trusted_proxies.clone()),
+            vidforge_http::peer::resolve,
         ))
 }
 

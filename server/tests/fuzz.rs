@@ -7,8 +7,8 @@
 //! toolchain, which this project's CI does not install.
 
 use serde_json::{Map, Value, json};
-use vidforge::mcp::jsonrpc;
-use vidforge::store::RenderArgs;
+use vidforge_core::store::RenderArgs;
+use vidforge_mcp::jsonrpc;
 
 /// A number in `0..n` (0 when `n` is 0).
 fn below(rng: &mut fastrand::Rng, n: usize) -> usize {

@@ -8,8 +8,8 @@ use std::time::Duration;
 use common::{Harness, ScriptedRenderer, fixtures, render_args};
 use reqwest::StatusCode;
 use serde_json::Value;
-use vidforge::catalog;
-use vidforge::store::{AssetRecord, RenderArgs, RenderState};
+use vidforge_core::catalog;
+use vidforge_core::store::{AssetRecord, RenderArgs, RenderState};
 
 const ALICE: &str = "alice-token-123";
 const BOB: &str = "bob-token-456";
@@ -431,7 +431,7 @@ async fn acknowledged_upload_survives_kill_9() {
     child.kill().unwrap(); // SIGKILL: no shutdown code runs.
     child.wait().unwrap();
 
-    let store = vidforge::store::Store::open(&data.join("db")).unwrap();
+    let store = vidforge_core::store::Store::open(&data.join("db")).unwrap();
     let asset = store
         .get_asset(v["asset_id"].as_str().unwrap())
         .unwrap()

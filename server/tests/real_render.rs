@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{fixtures, render_args, test_config};
-use vidforge::clock::SystemClock;
-use vidforge::config::BackendSetting;
-use vidforge::media_backend::{MediaProber, MediaRenderer};
-use vidforge::service::{RenderService, ServiceParts};
-use vidforge::store::{Outcome, RenderArgs, RenderState};
+use vidforge_core::clock::SystemClock;
+use vidforge_core::config::BackendSetting;
+use vidforge_core::media_backend::{MediaProber, MediaRenderer};
+use vidforge_core::service::{RenderService, ServiceParts};
+use vidforge_core::store::{Outcome, RenderArgs, RenderState};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watermarked_render_on_the_cpu_backend() {

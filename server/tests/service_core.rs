@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use common::{Harness, ScriptedRenderer, fixtures, render_args};
 use serde_json::Value;
-use vidforge::catalog::{self, ErrorCode};
-use vidforge::engine::{EngineError, FailureKind};
-use vidforge::service::CreateOutcome;
-use vidforge::store::{AssetKind, Outcome, RenderArgs, RenderState, Store};
-use vidforge::{ServiceError, uri};
+use vidforge_core::ServiceError;
+use vidforge_core::catalog::{self, ErrorCode};
+use vidforge_core::engine::{EngineError, FailureKind};
+use vidforge_core::service::CreateOutcome;
+use vidforge_core::store::{AssetKind, Outcome, RenderArgs, RenderState, Store};
+use vidforge_core::uri;
 
 async fn create(h: &Harness, principal: &str, args: &Value) -> Result<CreateOutcome, ServiceError> {
     let parsed = RenderArgs::from_tool_arguments(args)?;
@@ -220,7 +221,7 @@ async fn principals_are_isolated() {
         .unwrap_err();
     assert_eq!(e.code(), ErrorCode::SourceNotFound);
     assert_eq!(e.field(), Some("source_asset_uri"));
-    let missing = uri::asset_uri(&vidforge::ids::new_asset_id());
+    let missing = uri::asset_uri(&vidforge_core::ids::new_asset_id());
     let mut args = render_args(&video, None, None);
     args["source_asset_uri"] = missing.into();
     let e2 = create(&h, "bob", &args).await.unwrap_err();
@@ -420,7 +421,7 @@ async fn approval_flow_approve_reject_conflict_and_noop() {
         }
         other => panic!("{other:?}"),
     }
-    let env = vidforge::envelope::Envelope::from_record(&d.record)
+    let env = vidforge_http::envelope::Envelope::from_record(&d.record)
         .unwrap()
         .to_json();
     assert_eq!(env["repair"]["next_step"], "revise_watermark_and_rerender");
@@ -581,7 +582,7 @@ async fn engine_failures_map_to_codes() {
         .record
         .id;
     let rec = h.wait_state("alice", &id, RenderState::Failed).await;
-    let env = vidforge::envelope::Envelope::from_record(&rec)
+    let env = vidforge_http::envelope::Envelope::from_record(&rec)
         .unwrap()
         .to_json();
     assert_eq!(env["code"], "render_failed");

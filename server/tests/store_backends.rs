@@ -6,6 +6,7 @@
 //! PostgreSQL's binaries come from Debian's `postgresql` package (`scripts/install-deps.sh`);
 //! when they are missing the test fails rather than skipping.
 
+#[path = "../core/tests/pg/mod.rs"]
 mod pg;
 
 use std::sync::Arc;
@@ -14,11 +15,11 @@ use std::time::{Duration, Instant};
 
 use axum::http::header::COOKIE;
 use axum::http::{HeaderMap, HeaderValue};
-use vidforge::auth::Auth;
-use vidforge::catalog::ErrorCode;
-use vidforge::clock::SystemClock;
-use vidforge::session::{SessionLimits, Sessions};
-use vidforge::store::*;
+use vidforge_core::catalog::ErrorCode;
+use vidforge_core::clock::SystemClock;
+use vidforge_core::store::*;
+use vidforge_http::auth::Auth;
+use vidforge_http::session::{SessionLimits, Sessions};
 
 fn sample(id: &str, created_at: u64) -> RenderRecord {
     RenderRecord {
@@ -535,7 +536,7 @@ fn postgres_store_passes_the_shared_suite_and_runs_the_work_queue() {
     watcher.join().unwrap();
 
     // ---- browser sessions while the store is down: fail closed ----
-    let mut config = vidforge::config::Config::default();
+    let mut config = vidforge_core::config::Config::default();
     config.tokens.insert("token-carol-1".into(), "carol".into());
     let sessions = Sessions::new(
         Auth::from_config(&config),

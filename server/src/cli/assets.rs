@@ -8,12 +8,12 @@ use std::sync::Arc;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
-use crate::assets::{AssetCatalog, in_use_by};
-use crate::clock;
-use crate::config::{ANONYMOUS_PRINCIPAL, Config, ConfigArgs};
-use crate::http::asset_json;
-use crate::media_backend::MediaProber;
-use crate::store::Store;
+use vidforge_core::assets::{AssetCatalog, in_use_by};
+use vidforge_core::clock;
+use vidforge_core::config::{ANONYMOUS_PRINCIPAL, Config, ConfigArgs};
+use vidforge_core::media_backend::MediaProber;
+use vidforge_core::store::Store;
+use vidforge_http::routes::asset_json;
 
 #[derive(Debug, Args)]
 pub struct AssetsArgs {
@@ -103,7 +103,7 @@ async fn run_add(args: AddArgs) -> anyhow::Result<()> {
 }
 
 async fn run_rm(args: RmArgs) -> anyhow::Result<()> {
-    let id = crate::uri::parse_asset_uri(&args.asset).unwrap_or(&args.asset);
+    let id = vidforge_core::uri::parse_asset_uri(&args.asset).unwrap_or(&args.asset);
     match &args.target.server {
         Some(server) => {
             let (status, body) = http_call(
@@ -135,7 +135,7 @@ async fn run_rm(args: RmArgs) -> anyhow::Result<()> {
             catalog.remove(&rec)?;
         }
     }
-    eprintln!("deleted {}", crate::uri::asset_uri(id));
+    eprintln!("deleted {}", vidforge_core::uri::asset_uri(id));
     Ok(())
 }
 
@@ -179,7 +179,7 @@ async fn add_direct(args: &AddArgs) -> anyhow::Result<serde_json::Value> {
     let rec = catalog(&config, store)?
         .add_path(&principal, &args.file, args.name.as_deref())
         .await?;
-    let expires_at = crate::clock::add_ms(rec.created_at, config.asset_ttl);
+    let expires_at = vidforge_core::clock::add_ms(rec.created_at, config.asset_ttl);
     Ok(asset_json(&rec, expires_at))
 }
 

@@ -3,8 +3,6 @@
 use clap::{Parser, Subcommand};
 
 pub mod assets;
-pub mod bench;
-pub mod load;
 pub mod render;
 pub mod serve;
 
@@ -29,9 +27,9 @@ pub enum Command {
     /// Manage uploaded assets.
     Assets(assets::AssetsArgs),
     /// Benchmark renders side by side with the ffmpeg CLI (report.json, report.md, fps.svg).
-    Bench(bench::BenchArgs),
+    Bench(vidforge_bench::BenchArgs),
     /// Load-test the MCP front on loopback while a render runs (req/s, p50/p99, peak RSS).
-    Load(load::LoadArgs),
+    Load(vidforge_bench::load::LoadArgs),
 }
 
 /// Logs to stderr; `RUST_LOG` overrides the default `info` level.
@@ -45,7 +43,7 @@ pub fn init_tracing() {
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
-    crate::malloc::limit_arenas();
+    vidforge_core::malloc::limit_arenas();
     match cli.command {
         Command::Serve(args) => serve::run_serve(args),
         other => run_with(Cli { command: other }, Vec::new()),
@@ -54,14 +52,14 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 
 /// [`run`] for a binary that mounts MCP `extensions` on `serve` (the conformance build); the
 /// other subcommands are the same.
-pub fn run_with(cli: Cli, extensions: Vec<crate::mcp::ExtensionSpec>) -> anyhow::Result<()> {
-    crate::malloc::limit_arenas();
+pub fn run_with(cli: Cli, extensions: Vec<vidforge_mcp::ExtensionSpec>) -> anyhow::Result<()> {
+    vidforge_core::malloc::limit_arenas();
     match cli.command {
         Command::Render(args) => render::run_render(args),
         Command::Probe(args) => render::run_probe(args),
         Command::Serve(args) => serve::run_serve_with(args, extensions),
         Command::Assets(args) => assets::run_assets(args),
-        Command::Bench(args) => bench::run_bench(args),
-        Command::Load(args) => load::run_load(args),
+        Command::Bench(args) => vidforge_bench::run_bench(args),
+        Command::Load(args) => vidforge_bench::load::run_load(args),
     }
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Args;
+use vidforge_core::config::{parse_encoder, parse_hwdecode};
 use vidforge_media::{
     BackendChoice, EncoderChoice, EncoderSettings, Engine, HardwareChoice, HwDecodeChoice,
     OutputFormat, Position, Progress, RenderJob, Resolution, Stage, WatermarkSpec,
@@ -29,14 +30,6 @@ fn parse_position(s: &str) -> Result<Position, String> {
 
 fn parse_backend(s: &str) -> Result<BackendChoice, String> {
     BackendChoice::parse(s).ok_or_else(|| format!("unknown backend '{s}' (auto, wgpu, cpu)"))
-}
-
-pub(crate) fn parse_hwdecode(s: &str) -> Result<HwDecodeChoice, String> {
-    HwDecodeChoice::parse(s).ok_or_else(|| format!("unknown hwdecode '{s}' (auto, cuda, off)"))
-}
-
-pub(crate) fn parse_encoder(s: &str) -> Result<EncoderChoice, String> {
-    EncoderChoice::parse(s).ok_or_else(|| format!("unknown encoder '{s}' (auto, x264, nvenc)"))
 }
 
 fn parse_opacity(s: &str) -> Result<f32, String> {

@@ -5,8 +5,8 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::app;
-use crate::config::{Config, ConfigArgs, display_path};
-use crate::mcp::{ExtensionSpec, Extensions};
+use vidforge_core::config::{Config, ConfigArgs, display_path};
+use vidforge_mcp::{ExtensionSpec, Extensions};
 
 /// How long open connections may finish after a shutdown request.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);

@@ -9,14 +9,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use vidforge::clock::OffsetClock;
-use vidforge::config::Config;
-use vidforge::engine::{
+use vidforge_core::clock::OffsetClock;
+use vidforge_core::config::Config;
+use vidforge_core::engine::{
     EngineError, EngineProgress, EngineReport, FailureKind, RenderPlan, Renderer,
 };
-use vidforge::media_backend::MediaProber;
-use vidforge::service::{RenderService, ServiceParts};
-use vidforge::store::{AssetRecord, RenderRecord, RenderState, Resolution};
+use vidforge_core::media_backend::MediaProber;
+use vidforge_core::service::{RenderService, ServiceParts};
+use vidforge_core::store::{AssetRecord, RenderRecord, RenderState, Resolution};
 use vidforge_media::fixtures::{self, ClipSpec};
 
 /// A renderer that "renders" `frames` frames with `frame_delay` each, optionally holds before
@@ -308,7 +308,7 @@ pub fn try_start_service(
     config: &Config,
     clock: Arc<OffsetClock>,
     renderer: Arc<ScriptedRenderer>,
-) -> Result<RenderService, vidforge::ServiceError> {
+) -> Result<RenderService, vidforge_core::ServiceError> {
     RenderService::start(ServiceParts {
         config: config.clone(),
         clock,

@@ -1,0 +1,158 @@
+//! [`GpuCompositor::new`]: a checked plan turned into device objects, in named steps: the two
+//! specialised pipelines (from the context's cache), the uniform, watermark, input and output
+//! buffers and their bind group, then the ring's slots. Device errors are caught by error
+//! scopes and come back typed, never as a panic.
+
+use std::collections::VecDeque;
+
+use super::plan::{Params, Plan};
+use super::ring::{Shared, Slot};
+use super::{ComposeConfig, GpuCompositor, checks};
+use crate::context::GpuContext;
+use crate::error::GpuError;
+
+impl GpuCompositor {
+    /// Builds the buffers and bind group for `cfg`. Keeps up to
+    /// `frames_in_flight` (1..=16) frames on the GPU at once.
+    pub fn new(
+        ctx: &GpuContext,
+        cfg: ComposeConfig,
+        frames_in_flight: usize,
+    ) -> Result<Self, GpuError> {
+        checks::frames_in_flight(frames_in_flight)?;
+        let plan = Plan::new(&cfg, &ctx.inner.limits)?;
+        let dispatches = pipelines(ctx, &plan)?;
+        let (shared, slots) = create_resources(ctx, &plan, dispatches, frames_in_flight)?;
+        log_ready(ctx, &cfg, &plan, frames_in_flight);
+        Ok(Self {
+            shared,
+            free: (0..frames_in_flight).rev().collect(),
+            slots,
+            in_flight: VecDeque::with_capacity(frames_in_flight),
+            preview: None,
+        })
+    }
+}
+
+/// (pipeline, workgroups x, workgroups y) for luma, then chroma: the plan's pipeline keys
+/// compiled, or taken from the context's cache.
+fn pipelines(
+    ctx: &GpuContext,
+    plan: &Plan,
+) -> Result<[(wgpu::ComputePipeline, u32, u32); 2], GpuError> {
+    let [(luma, lx, ly), (chroma, cx, cy)] = plan.dispatches;
+    Ok([
+        (ctx.pipeline(luma)?, lx, ly),
+        (ctx.pipeline(chroma)?, cx, cy),
+    ])
+}
+
+/// The device objects shared by the slots, then `frames_in_flight` slots, all inside one
+/// out-of-memory and one validation error scope.
+fn create_resources(
+    ctx: &GpuContext,
+    plan: &Plan,
+    dispatches: [(wgpu::ComputePipeline, u32, u32); 2],
+    frames_in_flight: usize,
+) -> Result<(Shared, Vec<Slot>), GpuError> {
+    let device = &ctx.inner.device;
+    let oom_scope = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+    let val_scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let shared = create_shared(ctx, plan, dispatches);
+    let slots: Vec<Slot> = (0..frames_in_flight).map(|_| shared.new_slot()).collect();
+    if let Some(e) = pollster::block_on(val_scope.pop()) {
+        return Err(GpuError::Device(format!(
+            "creating compositor resources: {e}"
+        )));
+    }
+    if let Some(e) = pollster::block_on(oom_scope.pop()) {
+        return Err(GpuError::OutOfMemory(format!(
+            "{frames_in_flight} frame slots of {} + {} bytes: {e}",
+            plan.in_layout.size, plan.out_layout.size
+        )));
+    }
+    Ok((shared, slots))
+}
+
+/// The uniforms and the watermark (uploaded), the device input and output buffers, and the
+/// bind group over all four.
+fn create_shared(
+    ctx: &GpuContext,
+    plan: &Plan,
+    dispatches: [(wgpu::ComputePipeline, u32, u32); 2],
+) -> Shared {
+    use wgpu::BufferUsages as U;
+    let device = &ctx.inner.device;
+    let queue = &ctx.inner.queue;
+    let uniform = U::UNIFORM | U::COPY_DST;
+    let (shader_in, shader_out) = (U::STORAGE | U::COPY_DST, U::STORAGE | U::COPY_SRC);
+    let params_size = std::mem::size_of::<Params>() as u64;
+    let params = buffer(device, "compose params", params_size, uniform);
+    queue.write_buffer(&params, 0, bytemuck::bytes_of(&plan.params));
+    let wm_size = plan.wm_bytes.len() as u64;
+    let wm = buffer(device, "compose watermark", wm_size, shader_in);
+    queue.write_buffer(&wm, 0, &plan.wm_bytes);
+    let input = buffer(device, "compose input", plan.in_layout.size, shader_in);
+    let output = buffer(device, "compose output", plan.out_layout.size, shader_out);
+    let bind_group = bind_group(ctx, [&params, &input, &wm, &output]);
+    Shared {
+        ctx: ctx.clone(),
+        bind_group,
+        input,
+        output,
+        in_layout: plan.in_layout,
+        out_layout: plan.out_layout,
+        dispatches,
+        out_size: plan.sizes.out,
+        _params: params,
+        _wm: wm,
+    }
+}
+
+fn buffer(
+    device: &wgpu::Device,
+    label: &str,
+    size: u64,
+    usage: wgpu::BufferUsages,
+) -> wgpu::Buffer {
+    device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some(label),
+        size,
+        usage,
+        mapped_at_creation: false,
+    })
+}
+
+/// Bindings 0..=3 of compose.wgsl, in order: the uniforms, the input, the watermark, the
+/// output.
+fn bind_group(ctx: &GpuContext, buffers: [&wgpu::Buffer; 4]) -> wgpu::BindGroup {
+    let entries: [wgpu::BindGroupEntry; 4] = std::array::from_fn(|i| wgpu::BindGroupEntry {
+        binding: i as u32,
+        resource: buffers[i].as_entire_binding(),
+    });
+    ctx.inner
+        .device
+        .create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("compose"),
+            layout: &ctx.inner.layout,
+            entries: &entries,
+        })
+}
+
+fn log_ready(ctx: &GpuContext, cfg: &ComposeConfig, plan: &Plan, frames_in_flight: usize) {
+    let (sw, sh) = (cfg.src_width, cfg.src_height);
+    let (ow, oh) = plan.sizes.out;
+    let luma = plan.dispatches[0].0;
+    tracing::debug!(
+        src = format!("{sw}x{sh}"),
+        rotation = cfg.rotation.degrees(),
+        out = format!("{ow}x{oh}"),
+        kernels = ?(luma.kern_x, luma.kern_y),
+        taps = ?plan.taps,
+        colour = ?plan.mode,
+        watermark = cfg.watermark.is_some(),
+        frames_in_flight,
+        adapter = %ctx.adapter().name,
+        "GPU compositor ready"
+    );
+}

@@ -1,0 +1,306 @@
+//! `vidforge load`: a load benchmark of the MCP front, loopback only. It starts its own
+//! `vidforge serve` (this binary, a temporary data dir, a free port), keeps a render running,
+//! and has `--clients` concurrent clients poll `tasks/get` and `tools/list` over keep-alive
+//! connections for `--seconds`. It reports requests per second, p50/p99/max latency, errors
+//! and the server's peak RSS (`VmHWM`). Figures come from here, never from a timed test.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use serde_json::{Value, json};
+
+use vidforge_mcp::capabilities::{PROTOCOL_REVISION, TASKS_EXTENSION};
+
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// Concurrent polling clients.
+    #[arg(long, default_value_t = 64)]
+    pub clients: usize,
+    /// How long the load runs.
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+    /// Resolution of the render kept running meanwhile (720p, 1080p, 4k).
+    #[arg(long, default_value = "4k")]
+    pub resolution: String,
+    /// Compositor backend of the server under load (auto, wgpu, cpu).
+    #[arg(long, default_value = "auto")]
+    pub backend: String,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What one load run measured.
+#[derive(Debug, serde::Serialize)]
+pub struct LoadReport {
+    pub clients: usize,
+    pub seconds: f64,
+    pub requests: u64,
+    pub errors: u64,
+    pub requests_per_second: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// Renders that finished while the load ran (one is always running).
+    pub renders_completed: u64,
+    pub server_peak_rss_mib: f64,
+}
+
+pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
+    if args.clients == 0 || args.seconds == 0 {
+        bail!("--clients and --seconds must be at least 1");
+    }
+    let dir = tempfile::tempdir().context("creating a temporary directory")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let mut server = ServerChild::start(dir.path(), &args.backend)?;
+    let report = runtime.block_on(measure(&server, dir.path(), &args));
+    server.stop();
+    let report = report?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "{} clients, {:.1} s: {} requests ({:.0} req/s), {} errors, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; {} renders completed meanwhile; server peak RSS {:.0} MiB",
+            report.clients,
+            report.seconds,
+            report.requests,
+            report.requests_per_second,
+            report.errors,
+            report.p50_ms,
+            report.p99_ms,
+            report.max_ms,
+            report.renders_completed,
+            report.server_peak_rss_mib
+        );
+    }
+    Ok(())
+}
+
+/// The server under load: this binary's `serve`, stopped with SIGTERM.
+struct ServerChild {
+    child: Child,
+    base: String,
+}
+
+impl ServerChild {
+    fn start(dir: &Path, backend: &str) -> anyhow::Result<ServerChild> {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let exe = std::env::current_exe().context("locating the vidforge binary")?;
+        let child = Command::new(exe)
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .arg("--data-dir")
+            .arg(dir.join("data"))
+            .args(["--backend", backend, "--max-connections", "4096"])
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .context("starting vidforge serve")?;
+        Ok(ServerChild {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        })
+    }
+
+    fn peak_rss_mib(&self) -> f64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            })
+            .map(|kib| kib / 1024.0)
+            .unwrap_or(0.0)
+    }
+
+    fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        for _ in 0..100 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One MCP request with the headers and `_meta` the protocol asks for.
+fn mcp_request(
+    client: &reqwest::Client,
+    base: &str,
+    id: u64,
+    method: &str,
+    params: Value,
+) -> reqwest::RequestBuilder {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL_REVISION,
+        "io.modelcontextprotocol/clientCapabilities": { "extensions": { TASKS_EXTENSION: {} } },
+        "io.modelcontextprotocol/clientInfo": { "name": "vidforge-load", "version": env!("CARGO_PKG_VERSION") }
+    });
+    let name = params["taskId"]
+        .as_str()
+        .or(params["name"].as_str())
+        .map(String::from);
+    let mut req = client
+        .post(format!("{base}/mcp"))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", PROTOCOL_REVISION)
+        .header("Mcp-Method", method)
+        .body(
+            json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }).to_string(),
+        );
+    if let Some(name) = name {
+        req = req.header("Mcp-Name", name);
+    }
+    req
+}
+
+/// Sends one request; the JSON-RPC result, or why it failed.
+async fn call(
+    client: &reqwest::Client,
+    base: &str,
+    id: u64,
+    method: &str,
+    params: Value,
+) -> anyhow::Result<Value> {
+    let resp = mcp_request(client, base, id, method, params).send().await?;
+    let status = resp.status();
+    let body: Value = resp.json().await?;
+    if !status.is_success() || body.get("result").is_none() {
+        bail!("{method}: HTTP {status}: {body}");
+    }
+    Ok(body["result"].clone())
+}
+
+async fn start_render(
+    client: &reqwest::Client,
+    base: &str,
+    clip: &str,
+    res: &str,
+) -> anyhow::Result<String> {
+    let result = call(
+        client,
+        base,
+        0,
+        "tools/call",
+        json!({"name": "vidforge_render_video",
+            "arguments": {"source_asset_uri": clip, "output_format": "mp4", "resolution": res}}),
+    )
+    .await?;
+    result["taskId"]
+        .as_str()
+        .map(String::from)
+        .context("the render call answered without a task")
+}
+
+async fn measure(server: &ServerChild, dir: &Path, args: &LoadArgs) -> anyhow::Result<LoadReport> {
+    let base = server.base.clone();
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.clients)
+        .timeout(Duration::from_secs(30))
+        .build()?;
+    let ready_by = Instant::now() + Duration::from_secs(60);
+    while client.get(format!("{base}/healthz")).send().await.is_err() {
+        if Instant::now() > ready_by {
+            bail!("the server did not become ready");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let spec = vidforge_media::fixtures::ClipSpec {
+        seconds: 4.0,
+        ..vidforge_media::fixtures::ClipSpec::h264(1280, 720)
+    };
+    let clip_path = vidforge_media::fixtures::clip(dir, &spec).context("generating a clip")?;
+    let uploaded: Value = client
+        .post(format!("{base}/assets?name=clip.mp4"))
+        .header("Content-Type", "application/octet-stream")
+        .body(std::fs::read(&clip_path)?)
+        .send()
+        .await?
+        .json()
+        .await?;
+    let clip = uploaded["uri"]
+        .as_str()
+        .with_context(|| format!("upload failed: {uploaded}"))?
+        .to_string();
+    let mut task = start_render(&client, &base, &clip, &args.resolution).await?;
+
+    let deadline = Instant::now() + Duration::from_secs(args.seconds);
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for c in 0..args.clients {
+        let (client, base, task) = (client.clone(), base.clone(), task.clone());
+        workers.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            let mut errors = 0u64;
+            let mut n = 0u64;
+            while Instant::now() < deadline {
+                n += 1;
+                let id = (c as u64) << 32 | n;
+                let t = Instant::now();
+                let ok = if n.is_multiple_of(2) {
+                    call(&client, &base, id, "tasks/get", json!({"taskId": task})).await
+                } else {
+                    call(&client, &base, id, "tools/list", json!({})).await
+                };
+                latencies.push(t.elapsed().as_micros() as u32);
+                if ok.is_err() {
+                    errors += 1;
+                }
+            }
+            (latencies, errors)
+        }));
+    }
+    // Keep a render running while the clients poll.
+    let mut renders_completed = 0;
+    while Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let t = call(&client, &base, 1, "tasks/get", json!({"taskId": task})).await?;
+        if t["status"] != "working" {
+            renders_completed += 1;
+            task = start_render(&client, &base, &clip, &args.resolution).await?;
+        }
+    }
+    let mut latencies = Vec::new();
+    let mut errors = 0;
+    for w in workers {
+        let (l, e) = w.await?;
+        latencies.extend(l);
+        errors += e;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    latencies.sort_unstable();
+    let pct = |p: f64| -> f64 {
+        if latencies.is_empty() {
+            return 0.0;
+        }
+        let i = ((latencies.len() as f64 * p).ceil() as usize).clamp(1, latencies.len()) - 1;
+        latencies[i] as f64 / 1000.0
+    };
+    Ok(LoadReport {
+        clients: args.clients,
+        seconds,
+        requests: latencies.len() as u64,
+        errors,
+        requests_per_second: latencies.len() as f64 / seconds,
+        p50_ms: pct(0.50),
+        p99_ms: pct(0.99),
+        max_ms: pct(1.0),
+        renders_completed,
+        server_peak_rss_mib: server.peak_rss_mib(),
+    })
+}

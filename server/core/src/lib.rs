@@ -1,0 +1,36 @@
+//! The vidforge domain: everything a render is, minus the wire. It knows no HTTP and no MCP
+//! (its manifest has no axum, hyper, tower or rmcp), so the fronts above it can only reach it
+//! through these modules.
+//!
+//! Layers, bottom up: [`store`] (sled or PostgreSQL, the truth) → [`shared`] (the state every
+//! actor shares) → [`worker`] pool and [`maintenance`] (boot recovery, approval deadlines,
+//! sweeper), [`cluster`] (the shared queue) → [`service::RenderService`] (creation,
+//! idempotency, quota, approvals, cancel; starts the two before it). Beside them: [`config`]
+//! (every setting), [`catalog`] (error codes and their wording), [`error`], [`engine`] (the
+//! render engine as the service sees it) and [`media_backend`] (it, on vidforge-media),
+//! [`telemetry`] (metric recording).
+
+pub mod args;
+pub mod assets;
+pub mod catalog;
+pub mod clock;
+pub mod cluster;
+pub mod config;
+pub mod disk;
+pub mod engine;
+pub mod error;
+pub mod fair_queue;
+pub mod ids;
+pub mod maintenance;
+pub mod malloc;
+pub mod media_backend;
+pub mod service;
+pub mod shared;
+pub mod store;
+pub mod telemetry;
+pub mod uri;
+pub mod worker;
+
+pub use config::Config;
+pub use error::ServiceError;
+pub use service::RenderService;

@@ -1,0 +1,125 @@
+//! Prometheus metrics, the recording side: the names and buckets of every series vidforge
+//! exports and the recording helpers the domain calls (the `metrics` facade: a no-op until a
+//! recorder is installed). The exporter, the HTTP middleware that counts requests and
+//! `GET /metrics` are the HTTP side's (`vidforge_http::metrics`).
+//!
+//! | series | type | labels |
+//! |---|---|---|
+//! | `vidforge_renders_created_total` | counter | |
+//! | `vidforge_renders_finished_total` | counter | `state` (succeeded/failed/cancelled), `outcome` (`succeeded`, `cancelled` or the error code) |
+//! | `vidforge_renders` | gauge | `state`: unfinished renders now (cluster-wide with a shared store) |
+//! | `vidforge_queue_depth` | gauge | queued renders |
+//! | `vidforge_workers_busy`, `vidforge_render_slots` | gauge | this node's workers |
+//! | `vidforge_approvals_pending` | gauge | renders awaiting a watermark decision |
+//! | `vidforge_approval_wait_seconds` | histogram | `outcome` (approved/rejected/timeout/cancelled) |
+//! | `vidforge_render_duration_seconds`, `vidforge_render_fps` | histogram | `resolution`, `format`, `backend` |
+//! | `vidforge_stage_busy_seconds` | histogram | `stage` (decode/compose/encode): busy time per render; `_sum` is the total |
+//! | `vidforge_uploads_total` | counter | `outcome` (created/refused) |
+//! | `vidforge_upload_bytes_total` | counter | |
+//! | `vidforge_http_requests_total`, `vidforge_http_request_duration_seconds` | counter, histogram | `method`, `route`, `status` (duration: no status) |
+//! | `vidforge_mcp_requests_total`, `vidforge_mcp_request_duration_seconds` | counter, histogram | `method` (JSON-RPC, from `Mcp-Method`), `status` |
+//! | `vidforge_store_flush_seconds` | histogram | `backend` (sled: flush; postgres: the durable write) |
+//!
+//! The unfinished-render gauges are set when `/metrics` is read, from the service's index.
+//! With a shared store every node reports the whole cluster's unfinished renders: aggregate
+//! them with `max`, and the counters with `sum`.
+
+use std::time::Duration;
+
+use metrics::{counter, histogram};
+
+use crate::catalog::ErrorCode;
+use crate::store::{Outcome, RenderRecord, RenderState};
+
+/// Seconds buckets of request latencies and store flushes (1 ms … 10 s).
+pub const LATENCY_BUCKETS: [f64; 13] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+/// Seconds buckets of whole renders and approval waits (0.5 s … 1 h).
+pub const LONG_BUCKETS: [f64; 12] = [
+    0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+];
+/// Frames-per-second buckets.
+pub const FPS_BUCKETS: [f64; 12] = [
+    1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 200.0, 400.0, 800.0, 1600.0, 3200.0, 6400.0,
+];
+
+// ---- recording helpers ----
+
+/// A render was created.
+pub fn render_created() {
+    counter!("vidforge_renders_created_total").increment(1);
+}
+
+/// A stored render moved from `before` to `after.state` (called once per transition, by the
+/// node that wrote it).
+pub fn render_transition(before: RenderState, after: &RenderRecord, now_ms: u64) {
+    if before == after.state {
+        return;
+    }
+    if before == RenderState::AwaitingApproval
+        && let Some(approval) = &after.approval
+    {
+        let outcome = match (&approval.decision, after.state) {
+            (Some(d), _) if d.approved => "approved",
+            (Some(_), _) => "rejected",
+            (None, RenderState::Cancelled) => "cancelled",
+            (None, _) => "timeout",
+        };
+        let waited = now_ms.saturating_sub(approval.requested_at) as f64 / 1000.0;
+        histogram!("vidforge_approval_wait_seconds", "outcome" => outcome).record(waited);
+    }
+    if !before.is_terminal() && after.state.is_terminal() {
+        let outcome = match &after.outcome {
+            Some(Outcome::Success { .. }) => "succeeded",
+            Some(Outcome::Error { code, .. }) => code_label(*code),
+            None => "cancelled",
+        };
+        counter!(
+            "vidforge_renders_finished_total",
+            "state" => after.state.as_str(),
+            "outcome" => outcome
+        )
+        .increment(1);
+    }
+}
+
+fn code_label(code: ErrorCode) -> &'static str {
+    code.as_str()
+}
+
+/// A render finished: its wall time, rate and per-stage busy time.
+pub fn render_finished(
+    rec: &RenderRecord,
+    backend: &str,
+    elapsed: Duration,
+    fps: f64,
+    stages: [(&'static str, Duration); 3],
+) {
+    let labels = [
+        ("resolution", rec.args.resolution.as_str().to_string()),
+        ("format", rec.args.output_format.as_str().to_string()),
+        ("backend", backend.to_string()),
+    ];
+    histogram!("vidforge_render_duration_seconds", &labels).record(elapsed.as_secs_f64());
+    if fps.is_finite() {
+        histogram!("vidforge_render_fps", &labels).record(fps);
+    }
+    for (stage, busy) in stages {
+        histogram!("vidforge_stage_busy_seconds", "stage" => stage).record(busy.as_secs_f64());
+    }
+}
+
+/// An upload ended: created with `bytes`, or refused.
+pub fn upload(created: bool, bytes: u64) {
+    let outcome = if created { "created" } else { "refused" };
+    counter!("vidforge_uploads_total", "outcome" => outcome).increment(1);
+    if created {
+        counter!("vidforge_upload_bytes_total").increment(bytes);
+    }
+}
+
+/// A store write was made durable (`backend`: `sled` or `postgres`).
+pub fn store_flush(backend: &'static str, took: Duration) {
+    histogram!("vidforge_store_flush_seconds", "backend" => backend).record(took.as_secs_f64());
+}

@@ -1,0 +1,19 @@
+//! vidforge's HTTP side, on the domain ([`vidforge_core`]): uploads, downloads and previews
+//! ([`routes`]), the browser pages ([`web`]), the Host/Origin [`policy`], bearer tokens and
+//! their failure budget ([`auth`], [`auth_limit`]), browser [`session`]s, the client address
+//! ([`peer`]), the accept loop and its limits ([`connections`]), `GET /metrics` ([`metrics`])
+//! and the §6 error [`envelope`] every front answers with.
+
+pub mod auth;
+pub mod auth_limit;
+pub mod connections;
+pub mod envelope;
+pub mod metrics;
+pub mod peer;
+pub mod policy;
+pub mod routes;
+pub mod session;
+pub mod unread_body;
+pub mod web;
+
+pub use auth::Principal;

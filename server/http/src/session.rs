@@ -1,0 +1,596 @@
+//! Browser sessions and CSRF tokens, derived from the bearer-token table and a per-principal
+//! **session epoch** kept in the task store, so every node of a cluster (same tokens, one
+//! store) accepts a session, revoking a token ends its sessions, and signing out ends them
+//! everywhere, for good.
+//!
+//! - **Session cookie** [`SESSION_COOKIE`]: `<issued_ms>.<seen_ms>.<principal hex>.<mac hex>`,
+//!   where `mac = HMAC-SHA256(key = the bearer token the user signed in with,
+//!   "vidforge-session\0v2\0" principal "\0" issued "\0" seen "\0" epoch)` and `epoch` is the
+//!   principal's [`Store::session_epoch`], read from the store on every check (it is in no
+//!   cookie). It names no token; verifying it tries the tokens of the named principal in
+//!   constant time. Sent `HttpOnly; SameSite=Strict; Path=/` (and `Secure` when the public
+//!   base URL is `https://`).
+//! - **Sign-out** raises the principal's epoch ([`Store::bump_session_epoch`], durable before
+//!   the answer): every cookie of that principal issued before stops verifying, on every node
+//!   sharing the store, after restarts too (all of the principal's browsers are signed out).
+//! - **Lifetime**: a cookie is refused once `session_idle_timeout` has passed since `seen`,
+//!   or `session_max_age` since `issued`. A page answer re-issues the cookie with `seen` =
+//!   now once a quarter of the idle timeout has passed since the last one ([`Session::renewal`]),
+//!   so a person using the pages stays signed in until the absolute cap.
+//! - **Store outage**: a check that cannot read the epoch fails closed (no session); signing
+//!   in or out then answers `503`.
+//! - **CSRF token**: `HMAC-SHA256(key, "vidforge-csrf\0" principal "\0" issued "\0" epoch)`,
+//!   put in every form the pages serve and checked on every POST: a forged request from
+//!   another site cannot read it; it outlives re-issued cookies of the same sign-in. In the
+//!   anonymous mode (no tokens, loopback only) the key is a per-process random secret and it
+//!   is bound to the anonymous principal.
+
+use std::time::Duration;
+
+use axum::http::{HeaderMap, header};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use crate::auth::{Auth, Principal};
+use vidforge_core::args::hex;
+use vidforge_core::clock::SharedClock;
+use vidforge_core::config::{ANONYMOUS_PRINCIPAL, Config};
+use vidforge_core::store::{Store, StoreError};
+
+/// The session cookie's name.
+pub const SESSION_COOKIE: &str = "vidforge_session";
+/// A cookie is re-issued (sliding expiry) once this fraction of the idle timeout has passed
+/// since it was issued or last re-issued: at most a few re-issues per idle period.
+const RENEW_FRACTION: u64 = 4;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// How long a browser session lasts ([`Config::session_idle_timeout`],
+/// [`Config::session_max_age`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SessionLimits {
+    /// Unused this long: over.
+    pub idle_timeout: Duration,
+    /// This long after sign-in: over, however much it is used.
+    pub max_age: Duration,
+}
+
+impl SessionLimits {
+    pub fn from_config(config: &Config) -> SessionLimits {
+        SessionLimits {
+            idle_timeout: config.session_idle_timeout,
+            max_age: config.session_max_age,
+        }
+    }
+}
+
+/// Signs and checks sessions and CSRF tokens for one deployment (cheap to clone).
+#[derive(Clone)]
+pub struct Sessions {
+    auth: Auth,
+    /// Where the principals' session epochs live (shared by a cluster's nodes).
+    store: Store,
+    clock: SharedClock,
+    limits: SessionLimits,
+    /// Key of the anonymous mode's CSRF tokens.
+    anonymous_key: [u8; 32],
+    secure: bool,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions")
+            .field("limits", &self.limits)
+            .field("secure", &self.secure)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A signed-in browser: who, what its CSRF token is bound to, and a re-issued cookie when
+/// one is due.
+#[derive(Clone, Debug)]
+pub struct Session {
+    pub principal: Principal,
+    /// `principal \0 issued \0 epoch` of a signed-in browser; `None` in the anonymous mode.
+    binding: Option<String>,
+    /// The `Set-Cookie` value that slides the idle timeout, when due.
+    renewal: Option<String>,
+}
+
+impl Session {
+    /// The `Set-Cookie` value to send with the answer (the same sign-in, `seen` = now), when
+    /// a re-issue is due.
+    pub fn renewal(&self) -> Option<&str> {
+        self.renewal.as_deref()
+    }
+
+    /// True for a signed-in browser (false in the anonymous mode).
+    pub fn signed_in(&self) -> bool {
+        self.binding.is_some()
+    }
+}
+
+/// Why signing in or out could not be done.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The session epochs cannot be read or written (the store is down): temporary.
+    #[error("sessions are unavailable: {0}")]
+    Store(#[from] StoreError),
+}
+
+fn mac(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+    // HMAC accepts keys of any length.
+    let mut m = <HmacSha256 as Mac>::new_from_slice(key).expect("HMAC takes any key length");
+    for p in parts {
+        m.update(p);
+    }
+    m.finalize().into_bytes().to_vec()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// Constant-time equality of two byte strings.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A session cookie's fields.
+struct Cookie {
+    issued: u64,
+    seen: u64,
+    principal: String,
+    tag: Vec<u8>,
+}
+
+impl Cookie {
+    fn parse(value: &str) -> Option<Cookie> {
+        let mut parts = value.split('.');
+        let (issued, seen, who, tag) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() {
+            return None;
+        }
+        Some(Cookie {
+            issued: issued.parse().ok()?,
+            seen: seen.parse().ok()?,
+            principal: String::from_utf8(unhex(who)?).ok()?,
+            tag: unhex(tag)?,
+        })
+    }
+}
+
+impl Sessions {
+    /// `store` keeps the session epochs; `clock` times the cookies; `secure`: mark cookies
+    /// `Secure` (the pages are served over TLS).
+    pub fn new(
+        auth: Auth,
+        store: Store,
+        clock: SharedClock,
+        limits: SessionLimits,
+        secure: bool,
+    ) -> Sessions {
+        let mut anonymous_key = [0u8; 32];
+        // The anonymous mode's CSRF key must be unguessable: a fixed one would let any page
+        // forge forms. The same source as ids (the OS, with a fallback that never fails).
+        vidforge_core::ids::fill_random(&mut anonymous_key);
+        Sessions {
+            auth,
+            store,
+            clock,
+            limits,
+            anonymous_key,
+            secure,
+        }
+    }
+
+    /// The bearer-token table.
+    pub fn auth(&self) -> &Auth {
+        &self.auth
+    }
+
+    /// How long sessions last.
+    pub fn limits(&self) -> SessionLimits {
+        self.limits
+    }
+
+    /// True when users sign in with a token (tokens are configured).
+    pub fn sign_in_required(&self) -> bool {
+        self.auth.required()
+    }
+
+    /// Signs a session for the user of `token`: `Ok(None)` for an unknown token. Returns the
+    /// principal and the `Set-Cookie` value. Fails when the store cannot say the principal's
+    /// session epoch.
+    pub fn sign_in(&self, token: &str) -> Result<Option<(Principal, String)>, SessionError> {
+        let token = token.trim().as_bytes();
+        let Some(principal) = self.auth.principal_for_token(token) else {
+            return Ok(None);
+        };
+        let epoch = self.store.session_epoch(principal.as_str())?;
+        let now = self.clock.now_ms();
+        let set_cookie = self.cookie_for(token, principal.as_str(), now, now, epoch);
+        Ok(Some((principal, set_cookie)))
+    }
+
+    /// Ends every session of `session`'s principal, on every node, durably (the epoch is
+    /// raised and flushed before this returns). Nothing to do in the anonymous mode.
+    pub fn sign_out(&self, session: &Session) -> Result<(), SessionError> {
+        if session.signed_in() {
+            let epoch = self.store.bump_session_epoch(session.principal.as_str())?;
+            tracing::info!(principal = %session.principal.as_str(), epoch, "browser signed out");
+        }
+        Ok(())
+    }
+
+    /// The `Set-Cookie` value that ends the session in this browser.
+    pub fn sign_out_cookie(&self) -> String {
+        self.cookie_header("", 0)
+    }
+
+    fn cookie_header(&self, value: &str, max_age_s: u64) -> String {
+        let secure = if self.secure { "; Secure" } else { "" };
+        format!(
+            "{SESSION_COOKIE}={value}; Path=/; Max-Age={max_age_s}; HttpOnly; SameSite=Strict{secure}"
+        )
+    }
+
+    /// The `Set-Cookie` value of a cookie issued at `issued`, last seen at `seen`; its
+    /// `Max-Age` is what is left of it (the browser drops it when the server would refuse it).
+    fn cookie_for(
+        &self,
+        key: &[u8],
+        principal: &str,
+        issued: u64,
+        seen: u64,
+        epoch: u64,
+    ) -> String {
+        let tag = session_tag(key, principal, issued, seen, epoch);
+        let value = format!(
+            "{issued}.{seen}.{}.{}",
+            hex(principal.as_bytes()),
+            hex(&tag)
+        );
+        let ends = (seen.saturating_add(ms(self.limits.idle_timeout)))
+            .min(issued.saturating_add(ms(self.limits.max_age)));
+        let left_s = ends.saturating_sub(seen).div_ceil(1000).max(1);
+        self.cookie_header(&value, left_s)
+    }
+
+    /// The session of a request: the anonymous principal when no tokens are configured,
+    /// otherwise a valid, unexpired, not signed-out session cookie. Fails closed: when the
+    /// store cannot say the principal's epoch, there is no session.
+    pub fn session(&self, headers: &HeaderMap) -> Option<Session> {
+        if !self.auth.required() {
+            return Some(Session {
+                principal: Principal(ANONYMOUS_PRINCIPAL.to_string()),
+                binding: None,
+                renewal: None,
+            });
+        }
+        match self.check(headers) {
+            Ok(session) => session,
+            Err(e) => {
+                tracing::warn!(error = %e, "session check failed closed");
+                None
+            }
+        }
+    }
+
+    /// [`Sessions::session`], telling a store outage (`Err`) apart from no session.
+    pub fn check(&self, headers: &HeaderMap) -> Result<Option<Session>, SessionError> {
+        if !self.auth.required() {
+            return Ok(self.session(headers));
+        }
+        let Some(value) = cookie(headers, SESSION_COOKIE) else {
+            return Ok(None);
+        };
+        Ok(self.verify(&value)?)
+    }
+
+    /// Whether the request's cookie is (by its own fields alone, before any check) due for
+    /// re-issue: lets a caller skip the full check on most requests.
+    pub fn renewal_due(&self, headers: &HeaderMap) -> bool {
+        self.auth.required()
+            && cookie(headers, SESSION_COOKIE)
+                .as_deref()
+                .and_then(Cookie::parse)
+                .is_some_and(|c| self.due(c.seen, self.clock.now_ms()))
+    }
+
+    fn due(&self, seen: u64, now: u64) -> bool {
+        now.saturating_sub(seen) >= ms(self.limits.idle_timeout) / RENEW_FRACTION
+    }
+
+    fn verify(&self, value: &str) -> Result<Option<Session>, StoreError> {
+        let Some(c) = Cookie::parse(value) else {
+            return Ok(None);
+        };
+        let now = self.clock.now_ms();
+        let idle_over = now >= c.seen.saturating_add(ms(self.limits.idle_timeout));
+        let cap_over = now >= c.issued.saturating_add(ms(self.limits.max_age));
+        if c.seen < c.issued || idle_over || cap_over {
+            return Ok(None);
+        }
+        let keys: Vec<&[u8]> = self.auth.tokens_of(&c.principal).collect();
+        if keys.is_empty() {
+            // No such principal (or its tokens were revoked): no store read for it.
+            return Ok(None);
+        }
+        let epoch = self.store.session_epoch(&c.principal)?;
+        let mut matched: Option<&[u8]> = None;
+        for key in keys {
+            let expected = session_tag(key, &c.principal, c.issued, c.seen, epoch);
+            if constant_time_eq(&expected, &c.tag) {
+                matched = Some(key);
+            }
+        }
+        let Some(key) = matched else {
+            return Ok(None);
+        };
+        let renewal = self
+            .due(c.seen, now)
+            .then(|| self.cookie_for(key, &c.principal, c.issued, now.max(c.seen), epoch));
+        Ok(Some(Session {
+            binding: Some(format!("{}\0{}\0{epoch}", c.principal, c.issued)),
+            principal: Principal(c.principal),
+            renewal,
+        }))
+    }
+
+    /// The CSRF token of a session, for the pages' forms.
+    pub fn csrf_token(&self, session: &Session) -> String {
+        hex(&self.csrf_mac(session, &self.keys(session)[0]))
+    }
+
+    /// True when `token` is the CSRF token of `session`.
+    pub fn csrf_ok(&self, session: &Session, token: Option<&str>) -> bool {
+        let Some(given) = token.and_then(unhex) else {
+            return false;
+        };
+        let mut ok = false;
+        for key in self.keys(session) {
+            ok |= constant_time_eq(&self.csrf_mac(session, &key), &given);
+        }
+        ok
+    }
+
+    fn keys(&self, session: &Session) -> Vec<Vec<u8>> {
+        match &session.binding {
+            None => vec![self.anonymous_key.to_vec()],
+            Some(_) => {
+                let keys: Vec<Vec<u8>> = self
+                    .auth
+                    .tokens_of(session.principal.as_str())
+                    .map(<[u8]>::to_vec)
+                    .collect();
+                if keys.is_empty() {
+                    vec![self.anonymous_key.to_vec()]
+                } else {
+                    keys
+                }
+            }
+        }
+    }
+
+    fn csrf_mac(&self, session: &Session, key: &[u8]) -> Vec<u8> {
+        let bound = session
+            .binding
+            .as_deref()
+            .unwrap_or(session.principal.as_str());
+        mac(key, &[b"vidforge-csrf\0", bound.as_bytes()])
+    }
+}
+
+fn session_tag(key: &[u8], principal: &str, issued: u64, seen: u64, epoch: u64) -> Vec<u8> {
+    let fields = format!("{issued}\0{seen}\0{epoch}");
+    mac(
+        key,
+        &[
+            b"vidforge-session\0v2\0",
+            principal.as_bytes(),
+            b"\0",
+            fields.as_bytes(),
+        ],
+    )
+}
+
+/// The value of cookie `name` in the request's `Cookie` headers.
+pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+    use std::sync::Arc;
+    use vidforge_core::clock::OffsetClock;
+
+    const LIMITS: SessionLimits = SessionLimits {
+        idle_timeout: Duration::from_secs(2 * 3600),
+        max_age: Duration::from_secs(12 * 3600),
+    };
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        clock: Arc<OffsetClock>,
+        s: Sessions,
+    }
+
+    fn sessions() -> Fixture {
+        let mut c = Config::default();
+        c.tokens.insert("alice-token-1".into(), "alice".into());
+        c.tokens.insert("alice-token-2".into(), "alice".into());
+        c.tokens.insert("bob-token-22".into(), "bob".into());
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let clock = Arc::new(OffsetClock::new());
+        let s = Sessions::new(Auth::from_config(&c), store, clock.clone(), LIMITS, false);
+        Fixture {
+            _dir: dir,
+            clock,
+            s,
+        }
+    }
+
+    fn with_cookie(set_cookie: &str) -> HeaderMap {
+        let pair = set_cookie.split(';').next().unwrap();
+        let mut h = HeaderMap::new();
+        h.insert(header::COOKIE, HeaderValue::from_str(pair).unwrap());
+        h
+    }
+
+    fn signed_in(s: &Sessions, token: &str) -> String {
+        s.sign_in(token).unwrap().unwrap().1
+    }
+
+    #[test]
+    fn sign_in_verify_and_csrf() {
+        let Fixture { s, .. } = sessions();
+        assert!(s.sign_in("nope").unwrap().is_none());
+        let (p, set) = s.sign_in("alice-token-1").unwrap().unwrap();
+        assert_eq!(p.as_str(), "alice");
+        assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"));
+        assert!(set.contains("Max-Age=7200"), "the idle timeout: {set}");
+        assert!(!set.contains("alice-token-1"));
+        let session = s.session(&with_cookie(&set)).unwrap();
+        assert_eq!(session.principal.as_str(), "alice");
+        assert!(session.renewal().is_none(), "just issued");
+        let csrf = s.csrf_token(&session);
+        assert!(s.csrf_ok(&session, Some(&csrf)));
+        assert!(!s.csrf_ok(&session, None));
+        assert!(!s.csrf_ok(&session, Some("00")));
+        // Bob's token does not validate for Alice's session.
+        let bob = signed_in(&s, "bob-token-22");
+        let bob_session = s.session(&with_cookie(&bob)).unwrap();
+        assert!(!s.csrf_ok(&bob_session, Some(&csrf)));
+        // A tampered principal fails; so does a cookie of the old, epoch-less format.
+        let value = set.split(';').next().unwrap();
+        let forged = value.replace(&hex(b"alice"), &hex(b"bob"));
+        assert!(s.session(&with_cookie(&forged)).is_none());
+        let old = value.split_once('.').unwrap().1;
+        assert!(s.session(&with_cookie(old)).is_none());
+        assert!(s.session(&HeaderMap::new()).is_none());
+    }
+
+    #[test]
+    fn sign_out_ends_every_session_of_the_principal_for_good() {
+        let Fixture { s, _dir, .. } = sessions();
+        let a1 = signed_in(&s, "alice-token-1");
+        let a2 = signed_in(&s, "alice-token-2");
+        let bob = signed_in(&s, "bob-token-22");
+        let session = s.session(&with_cookie(&a1)).unwrap();
+        let csrf = s.csrf_token(&session);
+        s.sign_out(&session).unwrap();
+        assert!(s.session(&with_cookie(&a1)).is_none());
+        assert!(
+            s.session(&with_cookie(&a2)).is_none(),
+            "every browser of alice"
+        );
+        assert!(
+            s.session(&with_cookie(&bob)).is_some(),
+            "bob is not signed out"
+        );
+        // Signing in again works, and the new cookie is not the old one.
+        let again = signed_in(&s, "alice-token-1");
+        let new_session = s.session(&with_cookie(&again)).unwrap();
+        assert!(
+            !s.csrf_ok(&new_session, Some(&csrf)),
+            "the old session's forms are dead too"
+        );
+        // A node that opens the store afresh (a restart) refuses the old cookie too.
+        let store = s.store.clone();
+        drop(s);
+        drop(store);
+        let store = Store::open(_dir.path()).unwrap();
+        let mut c = Config::default();
+        c.tokens.insert("alice-token-1".into(), "alice".into());
+        let s2 = Sessions::new(
+            Auth::from_config(&c),
+            store,
+            Arc::new(OffsetClock::new()),
+            LIMITS,
+            false,
+        );
+        assert!(s2.session(&with_cookie(&a1)).is_none());
+        assert!(s2.session(&with_cookie(&again)).is_some());
+    }
+
+    #[test]
+    fn idle_sessions_end_used_ones_slide_until_the_cap() {
+        let Fixture { s, clock, .. } = sessions();
+        let mut cookie = signed_in(&s, "alice-token-1");
+        let first = cookie.clone();
+        let csrf = s.csrf_token(&s.session(&with_cookie(&cookie)).unwrap());
+        // Used every 40 minutes: re-issued each time (a quarter of the idle timeout passed),
+        // its CSRF token still good; the first cookie is refused once 2 h passed unused.
+        for step in 1..=17 {
+            clock.advance(Duration::from_secs(40 * 60));
+            let h = with_cookie(&cookie);
+            let session = match s.session(&h) {
+                Some(session) => session,
+                None => {
+                    // 17 × 40 min = 11 h 20 min < 12 h: only the cap may end it, and not yet.
+                    panic!("step {step}: a used session ended early");
+                }
+            };
+            assert!(s.renewal_due(&h));
+            assert!(s.csrf_ok(&session, Some(&csrf)), "step {step}");
+            cookie = session.renewal().expect("re-issued").to_string();
+            if step == 3 {
+                assert!(s.session(&with_cookie(&first)).is_none(), "idle 2 h");
+            }
+        }
+        // The last re-issue says what is left before the cap (40 min), not the idle timeout.
+        assert!(cookie.contains("Max-Age=2400"), "{cookie}");
+        clock.advance(Duration::from_secs(40 * 60));
+        assert!(
+            s.session(&with_cookie(&cookie)).is_none(),
+            "12 h after sign-in it is over, however recently used"
+        );
+        // Unused for the idle timeout exactly: over.
+        let fresh = signed_in(&s, "bob-token-22");
+        clock.advance(LIMITS.idle_timeout);
+        assert!(s.session(&with_cookie(&fresh)).is_none());
+    }
+
+    #[test]
+    fn anonymous_mode_needs_no_sign_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Sessions::new(
+            Auth::from_config(&Config::default()),
+            Store::open(dir.path()).unwrap(),
+            Arc::new(OffsetClock::new()),
+            LIMITS,
+            true,
+        );
+        let session = s.session(&HeaderMap::new()).unwrap();
+        assert_eq!(session.principal.as_str(), ANONYMOUS_PRINCIPAL);
+        let csrf = s.csrf_token(&session);
+        assert!(s.csrf_ok(&session, Some(&csrf)));
+        assert!(s.sign_out_cookie().contains("Secure"));
+        s.sign_out(&session).unwrap();
+    }
+}

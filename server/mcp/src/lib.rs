@@ -1,0 +1,366 @@
+//! The MCP front: vidforge's contract over MCP 2026-07-28 streamable HTTP at `/mcp`.
+//!
+//! rmcp 3.11 (`StreamableHttpService` in stateless mode) does the protocol plumbing: JSON-RPC
+//! framing, `MCP-Protocol-Version` / `Mcp-Method` / `Mcp-Name` checks, `_meta` validation,
+//! the tasks-extension gate and SSE. Host and Origin are checked before any of it by the one
+//! request policy every route shares ([`vidforge_http::policy`], applied in
+//! `vidforge::app::router_with`); rmcp's own copy of that check is switched off so `/mcp`
+//! cannot decide differently from the other routes. Two thin axum layers around rmcp
+//! supply what rmcp 3.11 lacks (ARCHITECTURE.md lists each gap):
+//! - `taskIds` on `subscriptions/listen` (dropped by rmcp's `SubscriptionFilter`): read here,
+//!   carried to the handler in request extensions, and echoed in the acknowledgement;
+//! - `io.modelcontextprotocol/serverInfo` on every result's `_meta` (rmcp adds it only to
+//!   `server/discover`).
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use http_body_util::BodyExt;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
+
+use vidforge_core::config::Config;
+use vidforge_core::service::RenderService;
+
+mod args;
+pub mod capabilities;
+pub mod extension;
+mod handler;
+pub mod jsonrpc;
+mod listen;
+mod notify;
+mod presentation;
+mod resources;
+mod tasks;
+mod tool_calls;
+pub mod tools;
+pub mod wire;
+
+pub use extension::{ExtensionHost, ExtensionSpec, Extensions, McpExtension};
+pub use handler::{McpShared, VidforgeMcp, from_json};
+pub use vidforge_http::auth::Principal;
+
+pub const CAPABILITIES_URI: &str = "vidforge://capabilities";
+/// `resources/list` lists at most this many of the principal's newest renders.
+pub const MAX_LISTED_RENDERS: usize = 100;
+/// Largest `/mcp` request body accepted.
+pub const MAX_MCP_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+pub const INSTRUCTIONS: &str = "vidforge renders uploaded video assets (vidforge://assets/…) to mp4/webm/mov at 720p, 1080p or 4k, optionally with a watermark that a human approves from a preview. Renders are long: declare the io.modelcontextprotocol/tasks extension to get a task (poll tasks/get), or poll vidforge_get_render_status. A completed task is delivery, not success: always check result.isError. Read vidforge://capabilities for the full summary.";
+
+/// Task ids a `subscriptions/listen` request asked for (carried beside rmcp, see module docs).
+#[derive(Clone, Debug)]
+pub struct RequestedTaskIds(pub Vec<String>);
+
+/// The `/mcp` router: bearer auth, then vidforge's wire layer, then rmcp's streamable HTTP
+/// service. `extensions` are served beside vidforge's own tools (none in production).
+///
+/// It has no Host/Origin check of its own: serve it only through
+/// `vidforge::app::router_with`, which puts every route behind [`vidforge_http::policy`].
+pub fn router(
+    service: RenderService,
+    config: &Config,
+    extensions: Extensions,
+    auth: vidforge_http::auth::Auth,
+) -> axum::Router {
+    let lifetimes = config.lifetimes();
+    let shared = Arc::new(McpShared {
+        capabilities_summary: capabilities::summary(&lifetimes, &service.hardware()),
+        tools: tools::tool_definitions(&lifetimes),
+        presenter: presentation::Presenter::new(lifetimes, config.base_url()),
+        extensions,
+        service,
+    });
+    // Host and Origin: decided by vidforge_http::policy for every route (this one included), from
+    // the one list RequestPolicy::from_config builds; rmcp's duplicate check stays off.
+    let mcp_config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_stateless_protocol_metadata_required(true)
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        .with_sse_keep_alive(Some(vidforge_http::connections::sse_keep_alive(
+            config.idle_timeout,
+        )))
+        .with_max_request_body_bytes(MAX_MCP_BODY_BYTES);
+    let mcp = StreamableHttpService::new(
+        move || {
+            Ok(VidforgeMcp {
+                shared: shared.clone(),
+            })
+        },
+        Arc::new(LocalSessionManager::default()),
+        mcp_config,
+    );
+    axum::Router::new()
+        .route_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn(wire_layer))
+        .layer(axum::middleware::from_fn_with_state(
+            auth,
+            vidforge_http::auth::require_auth,
+        ))
+}
+
+fn server_info() -> Value {
+    json!({ "name": "vidforge", "version": env!("CARGO_PKG_VERSION") })
+}
+
+fn rpc_error_response(
+    status: StatusCode,
+    id: Value,
+    code: rmcp::model::ErrorCode,
+    message: &str,
+    data: Value,
+) -> Response {
+    let body = json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code.0, "message": message, "data": data } });
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn declares_tasks(request: &Value) -> bool {
+    request["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"]["extensions"]
+        .get(capabilities::TASKS_EXTENSION)
+        .is_some()
+}
+
+/// Reads `taskIds` off `subscriptions/listen`, and adds `serverInfo` to results on the way out.
+async fn wire_layer(request: Request, next: Next) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let (mut parts, body) = request.into_parts();
+    let bytes = match http_body_util::Limited::new(body, MAX_MCP_BODY_BYTES)
+        .collect()
+        .await
+    {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if vidforge_http::connections::is_body_timeout(&*e) => {
+            return rpc_error_response(
+                StatusCode::REQUEST_TIMEOUT,
+                Value::Null,
+                rmcp::model::ErrorCode::INVALID_REQUEST,
+                "The request body stalled and was abandoned.",
+                json!({}),
+            );
+        }
+        Err(_) => {
+            return rpc_error_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                Value::Null,
+                rmcp::model::ErrorCode::INVALID_REQUEST,
+                "Request body too large.",
+                json!({ "max_bytes": MAX_MCP_BODY_BYTES }),
+            );
+        }
+    };
+    let message = match jsonrpc::check(&bytes) {
+        Ok(message) => message,
+        Err(refusal) => {
+            return rpc_error_response(
+                StatusCode::BAD_REQUEST,
+                refusal.id,
+                refusal.code,
+                &refusal.message,
+                refusal.data,
+            );
+        }
+    };
+    let mut task_ids: Option<Vec<String>> = None;
+    if message["method"] == "subscriptions/listen"
+        && let Some(ids) = message["params"]["notifications"].get("taskIds")
+    {
+        let id = message.get("id").cloned().unwrap_or(Value::Null);
+        let Some(ids) = ids.as_array().and_then(|a| {
+            a.iter()
+                .map(|v| v.as_str().map(String::from))
+                .collect::<Option<Vec<_>>>()
+        }) else {
+            return rpc_error_response(
+                StatusCode::BAD_REQUEST,
+                id,
+                rmcp::model::ErrorCode::INVALID_PARAMS,
+                "notifications.taskIds must be an array of strings.",
+                json!({ "field": "notifications.taskIds" }),
+            );
+        };
+        // The tasks extension governs taskIds subscriptions too (-32021 without it).
+        if !declares_tasks(&message) {
+            return rpc_error_response(
+                StatusCode::BAD_REQUEST,
+                id,
+                rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+                "Missing required client capability",
+                json!({ "requiredCapabilities": { "extensions": { capabilities::TASKS_EXTENSION: {} } } }),
+            );
+        }
+        parts.extensions.insert(RequestedTaskIds(ids.clone()));
+        task_ids = Some(ids);
+    }
+    let response = next
+        .run(Request::from_parts(parts, Body::from(bytes)))
+        .await;
+    rewrite_response(response, task_ids).await
+}
+
+fn content_type(response: &Response) -> String {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_ascii_lowercase()
+}
+
+/// Adds `serverInfo` to a JSON-RPC result, and `taskIds` to a listen acknowledgement; drops
+/// the fields rmcp writes that the protocol removed ([`wire::drop_removed_fields`]).
+fn rewrite_message(message: &mut Value, task_ids: Option<&[String]>) {
+    wire::drop_removed_fields(message);
+    if let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) {
+        let meta = result.entry("_meta").or_insert_with(|| json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.entry("io.modelcontextprotocol/serverInfo")
+                .or_insert_with(server_info);
+        }
+    }
+    if let Some(ids) = task_ids
+        && message["method"] == "notifications/subscriptions/acknowledged"
+        && let Some(notifications) = message["params"]
+            .get_mut("notifications")
+            .and_then(Value::as_object_mut)
+    {
+        notifications.insert("taskIds".into(), json!(ids));
+    }
+}
+
+async fn rewrite_response(response: Response, task_ids: Option<Vec<String>>) -> Response {
+    let ct = content_type(&response);
+    if ct.starts_with("application/json") {
+        let (mut parts, body) = response.into_parts();
+        let Ok(collected) = body.collect().await else {
+            return (StatusCode::INTERNAL_SERVER_ERROR, "response body failed").into_response();
+        };
+        let bytes = collected.to_bytes();
+        let Ok(mut message) = serde_json::from_slice::<Value>(&bytes) else {
+            return Response::from_parts(parts, Body::from(bytes));
+        };
+        rewrite_message(&mut message, task_ids.as_deref());
+        let out = Bytes::from(message.to_string());
+        parts
+            .headers
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(out.len()));
+        return Response::from_parts(parts, Body::from(out));
+    }
+    if ct.starts_with("text/event-stream") {
+        let (parts, body) = response.into_parts();
+        let mut rewriter = SseRewriter {
+            buffer: Vec::new(),
+            task_ids,
+        };
+        let stream = body
+            .into_data_stream()
+            .map(move |chunk| chunk.map(|bytes| rewriter.push(&bytes)));
+        return Response::from_parts(parts, Body::from_stream(stream));
+    }
+    response
+}
+
+/// Rewrites complete SSE events as they stream past; partial events wait in the buffer.
+/// Buffers bytes, not text: an event is decoded only once whole, so a multi-byte character
+/// split across chunks is never torn (the `\n\n` boundary is ASCII).
+struct SseRewriter {
+    buffer: Vec<u8>,
+    task_ids: Option<Vec<String>>,
+}
+
+impl SseRewriter {
+    fn push(&mut self, bytes: &[u8]) -> Bytes {
+        self.buffer.extend_from_slice(bytes);
+        let mut out = String::new();
+        while let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
+            let event: Vec<u8> = self.buffer.drain(..end + 2).collect();
+            out.push_str(&self.rewrite_event(&String::from_utf8_lossy(&event)));
+        }
+        Bytes::from(out)
+    }
+
+    fn rewrite_event(&self, event: &str) -> String {
+        let mut out = String::with_capacity(event.len() + 64);
+        for line in event.split_inclusive('\n') {
+            if let Some(data) = line.strip_prefix("data:")
+                && let Ok(mut message) = serde_json::from_str::<Value>(data.trim())
+            {
+                rewrite_message(&mut message, self.task_ids.as_deref());
+                out.push_str("data: ");
+                out.push_str(&message.to_string());
+                out.push('\n');
+            } else {
+                out.push_str(line);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_rewriter_handles_split_events() {
+        let mut r = SseRewriter {
+            buffer: Vec::new(),
+            task_ids: Some(vec!["task_1".into()]),
+        };
+        let ack = r#"{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{}}}"#;
+        let first = r.push(format!("event: message\ndata: {}", &ack[..20]).as_bytes());
+        assert!(first.is_empty());
+        let second = r.push(format!("{}\n\n", &ack[20..]).as_bytes());
+        let text = String::from_utf8(second.to_vec()).unwrap();
+        assert!(text.starts_with("event: message\ndata: "));
+        assert!(text.contains(r#""taskIds":["task_1"]"#), "{text}");
+    }
+
+    #[test]
+    fn sse_rewriter_keeps_characters_split_across_chunks() {
+        let mut r = SseRewriter {
+            buffer: Vec::new(),
+            task_ids: None,
+        };
+        let event = "data: {\"jsonrpc\":\"2.0\",\"method\":\"n\",\"params\":{\"text\":\"caf\u{e9} \u{1f3ac}\"}}\n\n";
+        let bytes = event.as_bytes();
+        // Split inside the four-byte clapper emoji and inside the two-byte é.
+        let e_acute = event.find('\u{e9}').unwrap() + 1;
+        let clapper = event.find('\u{1f3ac}').unwrap() + 2;
+        let mut out = Vec::new();
+        for chunk in [
+            &bytes[..e_acute],
+            &bytes[e_acute..clapper],
+            &bytes[clapper..],
+        ] {
+            out.extend_from_slice(&r.push(chunk));
+        }
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("caf\u{e9} \u{1f3ac}"), "{text}");
+        assert!(!text.contains('\u{fffd}'), "{text}");
+    }
+
+    #[test]
+    fn results_gain_server_info() {
+        let mut m = json!({"jsonrpc": "2.0", "id": 1, "result": {"resultType": "complete"}});
+        rewrite_message(&mut m, None);
+        assert_eq!(
+            m["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+            "vidforge"
+        );
+    }
+}
