@@ -1,5 +1,7 @@
 //! The engine: backend selection, renders, previews.
 
+mod truncation;
+
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -10,18 +12,22 @@ use ffmpeg::frame;
 use ffmpeg_next as ffmpeg;
 use vidforge_gpu::{AdapterPreference, GpuContext, Yuv420Frame};
 
+use truncation::{DeclaredLength, check_complete, check_length};
+
 use crate::compose::{ComposeSpec, Compositor, CpuCompositor, SourceConverter, WgpuCompositor};
-use crate::encode::Muxer;
 use crate::error::MediaError;
+use crate::ffutil;
 use crate::hardware::{self, H264Encoder, HardwareChoice};
 use crate::hwdecode::CudaDevice;
-use crate::pipeline::{self, DecodedExtent, FrameReader};
+use crate::muxer::Muxer;
+use crate::pipeline::{self, FrameReader};
 use crate::scale::{Sws, SwsKey};
 use crate::source::{self, Source};
 use crate::tempout::TempOutput;
 use crate::types::{
     BackendChoice, OutputFormat, Progress, RenderJob, RenderReport, Resolution, Stage,
 };
+use crate::video_out::VP9_ENCODER;
 use crate::watermark;
 
 /// Frames the GPU compositor keeps in flight (overlaps upload, compute and readback).
@@ -82,9 +88,9 @@ impl Engine {
         choice: BackendChoice,
         hardware: HardwareChoice,
     ) -> Result<Engine, MediaError> {
-        crate::init();
+        ffutil::init();
         let cuda = hardware::select_decoder(hardware.decode, CudaDevice::open)?;
-        let h264 = hardware::select_encoder(hardware.encoder, crate::encode::probe_nvenc)?;
+        let h264 = hardware::select_encoder(hardware.encoder, hardware::probe_nvenc)?;
         tracing::info!(
             nvdec = cuda.is_some(),
             h264 = h264.ffmpeg_name(),
@@ -142,7 +148,7 @@ impl Engine {
     pub fn video_encoder_name(&self, format: OutputFormat) -> &'static str {
         match format {
             OutputFormat::Mp4 | OutputFormat::Mov => self.h264.ffmpeg_name(),
-            OutputFormat::Webm => crate::encode::VP9_ENCODER,
+            OutputFormat::Webm => VP9_ENCODER,
         }
     }
 
@@ -207,18 +213,7 @@ impl Engine {
             container: src.container_duration_declared,
         };
         let backend = self.backend_name();
-        tracing::info!(
-            input = %job.input.display(),
-            output = %job.output.display(),
-            source = %format!("{}x{} {}", src.video.width, src.video.height, src.video.codec_name),
-            rotation = src.video.rotation.degrees(),
-            out = %format!("{}x{} {}", spec.out_width, spec.out_height, job.format),
-            watermark = spec.watermark.is_some(),
-            backend = %backend,
-            decode = if nvdec { "nvdec" } else { "software" },
-            encoder = self.video_encoder_name(job.format),
-            "render start"
-        );
+        self.log_render_start(job, &src, &spec, &backend, nvdec);
         let muxer = Muxer::open(
             tmp.path(),
             job.format,
@@ -240,26 +235,13 @@ impl Engine {
         let depths =
             pipeline::QueueDepths::for_sizes((src.video.width, src.video.height), (out_w, out_h));
         let reader = FrameReader::new(src, decoder, muxer.has_audio());
-        let gpu = self.gpu.clone();
-        let make: Box<dyn FnOnce() -> Result<Box<dyn Compositor>, MediaError> + Send> =
-            Box::new(move || {
-                Ok(match gpu {
-                    Some(ctx) => Box::new(WgpuCompositor::new(&ctx, spec, GPU_FRAMES_IN_FLIGHT))
-                        as Box<dyn Compositor>,
-                    None => Box::new(CpuCompositor::new(spec)),
-                })
-            });
+        let make = self.compositor_factory(spec);
         let outcome = pipeline::run(reader, make, muxer, cancel, progress, frames_total, depths)?;
         check_complete(outcome.encode.frames, frames_declared)?;
         check_length(&outcome.decoded, length_declared)?;
         tmp.commit()?;
-        let size_bytes = std::fs::metadata(&job.output).map(|m| m.len()).unwrap_or(0);
-        let duration_seconds = ffmpeg::format::input(&job.output)
-            .ok()
-            .map(|i| i.duration())
-            .filter(|d| *d > 0)
-            .map(|d| d as f64 / ffi::AV_TIME_BASE as f64)
-            .unwrap_or(outcome.encode.video_seconds);
+        let (size_bytes, duration_seconds) =
+            output_facts(&job.output, outcome.encode.video_seconds);
         let elapsed = started.elapsed();
         let frames = outcome.encode.frames;
         let fps = frames as f64 / elapsed.as_secs_f64().max(1e-9);
@@ -286,6 +268,43 @@ impl Engine {
             elapsed,
             fps,
             stage_times: outcome.stage_times,
+        })
+    }
+
+    fn log_render_start(
+        &self,
+        job: &RenderJob,
+        src: &Source,
+        spec: &ComposeSpec,
+        backend: &str,
+        nvdec: bool,
+    ) {
+        tracing::info!(
+            input = %job.input.display(),
+            output = %job.output.display(),
+            source = %format!("{}x{} {}", src.video.width, src.video.height, src.video.codec_name),
+            rotation = src.video.rotation.degrees(),
+            out = %format!("{}x{} {}", spec.out_width, spec.out_height, job.format),
+            watermark = spec.watermark.is_some(),
+            backend = %backend,
+            decode = if nvdec { "nvdec" } else { "software" },
+            encoder = self.video_encoder_name(job.format),
+            "render start"
+        );
+    }
+
+    /// Builds this engine's compositor for `spec` on the compose thread.
+    fn compositor_factory(
+        &self,
+        spec: ComposeSpec,
+    ) -> Box<dyn FnOnce() -> Result<Box<dyn Compositor>, MediaError> + Send> {
+        let gpu = self.gpu.clone();
+        Box::new(move || {
+            Ok(match gpu {
+                Some(ctx) => Box::new(WgpuCompositor::new(&ctx, spec, GPU_FRAMES_IN_FLIGHT))
+                    as Box<dyn Compositor>,
+                None => Box::new(CpuCompositor::new(spec)),
+            })
         })
     }
 
@@ -448,113 +467,22 @@ fn write_png(img: &Yuv420Frame, path: &Path) -> Result<(), MediaError> {
     Ok(())
 }
 
-/// A source whose container declares many more frames than could be decoded is truncated
-/// or damaged (an mp4 cut short keeps its index): its render is an error, not a short video
-/// passed off as complete. A tenth of slack covers edit lists and decoders that drop a few
-/// frames.
-fn check_complete(frames: u64, declared: Option<u64>) -> Result<(), MediaError> {
-    match declared {
-        Some(declared) if frames.saturating_mul(10) < declared.saturating_mul(9) => {
-            Err(MediaError::invalid(format!(
-                "the source is truncated or damaged: its container declares {declared} frames \
-                 but only {frames} could be decoded; upload the complete file"
-            )))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// The length a source declares before it is decoded, in seconds.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct DeclaredLength {
-    /// The video stream's own duration (mp4/mov indexes; unknown in Matroska).
-    video: Option<f64>,
-    /// The container's duration (Matroska/WebM write it in the segment header, which a cut
-    /// file keeps).
-    container: Option<f64>,
-}
-
-/// A source whose decoded length falls far short of the length it declares is truncated or
-/// damaged, whatever its container: its render is an error, not a short video passed off as
-/// complete. The video stream's duration is compared with the end of the last decoded video
-/// frame; without one, the container's duration is compared with the end of the last video
-/// frame or audio packet (a complete file whose audio outlasts its video reaches the
-/// container's end through its audio). Same tenth of slack as [`check_complete`]; a length
-/// that is unknown or only estimated from the bitrate is not checked.
-fn check_length(decoded: &DecodedExtent, declared: DeclaredLength) -> Result<(), MediaError> {
-    let (declared, got) = match (declared.video, declared.container) {
-        (Some(d), _) => (d, decoded.video_seconds()),
-        (None, Some(d)) => (d, decoded.container_seconds()),
-        (None, None) => return Ok(()),
-    };
-    // No timestamps at all: nothing to compare (the frame count check still applies).
-    let Some(got) = got else { return Ok(()) };
-    if got * 10.0 < declared * 9.0 {
-        return Err(MediaError::invalid(format!(
-            "the source is truncated or damaged: its container declares {declared:.2} s but \
-             only {:.2} s could be decoded; upload the complete file",
-            got.max(0.0)
-        )));
-    }
-    Ok(())
+/// The committed output's size in bytes and duration in seconds (from its header, else
+/// `fallback_seconds`: what the encoder saw).
+fn output_facts(output: &Path, fallback_seconds: f64) -> (u64, f64) {
+    let size_bytes = std::fs::metadata(output).map(|m| m.len()).unwrap_or(0);
+    let duration_seconds = ffmpeg::format::input(output)
+        .ok()
+        .map(|i| i.duration())
+        .filter(|d| *d > 0)
+        .map(|d| d as f64 / ffi::AV_TIME_BASE as f64)
+        .unwrap_or(fallback_seconds);
+    (size_bytes, duration_seconds)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_source_that_decodes_far_short_of_its_declared_length_is_an_error() {
-        let extent = |origin, video_end, audio_end| DecodedExtent {
-            video_end: Some(video_end),
-            audio_end,
-            origin,
-        };
-        let container = |d| DeclaredLength {
-            video: None,
-            container: Some(d),
-        };
-        // A webm cut at half: 1.9 s of 4.0 s.
-        let e = check_length(&extent(-0.007, 1.87, Some(1.893)), container(4.008)).unwrap_err();
-        assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
-        let msg = e.to_string();
-        assert!(msg.contains("truncated"), "{msg}");
-        assert!(msg.contains("4.01 s") && msg.contains("1.90 s"), "{msg}");
-        // Complete, and within the tenth of slack.
-        assert!(check_length(&extent(-0.007, 4.0, Some(4.001)), container(4.008)).is_ok());
-        assert!(check_length(&extent(0.0, 3.7, None), container(4.0)).is_ok());
-        // Audio outlasting the video reaches the container's end.
-        assert!(check_length(&extent(0.0, 2.0, Some(4.0)), container(4.0)).is_ok());
-        // Timestamps that start late: Matroska declares the end, counted from 0.
-        assert!(check_length(&extent(0.0, 7.0, None), container(7.0)).is_ok());
-        // The video stream's own duration wins over the container's.
-        let both = DeclaredLength {
-            video: Some(2.0),
-            container: Some(4.0),
-        };
-        assert!(check_length(&extent(0.0, 2.0, None), both).is_ok());
-        let video = DeclaredLength {
-            video: Some(4.0),
-            container: None,
-        };
-        assert!(check_length(&extent(0.0, 1.5, Some(5.0)), video).is_err());
-        // Unknown lengths or timestamps: nothing to compare.
-        let none = DeclaredLength {
-            video: None,
-            container: None,
-        };
-        assert!(check_length(&extent(0.0, 0.1, None), none).is_ok());
-        assert!(check_length(&DecodedExtent::default(), container(4.0)).is_ok());
-    }
-
-    #[test]
-    fn a_source_that_decodes_far_short_of_its_declared_frames_is_an_error() {
-        assert!(check_complete(26, Some(90)).is_err());
-        assert!(check_complete(85, Some(90)).is_ok());
-        assert!(check_complete(26, None).is_ok());
-        let e = check_complete(0, Some(90)).unwrap_err();
-        assert_eq!(e.kind(), crate::ErrorKind::InvalidInput);
-    }
 
     #[test]
     fn output_size_fits_the_box_and_keeps_orientation() {

@@ -4,8 +4,14 @@
 //! for decoding, an encoder session for NVENC. The selection rules are pure functions over
 //! those probes, so they are tested with injected results on machines without a GPU.
 
+use ffmpeg::format::Pixel;
+use ffmpeg::{Dictionary, Rational, codec, encoder};
+use ffmpeg_next as ffmpeg;
+
 use crate::error::MediaError;
-use crate::hwdecode::CudaDevice;
+use crate::ffutil;
+use crate::hwdecode::{self, CudaDevice};
+use crate::types::EncoderSettings;
 
 /// `--hwdecode`: how video is decoded.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -86,6 +92,27 @@ impl H264Encoder {
             H264Encoder::Nvenc => "h264_nvenc",
         }
     }
+
+    /// The encoder's options. NVENC runs constant quality (`rc vbr`, `cq` = the x264 CRF,
+    /// no bitrate target) at preset p4 with `tune hq`: the settings meant to land near x264
+    /// veryfast CRF 23 (the device check measures both against the source, side by side).
+    pub(crate) fn options(self, settings: &EncoderSettings) -> Dictionary<'static> {
+        let mut d = Dictionary::new();
+        let quality = settings.h264_crf.min(51).to_string();
+        match self {
+            H264Encoder::X264 => {
+                d.set("preset", &settings.h264_preset);
+                d.set("crf", &quality);
+            }
+            H264Encoder::Nvenc => {
+                d.set("preset", "p4");
+                d.set("tune", "hq");
+                d.set("rc", "vbr");
+                d.set("cq", &quality);
+            }
+        }
+        d
+    }
 }
 
 /// Both hardware choices, as configured.
@@ -165,13 +192,42 @@ pub struct HardwareReport {
 
 /// Probes the hardware (opens a CUDA device and an NVENC session, then closes both).
 pub fn probe_hardware() -> HardwareReport {
-    crate::init();
+    ffutil::init();
     HardwareReport {
         cuda: CudaDevice::open().map(|d| d.type_name().to_string()),
-        nvdec_decoders: crate::hwdecode::cuvid_decoders(),
-        cuda_hwaccel_codecs: crate::hwdecode::cuda_hwaccel_codecs(),
-        nvenc: crate::encode::probe_nvenc(),
+        nvdec_decoders: hwdecode::cuvid_decoders(),
+        cuda_hwaccel_codecs: hwdecode::cuda_hwaccel_codecs(),
+        nvenc: probe_nvenc(),
     }
+}
+
+/// Opens (and closes) one NVENC H.264 session, as a render would: the only reliable test of
+/// an encoder (the FFmpeg build has `h264_nvenc` everywhere; the card and driver decide).
+pub(crate) fn probe_nvenc() -> Result<(), String> {
+    ffutil::init();
+    let codec = encoder::find_by_name(H264Encoder::Nvenc.ffmpeg_name())
+        .ok_or("this FFmpeg build has no h264_nvenc encoder")?;
+    let ctx = codec::context::Context::new_with_codec(codec);
+    let mut enc = ctx.encoder().video().map_err(|e| e.to_string())?;
+    enc.set_width(256);
+    enc.set_height(256);
+    enc.set_format(Pixel::YUV420P);
+    enc.set_time_base(Rational::new(1, 30));
+    enc.set_frame_rate(Some(Rational::new(30, 1)));
+    enc.set_bit_rate(0);
+    let opened = enc
+        .open_as_with(
+            codec,
+            H264Encoder::Nvenc.options(&EncoderSettings::default()),
+        )
+        .map_err(|e| {
+            format!(
+                "opening h264_nvenc failed ({e}); it needs the NVIDIA driver and a GPU with an \
+                 NVENC engine"
+            )
+        })?;
+    drop(opened);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -55,7 +55,7 @@ impl CudaDevice {
     /// Opens the default CUDA device (needs the NVIDIA driver's libcuda). The error says why
     /// not, in FFmpeg's words.
     pub fn open() -> Result<CudaDevice, String> {
-        crate::init();
+        crate::ffutil::init();
         let mut buf = ptr::null_mut();
         // SAFETY: out-pointer and a null device name / options (the default device).
         let ret = unsafe {
@@ -172,7 +172,7 @@ pub(crate) fn download(f: frame::Video) -> Result<frame::Video, MediaError> {
 
 /// Codec names of every decoder FFmpeg was built with that matches `keep`.
 fn decoders_where(keep: impl Fn(*const ffi::AVCodec, &str) -> bool) -> Vec<String> {
-    crate::init();
+    crate::ffutil::init();
     let mut out = Vec::new();
     let mut opaque = ptr::null_mut();
     // Bounded: FFmpeg has a few hundred codecs.

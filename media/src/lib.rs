@@ -19,19 +19,23 @@
 //! ```
 
 mod area;
+mod audio_transcode;
 pub mod compose;
-mod encode;
 mod engine;
 mod error;
+mod ffutil;
 pub mod fixtures;
 mod hardware;
 mod hwdecode;
+mod lend;
+mod muxer;
 mod pipeline;
 mod probe;
 mod scale;
 mod source;
 mod tempout;
 mod types;
+mod video_out;
 mod watermark;
 
 pub use ffmpeg_next as ffmpeg;
@@ -41,11 +45,12 @@ pub use vidforge_gpu::{ColorSpec, Position, Rotation, Yuv420Frame};
 pub use compose::{ComposeSpec, Compositor, CpuCompositor, WgpuCompositor};
 pub use engine::{Engine, decode_frames, decode_raw_frames, output_size};
 pub use error::{ErrorKind, MediaError};
+pub use ffutil::init;
 pub use hardware::{
     EncoderChoice, H264Encoder, HardwareChoice, HardwareReport, HwDecodeChoice, probe_hardware,
 };
 pub use probe::{AudioStreamInfo, ProbeInfo, VideoStreamInfo, probe, probe_within};
-pub use source::{MAX_DIMENSION, SourceLimits, init};
+pub use source::{MAX_DIMENSION, SourceLimits};
 pub use tempout::{sync_dir, sync_parent_dirs};
 pub use types::{
     BackendChoice, EncoderSettings, OutputFormat, Progress, RenderJob, RenderReport, Resolution,
