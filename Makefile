@@ -9,8 +9,7 @@ TEST_ENV := WGPU_BACKEND=vulkan VIDFORGE_REQUIRE_GPU=1 XDG_RUNTIME_DIR=/tmp RUST
 deps:
 	./scripts/install-deps.sh
 
-# `-p vidforge`: the binary lives in the server package, and with a root package in the
-# workspace a bare `--bin` only searches the root package.
+# The binary lives in the server package (`-p vidforge`, the workspace's default member).
 build: deps
 	$(CARGO) build --release -p vidforge --bin vidforge
 

@@ -12,7 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use vidforge_suite::*;
+mod support;
+use support::*;
 
 /// A number in `0..n` (0 when `n` is 0).
 fn below(rng: &mut fastrand::Rng, n: u64) -> u64 {

@@ -13,7 +13,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use vidforge_suite::*;
+mod support;
+use support::*;
 
 const ALICE: &str = "alice-cluster-token";
 const BOB: &str = "bob-cluster-token-2";
@@ -26,10 +27,6 @@ struct Cluster {
     env: HashMap<String, String>,
 }
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 impl Cluster {
     /// Runs `scripts/cluster.sh` with its output in a file (never a pipe: the servers it
     /// starts could inherit one and hold it open); returns success and that output.
@@ -37,7 +34,7 @@ impl Cluster {
         std::fs::create_dir_all(state.parent().unwrap()).unwrap();
         let log_path = state.with_extension(format!("{}.log", args[0]));
         let log = std::fs::File::create(&log_path).unwrap();
-        let mut cmd = Command::new(repo().join("scripts/cluster.sh"));
+        let mut cmd = Command::new(repo_root().join("scripts/cluster.sh"));
         cmd.args(args)
             .env("VIDFORGE_CLUSTER_DIR", state)
             .env("VIDFORGE_BIN", vidforge_bin())

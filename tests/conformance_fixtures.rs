@@ -7,7 +7,8 @@
 use std::time::Duration;
 
 use serde_json::json;
-use vidforge_suite::*;
+mod support;
+use support::*;
 
 const WAIT: Duration = Duration::from_secs(20);
 

@@ -7,7 +7,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use vidforge_suite::*;
+mod support;
+use support::*;
 
 fn vidforge(args: &[&str], dir: &Path) -> Output {
     Command::new(vidforge_bin())

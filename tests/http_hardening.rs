@@ -15,7 +15,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use vidforge_suite::*;
+mod support;
+use support::*;
 
 const EVIL: &str = "http://evil.example.com";
 

@@ -4,7 +4,8 @@
 //! by `make load`, not by a timed test.
 
 use serde_json::Value;
-use vidforge_suite::*;
+mod support;
+use support::*;
 
 #[test]
 fn pollers_see_no_errors_while_a_render_runs() {

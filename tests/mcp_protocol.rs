@@ -3,7 +3,8 @@
 //! principal isolation. Every response is validated against the official JSON Schemas.
 
 use serde_json::{Value, json};
-use vidforge_suite::*;
+mod support;
+use support::*;
 
 fn server() -> (tempfile::TempDir, Server) {
     let dir = tempfile::tempdir().unwrap();

@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use vidforge_suite::*;
+mod support;
+use support::*;
 
 const WAIT: Duration = Duration::from_secs(120);
 

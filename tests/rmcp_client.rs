@@ -14,7 +14,8 @@ use rmcp::model::{
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::{Value, json};
-use vidforge_suite::*;
+mod support;
+use support::*;
 
 type Client = RunningService<RoleClient, ClientConfig>;
 

@@ -1,19 +1,17 @@
 //! The repository stands on its own: a clone with nothing beside it builds, runs and tests.
 //! (CI's first-contact check, `scripts/first-contact.sh`, proves the same end to end.)
 
-use std::path::Path;
 use std::process::Command;
 
-use sha2::{Digest, Sha256};
+mod support;
+use support::repo_root;
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
+use sha2::{Digest, Sha256};
 
 /// The vendored schemas are the byte copies `spec/schemas/SOURCES.md` describes.
 #[test]
 fn vendored_schemas_match_their_checksums() {
-    let dir = vidforge_suite::schemas_dir();
+    let dir = support::schemas_dir();
     let sums = std::fs::read_to_string(dir.join("SHA256SUMS")).expect("spec/schemas/SHA256SUMS");
     let mut checked = 0;
     for line in sums.lines().filter(|l| !l.trim().is_empty()) {
@@ -48,7 +46,7 @@ fn nothing_reads_outside_the_repository() {
             "--",
             ":!*.md",
         ])
-        .current_dir(root())
+        .current_dir(repo_root())
         .output()
         .expect("git is installed");
     // git grep exits 0 on a match, 1 on none, and more on an error (e.g. not a checkout).

@@ -8,7 +8,8 @@ use std::time::Duration;
 use reqwest::blocking::{Client, Response};
 use reqwest::header::{CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE};
 use serde_json::json;
-use vidforge_suite::*;
+mod support;
+use support::*;
 
 const FORM: &str = "application/x-www-form-urlencoded";
 

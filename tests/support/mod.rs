@@ -1,6 +1,9 @@
 //! Helpers shared by the end-to-end tests in `tests/`: a real `vidforge serve` process on a
 //! free loopback port with its own temp data dir, a minimal MCP-over-HTTP client, and JSON
-//! Schema validation against the official schemas vendored in `spec/schemas/`.
+//! Schema validation against the official schemas vendored in `spec/schemas/`. Each test
+//! file includes it as `mod support;`, so it is compiled with the test and sees the
+//! `CARGO_BIN_EXE_*` paths Cargo gives that test target.
+#![allow(dead_code)]
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -12,32 +15,39 @@ use serde_json::{Value, json};
 pub const PROTOCOL: &str = "2026-07-28";
 pub const TASKS: &str = "io.modelcontextprotocol/tasks";
 
-/// The `vidforge` binary built beside the running test executable.
+/// The `vidforge` binary Cargo built for this test run: these tests are targets of the
+/// binary's own package (`server/Cargo.toml` declares them), so `cargo test` rebuilds it first
+/// and hands its path over in `CARGO_BIN_EXE_vidforge`. Never a stale binary from `target/`.
 pub fn vidforge_bin() -> PathBuf {
-    built_bin("vidforge")
+    built_bin("vidforge", option_env!("CARGO_BIN_EXE_vidforge"))
 }
 
-/// The `vidforge-conformance` binary (vidforge with the conformance suite's fixtures mounted)
-/// built beside the running test executable.
+/// The `vidforge-conformance` binary (vidforge with the conformance suite's fixtures mounted),
+/// built by Cargo for this test run: only tests declared in `conformance/Cargo.toml` have it.
 pub fn conformance_bin() -> PathBuf {
-    built_bin("vidforge-conformance")
+    built_bin(
+        "vidforge-conformance",
+        option_env!("CARGO_BIN_EXE_vidforge-conformance"),
+    )
 }
 
-fn built_bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    // target/<profile>/deps/<test> → target/<profile>/<name>
-    let profile_dir = exe
+fn built_bin(name: &str, path: Option<&str>) -> PathBuf {
+    let path = path.unwrap_or_else(|| {
+        panic!(
+            "this test target has no `{name}` binary: declare it in the [[test]] list of the \
+             package that builds {name}"
+        )
+    });
+    PathBuf::from(path)
+}
+
+/// The repository's root: the test targets are declared in `server/` and `conformance/`,
+/// one folder below it.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
-        .and_then(Path::parent)
-        .expect("target profile dir");
-    let bin = profile_dir.join(name);
-    assert!(
-        bin.exists(),
-        "{} is missing: build it first (`cargo build --bin {name}`; `make test` builds every \
-         binary of the workspace)",
-        bin.display()
-    );
-    bin
+        .expect("the repository root")
+        .to_path_buf()
 }
 
 pub fn free_port() -> u16 {
@@ -615,8 +625,7 @@ pub fn upload(server: &Server, token: Option<&str>, path: &Path) -> String {
 /// The official MCP and tasks-extension JSON Schemas, vendored in the repository
 /// (`spec/schemas/`, with `SOURCES.md` naming each file's origin).
 pub fn schemas_dir() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let dir = root.join("spec/schemas");
+    let dir = repo_root().join("spec/schemas");
     assert!(dir.exists(), "{} is missing", dir.display());
     dir
 }
