@@ -7,7 +7,6 @@
 //! toolchain, which this project's CI does not install.
 
 use serde_json::{Map, Value, json};
-use vidforge_core::store::RenderArgs;
 use vidforge_mcp::jsonrpc;
 
 /// A number in `0..n` (0 when `n` is 0).
@@ -187,7 +186,7 @@ fn tool_arguments_never_panic_the_parser() {
         for _ in 0..1 + below(&mut rng, 3) {
             mutate(&mut rng, &mut v);
         }
-        match RenderArgs::from_tool_arguments(&v) {
+        match vidforge_mcp::inputs::render_args(&v) {
             Ok(args) => {
                 accepted += 1;
                 // What parses is valid: the opacity is in range, the key bounded.

@@ -9,7 +9,7 @@ use common::{Harness, ScriptedRenderer, fixtures, render_args};
 use reqwest::StatusCode;
 use serde_json::Value;
 use vidforge_core::catalog;
-use vidforge_core::store::{AssetRecord, RenderArgs, RenderState};
+use vidforge_core::store::{AssetRecord, RenderState};
 
 const ALICE: &str = "alice-token-123";
 const BOB: &str = "bob-token-456";
@@ -213,7 +213,7 @@ async fn auth_upload_download_ranges_and_expiry() {
 
     // A finished render to download.
     let args = render_args(&video, Some(&logo), Some("dl"));
-    let parsed = RenderArgs::from_tool_arguments(&args).unwrap();
+    let parsed = vidforge_mcp::inputs::render_args(&args).unwrap();
     let id =
         s.h.service
             .create_render("alice", parsed, args.clone())

@@ -11,7 +11,7 @@ use vidforge_core::clock::SystemClock;
 use vidforge_core::config::BackendSetting;
 use vidforge_core::media_backend::{MediaProber, MediaRenderer};
 use vidforge_core::service::{RenderService, ServiceParts};
-use vidforge_core::store::{Outcome, RenderArgs, RenderState};
+use vidforge_core::store::{Outcome, RenderState};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watermarked_render_on_the_cpu_backend() {
@@ -41,7 +41,7 @@ async fn watermarked_render_on_the_cpu_backend() {
     let id = service
         .create_render(
             "alice",
-            RenderArgs::from_tool_arguments(&args).unwrap(),
+            vidforge_mcp::inputs::render_args(&args).unwrap(),
             args.clone(),
         )
         .await

@@ -12,11 +12,11 @@ use vidforge_core::ServiceError;
 use vidforge_core::catalog::{self, ErrorCode};
 use vidforge_core::engine::{EngineError, FailureKind};
 use vidforge_core::service::CreateOutcome;
-use vidforge_core::store::{AssetKind, Outcome, RenderArgs, RenderState, Store};
+use vidforge_core::store::{AssetKind, Outcome, RenderState, Store};
 use vidforge_core::uri;
 
 async fn create(h: &Harness, principal: &str, args: &Value) -> Result<CreateOutcome, ServiceError> {
-    let parsed = RenderArgs::from_tool_arguments(args)?;
+    let parsed = vidforge_mcp::inputs::render_args(args)?;
     h.service
         .create_render(principal, parsed, args.clone())
         .await
@@ -175,7 +175,7 @@ async fn idempotency_replays_conflicts_and_dedupes_concurrent_calls() {
         let service = h.service.clone();
         let args = args.clone();
         joins.push(tokio::spawn(async move {
-            let parsed = RenderArgs::from_tool_arguments(&args).unwrap();
+            let parsed = vidforge_mcp::inputs::render_args(&args).unwrap();
             service.create_render("alice", parsed, args).await
         }));
     }

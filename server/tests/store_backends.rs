@@ -31,7 +31,7 @@ fn sample(id: &str, created_at: u64) -> RenderRecord {
             resolution: Resolution::P720,
             watermark: Some(WatermarkArgs {
                 image_asset: "a_Y".into(),
-                position: "center".into(),
+                position: vidforge_core::store::Position::Center,
                 opacity: 0.6,
             }),
             idempotency_key: Some("k1".into()),
@@ -557,4 +557,104 @@ fn postgres_store_passes_the_shared_suite_and_runs_the_work_queue() {
     );
     assert!(sessions.check(&headers).is_err(), "and says why");
     assert!(sessions.sign_in("token-carol-1").is_err());
+}
+
+/// SQL through `psql` (PostgreSQL's own client, beside `initdb`), as the test's superuser.
+fn psql(url: &str, sql: &str) -> String {
+    let bin = std::env::var("VIDFORGE_PG_BIN").unwrap_or("/usr/lib/postgresql/15/bin".into());
+    let out = std::process::Command::new(std::path::Path::new(&bin).join("psql"))
+        .args([
+            "-X",
+            "-q",
+            "-t",
+            "-A",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-d",
+            url,
+            "-c",
+            sql,
+        ])
+        .output()
+        .expect("run psql");
+    assert!(
+        out.status.success(),
+        "psql {sql:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+#[test]
+fn postgres_database_migrated_by_the_old_runner_opens_without_migrating_again() {
+    let pg = pg::Postgres::start();
+    let url = pg.url();
+    // What vidforge's own runner left (before refinery): the schema, and its versions in
+    // `vidforge_migrations` only.
+    psql(
+        &url,
+        "CREATE TABLE vidforge_migrations (
+             version    integer PRIMARY KEY,
+             name       text NOT NULL,
+             applied_at timestamptz NOT NULL DEFAULT now())",
+    );
+    for (version, name, sql) in MIGRATIONS {
+        psql(&url, sql);
+        psql(
+            &url,
+            &format!(
+                "INSERT INTO vidforge_migrations (version, name) VALUES ({version}, '{name}')"
+            ),
+        );
+    }
+    psql(
+        &url,
+        "INSERT INTO renders (id, principal, state, created_at, doc)
+         VALUES ('task_old', 'alice', 'queued', 1, '{}')",
+    );
+    // It opens (migration 1 again would fail: its tables exist), twice, and keeps its rows.
+    for _ in 0..2 {
+        let s = Store::connect_postgres(&url).unwrap();
+        assert_eq!(s.idempotency_len().unwrap(), 0);
+        drop(s);
+    }
+    assert_eq!(
+        psql(&url, "SELECT count(*) FROM renders WHERE id = 'task_old'"),
+        "1"
+    );
+    // refinery's history now has every version, once, with refinery's own checksum, and the
+    // old table is unchanged.
+    let n = MIGRATIONS.len();
+    assert_eq!(
+        psql(
+            &url,
+            "SELECT count(DISTINCT version) || ' ' || count(*) || ' ' || count(checksum)
+             FROM refinery_schema_history"
+        ),
+        format!("{n} {n} {n}")
+    );
+    assert_eq!(
+        psql(&url, "SELECT count(*) FROM vidforge_migrations"),
+        n.to_string()
+    );
+    // A database this build creates has both histories, complete (an older build reads the
+    // old one).
+    psql(&url, "CREATE DATABASE fresh");
+    let fresh = url.replace("/postgres", "/fresh");
+    drop(Store::connect_postgres(&fresh).unwrap());
+    for table in ["vidforge_migrations", "refinery_schema_history"] {
+        assert_eq!(
+            psql(&fresh, &format!("SELECT count(*) FROM {table}")),
+            n.to_string()
+        );
+    }
+    // A schema newer than this build (recorded by either runner) is refused.
+    psql(
+        &url,
+        "INSERT INTO vidforge_migrations (version, name) VALUES (999, 'from_the_future')",
+    );
+    match Store::connect_postgres(&url) {
+        Err(StoreError::Config(m)) => assert!(m.contains("newer than this build"), "{m}"),
+        other => panic!("a newer schema must be refused: {other:?}"),
+    }
 }

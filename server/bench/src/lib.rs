@@ -28,7 +28,7 @@ use vidforge_media::{
 };
 
 use child::{Peer, run_one};
-use measure::{measure_concurrent, measure_job};
+use measure::{ConcurrencyResult, JobResult, measure_concurrent, measure_job};
 use report::{Report, cpu_model, ffmpeg_version, markdown, svg_chart};
 use vidforge_core::config::{parse_encoder, parse_hwdecode};
 
@@ -124,47 +124,132 @@ pub fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
     let out = args.out.clone();
     let work = out.join("work");
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
-    let repeats = args.repeats.unwrap_or(1).max(1);
-    let hardware = HardwareChoice {
-        decode: args.hwdecode,
-        encoder: args.encoder,
-    };
     let (gpu, gpu_peer_text) = gpu_peer(args.gpu_peer)?;
     eprintln!("ffmpeg GPU pipeline: {gpu_peer_text}");
-    let backends: Vec<BackendChoice> = match args.backend {
-        BenchBackend::Cpu => vec![BackendChoice::Cpu],
-        BenchBackend::Wgpu => vec![BackendChoice::Wgpu],
-        BenchBackend::Both => vec![BackendChoice::Cpu, BackendChoice::Wgpu],
+    let setup = Setup {
+        work,
+        repeats: args.repeats.unwrap_or(1).max(1),
+        hardware: HardwareChoice {
+            decode: args.hwdecode,
+            encoder: args.encoder,
+        },
+        gpu,
+        backends: match args.backend {
+            BenchBackend::Cpu => vec![BackendChoice::Cpu],
+            BenchBackend::Wgpu => vec![BackendChoice::Wgpu],
+            BenchBackend::Both => vec![BackendChoice::Cpu, BackendChoice::Wgpu],
+        },
     };
+    let sources = Sources::generate(&setup.work, args.quick)?;
+    let jobs = run_jobs(&setup, &sources, args.quick)?;
+    let concurrency = run_concurrency(&setup, &sources, &args)?;
+    let report = Report {
+        vidforge_version: env!("CARGO_PKG_VERSION").to_string(),
+        ffmpeg_version: ffmpeg_version(),
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        cpu_model: cpu_model(),
+        quick: args.quick,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        repeats: setup.repeats,
+        opacity: OPACITY,
+        gpu_peer: gpu_peer_text,
+        jobs,
+        concurrency,
+        concurrency_job: format!(
+            "1080p source ({} frames) → 720p mp4, watermark, {} backend",
+            frames_of(sources.secs_1080),
+            setup.backends[0].as_str()
+        ),
+        total_s: started.elapsed().as_secs_f64(),
+    };
+    let md = write_report(&out, &report)?;
+    // Fixtures and outputs are large; the reports are what is kept.
+    let _ = std::fs::remove_dir_all(&setup.work);
+    println!("{md}");
+    println!(
+        "wrote {}/report.json, report.md, fps.svg in {:.0} s",
+        out.display(),
+        report.total_s
+    );
+    Ok(())
+}
 
-    // Fixtures: 30 fps testsrc2 with AAC stereo, H.264 (what users mostly upload).
-    let (secs_1080, secs_4k) = if args.quick { (2.0, 1.0) } else { (6.0, 3.0) };
-    eprintln!("generating fixtures in {} ...", work.display());
-    let src1080 = fixture(&work, 1920, 1080, secs_1080)?;
-    let src4k = fixture(&work, 3840, 2160, secs_4k)?;
-    let logo = fixtures::watermark_png(&work, LOGO_SIZE.0, LOGO_SIZE.1, [255, 255, 255, 200])
-        .context("writing the watermark PNG")?;
-    let frames_of = |secs: f64| (secs * 30.0f64).round() as u64;
+/// What every measurement of one bench run shares.
+struct Setup {
+    /// Fixtures and outputs (removed at the end).
+    work: PathBuf,
+    /// Runs of each job per tool.
+    repeats: u32,
+    /// vidforge's decoder and encoder choices.
+    hardware: HardwareChoice,
+    /// ffmpeg's GPU pipeline, when measured.
+    gpu: Option<Peer>,
+    /// vidforge's compositor backends (the first one for the concurrency test).
+    backends: Vec<BackendChoice>,
+}
 
-    let mut configs: Vec<(&str, &Path, u64, Resolution, OutputFormat)> = Vec::new();
-    for (name, src, secs) in [("1080p", &src1080, secs_1080), ("4k", &src4k, secs_4k)] {
-        for res in Resolution::ALL {
-            configs.push((name, src.as_path(), frames_of(secs), res, OutputFormat::Mp4));
-        }
-        if !args.quick || name == "1080p" {
-            configs.push((
-                name,
-                src.as_path(),
-                frames_of(secs),
-                Resolution::P720,
-                OutputFormat::Webm,
-            ));
-        }
+/// The fixtures: 30 fps testsrc2 with AAC stereo, H.264 (what users mostly upload), at
+/// 1080p and 4k, and the watermark PNG.
+struct Sources {
+    src1080: PathBuf,
+    src4k: PathBuf,
+    secs_1080: f64,
+    secs_4k: f64,
+    logo: PathBuf,
+}
+
+impl Sources {
+    fn generate(work: &Path, quick: bool) -> anyhow::Result<Sources> {
+        let (secs_1080, secs_4k) = if quick { (2.0, 1.0) } else { (6.0, 3.0) };
+        eprintln!("generating fixtures in {} ...", work.display());
+        let src1080 = fixture(work, 1920, 1080, secs_1080)?;
+        let src4k = fixture(work, 3840, 2160, secs_4k)?;
+        let logo = fixtures::watermark_png(work, LOGO_SIZE.0, LOGO_SIZE.1, [255, 255, 255, 200])
+            .context("writing the watermark PNG")?;
+        Ok(Sources {
+            src1080,
+            src4k,
+            secs_1080,
+            secs_4k,
+            logo,
+        })
     }
 
+    /// The jobs measured per tool: source name, source, frames, output resolution, format.
+    fn configs(&self, quick: bool) -> Vec<(&'static str, &Path, u64, Resolution, OutputFormat)> {
+        let mut configs = Vec::new();
+        for (name, src, secs) in [
+            ("1080p", &self.src1080, self.secs_1080),
+            ("4k", &self.src4k, self.secs_4k),
+        ] {
+            for res in Resolution::ALL {
+                configs.push((name, src.as_path(), frames_of(secs), res, OutputFormat::Mp4));
+            }
+            if !quick || name == "1080p" {
+                configs.push((
+                    name,
+                    src.as_path(),
+                    frames_of(secs),
+                    Resolution::P720,
+                    OutputFormat::Webm,
+                ));
+            }
+        }
+        configs
+    }
+}
+
+/// Frames of a 30 fps fixture of `secs` seconds.
+fn frames_of(secs: f64) -> u64 {
+    (secs * 30.0f64).round() as u64
+}
+
+/// Every job on every backend, one tool after the other; a wgpu job that cannot run is
+/// skipped.
+fn run_jobs(setup: &Setup, sources: &Sources, quick: bool) -> anyhow::Result<Vec<JobResult>> {
     let mut jobs = Vec::new();
-    for &backend in &backends {
-        for &(src_name, src, frames, res, format) in &configs {
+    for &backend in &setup.backends {
+        for (src_name, src, frames, res, format) in sources.configs(quick) {
             let label = format!(
                 "{src_name}→{} {} ({})",
                 res.as_str(),
@@ -173,29 +258,21 @@ pub fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
             );
             eprintln!("{label} ...");
             match measure_job(
-                &work, src, src_name, frames, res, format, &logo, backend, hardware, gpu, repeats,
+                &setup.work,
+                src,
+                src_name,
+                frames,
+                res,
+                format,
+                &sources.logo,
+                backend,
+                setup.hardware,
+                setup.gpu,
+                setup.repeats,
             ) {
                 Ok(mut j) => {
                     j.label = label;
-                    eprintln!(
-                        "  vidforge {:.1} fps ({:.0} MB, {} decode, {}) | ffmpeg {:.1} fps ({:.0} MB) | ratio {:.2}{}",
-                        j.vidforge.fps,
-                        j.vidforge.max_rss_mb,
-                        j.decoder,
-                        j.encoder,
-                        j.ffmpeg.fps,
-                        j.ffmpeg.max_rss_mb,
-                        j.ratio,
-                        j.ffmpeg_gpu
-                            .as_ref()
-                            .map(|g| format!(
-                                " | ffmpeg GPU {:.1} fps ({:.0} MB) | ratio {:.2}",
-                                g.fps,
-                                g.max_rss_mb,
-                                j.ratio_gpu.unwrap_or(0.0)
-                            ))
-                            .unwrap_or_default()
-                    );
+                    eprintln!("{}", job_line(&j));
                     jobs.push(j);
                 }
                 Err(e) if backend == BackendChoice::Wgpu => {
@@ -205,27 +282,58 @@ pub fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
             }
         }
     }
+    Ok(jobs)
+}
 
-    // Concurrent throughput: the 1080p -> 720p mp4 job, N at once, each tool on its own.
+/// The progress line of a measured job.
+fn job_line(j: &JobResult) -> String {
+    format!(
+        "  vidforge {:.1} fps ({:.0} MB, {} decode, {}) | ffmpeg {:.1} fps ({:.0} MB) | ratio {:.2}{}",
+        j.vidforge.fps,
+        j.vidforge.max_rss_mb,
+        j.decoder,
+        j.encoder,
+        j.ffmpeg.fps,
+        j.ffmpeg.max_rss_mb,
+        j.ratio,
+        j.ffmpeg_gpu
+            .as_ref()
+            .map(|g| format!(
+                " | ffmpeg GPU {:.1} fps ({:.0} MB) | ratio {:.2}",
+                g.fps,
+                g.max_rss_mb,
+                j.ratio_gpu.unwrap_or(0.0)
+            ))
+            .unwrap_or_default()
+    )
+}
+
+/// Concurrent throughput: the 1080p -> 720p mp4 job, N at once, each tool on its own.
+fn run_concurrency(
+    setup: &Setup,
+    sources: &Sources,
+    args: &BenchArgs,
+) -> anyhow::Result<Vec<ConcurrencyResult>> {
     let mut concurrency = Vec::new();
     let levels: Vec<u32> = if args.quick {
         args.jobs.iter().copied().filter(|&n| n <= 2).collect()
     } else {
         args.jobs.clone()
     };
-    let conc_backend = backends[0];
     for &n in levels.iter().filter(|&&n| n >= 1) {
         eprintln!("concurrency {n} ...");
-        let tools = [None, Some(Peer::Cpu)].into_iter().chain(gpu.map(Some));
+        let tools = [None, Some(Peer::Cpu)]
+            .into_iter()
+            .chain(setup.gpu.map(Some));
         for tool in tools {
             let name = tool.map_or("vidforge", Peer::name);
             let r = match measure_concurrent(
-                &work,
-                &src1080,
-                frames_of(secs_1080),
-                &logo,
-                conc_backend,
-                hardware,
+                &setup.work,
+                &sources.src1080,
+                frames_of(sources.secs_1080),
+                &sources.logo,
+                setup.backends[0],
+                setup.hardware,
                 tool,
                 n,
             ) {
@@ -244,42 +352,19 @@ pub fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
             concurrency.push(r);
         }
     }
+    Ok(concurrency)
+}
 
-    let report = Report {
-        vidforge_version: env!("CARGO_PKG_VERSION").to_string(),
-        ffmpeg_version: ffmpeg_version(),
-        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        cpu_model: cpu_model(),
-        quick: args.quick,
-        command: std::env::args().collect::<Vec<_>>().join(" "),
-        repeats,
-        opacity: OPACITY,
-        gpu_peer: gpu_peer_text,
-        jobs,
-        concurrency,
-        concurrency_job: format!(
-            "1080p source ({} frames) → 720p mp4, watermark, {} backend",
-            frames_of(secs_1080),
-            conc_backend.as_str()
-        ),
-        total_s: started.elapsed().as_secs_f64(),
-    };
+/// Writes `report.json`, `report.md` and `fps.svg` into `out`; returns the Markdown.
+fn write_report(out: &Path, report: &Report) -> anyhow::Result<String> {
     std::fs::write(
         out.join("report.json"),
-        serde_json::to_string_pretty(&report)?,
+        serde_json::to_string_pretty(report)?,
     )?;
-    let md = markdown(&report);
+    let md = markdown(report);
     std::fs::write(out.join("report.md"), &md)?;
-    std::fs::write(out.join("fps.svg"), svg_chart(&report))?;
-    // Fixtures and outputs are large; the reports are what is kept.
-    let _ = std::fs::remove_dir_all(&work);
-    println!("{md}");
-    println!(
-        "wrote {}/report.json, report.md, fps.svg in {:.0} s",
-        out.display(),
-        report.total_s
-    );
-    Ok(())
+    std::fs::write(out.join("fps.svg"), svg_chart(report))?;
+    Ok(md)
 }
 
 fn fixture(dir: &Path, w: u32, h: u32, secs: f64) -> anyhow::Result<PathBuf> {

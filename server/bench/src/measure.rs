@@ -130,19 +130,7 @@ pub(super) fn measure_job(
         format,
         logo,
     };
-    let run_peer = |peer: Peer| -> anyhow::Result<Run> {
-        let mut cmd = peer_cmd(peer, &job)?;
-        let t = Instant::now();
-        let child = spawn(&mut cmd, &log)?;
-        let u = wait_rss(child, &log)?;
-        let wall = t.elapsed().as_secs_f64();
-        Ok(Run {
-            wall_s: wall,
-            fps: frames as f64 / wall,
-            max_rss_mb: u.max_rss_mb,
-            cpu_ms_per_frame: u.cpu_s * 1000.0 / frames.max(1) as f64,
-        })
-    };
+    let run_peer = |peer: Peer| run_peer(peer, &job, &log, frames);
     for i in 0..repeats {
         // Rotate which tool goes first so drift in machine load is shared.
         let mut order = [0u8, 1, 2];
@@ -150,18 +138,8 @@ pub(super) fn measure_job(
         for tool in order {
             match tool {
                 0 => {
-                    let (mut cmd, rep) = vidforge_cmd(&job, backend, hardware)?;
-                    let t = Instant::now();
-                    let child = spawn(&mut cmd, &log)?;
-                    let u = wait_rss(child, &log)?;
-                    let wall = t.elapsed().as_secs_f64();
-                    let r: ChildReport = serde_json::from_str(&std::fs::read_to_string(&rep)?)?;
-                    vf_runs.push(Run {
-                        wall_s: wall,
-                        fps: r.frames as f64 / wall,
-                        max_rss_mb: u.max_rss_mb,
-                        cpu_ms_per_frame: u.cpu_s * 1000.0 / r.frames.max(1) as f64,
-                    });
+                    let (run, r) = run_vidforge(&job, backend, hardware, &log)?;
+                    vf_runs.push(run);
                     reports.push(r);
                 }
                 1 => ff_runs.push(run_peer(Peer::Cpu)?),
@@ -184,19 +162,7 @@ pub(super) fn measure_job(
     let ff = summarize(&ff_runs);
     let ffmpeg_gpu = (!gpu_runs.is_empty() && gpu_error.is_none()).then(|| summarize(&gpu_runs));
     let last = reports.last().context("no vidforge run")?;
-    let per = |secs: Vec<f64>| {
-        let s = median(secs);
-        if s > 0.0 { last.frames as f64 / s } else { 0.0 }
-    };
-    let compose_s = median(reports.iter().map(|r| r.compose_s).collect());
-    let stages = StageFps {
-        demux_decode: per(reports.iter().map(|r| r.decode_s).collect()),
-        compose: per(reports.iter().map(|r| r.compose_s).collect()),
-        compose_ms_per_frame: compose_s * 1000.0 / last.frames.max(1) as f64,
-        encode_mux: per(reports.iter().map(|r| r.encode_s).collect()),
-        render_only: per(reports.iter().map(|r| r.render_s).collect()),
-        engine_init_ms: median(reports.iter().map(|r| r.engine_init_s * 1000.0).collect()),
-    };
+    let stages = stage_fps(&reports, last.frames);
     let probe = vidforge_media::probe(src)?;
     let v = probe.video.context("fixture has no video")?;
     let (w, h) = output_size(v.display_width, v.display_height, res);
@@ -223,6 +189,60 @@ pub(super) fn measure_job(
         vidforge_runs: vf_runs,
         ffmpeg_runs: ff_runs,
     })
+}
+
+/// One run of vidforge's child on `job`: its timings and the report it wrote.
+fn run_vidforge(
+    job: &Job,
+    backend: BackendChoice,
+    hardware: HardwareChoice,
+    log: &Path,
+) -> anyhow::Result<(Run, ChildReport)> {
+    let (mut cmd, rep) = vidforge_cmd(job, backend, hardware)?;
+    let t = Instant::now();
+    let child = spawn(&mut cmd, log)?;
+    let u = wait_rss(child, log)?;
+    let wall = t.elapsed().as_secs_f64();
+    let r: ChildReport = serde_json::from_str(&std::fs::read_to_string(&rep)?)?;
+    let run = Run {
+        wall_s: wall,
+        fps: r.frames as f64 / wall,
+        max_rss_mb: u.max_rss_mb,
+        cpu_ms_per_frame: u.cpu_s * 1000.0 / r.frames.max(1) as f64,
+    };
+    Ok((run, r))
+}
+
+/// One run of a peer (ffmpeg on the CPU or its GPU pipeline) on `job` of `frames` frames.
+fn run_peer(peer: Peer, job: &Job, log: &Path, frames: u64) -> anyhow::Result<Run> {
+    let mut cmd = peer_cmd(peer, job)?;
+    let t = Instant::now();
+    let child = spawn(&mut cmd, log)?;
+    let u = wait_rss(child, log)?;
+    let wall = t.elapsed().as_secs_f64();
+    Ok(Run {
+        wall_s: wall,
+        fps: frames as f64 / wall,
+        max_rss_mb: u.max_rss_mb,
+        cpu_ms_per_frame: u.cpu_s * 1000.0 / frames.max(1) as f64,
+    })
+}
+
+/// Per-stage rates of vidforge's runs (medians), for `frames` frames.
+fn stage_fps(reports: &[ChildReport], frames: u64) -> StageFps {
+    let per = |secs: Vec<f64>| {
+        let s = median(secs);
+        if s > 0.0 { frames as f64 / s } else { 0.0 }
+    };
+    let compose_s = median(reports.iter().map(|r| r.compose_s).collect());
+    StageFps {
+        demux_decode: per(reports.iter().map(|r| r.decode_s).collect()),
+        compose: per(reports.iter().map(|r| r.compose_s).collect()),
+        compose_ms_per_frame: compose_s * 1000.0 / frames.max(1) as f64,
+        encode_mux: per(reports.iter().map(|r| r.encode_s).collect()),
+        render_only: per(reports.iter().map(|r| r.render_s).collect()),
+        engine_init_ms: median(reports.iter().map(|r| r.engine_init_s * 1000.0).collect()),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

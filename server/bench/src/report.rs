@@ -149,10 +149,9 @@ pub(super) fn xml_escape(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// Grouped bar chart: fps per job, one bar per vidforge backend and one for ffmpeg.
-pub(super) fn svg_chart(r: &Report) -> String {
-    // Groups keyed by the job without the backend; ffmpeg measured with each backend's run:
-    // take the first.
+/// The chart's bar groups: per job without the backend, vidforge's fps per backend and
+/// ffmpeg's (measured with each backend's run: the first is taken).
+fn chart_groups(r: &Report) -> Vec<(String, Vec<(String, f64)>)> {
     let mut groups: Vec<(String, Vec<(String, f64)>)> = Vec::new();
     for j in &r.jobs {
         let key = format!("{}→{} {}", j.source, j.output, j.format);
@@ -167,18 +166,27 @@ pub(super) fn svg_chart(r: &Report) -> String {
             .1
             .insert(0, (format!("vidforge {}", j.backend), j.vidforge.fps));
     }
-    let series: Vec<String> = {
-        let mut v: Vec<String> = Vec::new();
-        for (_, bars) in &groups {
-            for (name, _) in bars {
-                if !v.contains(name) {
-                    v.push(name.clone());
-                }
+    groups
+}
+
+/// The chart's series: every bar name, vidforge's backends first, ffmpeg last.
+fn chart_series(groups: &[(String, Vec<(String, f64)>)]) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for (_, bars) in groups {
+        for (name, _) in bars {
+            if !v.contains(name) {
+                v.push(name.clone());
             }
         }
-        v.sort_by_key(|n| (n == "ffmpeg", n.clone()));
-        v
-    };
+    }
+    v.sort_by_key(|n| (n == "ffmpeg", n.clone()));
+    v
+}
+
+/// Grouped bar chart: fps per job, one bar per vidforge backend and one for ffmpeg.
+pub(super) fn svg_chart(r: &Report) -> String {
+    let groups = chart_groups(r);
+    let series = chart_series(&groups);
     let colors = ["#2b6cb0", "#38a169", "#d69e2e", "#e53e3e"];
     let color_of = |name: &str| {
         if name == "ffmpeg" {

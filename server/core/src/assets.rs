@@ -26,7 +26,7 @@ const PNG_DECODER_BYTES: usize = 16 << 20;
 const PARTIAL_PREFIX: &str = ".partial-";
 /// The eight-byte PNG signature.
 const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A];
-/// What an upload may be ([`crate::config::Config::upload_limits`]).
+/// What an upload may be (`Config::upload_limits`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UploadLimits {
     /// Largest upload in bytes (enforced while streaming).

@@ -3,7 +3,7 @@
 //! Tool descriptions, the `_meta` error catalog, the capability summary and the behaviour of
 //! the store and scheduler all read these values, so documentation cannot drift from behaviour.
 //! TTLs and the approval timeout are defaults a deployment may override (see
-//! [`crate::config`]): text that states them takes the configured [`Lifetimes`], never the
+//! the `config` module): text that states them takes the configured [`Lifetimes`], never the
 //! constants.
 
 use std::time::Duration;
@@ -47,7 +47,7 @@ pub const DISCOVER_TTL: Duration = Duration::from_secs(60 * 60);
 /// `ttlMs` of the `vidforge://capabilities` resource.
 pub const CAPABILITIES_RESOURCE_TTL: Duration = Duration::from_secs(60);
 
-/// The lifetimes a deployment runs with ([`crate::config::Config::lifetimes`]): what every
+/// The lifetimes a deployment runs with (`Config::lifetimes`): what every
 /// description and message states.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Lifetimes {
@@ -223,31 +223,19 @@ impl ErrorCode {
 
     /// One-line catalog description, stating the deployment's configured `lifetimes`.
     pub fn description(self, lifetimes: &Lifetimes) -> String {
+        match self.fixed_description() {
+            Some(text) => text.into(),
+            None => self.configured_description(lifetimes),
+        }
+    }
+
+    /// The description of a code whose text states a configured lifetime or limit.
+    fn configured_description(self, lifetimes: &Lifetimes) -> String {
         match self {
-            ErrorCode::SourceNotFound => {
-                "source_asset_uri resolves to no asset this credential can read.".into()
-            }
-            ErrorCode::UnsupportedCodec => {
-                "The source asset's codec cannot be rendered; details.reason names it.".into()
-            }
-            ErrorCode::WatermarkRejected => {
-                "User declined the watermark preview; adjust `watermark` and re-call.".into()
-            }
             ErrorCode::WatermarkApprovalTimeout => format!(
                 "No approval within {}; re-call to start a new render.",
                 human_duration(lifetimes.approval_timeout)
             ),
-            ErrorCode::RenderQuotaExceeded => {
-                "Concurrent-render quota hit; honour retry_after_ms.".into()
-            }
-            ErrorCode::RenderFailed => "Renderer fault; safe to re-call (a new job is started unless idempotency_key is reused).".into(),
-            ErrorCode::InvalidArguments => {
-                "Arguments do not match the tool's inputSchema; details.field names the culprit."
-                    .into()
-            }
-            ErrorCode::RenderNotFound => {
-                "No render with this id is visible to this credential.".into()
-            }
             ErrorCode::TaskExpired => format!(
                 "Task state was deleted after its {} TTL; render results remain reachable for {}.",
                 human_duration(lifetimes.task_ttl),
@@ -257,22 +245,6 @@ impl ErrorCode {
                 "The rendered result was deleted after being retained for {}; re-render it.",
                 human_duration(lifetimes.result_ttl)
             ),
-            ErrorCode::ApprovalAlreadyRecorded => {
-                "A different watermark decision was already recorded for this render.".into()
-            }
-            ErrorCode::ApprovalNotPending => {
-                "This render is not waiting for a watermark decision.".into()
-            }
-            ErrorCode::IdempotencyConflict => {
-                "The idempotency_key was already used with different arguments.".into()
-            }
-            ErrorCode::AssetTooLarge => "The upload exceeds the server's size limit.".into(),
-            ErrorCode::AssetInvalid => {
-                "The uploaded file is not a readable video or PNG image.".into()
-            }
-            ErrorCode::RenderCancelled => {
-                "The render was cancelled; call vidforge_render_video again (with a new idempotency_key) to restart it.".into()
-            }
             ErrorCode::ResultTooLargeToInline => format!(
                 "The result is larger than {} MiB and is not inlined by resources/read; download it over HTTP (details.download_url).",
                 MAX_INLINE_RESOURCE_BYTES / (1024 * 1024)
@@ -281,55 +253,90 @@ impl ErrorCode {
                 "No asset with this id is visible to this credential (assets are deleted {} after upload).",
                 human_duration(lifetimes.asset_ttl)
             ),
+            other => other.fixed_description().unwrap_or_default().into(),
+        }
+    }
+
+    /// The description of a code whose text is the same on every deployment (`None`: it
+    /// states a configured lifetime or limit).
+    fn fixed_description(self) -> Option<&'static str> {
+        let text = match self {
+            ErrorCode::SourceNotFound => {
+                "source_asset_uri resolves to no asset this credential can read."
+            }
+            ErrorCode::UnsupportedCodec => {
+                "The source asset's codec cannot be rendered; details.reason names it."
+            }
+            ErrorCode::WatermarkRejected => {
+                "User declined the watermark preview; adjust `watermark` and re-call."
+            }
+            ErrorCode::RenderQuotaExceeded => "Concurrent-render quota hit; honour retry_after_ms.",
+            ErrorCode::RenderFailed => {
+                "Renderer fault; safe to re-call (a new job is started unless idempotency_key is reused)."
+            }
+            ErrorCode::InvalidArguments => {
+                "Arguments do not match the tool's inputSchema; details.field names the culprit."
+            }
+            ErrorCode::RenderNotFound => "No render with this id is visible to this credential.",
+            ErrorCode::ApprovalAlreadyRecorded => {
+                "A different watermark decision was already recorded for this render."
+            }
+            ErrorCode::ApprovalNotPending => "This render is not waiting for a watermark decision.",
+            ErrorCode::IdempotencyConflict => {
+                "The idempotency_key was already used with different arguments."
+            }
+            ErrorCode::AssetTooLarge => "The upload exceeds the server's size limit.",
+            ErrorCode::AssetInvalid => "The uploaded file is not a readable video or PNG image.",
+            ErrorCode::RenderCancelled => {
+                "The render was cancelled; call vidforge_render_video again (with a new idempotency_key) to restart it."
+            }
             ErrorCode::AssetInUse => {
-                "A render that has not finished uses this asset; retry after it ends (or cancel it).".into()
+                "A render that has not finished uses this asset; retry after it ends (or cancel it)."
             }
             ErrorCode::StorageFull => {
-                "The server's disk is nearly full: new uploads and renders are refused for now; honour retry_after_ms. Finished results stay downloadable.".into()
+                "The server's disk is nearly full: new uploads and renders are refused for now; honour retry_after_ms. Finished results stay downloadable."
             }
             ErrorCode::RequestForbidden => {
                 "The request's Host or Origin header is not allowed here (DNS-rebinding and \
                  cross-site protection); details.field names it. Call from an allowed origin, or \
                  have the operator add it to allowed_hosts / allowed_origins."
-                    .into()
             }
             ErrorCode::UnsupportedMediaType => {
                 "Uploads must be sent as application/octet-stream or the file's own video/* or \
                  image/png type; form and text content types are refused."
-                    .into()
             }
             ErrorCode::UploadTimeout => {
                 "The upload sent no data for the server's body timeout, or arrived slower than \
                  the server's minimum upload rate, and was aborted; nothing was kept. Re-send it."
-                    .into()
             }
             ErrorCode::ServiceUnavailable => {
                 "The task store cannot be reached right now; nothing was changed. Honour \
                  retry_after_ms and re-send the same call (with the same idempotency_key)."
-                    .into()
             }
             ErrorCode::RenderTooLarge => {
                 "The render's estimated work (output pixels × frames) exceeds the per-render \
                  limit; details give the estimate and the limit. Call again with a lower \
                  resolution (the repair) or a shorter source."
-                    .into()
             }
             ErrorCode::RenderBudgetExceeded => {
                 "This credential's render budget for the current window is spent; honour \
                  retry_after_ms, or call again with a lower resolution (the repair)."
-                    .into()
             }
             ErrorCode::RateLimited => {
                 "Too many failed authentication attempts from this address; honour \
                  retry_after_ms (HTTP Retry-After). Valid tokens are never slowed."
-                    .into()
             }
             ErrorCode::UploadsBusy => {
                 "Too many uploads are in progress (on this server or from this address); \
                  honour retry_after_ms and re-send."
-                    .into()
             }
-        }
+            ErrorCode::WatermarkApprovalTimeout
+            | ErrorCode::TaskExpired
+            | ErrorCode::ResultExpired
+            | ErrorCode::ResultTooLargeToInline
+            | ErrorCode::AssetNotFound => return None,
+        };
+        Some(text)
     }
 }
 

@@ -21,8 +21,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::error::ServiceError;
-use crate::shared::{Shared, lock};
+use crate::shared::Shared;
 use crate::store::StoreEvent;
+use crate::sync::lock;
 
 /// In a shared media dir, an upload temporary is a crash's leftover only after this long
 /// without a write (uploads in flight write at least every `body_idle_timeout`).

@@ -3,12 +3,12 @@
 //!
 //! The database needs a little space to open. A full disk would otherwise keep the server
 //! down, and finished results could not even be downloaded. So the server keeps a ballast
-//! file of [`crate::config::Config::disk_reserve_bytes`] in the data dir: when opening the
+//! file of `Config::disk_reserve_bytes` in the data dir: when opening the
 //! database fails for lack of space, the ballast is released and the open retried; the
 //! server then refuses new work ([`DiskGuard`]) until space is back, and puts the ballast
 //! back when it can.
 
-use std::io::{ErrorKind, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::ServiceError;
@@ -20,13 +20,6 @@ pub const BALLAST_FILE: &str = ".disk-reserve";
 pub fn free_bytes(dir: &Path) -> std::io::Result<u64> {
     let st = rustix::fs::statvfs(dir).map_err(std::io::Error::from)?;
     Ok(st.f_bavail.saturating_mul(st.f_frsize))
-}
-
-/// Whether `e` means the disk (or a quota) is full.
-pub fn is_no_space(e: &std::io::Error) -> bool {
-    e.kind() == ErrorKind::StorageFull
-        || e.kind() == ErrorKind::QuotaExceeded
-        || e.raw_os_error() == Some(rustix::io::Errno::NOSPC.raw_os_error())
 }
 
 /// Refuses new work while free space on the data dir is under the floor.
@@ -115,6 +108,7 @@ pub fn release_ballast(dir: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::is_no_space;
 
     #[test]
     fn ballast_is_created_once_and_released() {

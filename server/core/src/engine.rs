@@ -1,50 +1,30 @@
 //! The seam between the service and the render engine.
 //!
 //! The worker pool talks to a [`Renderer`] and asset ingestion to a [`Prober`]; production
-//! wires both to `vidforge-media` ([`MediaRenderer`], [`MediaProber`]). Keeping the seam narrow
-//! lets the scheduling, approval and recovery logic be tested without encoding video.
-//!
-//! [`MediaRenderer`]: crate::media_backend::MediaRenderer
-//! [`MediaProber`]: crate::media_backend::MediaProber
+//! wires both to `vidforge-media` (`media_backend::MediaRenderer`, `media_backend::MediaProber`).
+//! Keeping the seam narrow lets the scheduling, approval and recovery logic be tested without
+//! encoding video.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
-use crate::store::{AssetProbe, OutputFormat, Resolution};
+use crate::store::AssetProbe;
 pub use vidforge_media::SourceLimits;
 
+/// Failure classes the service maps to error codes: the media crate's own type.
+/// `SourceNotFound` → `source_not_found`; `UnsupportedCodec` and `InvalidInput` →
+/// `unsupported_codec`; `RenderFailed` → `render_failed` (temporary); `Cancelled`: the cancel
+/// flag was observed.
+pub use vidforge_media::ErrorKind as FailureKind;
 /// A progress report from the engine: the media crate's own type.
 pub use vidforge_media::Progress as EngineProgress;
+/// One render job (input and output paths, resolution, format, watermark, encoder settings):
+/// the media crate's own type, so the production renderer hands it over as it is.
+pub use vidforge_media::RenderJob as RenderPlan;
 /// What a finished render produced: the media crate's own type.
 pub use vidforge_media::RenderReport as EngineReport;
 /// The watermark of a [`RenderPlan`]: the media crate's own type.
 pub use vidforge_media::WatermarkSpec as PlanWatermark;
-
-/// One render job in the service's terms.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RenderPlan {
-    pub input: PathBuf,
-    /// Final path; the engine writes to a temporary name and renames on success.
-    pub output: PathBuf,
-    pub resolution: Resolution,
-    pub format: OutputFormat,
-    pub watermark: Option<PlanWatermark>,
-}
-
-/// Failure classes the service maps to error codes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FailureKind {
-    /// The input file is gone or unreadable → `source_not_found`.
-    SourceNotFound,
-    /// The codec cannot be decoded → `unsupported_codec`.
-    UnsupportedCodec,
-    /// The input is not renderable (no video stream, bad dimensions) → `unsupported_codec`.
-    InvalidInput,
-    /// Engine fault → `render_failed` (temporary).
-    RenderFailed,
-    /// The cancel flag was observed.
-    Cancelled,
-}
 
 /// An engine failure with its class and a human-readable reason.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

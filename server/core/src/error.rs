@@ -4,6 +4,13 @@
 use crate::catalog::{self, ErrorCode};
 use crate::store::{RenderState, StoreError};
 
+/// Whether `e` means the disk (or a quota) is full.
+pub fn is_no_space(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::StorageFull
+        || e.kind() == std::io::ErrorKind::QuotaExceeded
+        || e.raw_os_error() == Some(rustix::io::Errno::NOSPC.raw_os_error())
+}
+
 /// `retry_after_ms` of [`ServiceError::Unavailable`]: PostgreSQL restarts in seconds.
 pub const STORE_RETRY_AFTER_MS: u64 = 2_000;
 
@@ -263,7 +270,7 @@ impl ServiceError {
 impl From<StoreError> for ServiceError {
     fn from(e: StoreError) -> Self {
         if let StoreError::Sled(sled::Error::Io(io)) = &e
-            && crate::disk::is_no_space(io)
+            && is_no_space(io)
         {
             return ServiceError::disk_full();
         }
@@ -280,7 +287,7 @@ impl From<StoreError> for ServiceError {
 
 impl From<std::io::Error> for ServiceError {
     fn from(e: std::io::Error) -> Self {
-        if crate::disk::is_no_space(&e) {
+        if is_no_space(&e) {
             return ServiceError::disk_full();
         }
         tracing::error!(error = %e, "file-system fault");

@@ -4,13 +4,13 @@
 //!
 //! Entries know whether their render is long (estimated work above `long_render_seconds`):
 //! the short lane ([`FairQueue::pop_short_timeout`]) takes only short ones, in the same turn
-//! order, so a short render never waits behind a long one (see [`crate::worker`]).
+//! order, so a short render never waits behind a long one (see the `worker` module).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-use crate::shared::lock;
+use crate::sync::lock;
 
 struct Entry {
     id: String,

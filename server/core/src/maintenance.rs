@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 use crate::catalog::{ErrorCode, human_duration};
 use crate::clock::{add_ms, rfc3339};
 use crate::error::ServiceError;
-use crate::shared::{Shared, lock};
+use crate::shared::Shared;
 use crate::store::{Change, Outcome, RenderRecord, RenderState};
+use crate::sync::lock;
 
 /// What one sweep removed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

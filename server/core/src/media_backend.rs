@@ -5,10 +5,9 @@ use std::sync::atomic::AtomicBool;
 
 use vidforge_media as media;
 
-use crate::config::{BackendSetting, Config, EncoderSetting, HwDecodeSetting};
+use crate::config::Config;
 use crate::engine::{
-    EngineError, EngineProgress, EngineReport, FailureKind, HardwareInfo, Prober, RenderPlan,
-    Renderer,
+    EngineError, EngineProgress, EngineReport, HardwareInfo, Prober, RenderPlan, Renderer,
 };
 use crate::store::AssetProbe;
 
@@ -21,48 +20,17 @@ impl MediaRenderer {
     /// Initialises the engine: the GPU adapter, the CUDA device and the NVENC probe are
     /// chosen here, once for the process.
     pub fn new(config: &Config) -> Result<Self, EngineError> {
-        let choice = match config.backend {
-            BackendSetting::Auto => media::BackendChoice::Auto,
-            BackendSetting::Wgpu => media::BackendChoice::Wgpu,
-            BackendSetting::Cpu => media::BackendChoice::Cpu,
-        };
         let hardware = media::HardwareChoice {
-            decode: match config.hwdecode {
-                HwDecodeSetting::Auto => media::HwDecodeChoice::Auto,
-                HwDecodeSetting::Cuda => media::HwDecodeChoice::Cuda,
-                HwDecodeSetting::Off => media::HwDecodeChoice::Off,
-            },
-            encoder: match config.encoder {
-                EncoderSetting::Auto => media::EncoderChoice::Auto,
-                EncoderSetting::X264 => media::EncoderChoice::X264,
-                EncoderSetting::Nvenc => media::EncoderChoice::Nvenc,
-            },
+            decode: config.hwdecode,
+            encoder: config.encoder,
         };
-        let engine = media::Engine::with_hardware(choice, hardware).map_err(map_error)?;
+        let engine = media::Engine::with_hardware(config.backend, hardware).map_err(map_error)?;
         Ok(MediaRenderer { engine })
     }
 }
 
 fn map_error(e: media::MediaError) -> EngineError {
-    let kind = match e.kind() {
-        media::ErrorKind::SourceNotFound => FailureKind::SourceNotFound,
-        media::ErrorKind::UnsupportedCodec => FailureKind::UnsupportedCodec,
-        media::ErrorKind::InvalidInput => FailureKind::InvalidInput,
-        media::ErrorKind::RenderFailed => FailureKind::RenderFailed,
-        media::ErrorKind::Cancelled => FailureKind::Cancelled,
-    };
-    EngineError::new(kind, e.to_string())
-}
-
-fn job(plan: &RenderPlan) -> media::RenderJob {
-    media::RenderJob {
-        input: plan.input.clone(),
-        output: plan.output.clone(),
-        resolution: plan.resolution,
-        format: plan.format,
-        watermark: plan.watermark.clone(),
-        encoder: Default::default(),
-    }
+    EngineError::new(e.kind(), e.to_string())
 }
 
 impl Renderer for MediaRenderer {
@@ -90,14 +58,12 @@ impl Renderer for MediaRenderer {
         cancel: &AtomicBool,
     ) -> Result<EngineReport, EngineError> {
         self.engine
-            .render(&job(plan), progress, cancel)
+            .render(plan, progress, cancel)
             .map_err(map_error)
     }
 
     fn render_preview(&self, plan: &RenderPlan, png_out: &Path) -> Result<(u32, u32), EngineError> {
-        self.engine
-            .render_preview(&job(plan), png_out)
-            .map_err(map_error)
+        self.engine.render_preview(plan, png_out).map_err(map_error)
     }
 }
 

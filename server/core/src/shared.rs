@@ -2,13 +2,13 @@
 //! clock, the render queue, the in-memory index of non-terminal renders and the change
 //! broadcast, with the compare-and-swap update every state transition goes through.
 //!
-//! Dependencies point one way: [`crate::service`] starts [`crate::worker`] and
-//! [`crate::maintenance`], and all three use this module; none of them imports the service.
+//! Dependencies point one way: `service` starts `worker` and `maintenance`, and all three use
+//! this module; none of them imports the service (so this module links to none of them).
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
 
@@ -19,13 +19,14 @@ use crate::engine::Renderer;
 use crate::error::ServiceError;
 use crate::ids;
 use crate::store::{Change, RenderRecord, RenderState, Store, Updated};
+use crate::sync::lock;
 
 #[derive(Clone, Debug)]
 pub(crate) struct Active {
     pub principal: String,
     pub state: RenderState,
     pub deadline: Option<u64>,
-    /// Estimated work above `long_render_seconds` ([`crate::worker`]'s short lane).
+    /// Estimated work above `long_render_seconds` (the worker's short lane).
     pub long: bool,
 }
 
@@ -52,22 +53,16 @@ pub(crate) struct Shared {
     /// This node's name in work leases ([`Config::node_name`]).
     pub node: String,
     pub shutdown: AtomicBool,
-    /// Long renders this node's workers are running ([`crate::worker`]'s short lane works
+    /// Long renders this node's workers are running (the worker's short lane works
     /// only while there is one).
     pub long_running: AtomicUsize,
     /// Refuses new uploads and renders under the free-space floor.
     pub disk: crate::disk::DiskGuard,
 }
 
-/// An extra sweep step registered with [`crate::service::RenderService::add_sweeper`]: deletes what has
+/// An extra sweep step registered with `RenderService::add_sweeper`: deletes what has
 /// expired and returns how many records it removed.
 pub type Sweeper = Box<dyn Fn() -> Result<usize, ServiceError> + Send + Sync>;
-
-/// Locks a mutex, ignoring poisoning (the data stays consistent: every critical section is a
-/// small map update).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 impl Shared {
     pub fn now(&self) -> u64 {
@@ -122,7 +117,7 @@ impl Shared {
     }
 
     /// Queues a render for this node's workers. With a shared store the entry is only a
-    /// hint to look now: workers claim renders from the store ([`crate::cluster`]).
+    /// hint to look now: workers claim renders from the store (the `cluster` module).
     pub fn enqueue(&self, principal: &str, id: &str) {
         self.queue.push(principal, id, self.is_long(id));
     }
@@ -154,7 +149,7 @@ impl Shared {
         {
             self.index(&u.record);
             if let Some(before) = before {
-                crate::telemetry::render_transition(before, &u.record, now);
+                crate::render_metrics::render_transition(before, &u.record, now);
             }
         }
         Ok(out)

@@ -20,6 +20,11 @@
 //! | `vidforge_mcp_requests_total`, `vidforge_mcp_request_duration_seconds` | counter, histogram | `method` (JSON-RPC, from `Mcp-Method`), `status` |
 //! | `vidforge_store_flush_seconds` | histogram | `backend` (sled: flush; postgres: the durable write) |
 //!
+//! The series about a render record (`vidforge_approval_wait_seconds`,
+//! `vidforge_renders_finished_total`, the render duration, fps and stage series) are recorded
+//! by `render_metrics.rs`, which reads the records; this file knows no record type, so the
+//! store can record its flushes here.
+//!
 //! The unfinished-render gauges are set when `/metrics` is read, from the service's index.
 //! With a shared store every node reports the whole cluster's unfinished renders: aggregate
 //! them with `max`, and the counters with `sum`.
@@ -27,9 +32,6 @@
 use std::time::Duration;
 
 use metrics::{counter, histogram};
-
-use crate::catalog::ErrorCode;
-use crate::store::{Outcome, RenderRecord, RenderState};
 
 /// Seconds buckets of request latencies and store flushes (1 ms … 10 s).
 pub const LATENCY_BUCKETS: [f64; 13] = [
@@ -49,65 +51,6 @@ pub const FPS_BUCKETS: [f64; 12] = [
 /// A render was created.
 pub fn render_created() {
     counter!("vidforge_renders_created_total").increment(1);
-}
-
-/// A stored render moved from `before` to `after.state` (called once per transition, by the
-/// node that wrote it).
-pub fn render_transition(before: RenderState, after: &RenderRecord, now_ms: u64) {
-    if before == after.state {
-        return;
-    }
-    if before == RenderState::AwaitingApproval
-        && let Some(approval) = &after.approval
-    {
-        let outcome = match (&approval.decision, after.state) {
-            (Some(d), _) if d.approved => "approved",
-            (Some(_), _) => "rejected",
-            (None, RenderState::Cancelled) => "cancelled",
-            (None, _) => "timeout",
-        };
-        let waited = now_ms.saturating_sub(approval.requested_at) as f64 / 1000.0;
-        histogram!("vidforge_approval_wait_seconds", "outcome" => outcome).record(waited);
-    }
-    if !before.is_terminal() && after.state.is_terminal() {
-        let outcome = match &after.outcome {
-            Some(Outcome::Success { .. }) => "succeeded",
-            Some(Outcome::Error { code, .. }) => code_label(*code),
-            None => "cancelled",
-        };
-        counter!(
-            "vidforge_renders_finished_total",
-            "state" => after.state.as_str(),
-            "outcome" => outcome
-        )
-        .increment(1);
-    }
-}
-
-fn code_label(code: ErrorCode) -> &'static str {
-    code.as_str()
-}
-
-/// A render finished: its wall time, rate and per-stage busy time.
-pub fn render_finished(
-    rec: &RenderRecord,
-    backend: &str,
-    elapsed: Duration,
-    fps: f64,
-    stages: [(&'static str, Duration); 3],
-) {
-    let labels = [
-        ("resolution", rec.args.resolution.as_str().to_string()),
-        ("format", rec.args.output_format.as_str().to_string()),
-        ("backend", backend.to_string()),
-    ];
-    histogram!("vidforge_render_duration_seconds", &labels).record(elapsed.as_secs_f64());
-    if fps.is_finite() {
-        histogram!("vidforge_render_fps", &labels).record(fps);
-    }
-    for (stage, busy) in stages {
-        histogram!("vidforge_stage_busy_seconds", "stage" => stage).record(busy.as_secs_f64());
-    }
 }
 
 /// An upload ended: created with `bytes`, or refused.

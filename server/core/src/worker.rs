@@ -16,14 +16,16 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::args::watermark_params_hash;
-use crate::catalog::{self, ErrorCode};
+use crate::catalog::{self};
 use crate::clock::add_ms;
 use crate::engine::{EngineError, EngineProgress, FailureKind, PlanWatermark, RenderPlan};
 use crate::error::ServiceError;
-use crate::shared::{Shared, lock};
-use crate::store::{
-    Approval, Change, Outcome, ProgressSnapshot, ProgressStage, RenderRecord, RenderState,
+use crate::render_end::{
+    finish_cancelled, finish_error, finish_stopped, finish_succeeded, taken_over, update_final,
 };
+use crate::shared::Shared;
+use crate::store::{Approval, Change, ProgressSnapshot, ProgressStage, RenderRecord, RenderState};
+use crate::sync::lock;
 use crate::uri::PREVIEW_FILE_NAME;
 
 /// How long an idle worker waits before re-checking the shutdown flag.
@@ -239,12 +241,9 @@ fn build_plan(shared: &Shared, rec: &RenderRecord) -> Result<RenderPlan, EngineE
                     "the watermark image asset no longer exists",
                 )
             })?;
-            let position = rec.args.watermark_position().ok_or_else(|| {
-                EngineError::new(FailureKind::InvalidInput, "invalid watermark position")
-            })?;
             Some(PlanWatermark {
                 image,
-                position,
+                position: w.position,
                 opacity: w.opacity as f32,
             })
         }
@@ -257,6 +256,7 @@ fn build_plan(shared: &Shared, rec: &RenderRecord) -> Result<RenderPlan, EngineE
         resolution: rec.args.resolution,
         format: rec.args.output_format,
         watermark,
+        encoder: Default::default(),
     })
 }
 
@@ -337,11 +337,51 @@ fn run_render(
         attempt = rec.attempts,
         "render started"
     );
+    let mut on_progress = progress_publisher(shared, rec, cancel, backend);
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        shared.renderer.render(plan, &mut on_progress, cancel)
+    }))
+    .unwrap_or_else(|_| {
+        Err(EngineError::new(
+            FailureKind::RenderFailed,
+            "the engine panicked",
+        ))
+    });
+
+    let id = rec.id.as_str();
+    match result {
+        Ok(report) => finish_succeeded(shared, rec, plan, &report),
+        Err(e) if e.kind == FailureKind::Cancelled && lock(&shared.lost).contains(id) => {
+            // Another node holds the lease now and renders into the same shared directory:
+            // leave both the record and the files to it.
+            tracing::warn!(render_id = %id, "render abandoned here: another node took it over");
+            Ok(())
+        }
+        Err(e) if e.kind == FailureKind::Cancelled => {
+            let _ = std::fs::remove_dir_all(&dir);
+            finish_stopped(shared, rec)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            finish_error(shared, rec, &e)
+        }
+    }
+}
+
+/// The engine's progress callback for `rec`: publishes a snapshot (stage, frames, rate) at
+/// most every `PROGRESS_PUBLISH_INTERVAL` and at every stage change, and raises `cancel`
+/// when the record says another node cancelled it.
+fn progress_publisher<'a>(
+    shared: &'a Shared,
+    rec: &'a RenderRecord,
+    cancel: &'a AtomicBool,
+    backend: String,
+) -> impl FnMut(EngineProgress) + 'a {
     let id = rec.id.as_str();
     let mut last_publish: Option<Instant> = None;
     let mut last_stage: Option<vidforge_media::Stage> = None;
     let started = Instant::now();
-    let mut on_progress = |p: EngineProgress| {
+    move |p: EngineProgress| {
         let due = last_publish.is_none_or(|t| t.elapsed() >= catalog::PROGRESS_PUBLISH_INTERVAL)
             || last_stage != Some(p.stage);
         if !due {
@@ -372,214 +412,5 @@ fn run_render(
             Ok(_) => shared.notify(id),
             Err(e) => tracing::warn!(render_id = %id, error = %e, "progress write failed"),
         }
-    };
-    let result = catch_unwind(AssertUnwindSafe(|| {
-        shared.renderer.render(plan, &mut on_progress, cancel)
-    }))
-    .unwrap_or_else(|_| {
-        Err(EngineError::new(
-            FailureKind::RenderFailed,
-            "the engine panicked",
-        ))
-    });
-
-    match result {
-        Ok(report) => {
-            let now = shared.now();
-            let size_bytes = std::fs::metadata(&plan.output)
-                .map(|m| m.len())
-                .unwrap_or(report.size_bytes);
-            let outcome = Outcome::Success {
-                video_path: plan.output.clone(),
-                video_file_name: crate::uri::final_file_name(rec.args.output_format),
-                mime_type: rec.args.output_format.mime_type().to_string(),
-                size_bytes,
-                duration_seconds: report.duration_seconds,
-                width: report.width,
-                height: report.height,
-                resolution: rec.args.resolution.as_str().to_string(),
-                watermark_applied: plan.watermark.is_some(),
-                finished_at: now,
-                backend: report.backend.clone(),
-                frames: report.frames,
-                fps: report.fps,
-            };
-            update_final(shared, id, |r| {
-                if r.is_terminal() || taken_over(r, rec) {
-                    return Ok(Change::Keep(()));
-                }
-                r.state = RenderState::Succeeded;
-                r.finished_at = Some(now);
-                r.progress = Some(
-                    ProgressSnapshot::new(
-                        ProgressStage::Finalizing,
-                        report.frames,
-                        Some(report.frames),
-                    )
-                    .with_rate(report.fps, report.backend.clone()),
-                );
-                r.outcome = Some(outcome.clone());
-                Ok(Change::Write(()))
-            })?;
-            crate::telemetry::render_finished(
-                rec,
-                &report.backend,
-                report.elapsed,
-                report.fps,
-                [
-                    ("decode", report.stage_times.decode),
-                    ("compose", report.stage_times.compose),
-                    ("encode", report.stage_times.encode),
-                ],
-            );
-            tracing::info!(
-                render_id = %id,
-                backend = %report.backend,
-                width = report.width,
-                height = report.height,
-                frames = report.frames,
-                size_bytes,
-                fps = format!("{:.1}", report.fps),
-                elapsed_ms = report.elapsed.as_millis() as u64,
-                "render finished"
-            );
-            Ok(())
-        }
-        Err(e) if e.kind == FailureKind::Cancelled && lock(&shared.lost).contains(id) => {
-            // Another node holds the lease now and renders into the same shared directory:
-            // leave both the record and the files to it.
-            tracing::warn!(render_id = %id, "render abandoned here: another node took it over");
-            Ok(())
-        }
-        Err(e) if e.kind == FailureKind::Cancelled => {
-            let _ = std::fs::remove_dir_all(&dir);
-            let user_cancel = shared
-                .store
-                .get_render(id)?
-                .is_some_and(|r| r.cancel_requested);
-            if shared.shutdown.load(Ordering::SeqCst) && !user_cancel {
-                // Handed back durably, so boot recovery does not count a crash.
-                update_final(shared, id, |r| {
-                    if r.state != RenderState::Rendering || taken_over(r, rec) {
-                        return Ok(Change::Keep(()));
-                    }
-                    r.state = RenderState::Queued;
-                    r.progress = None;
-                    Ok(Change::Write(()))
-                })?;
-                tracing::info!(render_id = %id, "render interrupted by shutdown; it resumes on the next start");
-                return Ok(());
-            }
-            finish_cancelled(shared, rec)
-        }
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&dir);
-            finish_error(shared, rec, &e)
-        }
     }
-}
-
-fn finish_cancelled(shared: &Shared, rec: &RenderRecord) -> Result<(), ServiceError> {
-    let now = shared.now();
-    update_final(shared, &rec.id, |r| {
-        if r.is_terminal() || taken_over(r, rec) {
-            return Ok(Change::Keep(()));
-        }
-        r.state = RenderState::Cancelled;
-        r.finished_at = Some(now);
-        Ok(Change::Write(()))
-    })?;
-    tracing::info!(render_id = %rec.id, "render cancelled");
-    Ok(())
-}
-
-/// How long a worker keeps trying to record how its render ended while the store cannot be
-/// reached (PostgreSQL restarting).
-const FINAL_WRITE_PATIENCE: Duration = Duration::from_secs(10 * 60);
-/// The pause between those tries.
-const FINAL_WRITE_RETRY: Duration = Duration::from_secs(1);
-
-/// [`Shared::update_durable`] for the write that ends a step of a render (its result, its
-/// failure, its preview, its hand-back): while the store cannot be reached it is tried again
-/// (bounded by [`FINAL_WRITE_PATIENCE`] and shutdown), since giving up would leave the render
-/// running in the record with nobody running it, to be started over as if this process had
-/// died. The lease keeper goes on renewing meanwhile; a render taken over in the meantime is
-/// left alone by the step's own `taken_over` check.
-fn update_final<T>(
-    shared: &Shared,
-    id: &str,
-    mut f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, ServiceError>,
-) -> Result<Option<crate::store::Updated<RenderRecord, T>>, ServiceError> {
-    let deadline = Instant::now() + FINAL_WRITE_PATIENCE;
-    loop {
-        match shared.update_durable(id, &mut f) {
-            Err(ServiceError::Unavailable { reason })
-                if Instant::now() < deadline && !shared.shutdown.load(Ordering::SeqCst) =>
-            {
-                tracing::warn!(render_id = %id, %reason, "the store cannot be reached; retrying the render's write");
-                std::thread::sleep(FINAL_WRITE_RETRY);
-            }
-            other => return other,
-        }
-    }
-}
-
-/// Whether another attempt has claimed the render since this worker's claim (`claimed`, the
-/// record as the claim wrote it): every claim counts an attempt, so the count is the fencing
-/// token. A worker whose render was taken over (its node lost the lease) writes nothing more.
-fn taken_over(current: &RenderRecord, claimed: &RenderRecord) -> bool {
-    current.attempts != claimed.attempts
-}
-
-/// The terminal outcome for an engine failure.
-pub fn failure_outcome(e: &EngineError) -> Outcome {
-    let (code, message) = match e.kind {
-        FailureKind::SourceNotFound => (
-            ErrorCode::SourceNotFound,
-            "The source asset could not be read.",
-        ),
-        FailureKind::UnsupportedCodec | FailureKind::InvalidInput => (
-            ErrorCode::UnsupportedCodec,
-            "The source asset's codec cannot be rendered.",
-        ),
-        // The disk filled up under the render (FFmpeg reports ENOSPC as text).
-        FailureKind::RenderFailed if e.message.contains("No space left on device") => (
-            ErrorCode::StorageFull,
-            "The server's disk filled up during the render; nothing was kept. Retry later.",
-        ),
-        FailureKind::RenderFailed | FailureKind::Cancelled => (
-            ErrorCode::RenderFailed,
-            "The renderer failed; re-calling starts a new render.",
-        ),
-    };
-    Outcome::Error {
-        code,
-        message: message.to_string(),
-        reason: Some(e.message.clone()),
-        field: match code {
-            ErrorCode::SourceNotFound | ErrorCode::UnsupportedCodec => {
-                Some("source_asset_uri".into())
-            }
-            _ => None,
-        },
-        retry_after_ms: (code == ErrorCode::StorageFull)
-            .then_some(crate::catalog::STORAGE_RETRY_AFTER.as_millis() as u64),
-        temporary: None,
-    }
-}
-
-fn finish_error(shared: &Shared, rec: &RenderRecord, e: &EngineError) -> Result<(), ServiceError> {
-    let now = shared.now();
-    let outcome = failure_outcome(e);
-    update_final(shared, &rec.id, |r| {
-        if r.is_terminal() || taken_over(r, rec) {
-            return Ok(Change::Keep(()));
-        }
-        r.state = RenderState::Failed;
-        r.finished_at = Some(now);
-        r.outcome = Some(outcome.clone());
-        Ok(Change::Write(()))
-    })?;
-    tracing::warn!(render_id = %rec.id, kind = ?e.kind, error = %e, "render failed");
-    Ok(())
 }

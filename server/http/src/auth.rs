@@ -9,19 +9,18 @@
 //!
 //! Put it on any router:
 //! `router.layer(axum::middleware::from_fn_with_state(auth, vidforge_http::auth::require_auth))`
-//! ([`require_auth_or_session`] also takes a browser session on `GET`/`HEAD`).
+//! (`auth_or_session::require_auth_or_session` also takes a browser session on `GET`/`HEAD`).
 
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::auth_limit::{AuthFailureLimiter, Verdict};
 use crate::envelope::Envelope;
-use crate::session::{Sessions, constant_time_eq};
 use vidforge_core::catalog::ErrorCode;
 use vidforge_core::config::{ANONYMOUS_PRINCIPAL, Config};
 
@@ -122,13 +121,21 @@ impl Auth {
         found.map(|p| Principal(p.to_string()))
     }
 
-    /// The tokens of `principal` (the keys of its browser sessions, [`crate::session`]).
+    /// The tokens of `principal` (the keys of its browser sessions, `session.rs`).
     pub fn tokens_of<'a>(&'a self, principal: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
         self.tokens
             .iter()
             .filter(move |(_, p)| p == principal)
             .map(|(t, _)| t.as_slice())
     }
+}
+
+/// Constant-time equality of two byte strings.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The 401 answer: `WWW-Authenticate: Bearer` and a small JSON body.
@@ -156,7 +163,7 @@ pub fn rate_limited(wait: std::time::Duration) -> Response {
         "Too many failed authentication attempts from this address; wait and try again.",
     )
     .retry_after(Some(wait.as_millis().max(1) as u64));
-    crate::routes::error_response(StatusCode::TOO_MANY_REQUESTS, &env)
+    crate::envelope::error_response(StatusCode::TOO_MANY_REQUESTS, &env)
 }
 
 /// Middleware: authenticates the bearer token, inserts [`Principal`], or answers 401 (429
@@ -166,36 +173,12 @@ pub async fn require_auth(State(auth): State<Auth>, req: Request, next: Next) ->
     admit(&auth, outcome, req, next).await
 }
 
-/// [`require_auth`], except that a `GET` or `HEAD` without a bearer token may instead carry
-/// a browser session cookie ([`crate::session`]), so the pages can show previews and
-/// results. Anything that changes state needs the token (or, on the pages' own forms, the
-/// session and its CSRF token).
-pub async fn require_auth_or_session(
-    State(sessions): State<Sessions>,
-    req: Request,
-    next: Next,
-) -> Response {
-    let safe = matches!(*req.method(), Method::GET | Method::HEAD);
-    let by_cookie = (safe && !req.headers().contains_key(header::AUTHORIZATION))
-        .then(|| sessions.session(req.headers()))
-        .flatten()
-        .map(|s| s.principal);
-    match by_cookie {
-        // A session is no guess at a token (its MAC is checked): it is not judged.
-        Some(p) => admit_principal(p, req, next).await,
-        None => {
-            let outcome = sessions.auth().authenticate(req.headers());
-            admit(sessions.auth(), outcome, req, next).await
-        }
-    }
-}
-
-async fn admit_principal(p: Principal, mut req: Request, next: Next) -> Response {
+pub(crate) async fn admit_principal(p: Principal, mut req: Request, next: Next) -> Response {
     req.extensions_mut().insert(p);
     next.run(req).await
 }
 
-async fn admit(
+pub(crate) async fn admit(
     auth: &Auth,
     outcome: Result<Principal, AuthError>,
     req: Request,

@@ -53,7 +53,7 @@ struct Peer {
     last_success: Option<Instant>,
 }
 
-/// The per-peer failure budget ([`crate::auth::Auth`] holds one).
+/// The per-peer failure budget (`auth::Auth` holds one).
 #[derive(Debug)]
 pub struct AuthFailureLimiter {
     burst: u32,

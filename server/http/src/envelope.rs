@@ -5,6 +5,8 @@
 //! [`Envelope::to_jsonrpc_data`] in `error.data` (keys `machine_code` / `human_message`); the
 //! HTTP routes send `to_json` as the body.
 
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -342,6 +344,18 @@ impl Envelope {
         }
         v
     }
+}
+
+/// An envelope as an HTTP response.
+pub fn error_response(status: StatusCode, env: &Envelope) -> Response {
+    let mut r = (status, axum::Json(env.to_json())).into_response();
+    // HTTP clients and proxies read the wait from the header (whole seconds, rounded up).
+    if let Some(ms) = env.retry_after_ms
+        && let Ok(v) = axum::http::HeaderValue::from_str(&ms.div_ceil(1000).max(1).to_string())
+    {
+        r.headers_mut().insert(axum::http::header::RETRY_AFTER, v);
+    }
+    r
 }
 
 #[cfg(test)]

@@ -1,11 +1,13 @@
 //! vidforge's HTTP side, on the domain ([`vidforge_core`]): uploads, downloads and previews
 //! ([`routes`]), the browser pages ([`web`]), the Host/Origin [`policy`], bearer tokens and
-//! their failure budget ([`auth`], [`auth_limit`]), browser [`session`]s, the client address
+//! their failure budget ([`auth`], [`auth_limit`]; [`auth_or_session`] where a browser
+//! session may read), browser [`session`]s, the client address
 //! ([`peer`]), the accept loop and its limits ([`connections`]), `GET /metrics` ([`metrics`])
 //! and the §6 error [`envelope`] every front answers with.
 
 pub mod auth;
 pub mod auth_limit;
+pub mod auth_or_session;
 pub mod connections;
 pub mod envelope;
 pub mod metrics;

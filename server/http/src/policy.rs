@@ -153,7 +153,7 @@ pub fn forbidden(refusal: &Refusal) -> Response {
     )
     .field(refusal.field)
     .reason(refusal.reason.clone());
-    crate::routes::error_response(StatusCode::FORBIDDEN, &env)
+    crate::envelope::error_response(StatusCode::FORBIDDEN, &env)
 }
 
 /// Middleware: [`RequestPolicy::check`], or `403` with the envelope.

@@ -32,9 +32,10 @@ use serde::Deserialize;
 use serde_json::json;
 use tower_http::services::ServeFile;
 
-use crate::auth::{Principal, require_auth_or_session};
+use crate::auth::Principal;
+use crate::auth_or_session::require_auth_or_session;
 use crate::connections::{Paced, UploadGate, UploadPace, UploadsBusy};
-use crate::envelope::{Envelope, RepairContext, fingerprint};
+use crate::envelope::{Envelope, RepairContext, error_response, fingerprint};
 use crate::session::Sessions;
 use vidforge_core::catalog::ErrorCode;
 use vidforge_core::clock::rfc3339;
@@ -81,18 +82,6 @@ pub fn health_routes(service: RenderService) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .with_state(service)
-}
-
-/// An envelope as an HTTP response.
-pub fn error_response(status: StatusCode, env: &Envelope) -> Response {
-    let mut r = (status, axum::Json(env.to_json())).into_response();
-    // HTTP clients and proxies read the wait from the header (whole seconds, rounded up).
-    if let Some(ms) = env.retry_after_ms
-        && let Ok(v) = axum::http::HeaderValue::from_str(&ms.div_ceil(1000).max(1).to_string())
-    {
-        r.headers_mut().insert(axum::http::header::RETRY_AFTER, v);
-    }
-    r
 }
 
 /// The HTTP status for a service error.

@@ -31,8 +31,8 @@ use axum::http::{HeaderMap, header};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::auth::{Auth, Principal};
-use vidforge_core::args::hex;
+use crate::auth::{Auth, Principal, constant_time_eq};
+use hex::encode as hex;
 use vidforge_core::clock::SharedClock;
 use vidforge_core::config::{ANONYMOUS_PRINCIPAL, Config};
 use vidforge_core::store::{Store, StoreError};
@@ -135,14 +135,6 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
         .step_by(2)
         .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
         .collect()
-}
-
-/// Constant-time equality of two byte strings.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 fn ms(d: Duration) -> u64 {
@@ -353,7 +345,7 @@ impl Sessions {
 
     /// The CSRF token of a session, for the pages' forms.
     pub fn csrf_token(&self, session: &Session) -> String {
-        hex(&self.csrf_mac(session, &self.keys(session)[0]))
+        hex(self.csrf_mac(session, &self.keys(session)[0]))
     }
 
     /// True when `token` is the CSRF token of `session`.

@@ -1,12 +1,14 @@
-//! Argument validation of the fallback tools and of elicitation answers. Violations become
-//! `invalid_arguments` envelopes (tool results with `isError: true`), never protocol errors.
-//! The render tool's arguments are validated by [`vidforge_core::store::RenderArgs::from_tool_arguments`].
+//! The fallback tools' typed arguments as this front's envelopes, and the elicitation answers.
+//! Violations become `invalid_arguments` envelopes (tool results with `isError: true`), never
+//! protocol errors. The input types themselves are in [`crate::inputs`]; the render tool's
+//! refusals go through `ServiceError` ([`crate::inputs::render_args`]).
 
 use serde_json::{Map, Value};
 
-use vidforge_core::args::{ArgError, reject_unknown, required_str};
-use vidforge_core::catalog::{ErrorCode, MAX_NOTE_CHARS};
+use vidforge_core::catalog::ErrorCode;
 use vidforge_http::envelope::Envelope;
+
+use crate::inputs::{self, Note, ToolInput};
 
 // Errors are boxed: an envelope is large and these results are almost always Ok.
 
@@ -27,53 +29,21 @@ fn object<'a>(v: &'a Value, field: &str) -> Result<&'a Map<String, Value>, Box<E
         .ok_or_else(|| invalid(field, format!("`{field}` must be an object")))
 }
 
-/// A schema misfit found by the shared JSON helpers, as this front's `invalid_arguments`.
-fn misfit(e: ArgError) -> Box<Envelope> {
-    invalid(&e.field, format!("`{}` {}", e.field, e.reason))
-}
-
-/// `{render_id}` only.
-pub fn render_id_only(v: &Value) -> Result<String, Box<Envelope>> {
-    let map = object(v, "arguments")?;
-    reject_unknown(map, &["render_id"], "").map_err(misfit)?;
-    let id = required_str(map, "render_id", "").map_err(misfit)?;
-    if id.is_empty() {
-        return Err(invalid("render_id", "`render_id` must not be empty"));
-    }
-    Ok(id.to_string())
-}
-
-/// `{render_id, approved, note?}`.
-pub fn approval_args(v: &Value) -> Result<(String, bool, Option<String>), Box<Envelope>> {
-    let map = object(v, "arguments")?;
-    reject_unknown(map, &["render_id", "approved", "note"], "").map_err(misfit)?;
-    let id = required_str(map, "render_id", "").map_err(misfit)?;
-    if id.is_empty() {
-        return Err(invalid("render_id", "`render_id` must not be empty"));
-    }
-    let approved = match map.get("approved") {
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(invalid("approved", "`approved` must be a boolean")),
-        None => return Err(invalid("approved", "`approved` is required")),
-    };
-    let note = optional_note(map.get("note"))?;
-    Ok((id.to_string(), approved, note))
+/// A fallback tool's (or `vidforge_get_capabilities`') arguments as its input type; a misfit
+/// is this front's `invalid_arguments` envelope (the reason names the field).
+pub fn fallback_input<T: ToolInput>(v: &Value) -> Result<T, Box<Envelope>> {
+    inputs::parse(v).map_err(|e| invalid(&e.field, format!("`{}` {}", e.field, e.reason)))
 }
 
 fn optional_note(v: Option<&Value>) -> Result<Option<String>, Box<Envelope>> {
     match v {
         None => Ok(None),
-        Some(Value::String(s)) if s.chars().count() <= MAX_NOTE_CHARS => Ok(Some(s.clone())),
-        Some(_) => Err(invalid(
-            "note",
-            format!("`note` must be a string of at most {MAX_NOTE_CHARS} characters"),
-        )),
+        Some(Value::String(s)) => match Note::try_from(s.clone()) {
+            Ok(note) => Ok(Some(note.0)),
+            Err(reason) => Err(invalid("note", format!("`note` {reason}"))),
+        },
+        Some(_) => Err(invalid("note", format!("`note` {}", inputs::NOTE_REASON))),
     }
-}
-
-/// No arguments at all (or an empty object).
-pub fn no_arguments(v: &Value) -> Result<(), Box<Envelope>> {
-    reject_unknown(object(v, "arguments")?, &[], "").map_err(misfit)
 }
 
 /// Reads a watermark decision from an elicitation result:
@@ -152,17 +122,6 @@ mod tests {
                 .0
         );
         assert!(approval_from_page_elicitation(&json!({"action": "maybe"})).is_err());
-    }
-
-    #[test]
-    fn approval_arguments_are_closed_and_typed() {
-        assert!(approval_args(&json!({"render_id": "task_1", "approved": true})).is_ok());
-        let env = approval_args(&json!({"render_id": "task_1", "approved": "yes"})).unwrap_err();
-        assert_eq!(env.details["field"], "approved");
-        let env =
-            approval_args(&json!({"render_id": "task_1", "approved": true, "x": 1})).unwrap_err();
-        assert_eq!(env.details["field"], "x");
-        assert!(render_id_only(&json!({})).is_err());
     }
 
     #[test]

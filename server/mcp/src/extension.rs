@@ -36,7 +36,7 @@ use vidforge_core::clock::SharedClock;
 use vidforge_core::service::{RenderService, Sweeper};
 use vidforge_core::store::StoreError;
 
-pub use super::handler::Declared;
+pub use super::declared::Declared;
 
 /// A list-changed event for `subscriptions/listen` streams.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

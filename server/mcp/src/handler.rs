@@ -5,7 +5,6 @@
 //! rmcp builds one handler per HTTP request, so the handler is an `Arc` clone of shared state.
 
 use std::borrow::Cow;
-use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
@@ -19,147 +18,17 @@ use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
-use vidforge_core::catalog::{self, ErrorCode};
-use vidforge_core::error::ServiceError;
-use vidforge_core::service::RenderService;
+use vidforge_core::catalog::{self};
 use vidforge_core::store::{Outcome, RenderState};
 use vidforge_core::uri;
 
-use super::Principal;
 use super::capabilities::{self, TASKS_EXTENSION};
-use super::extension::{Extensions, ToolCall};
-use super::presentation::Presenter;
+use super::declared::declared;
+use super::extension::ToolCall;
+use super::request::*;
 use super::resources::{ResourceRef, parse_resource_uri};
 use super::tools;
 use super::wire;
-use vidforge_http::envelope::{Envelope, RepairContext};
-
-/// State shared by every per-request handler.
-pub struct McpShared {
-    pub service: RenderService,
-    /// What a binary mounted beside vidforge's own surface (none in production).
-    pub extensions: Extensions,
-    pub tools: Vec<Value>,
-    pub capabilities_summary: Value,
-    /// Render records as wire shapes, for the configured lifetimes.
-    pub presenter: Presenter,
-}
-
-#[derive(Clone)]
-pub struct VidforgeMcp {
-    pub shared: Arc<McpShared>,
-}
-
-pub fn from_json<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, McpError> {
-    serde_json::from_value(v)
-        .map_err(|e| McpError::internal_error(format!("building a wire value: {e}"), None))
-}
-
-/// What this request declared in its per-request `_meta` client capabilities.
-pub struct Declared {
-    pub tasks: bool,
-    pub elicitation_form: bool,
-    pub elicitation_url: bool,
-    /// The whole declared `clientCapabilities` object (`null` when absent).
-    pub caps: Value,
-}
-
-pub(super) fn declared(ctx: &RequestContext<RoleServer>) -> Declared {
-    let caps = ctx.client_capabilities();
-    let caps_json = caps
-        .as_ref()
-        .and_then(|c| serde_json::to_value(c).ok())
-        .unwrap_or(Value::Null);
-    let tasks = caps_json
-        .get("extensions")
-        .and_then(|e| e.get(TASKS_EXTENSION))
-        .is_some();
-    // `elicitation: {}` means form only; `{url: {}}` alone means URL mode only.
-    let (elicitation_form, elicitation_url) = match caps_json.get("elicitation") {
-        Some(Value::Object(e)) => (
-            e.contains_key("form") || !e.contains_key("url"),
-            e.contains_key("url"),
-        ),
-        _ => (false, false),
-    };
-    Declared {
-        tasks,
-        elicitation_form,
-        elicitation_url,
-        caps: caps_json,
-    }
-}
-
-impl Declared {
-    /// The declared elicitation modes.
-    pub fn elicitation(&self) -> super::presentation::Elicitation {
-        super::presentation::Elicitation {
-            form: self.elicitation_form,
-            url: self.elicitation_url,
-        }
-    }
-}
-
-pub(super) fn principal(ctx: &RequestContext<RoleServer>) -> Result<String, McpError> {
-    ctx.extensions
-        .get::<http::request::Parts>()
-        .and_then(|parts| parts.extensions.get::<Principal>())
-        .map(|p| p.0.clone())
-        .ok_or_else(|| McpError::internal_error("request reached MCP without a principal", None))
-}
-
-pub(super) fn invalid_params_unknown_task(id: &str) -> McpError {
-    McpError::new(
-        RpcCode::INVALID_PARAMS,
-        "Unknown or expired task.",
-        Some(json!({ "taskId": id })),
-    )
-}
-
-pub(super) fn internal(e: impl std::fmt::Display) -> McpError {
-    McpError::internal_error(format!("vidforge internal error: {e}"), None)
-}
-
-/// A service fault on a JSON-RPC method (`tasks/*`): `-32603`; when the task store is only
-/// unreachable for now, with the §6 envelope in `data` (`temporary`, `retry_after_ms`), so a
-/// client knows to retry.
-pub(super) fn service_fault(e: ServiceError) -> McpError {
-    match e {
-        ServiceError::Unavailable { .. } => {
-            let env = Envelope::from_service_error(&e, Default::default());
-            McpError::internal_error(e.to_string(), Some(env.to_jsonrpc_data()))
-        }
-        other => internal(other),
-    }
-}
-
-/// Maps a service error to the tool-level envelope, with its default repair.
-pub(super) fn service_envelope(err: &ServiceError, render_id: Option<&str>) -> Envelope {
-    let env = Envelope::from_service_error(
-        err,
-        RepairContext {
-            render_id,
-            ..Default::default()
-        },
-    );
-    if err.code() == ErrorCode::RenderNotFound {
-        env.field("render_id")
-    } else {
-        env
-    }
-}
-
-pub(super) fn tool_error(env: Envelope) -> Result<CallToolResponse, McpError> {
-    Ok(CallToolResponse::Complete(wire::tool_error_result(
-        &env, None,
-    )))
-}
-
-pub(super) fn tool_ok(text: String, structured: Value) -> Result<CallToolResponse, McpError> {
-    Ok(CallToolResponse::Complete(wire::tool_ok_result(
-        text, structured,
-    )))
-}
 
 impl ServerHandler for VidforgeMcp {
     fn get_info(&self) -> ServerConfig {
@@ -250,7 +119,9 @@ impl ServerHandler for VidforgeMcp {
             tools::APPROVE_WATERMARK => self.call_approve(&principal, &arguments).await,
             tools::CANCEL_RENDER => self.call_cancel(&principal, &arguments).await,
             tools::GET_CAPABILITIES => {
-                if let Err(env) = super::args::no_arguments(&arguments) {
+                if let Err(env) =
+                    super::args::fallback_input::<super::inputs::NoArguments>(&arguments)
+                {
                     return tool_error(*env);
                 }
                 tool_ok(

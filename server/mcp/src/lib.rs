@@ -30,12 +30,15 @@ use vidforge_core::service::RenderService;
 
 mod args;
 pub mod capabilities;
+mod declared;
 pub mod extension;
 mod handler;
+pub mod inputs;
 pub mod jsonrpc;
 mod listen;
 mod notify;
 mod presentation;
+mod request;
 mod resources;
 mod tasks;
 mod tool_calls;
@@ -43,7 +46,7 @@ pub mod tools;
 pub mod wire;
 
 pub use extension::{ExtensionHost, ExtensionSpec, Extensions, McpExtension};
-pub use handler::{McpShared, VidforgeMcp, from_json};
+pub use request::{McpShared, VidforgeMcp, from_json};
 pub use vidforge_http::auth::Principal;
 
 pub const CAPABILITIES_URI: &str = "vidforge://capabilities";

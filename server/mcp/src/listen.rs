@@ -9,7 +9,8 @@ use tokio::sync::broadcast::error::RecvError;
 use super::RequestedTaskIds;
 use super::extension::ListChange;
 
-use super::handler::*;
+use super::declared::declared;
+use super::request::*;
 
 /// Waits for the next list change, or forever once the channel has closed.
 async fn next_list_change(

@@ -11,7 +11,7 @@ use vidforge_core::uri;
 
 use vidforge_http::envelope::{Envelope, RepairContext};
 
-use super::handler::*;
+use super::request::*;
 
 impl VidforgeMcp {
     /// The principal's newest renders (at most [`super::MAX_LISTED_RENDERS`]).

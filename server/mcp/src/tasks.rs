@@ -14,7 +14,8 @@ use vidforge_core::store::{RenderRecord, RenderState};
 use super::presentation::{Elicitation, to_value};
 use super::wire;
 
-use super::handler::*;
+use super::declared::declared;
+use super::request::*;
 
 impl VidforgeMcp {
     pub(super) async fn task_get(

@@ -5,14 +5,17 @@ use rmcp::model::{CallToolResponse, CreateTaskResult};
 use serde_json::{Value, json};
 
 use vidforge_core::catalog::ErrorCode;
-use vidforge_core::store::{RenderArgs, RenderState, without_idempotency_key};
+use vidforge_core::store::{RenderState, without_idempotency_key};
 
+use super::args::fallback_input;
+use super::inputs::{self, ApprovalInput, RenderIdInput};
 use super::presentation::to_value;
 use super::tools;
 use vidforge_core::error::ServiceError;
 use vidforge_http::envelope::{Envelope, Repair, RepairContext};
 
-use super::handler::*;
+use super::declared::Declared;
+use super::request::*;
 
 impl VidforgeMcp {
     pub(super) async fn call_render(
@@ -32,7 +35,7 @@ impl VidforgeMcp {
                 },
             ))
         };
-        let args = match RenderArgs::from_tool_arguments(&arguments) {
+        let args = match inputs::render_args(&arguments) {
             Ok(args) => args,
             Err(e) => return refused(&e),
         };
@@ -87,8 +90,8 @@ impl VidforgeMcp {
         principal: &str,
         arguments: &Value,
     ) -> Result<CallToolResponse, McpError> {
-        let id = match super::args::render_id_only(arguments) {
-            Ok(id) => id,
+        let id = match fallback_input::<RenderIdInput>(arguments) {
+            Ok(input) => input.render_id.0,
             Err(env) => return tool_error(*env),
         };
         match self.shared.service.get(principal, &id) {
@@ -105,8 +108,8 @@ impl VidforgeMcp {
         principal: &str,
         arguments: &Value,
     ) -> Result<CallToolResponse, McpError> {
-        let (id, approved, note) = match super::args::approval_args(arguments) {
-            Ok(a) => a,
+        let (id, approved, note) = match fallback_input::<ApprovalInput>(arguments) {
+            Ok(a) => (a.render_id.0, a.approved, a.note.map(|n| n.0)),
             Err(env) => return tool_error(*env),
         };
         match self
@@ -140,8 +143,8 @@ impl VidforgeMcp {
         principal: &str,
         arguments: &Value,
     ) -> Result<CallToolResponse, McpError> {
-        let id = match super::args::render_id_only(arguments) {
-            Ok(id) => id,
+        let id = match fallback_input::<RenderIdInput>(arguments) {
+            Ok(input) => input.render_id.0,
             Err(env) => return tool_error(*env),
         };
         match self.shared.service.cancel(principal, &id).await {

@@ -36,8 +36,13 @@ fn parse_opacity(s: &str) -> Result<f32, String> {
     let v: f32 = s
         .parse()
         .map_err(|_| format!("opacity '{s}' is not a number"))?;
-    if !(0.0..=1.0).contains(&v) {
-        return Err(format!("opacity {v} is outside 0..=1"));
+    let range = vidforge_core::args::OPACITY;
+    if !range.contains(&f64::from(v)) {
+        return Err(format!(
+            "opacity {v} is outside {}..={}",
+            range.start(),
+            range.end()
+        ));
     }
     Ok(v)
 }

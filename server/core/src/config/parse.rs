@@ -50,53 +50,60 @@ pub(super) fn parse_token_pair(s: &str) -> Result<(String, String), ConfigError>
     }
 }
 
-/// Parses `500ms`, `90s`, `30m`, `24h`, `7d` or a bare number of seconds.
+/// Longest accepted duration, in seconds (about 31,700 years).
+const MAX_DURATION_SECS: f64 = 1e12;
+
+/// Parses `500ms`, `90s`, `30m`, `24h`, `7d` (anything [`humantime`] reads, such as `1h 30m`)
+/// or a bare number of seconds (`90`, `1.5`).
 pub fn parse_duration(s: &str, field: &'static str) -> Result<Duration, ConfigError> {
-    let t = s.trim();
     let err = || ConfigError::Invalid {
         field,
         reason: format!("'{s}' is not a duration like 500ms, 90s, 30m, 24h or 7d"),
     };
+    let t = s.trim();
     let split = t
         .find(|c: char| !c.is_ascii_digit() && c != '.')
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let value: f64 = num.parse().map_err(|_| err())?;
-    let secs = match unit.trim() {
-        "" | "s" => value,
-        "ms" => value / 1000.0,
-        "m" | "min" => value * 60.0,
-        "h" => value * 3600.0,
-        "d" => value * 86_400.0,
-        _ => return Err(err()),
+    let duration = if unit.trim().is_empty() {
+        // A bare number is seconds (humantime wants a unit).
+        let secs: f64 = num.parse().map_err(|_| err())?;
+        if !secs.is_finite() || !(0.0..=MAX_DURATION_SECS).contains(&secs) {
+            return Err(err());
+        }
+        Duration::from_secs_f64(secs)
+    } else {
+        // humantime wants a digit on both sides of a decimal point (`.5s`, `1.s`).
+        let num = match (num.starts_with('.'), num.ends_with('.')) {
+            (true, _) => format!("0{num}"),
+            (_, true) => format!("{num}0"),
+            _ => num.to_string(),
+        };
+        humantime::parse_duration(&format!("{num}{unit}")).map_err(|_| err())?
     };
-    if !secs.is_finite() || !(0.0..=1e12).contains(&secs) {
+    if duration.as_secs_f64() > MAX_DURATION_SECS {
         return Err(err());
     }
-    Ok(Duration::from_secs_f64(secs))
+    Ok(duration)
 }
 
-/// Parses `1048576`, `500KB`, `500MB`, `2GB`, `64KiB`, `2GiB`.
+/// Parses `1048576`, `500KB`, `500MB`, `2GB`, `64KiB`, `2GiB` (anything [`bytesize`] reads,
+/// units in any case).
 pub fn parse_bytes(s: &str, field: &'static str) -> Result<u64, ConfigError> {
-    let t = s.trim();
     let err = || ConfigError::Invalid {
         field,
         reason: format!("'{s}' is not a size like 1048576, 500MB or 2GiB"),
     };
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let value: u64 = num.parse().map_err(|_| err())?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "kb" => 1_000,
-        "mb" => 1_000_000,
-        "gb" => 1_000_000_000,
-        "kib" => 1 << 10,
-        "mib" => 1 << 20,
-        "gib" => 1 << 30,
-        _ => return Err(err()),
-    };
-    value.checked_mul(mult).ok_or_else(err)
+    let t = s.trim();
+    // A bare count of bytes, exactly (bytesize goes through f64).
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        return t.parse().map_err(|_| err());
+    }
+    match t.parse::<bytesize::ByteSize>() {
+        // bytesize saturates on overflow; no size with a unit is exactly u64::MAX.
+        Ok(size) if size.as_u64() != u64::MAX => Ok(size.as_u64()),
+        _ => Err(err()),
+    }
 }
 
 /// Parses a `trusted_proxies` entry: an address (`10.0.0.5`) or a CIDR range (`10.0.0.0/8`).

@@ -1,6 +1,7 @@
 //! Configuration: defaults, precedence (file < env < flags), parsing and validation.
 
 use super::*;
+use crate::catalog;
 
 #[test]
 fn defaults_are_zero_config_and_safe() {
@@ -304,4 +305,72 @@ fn auth_limits_and_trusted_proxies_from_file_and_flags() {
             other => panic!("{field}: expected a refusal, got {other:?}"),
         }
     }
+}
+
+#[test]
+fn durations_and_sizes_accept_every_form_they_did() {
+    for (text, ms) in [
+        ("500ms", 500),
+        ("90s", 90_000),
+        ("30m", 1_800_000),
+        ("10min", 600_000),
+        ("24h", 86_400_000),
+        ("7d", 604_800_000),
+        ("90", 90_000),
+        ("1.5", 1_500),
+        ("1.5h", 5_400_000),
+        (".5s", 500),
+        ("1.s", 1_000),
+        (" 90 s ", 90_000),
+        ("0", 0),
+    ] {
+        let d = parse_duration(text, "x").unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        assert_eq!(d, Duration::from_millis(ms), "{text:?}");
+    }
+    for (text, bytes) in [
+        ("1048576", 1_048_576),
+        ("500KB", 500_000),
+        ("500mb", 500_000_000),
+        ("2GB", 2_000_000_000),
+        ("64KiB", 64 << 10),
+        ("2GiB", 2 << 30),
+        ("1 MiB", 1 << 20),
+        ("5b", 5),
+        ("0", 0),
+        ("18446744073709551615", u64::MAX),
+    ] {
+        let b = parse_bytes(text, "x").unwrap_or_else(|e| panic!("{text:?}: {e}"));
+        assert_eq!(b, bytes, "{text:?}");
+    }
+    for bad in ["10 parsecs", "-1s", "", "1e13", "2H"] {
+        let e = parse_duration(bad, "lease_ttl").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!("invalid lease_ttl: '{bad}' is not a duration like 500ms, 90s, 30m, 24h or 7d")
+        );
+    }
+    for bad in ["-1", "", "99999999999GiB", "1e3", "12 furlongs"] {
+        let e = parse_bytes(bad, "min_free_bytes").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!("invalid min_free_bytes: '{bad}' is not a size like 1048576, 500MB or 2GiB")
+        );
+    }
+}
+
+#[test]
+fn media_choices_from_file_are_exact_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vidforge.toml");
+    std::fs::write(&path, "backend = \"gpu\"\n").unwrap();
+    let e = Config::load(&ConfigArgs {
+        config: Some(path),
+        ..Default::default()
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("unknown variant `gpu`, expected one of `auto`, `wgpu`, `cpu`"),
+        "{e}"
+    );
 }

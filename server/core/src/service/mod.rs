@@ -22,11 +22,12 @@ use crate::config::Config;
 use crate::engine::{Prober, Renderer};
 use crate::error::ServiceError;
 use crate::maintenance::{self, SweepReport};
+use crate::shared::Shared;
 pub use crate::shared::Sweeper;
-use crate::shared::{Shared, lock};
 use crate::store::{
     AssetRecord, Outcome, RenderArgs, RenderRecord, RenderState, Store, StoreError,
 };
+use crate::sync::lock;
 use crate::worker;
 
 mod transactions;
@@ -521,7 +522,7 @@ fn open_store(config: &Config) -> Result<Store, ServiceError> {
     }
     let store = match Store::open(&config.db_dir()) {
         Err(StoreError::Sled(sled::Error::Io(e)))
-            if crate::disk::is_no_space(&e) && crate::disk::release_ballast(&config.data_dir) =>
+            if crate::error::is_no_space(&e) && crate::disk::release_ballast(&config.data_dir) =>
         {
             Store::open(&config.db_dir())?
         }

@@ -9,11 +9,12 @@ use serde_json::Value;
 use crate::args::{canonical_args_hash, watermark_params_hash};
 use crate::error::ServiceError;
 use crate::ids;
-use crate::shared::{Shared, lock};
+use crate::shared::Shared;
 use crate::store::{
-    Approval, AssetKind, Change, Decision, IdempotencyEntry, Inserted, NewKey, Outcome, RenderArgs,
-    RenderRecord, RenderState,
+    Approval, AssetKind, AssetRecord, Change, Decision, IdempotencyEntry, Inserted, NewKey,
+    Outcome, RenderArgs, RenderRecord, RenderState,
 };
+use crate::sync::lock;
 
 use super::{CreateOutcome, DecisionOutcome};
 
@@ -28,98 +29,19 @@ pub(super) fn create_blocking(
     let _guard = lock(&shared.create_lock);
     let now = shared.now();
 
-    let ttl_ms = shared.config.idempotency_ttl.as_millis() as u64;
-    // An entry created before this is past its TTL: the key starts a new render.
-    let mut stale_before = now.saturating_sub(ttl_ms).saturating_add(1);
-    if let Some(key) = &args.idempotency_key
-        && let Some(entry) = shared.store.get_idempotency(principal, key)?
-        && entry.created_at >= stale_before
-    {
-        match replay(shared, principal, &entry, &args_hash)? {
-            Some(outcome) => return Ok(outcome),
-            // The render it pointed to is gone: the key starts a new one.
-            None => stale_before = u64::MAX,
-        }
-    }
+    let stale_before = match key_state(shared, principal, &args, &args_hash, now)? {
+        KeyState::Replay(outcome) => return Ok(*outcome),
+        KeyState::New { stale_before } => stale_before,
+    };
     // A replay above costs nothing; a new render needs room to finish.
     shared.disk.check()?;
 
-    let source = shared
-        .assets
-        .lookup(principal, &args.source_asset)?
-        .ok_or_else(|| ServiceError::SourceNotFound {
-            field: "source_asset_uri".into(),
-            reason: "no asset with this URI is visible to this credential".into(),
-        })?;
-    if source.kind != AssetKind::Video {
-        return Err(ServiceError::UnsupportedCodec {
-            reason: "the source asset is a PNG image, not a video".into(),
-        });
-    }
-    // Work per render is bounded: a tiny upload may not buy hours of the render slots.
-    let max_seconds = shared.config.max_source_seconds;
-    if let Some(d) = source.probe.duration_seconds
-        && d > max_seconds as f64
-    {
-        return Err(ServiceError::invalid(
-            "source_asset_uri",
-            format!(
-                "the source is {d:.0} s long; this server renders sources of at most {max_seconds} s"
-            ),
-        ));
-    }
+    let source = check_source(shared, principal, &args)?;
     // Bound the work, not the bytes: a tiny upload may declare a long duration, and any
     // source may be asked for at 4k.
     let estimate = super::work::check_size(&shared.config, &source.probe, args.resolution)?;
-    if let Some(w) = &args.watermark {
-        let image = shared
-            .assets
-            .lookup(principal, &w.image_asset)?
-            .ok_or_else(|| ServiceError::SourceNotFound {
-                field: "watermark.image_asset_uri".into(),
-                reason: "no asset with this URI is visible to this credential".into(),
-            })?;
-        if image.kind != AssetKind::Image {
-            return Err(ServiceError::invalid(
-                "watermark.image_asset_uri",
-                "the watermark asset is a video, not a PNG image",
-            ));
-        }
-    }
-
-    {
-        let active = lock(&shared.active);
-        let limit = shared.config.per_principal_concurrent;
-        let mine = active.values().filter(|a| a.principal == principal).count();
-        if mine >= limit {
-            return Err(ServiceError::quota(format!(
-                "this credential has {mine} renders in progress (limit {limit})"
-            )));
-        }
-        if shared.store.is_shared() {
-            // A cluster's running renders are bounded by its nodes' slots; what is bounded
-            // here is the shared queue (the index holds every node's renders).
-            let capacity = shared.config.queue_capacity;
-            let waiting = active
-                .values()
-                .filter(|a| a.state == RenderState::Queued)
-                .count();
-            if waiting >= capacity {
-                return Err(ServiceError::quota(format!(
-                    "the cluster's queue is full ({waiting} renders wait for a worker)"
-                )));
-            }
-        } else {
-            let capacity = shared.config.render_slots + shared.config.queue_capacity;
-            let busy = active.values().filter(|a| a.state.uses_worker()).count();
-            if busy >= capacity {
-                return Err(ServiceError::quota(format!(
-                    "all render slots and the queue are full ({busy} renders)"
-                )));
-            }
-        }
-    }
-
+    check_watermark(shared, principal, &args)?;
+    check_capacity(shared, principal)?;
     super::work::check_budget(
         shared,
         principal,
@@ -129,25 +51,7 @@ pub(super) fn create_blocking(
         now,
     )?;
 
-    let rec = RenderRecord {
-        id: ids::new_render_id(),
-        principal: principal.to_string(),
-        args,
-        original_arguments,
-        state: RenderState::Queued,
-        progress: None,
-        created_at: now,
-        updated_at: now,
-        approval: None,
-        preview_path: None,
-        outcome: None,
-        cancel_requested: false,
-        finished_at: None,
-        result_deleted: false,
-        attempts: 0,
-        crashes: 0,
-        estimated_pixel_frames: estimate,
-    };
+    let rec = new_record(principal, args, original_arguments, now, estimate);
     let key = rec.args.idempotency_key.as_deref().map(|key| NewKey {
         principal,
         key,
@@ -166,8 +70,174 @@ pub(super) fn create_blocking(
         });
     }
     shared.store.flush()?;
+    start_new(shared, &rec);
+    Ok(CreateOutcome {
+        record: rec,
+        replayed: false,
+    })
+}
+
+/// What a create's idempotency key (if any) leads to.
+enum KeyState {
+    /// The key's render, replayed.
+    Replay(Box<CreateOutcome>),
+    /// A new render; an entry of the key created before `stale_before` is past its TTL.
+    New { stale_before: u64 },
+}
+
+/// Looks the create's idempotency key up: a live entry replays its render; an entry past
+/// its TTL, or one whose render is gone, lets the key start a new one.
+fn key_state(
+    shared: &Shared,
+    principal: &str,
+    args: &RenderArgs,
+    args_hash: &str,
+    now: u64,
+) -> Result<KeyState, ServiceError> {
+    let ttl_ms = shared.config.idempotency_ttl.as_millis() as u64;
+    // An entry created before this is past its TTL: the key starts a new render.
+    let mut stale_before = now.saturating_sub(ttl_ms).saturating_add(1);
+    if let Some(key) = &args.idempotency_key
+        && let Some(entry) = shared.store.get_idempotency(principal, key)?
+        && entry.created_at >= stale_before
+    {
+        match replay(shared, principal, &entry, args_hash)? {
+            Some(outcome) => return Ok(KeyState::Replay(Box::new(outcome))),
+            // The render it pointed to is gone: the key starts a new one.
+            None => stale_before = u64::MAX,
+        }
+    }
+    Ok(KeyState::New { stale_before })
+}
+
+/// The source asset: visible to `principal`, a video, and not longer than
+/// `max_source_seconds` (work per render is bounded: a tiny upload may not buy hours of the
+/// render slots).
+fn check_source(
+    shared: &Shared,
+    principal: &str,
+    args: &RenderArgs,
+) -> Result<AssetRecord, ServiceError> {
+    let source = shared
+        .assets
+        .lookup(principal, &args.source_asset)?
+        .ok_or_else(|| ServiceError::SourceNotFound {
+            field: "source_asset_uri".into(),
+            reason: "no asset with this URI is visible to this credential".into(),
+        })?;
+    if source.kind != AssetKind::Video {
+        return Err(ServiceError::UnsupportedCodec {
+            reason: "the source asset is a PNG image, not a video".into(),
+        });
+    }
+    let max_seconds = shared.config.max_source_seconds;
+    if let Some(d) = source.probe.duration_seconds
+        && d > max_seconds as f64
+    {
+        return Err(ServiceError::invalid(
+            "source_asset_uri",
+            format!(
+                "the source is {d:.0} s long; this server renders sources of at most {max_seconds} s"
+            ),
+        ));
+    }
+    Ok(source)
+}
+
+/// The watermark asset, when asked for: visible to `principal` and a PNG image.
+fn check_watermark(
+    shared: &Shared,
+    principal: &str,
+    args: &RenderArgs,
+) -> Result<(), ServiceError> {
+    let Some(w) = &args.watermark else {
+        return Ok(());
+    };
+    let image = shared
+        .assets
+        .lookup(principal, &w.image_asset)?
+        .ok_or_else(|| ServiceError::SourceNotFound {
+            field: "watermark.image_asset_uri".into(),
+            reason: "no asset with this URI is visible to this credential".into(),
+        })?;
+    if image.kind != AssetKind::Image {
+        return Err(ServiceError::invalid(
+            "watermark.image_asset_uri",
+            "the watermark asset is a video, not a PNG image",
+        ));
+    }
+    Ok(())
+}
+
+/// Room for one more render: the principal's concurrent renders, then the queue (a
+/// cluster's shared queue, or this node's slots plus queue).
+fn check_capacity(shared: &Shared, principal: &str) -> Result<(), ServiceError> {
+    let active = lock(&shared.active);
+    let limit = shared.config.per_principal_concurrent;
+    let mine = active.values().filter(|a| a.principal == principal).count();
+    if mine >= limit {
+        return Err(ServiceError::quota(format!(
+            "this credential has {mine} renders in progress (limit {limit})"
+        )));
+    }
+    if shared.store.is_shared() {
+        // A cluster's running renders are bounded by its nodes' slots; what is bounded
+        // here is the shared queue (the index holds every node's renders).
+        let capacity = shared.config.queue_capacity;
+        let waiting = active
+            .values()
+            .filter(|a| a.state == RenderState::Queued)
+            .count();
+        if waiting >= capacity {
+            return Err(ServiceError::quota(format!(
+                "the cluster's queue is full ({waiting} renders wait for a worker)"
+            )));
+        }
+    } else {
+        let capacity = shared.config.render_slots + shared.config.queue_capacity;
+        let busy = active.values().filter(|a| a.state.uses_worker()).count();
+        if busy >= capacity {
+            return Err(ServiceError::quota(format!(
+                "all render slots and the queue are full ({busy} renders)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A new queued render's record.
+fn new_record(
+    principal: &str,
+    args: RenderArgs,
+    original_arguments: Value,
+    now: u64,
+    estimate: u64,
+) -> RenderRecord {
+    RenderRecord {
+        id: ids::new_render_id(),
+        principal: principal.to_string(),
+        args,
+        original_arguments,
+        state: RenderState::Queued,
+        progress: None,
+        created_at: now,
+        updated_at: now,
+        approval: None,
+        preview_path: None,
+        outcome: None,
+        cancel_requested: false,
+        finished_at: None,
+        result_deleted: false,
+        attempts: 0,
+        crashes: 0,
+        estimated_pixel_frames: estimate,
+    }
+}
+
+/// A durably created render: counted, indexed, queued, announced.
+fn start_new(shared: &Shared, rec: &RenderRecord) {
     crate::telemetry::render_created();
-    shared.index(&rec);
+    shared.index(rec);
     shared.enqueue(&rec.principal, &rec.id);
     shared.notify(&rec.id);
     tracing::info!(
@@ -176,13 +246,9 @@ pub(super) fn create_blocking(
         format = rec.args.output_format.as_str(),
         resolution = rec.args.resolution.as_str(),
         watermark = rec.args.watermark.is_some(),
-        estimated_pixel_frames = estimate,
+        estimated_pixel_frames = rec.estimated_pixel_frames,
         "render created"
     );
-    Ok(CreateOutcome {
-        record: rec,
-        replayed: false,
-    })
 }
 
 /// The render an idempotency entry names, as a replay: `IdempotencyConflict` when the key

@@ -474,7 +474,7 @@ mod tests {
                 resolution: Resolution::P4k,
                 watermark: Some(WatermarkArgs {
                     image_asset: "a_Y".into(),
-                    position: "center".into(),
+                    position: crate::store::Position::Center,
                     opacity: 0.6,
                 }),
                 idempotency_key: Some("k1".into()),

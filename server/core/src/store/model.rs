@@ -8,11 +8,12 @@ use serde::{Deserialize, Serialize};
 use crate::catalog::ErrorCode;
 
 /// The engine's vocabulary: one type per concept across the crates. Stored (and named on the
-/// wire) by their canonical names (`mp4`, `720p`, ...), see [`by_name`].
-pub use vidforge_media::{OutputFormat, Resolution};
+/// wire) by their canonical names (`mp4`, `720p`, `bottom_right`, ...), see [`by_name`].
+pub use vidforge_media::{OutputFormat, Position, Resolution};
 
-/// Serde for the media crate's name-carrying enums (the media crate knows no serde): as their
-/// canonical name string, parsed back exactly.
+/// Serde for the engine's name-carrying enums (the media and GPU crates know no serde): as their
+/// canonical name string, parsed back exactly. Records store these strings, so the on-disk JSON
+/// (and the argument hashes over it) never depend on Rust variant names.
 pub mod by_name {
     use serde::{Deserialize, Deserializer, Serializer, de::Error};
 
@@ -44,6 +45,22 @@ pub mod by_name {
         }
     }
 
+    impl Named for super::Position {
+        const ALL: &'static [Self] = &super::Position::ALL;
+        fn name(self) -> &'static str {
+            self.as_str()
+        }
+        fn from_name(s: &str) -> Option<Self> {
+            super::Position::parse(s)
+        }
+    }
+
+    /// The canonical names of `T`, in declaration order, joined by `sep` (`mp4, webm, mov`).
+    pub fn names<T: Named>(sep: &str) -> String {
+        let names: Vec<&str> = T::ALL.iter().map(|v| v.name()).collect();
+        names.join(sep)
+    }
+
     pub fn serialize<T: Named, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(v.name())
     }
@@ -62,13 +79,15 @@ pub mod by_name {
 pub struct WatermarkArgs {
     /// Asset id (`a_…`) of a PNG image asset.
     pub image_asset: String,
-    /// Wire name of a [`vidforge_gpu::Position`] (`bottom_right`, ...).
-    pub position: String,
-    /// 0.0 ..= 1.0.
+    /// Where the watermark sits; stored by its wire name (`bottom_right`, ...).
+    #[serde(with = "by_name")]
+    pub position: Position,
+    /// Within [`crate::args::OPACITY`].
     pub opacity: f64,
 }
 
-/// The typed arguments of one render, as validated from `vidforge_render_video`'s arguments.
+/// The typed arguments of one render (the MCP front parses them from `vidforge_render_video`'s
+/// arguments; [`RenderArgs::validate`] holds the domain's rules).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RenderArgs {
     /// Asset id (`a_…`) of the source video.

@@ -1,5 +1,5 @@
 //! What the pages show of a render, read once from its record: plain data the templates in
-//! [`super::pages`] lay out.
+//! `pages.rs` lay out.
 
 use std::path::Path;
 
@@ -96,7 +96,7 @@ impl RenderView {
             resolution: rec.args.resolution.as_str(),
             format: rec.args.output_format.as_str(),
             watermark: rec.args.watermark.as_ref().map(|w| WatermarkView {
-                position: w.position.clone(),
+                position: w.position.as_str().to_string(),
                 opacity: w.opacity,
             }),
             progress: rec.progress.as_ref().map(|p| ProgressView {

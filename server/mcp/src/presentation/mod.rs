@@ -315,7 +315,7 @@ impl Presenter {
                 let input_requests = match &rec.args.watermark {
                     Some(wm) => wire::approval_input_requests(
                         &rec.id,
-                        &wm.position,
+                        wm.position.as_str(),
                         wm.opacity,
                         modes.form,
                         modes.url.then(|| self.approval_url(&rec.id)).as_deref(),

@@ -41,7 +41,7 @@ fn record(state: RenderState) -> RenderRecord {
             resolution: Resolution::P720,
             watermark: Some(WatermarkArgs {
                 image_asset: "a_2".into(),
-                position: "top_left".into(),
+                position: vidforge_core::store::Position::TopLeft,
                 opacity: 0.5,
             }),
             idempotency_key: None,

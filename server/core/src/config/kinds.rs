@@ -1,0 +1,411 @@
+//! Kinds of setting: how a value is read from a flag (or its `VIDFORGE_*` variable) and from the
+//! TOML file, and how its default is shown in the reference. A setting's kind is named once, in
+//! its declaration (`settings.rs`); the compiler checks that the flag field and the `Config`
+//! field have the kind's types.
+
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+use vidforge_media as media;
+
+use super::StoreSetting;
+use super::parse::{
+    ConfigError, parse_bytes, parse_duration, parse_listen, parse_net, parse_token_pair,
+};
+
+/// One kind of setting (the types never exist as values: they only name the conversions).
+pub(super) trait Kind {
+    /// The resolved value (the `Config` field).
+    type Value;
+    /// What the TOML file holds (a missing key is `Default`).
+    type File: Default;
+    /// What the clap field holds.
+    type Flag;
+    /// The file's value, `None` when the key is absent.
+    fn from_file(v: Self::File, name: &'static str) -> Result<Option<Self::Value>, ConfigError>;
+    /// The flag's value, `None` when neither the flag nor its variable is set.
+    fn from_flag(v: &Self::Flag, name: &'static str) -> Result<Option<Self::Value>, ConfigError>;
+    /// The default as the reference shows it.
+    fn show(v: &Self::Value) -> String;
+}
+
+/// A value read as it is from both sources (numbers, paths).
+pub(super) struct Plain<T>(PhantomData<T>);
+/// An optional value (`None` by default), read as it is from both sources.
+pub(super) struct Maybe<T>(PhantomData<T>);
+/// A duration: `90s`, `24h`, a number of seconds (`DurationValue` in the file).
+pub(super) struct Dur;
+/// A byte size: `2GiB`, a number of bytes (`SizeValue` in the file).
+pub(super) struct Size;
+/// The listen address (`localhost:PORT` accepted).
+pub(super) struct Listen;
+/// `sled` or a PostgreSQL URL.
+pub(super) struct Store;
+/// A list of strings: an array in the file, repeated or comma-separated on the command line.
+pub(super) struct List;
+/// `trusted_proxies`: addresses or CIDR ranges.
+pub(super) struct Proxies;
+/// Bearer tokens: a `[tokens]` table in the file, `TOKEN=PRINCIPAL` pairs on the command line.
+pub(super) struct Tokens;
+/// An on/off switch: a flag without a value that can only turn it on.
+pub(super) struct Switch;
+/// One of a media engine choice's names (`auto`, `wgpu`, ...).
+pub(super) struct Choice<E>(PhantomData<E>);
+
+/// How a plain value's default is shown.
+pub(super) trait Show {
+    fn show(&self) -> String;
+}
+macro_rules! show_display {
+    ($($t:ty),*) => { $(impl Show for $t { fn show(&self) -> String { self.to_string() } })* };
+}
+show_display!(usize, u32, u64, String);
+impl Show for PathBuf {
+    fn show(&self) -> String {
+        self.display().to_string()
+    }
+}
+
+impl<T: Clone + Show> Kind for Plain<T> {
+    type Value = T;
+    type File = Option<T>;
+    type Flag = Option<T>;
+    fn from_file(v: Option<T>, _: &'static str) -> Result<Option<T>, ConfigError> {
+        Ok(v)
+    }
+    fn from_flag(v: &Option<T>, _: &'static str) -> Result<Option<T>, ConfigError> {
+        Ok(v.clone())
+    }
+    fn show(v: &T) -> String {
+        v.show()
+    }
+}
+
+impl<T: Clone + Show> Kind for Maybe<T> {
+    type Value = Option<T>;
+    type File = Option<T>;
+    type Flag = Option<T>;
+    fn from_file(v: Option<T>, _: &'static str) -> Result<Option<Option<T>>, ConfigError> {
+        Ok(v.map(Some))
+    }
+    fn from_flag(v: &Option<T>, _: &'static str) -> Result<Option<Option<T>>, ConfigError> {
+        Ok(v.clone().map(Some))
+    }
+    fn show(v: &Option<T>) -> String {
+        v.as_ref().map_or_else(|| "none".into(), Show::show)
+    }
+}
+
+/// A duration in the file: seconds as a number, or a string like `"30m"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(super) enum DurationValue {
+    Seconds(u64),
+    Text(String),
+}
+
+impl Kind for Dur {
+    type Value = Duration;
+    type File = Option<DurationValue>;
+    type Flag = Option<String>;
+    fn from_file(v: Self::File, name: &'static str) -> Result<Option<Duration>, ConfigError> {
+        v.map(|v| match v {
+            DurationValue::Seconds(s) => Ok(Duration::from_secs(s)),
+            DurationValue::Text(t) => parse_duration(&t, name),
+        })
+        .transpose()
+    }
+    fn from_flag(v: &Option<String>, name: &'static str) -> Result<Option<Duration>, ConfigError> {
+        v.as_deref().map(|t| parse_duration(t, name)).transpose()
+    }
+    /// The largest unit that divides it: `7d`, `24h`, `30m`, `10s`, `500ms`.
+    fn show(v: &Duration) -> String {
+        let ms = v.as_millis();
+        let units = [
+            (86_400_000, "d"),
+            (3_600_000, "h"),
+            (60_000, "m"),
+            (1000, "s"),
+        ];
+        for (size, unit) in units {
+            if ms >= size && ms.is_multiple_of(size) {
+                return format!("{}{unit}", ms / size);
+            }
+        }
+        format!("{ms}ms")
+    }
+}
+
+/// A byte size in the file: a number, or a string like `"2GiB"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub(super) enum SizeValue {
+    Bytes(u64),
+    Text(String),
+}
+
+impl Kind for Size {
+    type Value = u64;
+    type File = Option<SizeValue>;
+    type Flag = Option<String>;
+    fn from_file(v: Self::File, name: &'static str) -> Result<Option<u64>, ConfigError> {
+        v.map(|v| match v {
+            SizeValue::Bytes(b) => Ok(b),
+            SizeValue::Text(t) => parse_bytes(&t, name),
+        })
+        .transpose()
+    }
+    fn from_flag(v: &Option<String>, name: &'static str) -> Result<Option<u64>, ConfigError> {
+        v.as_deref().map(|t| parse_bytes(t, name)).transpose()
+    }
+    /// The largest binary unit that divides it: `2GiB`, `64MiB`, `16KiB`, `1000`.
+    fn show(v: &u64) -> String {
+        for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
+            if *v >= 1 << shift && v.is_multiple_of(1 << shift) {
+                return format!("{}{unit}", v >> shift);
+            }
+        }
+        v.to_string()
+    }
+}
+
+impl Kind for Listen {
+    type Value = SocketAddr;
+    type File = Option<String>;
+    type Flag = Option<String>;
+    fn from_file(v: Option<String>, _: &'static str) -> Result<Option<SocketAddr>, ConfigError> {
+        v.as_deref().map(parse_listen).transpose()
+    }
+    fn from_flag(v: &Option<String>, _: &'static str) -> Result<Option<SocketAddr>, ConfigError> {
+        v.as_deref().map(parse_listen).transpose()
+    }
+    fn show(v: &SocketAddr) -> String {
+        v.to_string()
+    }
+}
+
+impl Kind for Store {
+    type Value = StoreSetting;
+    type File = Option<String>;
+    type Flag = Option<String>;
+    fn from_file(v: Option<String>, _: &'static str) -> Result<Option<StoreSetting>, ConfigError> {
+        v.as_deref().map(StoreSetting::parse).transpose()
+    }
+    fn from_flag(v: &Option<String>, n: &'static str) -> Result<Option<StoreSetting>, ConfigError> {
+        Self::from_file(v.clone(), n)
+    }
+    fn show(v: &StoreSetting) -> String {
+        match v {
+            StoreSetting::Sled => "sled".into(),
+            StoreSetting::Postgres(url) => url.clone(),
+        }
+    }
+}
+
+/// An empty list is "none" in the reference.
+fn show_list<T: ToString>(v: &[T]) -> String {
+    if v.is_empty() {
+        return "none".into();
+    }
+    v.iter().map(T::to_string).collect::<Vec<_>>().join(", ")
+}
+
+impl Kind for List {
+    type Value = Vec<String>;
+    type File = Option<Vec<String>>;
+    type Flag = Vec<String>;
+    fn from_file(v: Self::File, _: &'static str) -> Result<Option<Vec<String>>, ConfigError> {
+        Ok(v)
+    }
+    fn from_flag(v: &Vec<String>, _: &'static str) -> Result<Option<Vec<String>>, ConfigError> {
+        Ok((!v.is_empty()).then(|| v.clone()))
+    }
+    fn show(v: &Vec<String>) -> String {
+        show_list(v)
+    }
+}
+
+/// `trusted_proxies` entries: addresses or CIDR ranges.
+fn parse_proxies(entries: &[String]) -> Result<Vec<ipnet::IpNet>, ConfigError> {
+    entries
+        .iter()
+        .map(|e| {
+            parse_net(e).ok_or_else(|| ConfigError::Invalid {
+                field: "trusted_proxies",
+                reason: format!("`{e}` is neither an IP address nor a CIDR range"),
+            })
+        })
+        .collect()
+}
+
+impl Kind for Proxies {
+    type Value = Vec<ipnet::IpNet>;
+    type File = Option<Vec<String>>;
+    type Flag = Vec<String>;
+    fn from_file(v: Self::File, _: &'static str) -> Result<Option<Self::Value>, ConfigError> {
+        v.as_deref().map(parse_proxies).transpose()
+    }
+    fn from_flag(v: &Vec<String>, _: &'static str) -> Result<Option<Self::Value>, ConfigError> {
+        (!v.is_empty()).then(|| parse_proxies(v)).transpose()
+    }
+    fn show(v: &Self::Value) -> String {
+        show_list(v)
+    }
+}
+
+impl Kind for Tokens {
+    type Value = BTreeMap<String, String>;
+    type File = Option<BTreeMap<String, String>>;
+    type Flag = Vec<String>;
+    fn from_file(v: Self::File, _: &'static str) -> Result<Option<Self::Value>, ConfigError> {
+        Ok(v)
+    }
+    fn from_flag(v: &Vec<String>, _: &'static str) -> Result<Option<Self::Value>, ConfigError> {
+        if v.is_empty() {
+            return Ok(None);
+        }
+        let pairs: Result<BTreeMap<_, _>, _> = v.iter().map(|p| parse_token_pair(p)).collect();
+        pairs.map(Some)
+    }
+    fn show(v: &Self::Value) -> String {
+        if v.is_empty() {
+            "none".into()
+        } else {
+            format!("{} tokens", v.len())
+        }
+    }
+}
+
+impl Kind for Switch {
+    type Value = bool;
+    type File = Option<bool>;
+    type Flag = bool;
+    fn from_file(v: Option<bool>, _: &'static str) -> Result<Option<bool>, ConfigError> {
+        Ok(v)
+    }
+    fn from_flag(v: &bool, _: &'static str) -> Result<Option<bool>, ConfigError> {
+        Ok(v.then_some(true))
+    }
+    fn show(v: &bool) -> String {
+        v.to_string()
+    }
+}
+
+/// A media engine choice: its names, and what each means in `--help`.
+pub(super) trait MediaChoice: Copy + Send + Sync + 'static {
+    /// Every choice with its name and its `--help` line.
+    const CHOICES: &'static [(Self, &'static str, &'static str)];
+    /// The choice named exactly `s` (lowercase, as the file and the flag spell it).
+    fn named(s: &str) -> Option<Self> {
+        Self::CHOICES
+            .iter()
+            .find(|(_, name, _)| *name == s)
+            .map(|(c, _, _)| *c)
+    }
+    /// Its name.
+    fn name(self) -> &'static str;
+}
+
+impl MediaChoice for media::BackendChoice {
+    const CHOICES: &'static [(Self, &'static str, &'static str)] = &[
+        (
+            Self::Auto,
+            "auto",
+            "wgpu on a hardware adapter when there is one, otherwise the CPU compositor",
+        ),
+        (
+            Self::Wgpu,
+            "wgpu",
+            "Always wgpu (a software adapter counts)",
+        ),
+        (Self::Cpu, "cpu", "Always the CPU compositor"),
+    ];
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+impl MediaChoice for media::HwDecodeChoice {
+    const CHOICES: &'static [(Self, &'static str, &'static str)] = &[
+        (
+            Self::Auto,
+            "auto",
+            "NVDEC when a CUDA device opens and supports the codec (per job), else software",
+        ),
+        (
+            Self::Cuda,
+            "cuda",
+            "NVDEC; the server does not start without a CUDA device",
+        ),
+        (Self::Off, "off", "Software decoding only"),
+    ];
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+impl MediaChoice for media::EncoderChoice {
+    const CHOICES: &'static [(Self, &'static str, &'static str)] = &[
+        (
+            Self::Auto,
+            "auto",
+            "NVENC when an encoder session opens at start-up, else libx264",
+        ),
+        (Self::X264, "x264", "libx264"),
+        (
+            Self::Nvenc,
+            "nvenc",
+            "NVENC; the server does not start without it",
+        ),
+    ];
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+/// The clap parser of a media choice: its names (each with its help) and nothing else.
+pub(super) fn choice_parser<E: MediaChoice>() -> impl clap::builder::TypedValueParser<Value = E> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    PossibleValuesParser::new(
+        E::CHOICES
+            .iter()
+            .map(|(_, name, help)| PossibleValue::new(*name).help(*help)),
+    )
+    .map(|s| E::named(&s).expect("clap admits only the listed names"))
+}
+
+/// A media choice in the file: one of its names, exactly.
+pub(super) struct ChoiceValue<E>(E);
+
+impl<'de, E: MediaChoice> Deserialize<'de> for ChoiceValue<E> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        E::named(&s).map(ChoiceValue).ok_or_else(|| {
+            // serde's own wording for an unknown enum variant.
+            let names: Vec<String> = E::CHOICES.iter().map(|c| format!("`{}`", c.1)).collect();
+            serde::de::Error::custom(format!(
+                "unknown variant `{s}`, expected one of {}",
+                names.join(", ")
+            ))
+        })
+    }
+}
+
+impl<E: MediaChoice> Kind for Choice<E> {
+    type Value = E;
+    type File = Option<ChoiceValue<E>>;
+    type Flag = Option<E>;
+    fn from_file(v: Self::File, _: &'static str) -> Result<Option<E>, ConfigError> {
+        Ok(v.map(|ChoiceValue(c)| c))
+    }
+    fn from_flag(v: &Option<E>, _: &'static str) -> Result<Option<E>, ConfigError> {
+        Ok(*v)
+    }
+    fn show(v: &E) -> String {
+        v.name().to_string()
+    }
+}

@@ -1,0 +1,300 @@
+//! The declaration of every setting, once: its name (the TOML key), type, default, kind, help
+//! line and flag (with its `VIDFORGE_*` variable). The `Config` struct, its defaults, the flags,
+//! the file's shape, the merge and the reference table in docs/configuration.md are all
+//! generated from this list (see [`declare_settings!`](super::sources)); ranges are checked in
+//! `validate.rs`.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use vidforge_media as media;
+
+use super::kinds::{
+    Choice, Dur, Kind, List, Listen, Maybe, Plain, Proxies, Size, Store, Switch, Tokens,
+    choice_parser,
+};
+use super::parse::ConfigError;
+use super::sources::{SettingInfo, declare_settings, flag_value, shown};
+use super::{StoreSetting, default_render_slots};
+use crate::catalog;
+use crate::engine::SourceLimits;
+
+/// Default listen address.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+/// Default data directory.
+pub const DEFAULT_DATA_DIR: &str = "./vidforge-data";
+/// Default [`Config::render_pixel_rate`]: output pixel-frames per second measured with the
+/// CPU compositor and x264 (`veryfast`) on a 2-core machine: 720p and 1080p renders of a
+/// 720p clip ran at 1.0e8 and 0.95e8, a 4k render of a 16×16 clip at 0.83e8.
+pub const DEFAULT_RENDER_PIXEL_RATE: u64 = 80_000_000;
+/// Default [`Config::max_render_seconds`]: 10 minutes of estimated work.
+pub const DEFAULT_MAX_RENDER_SECONDS: u64 = 10 * 60;
+/// Default [`Config::body_idle_timeout`].
+pub const DEFAULT_BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default [`Config::auth_failure_burst`].
+pub const DEFAULT_AUTH_FAILURE_BURST: u32 = 20;
+/// Default [`Config::auth_failure_interval`].
+pub const DEFAULT_AUTH_FAILURE_INTERVAL: Duration = Duration::from_secs(1);
+/// Default [`Config::max_concurrent_uploads`] (less when `max_connections` is under twice it:
+/// [`Config::upload_slots`]).
+pub const DEFAULT_MAX_CONCURRENT_UPLOADS: usize = 64;
+/// Default [`Config::max_uploads_per_peer`].
+pub const DEFAULT_MAX_UPLOADS_PER_PEER: usize = 8;
+/// Default [`Config::session_idle_timeout`].
+pub const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(2 * 3600);
+/// Default [`Config::session_max_age`].
+pub const DEFAULT_SESSION_MAX_AGE: Duration = Duration::from_secs(12 * 3600);
+
+const fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+declare_settings! {
+    /// Address the HTTP server binds.
+    listen: SocketAddr = DEFAULT_LISTEN.parse().expect("constant address parses"), Listen,
+        help: "Listen address (default 127.0.0.1:8080; use port 0 for any free port).",
+        flag(long, env = "VIDFORGE_LISTEN"): Option<String>;
+    /// Root of the sled database (`db/`), `assets/`, `results/` and `previews/`.
+    data_dir: PathBuf = DEFAULT_DATA_DIR.into(), Plain<PathBuf>,
+        help: "Data directory (default ./vidforge-data).",
+        flag(long, env = "VIDFORGE_DATA_DIR"): Option<PathBuf>;
+    /// Bearer token -> principal name. Empty: single anonymous principal, loopback only.
+    tokens: BTreeMap<String, String> = BTreeMap::new(), Tokens,
+        help: "Bearer token and its principal as TOKEN=PRINCIPAL; repeatable (env: comma-separated).",
+        flag(long = "token", env = "VIDFORGE_TOKENS", value_delimiter = ',', hide_env_values = true): Vec<String>;
+    /// Worker threads, i.e. renders that run at once.
+    render_slots: usize = default_render_slots(), Plain<usize>,
+        help: "Renders that run at once.",
+        shown: "1 (2 with 8 or more cores)",
+        flag(long, env = "VIDFORGE_RENDER_SLOTS"): Option<usize>;
+    /// Non-terminal renders (queued, running or awaiting approval) one principal may hold.
+    per_principal_concurrent: usize = 2, Plain<usize>,
+        help: "Non-terminal renders one principal may hold.",
+        flag(long, env = "VIDFORGE_PER_PRINCIPAL_CONCURRENT"): Option<usize>;
+    /// Renders that may wait for a free worker, beyond the ones running (with a shared store:
+    /// renders waiting anywhere in the cluster).
+    queue_capacity: usize = 32, Plain<usize>,
+        help: "Renders that may wait for a worker.",
+        flag(long, env = "VIDFORGE_QUEUE_CAPACITY"): Option<usize>;
+    /// Attempts of one render that may end with the server process (a crash, an abort, an
+    /// out-of-memory kill) before boot recovery ends it as `render_failed` instead of
+    /// restarting it again: no crash loops.
+    max_render_crashes: u32 = 3, Plain<u32>,
+        help: "Attempts of one render that may end the server process before it fails for good.",
+        flag(long, env = "VIDFORGE_MAX_RENDER_CRASHES"): Option<u32>;
+    /// Largest accepted upload.
+    max_upload_bytes: u64 = 2 << 30, Size,
+        help: "Largest upload, e.g. 2GiB, 500MB, 1048576.",
+        flag(long, env = "VIDFORGE_MAX_UPLOAD_BYTES"): Option<String>;
+    /// New uploads and renders are refused (`storage_full`) while free space on the data dir
+    /// is under this floor; finishing work and reads go on.
+    min_free_bytes: u64 = 1 << 30, Size,
+        help: "Free disk space under which new uploads and renders are refused, e.g. 1GiB.",
+        flag(long, env = "VIDFORGE_MIN_FREE_BYTES"): Option<String>;
+    /// Size of the ballast file that lets the server start on a full disk (0: none).
+    disk_reserve_bytes: u64 = 64 << 20, Size,
+        help: "Ballast kept in the data dir so the server can start on a full disk, e.g. 64MiB (0: none).",
+        flag(long, env = "VIDFORGE_DISK_RESERVE_BYTES"): Option<String>;
+    /// Longest source a render accepts, in seconds (checked at creation from the probe).
+    max_source_seconds: u64 = 2 * 60 * 60, Plain<u64>,
+        help: "Longest source video a render accepts, in seconds.",
+        flag(long, env = "VIDFORGE_MAX_SOURCE_SECONDS"): Option<u64>;
+    /// Output pixel-frames (width × height × frames) this node renders per second: turns a
+    /// render's estimated work into estimated seconds for the limits below.
+    render_pixel_rate: u64 = DEFAULT_RENDER_PIXEL_RATE, Plain<u64>,
+        help: "Output pixels x frames this node renders per second (turns estimated work into seconds).",
+        flag(long, env = "VIDFORGE_RENDER_PIXEL_RATE"): Option<u64>;
+    /// Largest estimated work of one render, in seconds at `render_pixel_rate`; larger ones
+    /// are refused at creation (`render_too_large`, with a lower resolution that fits).
+    max_render_seconds: u64 = DEFAULT_MAX_RENDER_SECONDS, Plain<u64>,
+        help: "Largest estimated work of one render, in seconds (render_too_large beyond).",
+        flag(long, env = "VIDFORGE_MAX_RENDER_SECONDS"): Option<u64>;
+    /// Estimated work one principal may start per `render_budget_window`, in seconds at
+    /// `render_pixel_rate` (`render_budget_exceeded` beyond); 0: no budget.
+    render_budget_seconds: u64 = 30 * 60, Plain<u64>,
+        help: "Estimated seconds of work one principal may start per --render-budget-window (0: off).",
+        flag(long, env = "VIDFORGE_RENDER_BUDGET_SECONDS"): Option<u64>;
+    /// The sliding window of `render_budget_seconds`.
+    render_budget_window: Duration = secs(60 * 60), Dur,
+        help: "The window of --render-budget-seconds, e.g. 1h.",
+        flag(long, env = "VIDFORGE_RENDER_BUDGET_WINDOW"): Option<String>;
+    /// Renders estimated above this many seconds are long: while one runs, a further worker
+    /// runs short ones, so a short render never waits behind a long one.
+    long_render_seconds: u64 = 60, Plain<u64>,
+        help: "Renders estimated longer than this many seconds never hold up shorter ones.",
+        flag(long, env = "VIDFORGE_LONG_RENDER_SECONDS"): Option<u64>;
+    /// Largest source video picture, checked at upload before anything is decoded.
+    max_source_side: u32 = SourceLimits::DEFAULT.max_side, Plain<u32>,
+        help: "Largest source video width or height accepted at upload.",
+        flag(long, env = "VIDFORGE_MAX_SOURCE_SIDE"): Option<u32>;
+    /// Largest source video picture in pixels (width x height).
+    max_source_pixels: u64 = SourceLimits::DEFAULT.max_pixels, Plain<u64>,
+        help: "Largest source video picture in pixels (width x height) accepted at upload.",
+        flag(long, env = "VIDFORGE_MAX_SOURCE_PIXELS"): Option<u64>;
+    /// Largest watermark PNG side (a watermark covers at most a quarter of a 4K frame).
+    max_watermark_side: u32 = 4096, Plain<u32>,
+        help: "Largest watermark PNG width or height accepted at upload.",
+        flag(long, env = "VIDFORGE_MAX_WATERMARK_SIDE"): Option<u32>;
+    /// Uploads probed at once (probing decodes; the rest wait their turn).
+    max_concurrent_probes: usize = 2, Plain<usize>,
+        help: "Uploads probed at once.",
+        flag(long, env = "VIDFORGE_MAX_CONCURRENT_PROBES"): Option<usize>;
+    /// How long a watermark preview waits for a decision.
+    approval_timeout: Duration = catalog::APPROVAL_TIMEOUT, Dur,
+        help: "Watermark approval timeout, e.g. 30m.",
+        flag(long, env = "VIDFORGE_APPROVAL_TIMEOUT"): Option<String>;
+    /// Task lifetime (`ttlMs`).
+    task_ttl: Duration = catalog::TASK_TTL, Dur,
+        help: "Task TTL, e.g. 24h.",
+        flag(long, env = "VIDFORGE_TASK_TTL"): Option<String>;
+    /// Result and status retention.
+    result_ttl: Duration = catalog::RESULT_TTL, Dur,
+        help: "Result retention, e.g. 7d.",
+        flag(long, env = "VIDFORGE_RESULT_TTL"): Option<String>;
+    /// How long an uploaded asset is kept (renders still using it keep it longer).
+    asset_ttl: Duration = catalog::ASSET_TTL, Dur,
+        help: "Asset retention after upload, e.g. 7d.",
+        flag(long, env = "VIDFORGE_ASSET_TTL"): Option<String>;
+    /// Idempotency-key retention.
+    idempotency_ttl: Duration = catalog::IDEMPOTENCY_TTL, Dur,
+        help: "Idempotency-key retention, e.g. 24h.",
+        flag(long, env = "VIDFORGE_IDEMPOTENCY_TTL"): Option<String>;
+    /// Extra time a result tombstone is kept after its files are swept, so a late read gets
+    /// `result_expired` (with a repair) rather than `render_not_found`.
+    tombstone_grace: Duration = secs(7 * 24 * 60 * 60), Dur,
+        help: "How long a tombstone of an expired result is kept after its files are deleted (file only).";
+    /// How often the sweeper runs.
+    sweep_interval: Duration = catalog::SWEEP_INTERVAL, Dur,
+        help: "Sweeper interval, e.g. 60s.",
+        flag(long, env = "VIDFORGE_SWEEP_INTERVAL"): Option<String>;
+    /// How often approval deadlines are checked.
+    tick_interval: Duration = secs(1), Dur,
+        help: "How often approval deadlines are checked (file only).";
+    /// A request head (request line and headers) must arrive within this, or the connection
+    /// is closed. hyper starts this clock whenever a connection waits for a request, so it
+    /// also closes a kept-alive connection that sends no next request.
+    header_read_timeout: Duration = secs(10), Dur,
+        help: "Limit for receiving a request head, e.g. 10s (also ends unused kept-alive connections).",
+        flag(long, env = "VIDFORGE_HEADER_READ_TIMEOUT"): Option<String>;
+    /// A connection that moves no bytes in either direction for this long (a response the
+    /// client does not read, a kept-alive connection nobody uses) is asked to close: at once
+    /// when no request is in flight, after that request otherwise; if it still moves nothing
+    /// for another `idle_timeout` it is closed. SSE streams send keep-alives more often.
+    idle_timeout: Duration = secs(60), Dur,
+        help: "A connection moving no bytes for this long is closed, e.g. 60s.",
+        flag(long, env = "VIDFORGE_IDLE_TIMEOUT"): Option<String>;
+    /// A request body (an upload) that delivers no bytes for this long is aborted: `408`
+    /// with `upload_timeout`, and the upload's temporary file is removed.
+    body_idle_timeout: Duration = DEFAULT_BODY_IDLE_TIMEOUT, Dur,
+        help: "An upload sending nothing for this long is aborted (408), e.g. 30s.",
+        flag(long, env = "VIDFORGE_BODY_IDLE_TIMEOUT"): Option<String>;
+    /// Connections served at once; further ones wait in the listen backlog until one closes.
+    max_connections: usize = 1024, Plain<usize>,
+        help: "Connections served at once; more wait until one closes.",
+        flag(long, env = "VIDFORGE_MAX_CONNECTIONS"): Option<usize>;
+    /// Uploads served at once (`None`: [`DEFAULT_MAX_CONCURRENT_UPLOADS`], at most half of
+    /// `max_connections`; see [`Config::upload_slots`]). Further uploads are refused at once,
+    /// unread: `503` `uploads_busy`. At most half of `max_connections`, so uploads alone never
+    /// take every connection from `/mcp` and downloads.
+    max_concurrent_uploads: Option<usize> = None, Maybe<usize>,
+        help: "Uploads served at once, at most half of --max-connections (default 64, or that half); more are refused at once (503 uploads_busy).",
+        shown: "64 (at most half of max_connections)",
+        flag(long, env = "VIDFORGE_MAX_CONCURRENT_UPLOADS"): Option<usize>;
+    /// Uploads served at once from one peer IP address; further ones: `429` `uploads_busy`.
+    /// Behind a reverse proxy every client is the proxy's address: raise it there (the proxy
+    /// limits its own clients).
+    max_uploads_per_peer: usize = DEFAULT_MAX_UPLOADS_PER_PEER, Plain<usize>,
+        help: "Uploads served at once from one IP address (default 8); more: 429 uploads_busy.",
+        flag(long, env = "VIDFORGE_MAX_UPLOADS_PER_PEER"): Option<usize>;
+    /// Bytes per second an upload must average, counted from its start, once
+    /// `upload_rate_grace` has passed (Apache `mod_reqtimeout`'s `MinRate`): slower ones are
+    /// aborted with `408` `upload_timeout` and nothing kept. `0`: no minimum (only
+    /// `body_idle_timeout`).
+    upload_min_rate: u64 = 16 << 10, Size,
+        help: "Bytes per second an upload must average once --upload-rate-grace has passed, e.g. 16KiB (the default); slower uploads are aborted (408). 0: no minimum.",
+        flag(long, env = "VIDFORGE_UPLOAD_MIN_RATE"): Option<String>;
+    /// How long an upload may run before `upload_min_rate` applies.
+    upload_rate_grace: Duration = secs(10), Dur,
+        help: "How long an upload may run before --upload-min-rate applies, e.g. 10s.",
+        flag(long, env = "VIDFORGE_UPLOAD_RATE_GRACE"): Option<String>;
+    /// Where tasks live: the embedded sled database, or a PostgreSQL shared by a cluster.
+    store: StoreSetting = StoreSetting::Sled, Store,
+        help: "Task store: `sled` (embedded, the default) or postgres://USER:PASSWORD@HOST:PORT/DB, shared by every node of a cluster.",
+        flag(long, env = "VIDFORGE_STORE"): Option<String>;
+    /// Root of `assets/`, `results/` and `previews/`; `None`: the data directory.
+    media_dir: Option<PathBuf> = None, Maybe<PathBuf>,
+        help: "Where assets, previews and results live (default: the data directory). A cluster's nodes share one (a POSIX mount such as NFS).",
+        shown: "data_dir",
+        flag(long, env = "VIDFORGE_MEDIA_DIR"): Option<PathBuf>;
+    /// This node's name in work leases; `None`: `HOST:PORT` of the listen address.
+    node_id: Option<String> = None, Maybe<String>,
+        help: "This node's name in work leases (default HOST:PORT of --listen).",
+        shown: "HOST:PORT",
+        flag(long, env = "VIDFORGE_NODE_ID"): Option<String>;
+    /// How long a node's claim on a render lasts unrenewed (renewed every third of it).
+    lease_ttl: Duration = secs(15), Dur,
+        help: "How long a cluster node's claim on a render lasts without renewal, e.g. 15s: a node that dies loses its renders to the others after this.",
+        flag(long, env = "VIDFORGE_LEASE_TTL"): Option<String>;
+    /// A browser session not used for this long is over (its cookie carries when it was last
+    /// seen, re-issued as it is used; `vidforge_http::session`).
+    session_idle_timeout: Duration = DEFAULT_SESSION_IDLE_TIMEOUT, Dur,
+        help: "A browser session unused for this long is signed out, e.g. 2h.",
+        flag(long, env = "VIDFORGE_SESSION_IDLE_TIMEOUT"): Option<String>;
+    /// A browser session is over this long after sign-in, however much it is used.
+    session_max_age: Duration = DEFAULT_SESSION_MAX_AGE, Dur,
+        help: "A browser session ends this long after sign-in however much it is used, e.g. 12h.",
+        flag(long, env = "VIDFORGE_SESSION_MAX_AGE"): Option<String>;
+    /// Compositor choice.
+    backend: media::BackendChoice = media::BackendChoice::Auto, Choice<media::BackendChoice>,
+        help: "Compositor backend.",
+        flag(long, env = "VIDFORGE_BACKEND", value_parser = choice_parser::<media::BackendChoice>()): Option<media::BackendChoice>;
+    /// Decoder choice.
+    hwdecode: media::HwDecodeChoice = media::HwDecodeChoice::Auto, Choice<media::HwDecodeChoice>,
+        help: "Video decoding: NVDEC when a CUDA device opens (auto), always (cuda), never (off).",
+        flag(long, env = "VIDFORGE_HWDECODE", value_parser = choice_parser::<media::HwDecodeChoice>()): Option<media::HwDecodeChoice>;
+    /// H.264 encoder choice.
+    encoder: media::EncoderChoice = media::EncoderChoice::Auto, Choice<media::EncoderChoice>,
+        help: "H.264 encoder for mp4/mov: NVENC when a session opens (auto), x264, nvenc.",
+        flag(long, env = "VIDFORGE_ENCODER", value_parser = choice_parser::<media::EncoderChoice>()): Option<media::EncoderChoice>;
+    /// Origins allowed to call the MCP endpoint (browser clients). Empty: no Origin accepted
+    /// except requests that send none.
+    allowed_origins: Vec<String> = Vec::new(), List,
+        help: "Allowed browser origins (comma-separated).",
+        flag(long = "allowed-origin", env = "VIDFORGE_ALLOWED_ORIGINS", value_delimiter = ','): Vec<String>;
+    /// Host header values accepted (DNS-rebinding protection). Empty: loopback names plus the
+    /// listen address.
+    allowed_hosts: Vec<String> = Vec::new(), List,
+        help: "Allowed Host header values (comma-separated).",
+        flag(long = "allowed-host", env = "VIDFORGE_ALLOWED_HOSTS", value_delimiter = ','): Vec<String>;
+    /// Base URL used in download links; default `http://<listen>`.
+    public_base_url: Option<String> = None, Maybe<String>,
+        help: "Base URL for download links.",
+        shown: "http://LISTEN",
+        flag(long, env = "VIDFORGE_PUBLIC_BASE_URL"): Option<String>;
+    /// Principals who see every render on the dashboard and may read `/metrics` from any
+    /// address.
+    admins: Vec<String> = Vec::new(), List,
+        help: "Principals who see every render on the dashboard and may read /metrics from anywhere (comma-separated).",
+        flag(long = "admin", env = "VIDFORGE_ADMINS", value_delimiter = ','): Vec<String>;
+    /// `/metrics` answers without authentication to any address (default: only to loopback
+    /// peers; others need an admin's bearer token).
+    metrics_public: bool = false, Switch,
+        help: "Serve /metrics without authentication to any address (default: loopback only).",
+        flag(long, env = "VIDFORGE_METRICS_PUBLIC"): bool;
+    /// Wrong bearer tokens one peer (an IPv4 address, an IPv6 /64) may send at once before
+    /// `429` `rate_limited`; 0 disables the limit (`vidforge_http::auth_limit`).
+    auth_failure_burst: u32 = DEFAULT_AUTH_FAILURE_BURST, Plain<u32>,
+        help: "Wrong bearer tokens one address may send at once before 429 (0: no limit).",
+        flag(long, env = "VIDFORGE_AUTH_FAILURE_BURST"): Option<u32>;
+    /// One more wrong token is allowed per this interval once the burst is spent.
+    auth_failure_interval: Duration = DEFAULT_AUTH_FAILURE_INTERVAL, Dur,
+        help: "Once the burst is spent, one more wrong token per this interval, e.g. 1s.",
+        flag(long, env = "VIDFORGE_AUTH_FAILURE_INTERVAL"): Option<String>;
+    /// Reverse proxies (addresses or CIDR ranges) whose `X-Forwarded-For` names the client
+    /// for the per-address rules (`vidforge_http::peer`). Empty: the TCP peer is the client.
+    trusted_proxies: Vec<ipnet::IpNet> = Vec::new(), Proxies,
+        help: "Reverse proxies (addresses or CIDR ranges, comma-separated) whose X-Forwarded-For names the client for per-address limits.",
+        flag(long = "trusted-proxy", env = "VIDFORGE_TRUSTED_PROXIES", value_delimiter = ','): Vec<String>;
+}

@@ -1,0 +1,157 @@
+//! Range checks of the resolved configuration.
+
+use std::time::Duration;
+
+use super::{Config, ConfigError, MAX_WATERMARK_SIDE, MIN_CONNECTION_TIMEOUT};
+use crate::engine::SourceLimits;
+
+/// The refusal of `field`.
+fn bad(field: &'static str, reason: &str) -> Result<(), ConfigError> {
+    Err(ConfigError::Invalid {
+        field,
+        reason: reason.to_string(),
+    })
+}
+
+impl Config {
+    /// Checks ranges that would make the service misbehave.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.render_slots == 0 || self.render_slots > 64 {
+            return bad("render_slots", "must be between 1 and 64");
+        }
+        if self.per_principal_concurrent == 0 {
+            return bad("per_principal_concurrent", "must be at least 1");
+        }
+        if self.max_render_crashes == 0 {
+            return bad("max_render_crashes", "must be at least 1");
+        }
+        if self.max_upload_bytes == 0 {
+            return bad("max_upload_bytes", "must be positive");
+        }
+        let engine = SourceLimits::ENGINE;
+        if self.max_source_side == 0 || self.max_source_side > engine.max_side {
+            return bad(
+                "max_source_side",
+                &format!("must be between 1 and {}", engine.max_side),
+            );
+        }
+        if self.max_source_pixels == 0 || self.max_source_pixels > engine.max_pixels {
+            return bad(
+                "max_source_pixels",
+                &format!("must be between 1 and {}", engine.max_pixels),
+            );
+        }
+        if self.max_watermark_side == 0 || self.max_watermark_side > MAX_WATERMARK_SIDE {
+            return bad(
+                "max_watermark_side",
+                &format!("must be between 1 and {MAX_WATERMARK_SIDE}"),
+            );
+        }
+        if self.max_source_seconds == 0 {
+            return bad("max_source_seconds", "must be at least 1");
+        }
+        if self.render_pixel_rate == 0 {
+            return bad("render_pixel_rate", "must be at least 1");
+        }
+        if self.max_render_seconds == 0 {
+            return bad("max_render_seconds", "must be at least 1");
+        }
+        if self.render_budget_window < Duration::from_secs(1) {
+            return bad("render_budget_window", "must be at least 1s");
+        }
+        if self.max_concurrent_probes == 0 {
+            return bad("max_concurrent_probes", "must be at least 1");
+        }
+        self.validate_timeouts()?;
+        self.validate_access()
+    }
+
+    /// Lifetimes, intervals and connection limits.
+    fn validate_timeouts(&self) -> Result<(), ConfigError> {
+        if self.approval_timeout.is_zero() {
+            return bad("approval_timeout", "must be positive");
+        }
+        if self.asset_ttl.is_zero() {
+            return bad("asset_ttl", "must be positive");
+        }
+        if self.result_ttl < self.task_ttl {
+            return bad("result_ttl", "must not be shorter than task_ttl");
+        }
+        if self.sweep_interval.is_zero() || self.tick_interval.is_zero() {
+            return bad("sweep_interval", "intervals must be positive");
+        }
+        if self.auth_failure_interval < Duration::from_millis(1)
+            || self.auth_failure_interval > Duration::from_secs(3600)
+        {
+            return bad("auth_failure_interval", "must be between 1ms and 1h");
+        }
+        if self.header_read_timeout < MIN_CONNECTION_TIMEOUT {
+            return bad("header_read_timeout", "must be at least 100ms");
+        }
+        if self.idle_timeout < Duration::from_secs(1) {
+            return bad("idle_timeout", "must be at least 1s");
+        }
+        if self.body_idle_timeout < MIN_CONNECTION_TIMEOUT {
+            return bad("body_idle_timeout", "must be at least 100ms");
+        }
+        if self.max_connections == 0 {
+            return bad("max_connections", "must be at least 1");
+        }
+        if let Some(n) = self.max_concurrent_uploads
+            && (n == 0 || n > self.max_connections / 2)
+        {
+            return bad(
+                "max_concurrent_uploads",
+                &format!(
+                    "must be between 1 and half of max_connections ({}), so that uploads alone \
+                     cannot take every connection",
+                    self.max_connections / 2
+                ),
+            );
+        }
+        if self.max_uploads_per_peer == 0 {
+            return bad("max_uploads_per_peer", "must be at least 1");
+        }
+        if self.upload_rate_grace < MIN_CONNECTION_TIMEOUT {
+            return bad("upload_rate_grace", "must be at least 100ms");
+        }
+        if self.lease_ttl < Duration::from_secs(1) {
+            return bad("lease_ttl", "must be at least 1s");
+        }
+        if self.session_idle_timeout < Duration::from_secs(1) {
+            return bad("session_idle_timeout", "must be at least 1s");
+        }
+        if self.session_max_age < self.session_idle_timeout {
+            return bad(
+                "session_max_age",
+                "must not be shorter than session_idle_timeout",
+            );
+        }
+        Ok(())
+    }
+
+    /// Node name, tokens and links.
+    fn validate_access(&self) -> Result<(), ConfigError> {
+        if self
+            .node_id
+            .as_ref()
+            .is_some_and(|n| n.trim().is_empty() || n.len() > 200)
+        {
+            return bad("node_id", "must be 1 to 200 characters");
+        }
+        for (token, principal) in &self.tokens {
+            if token.len() < 8 {
+                return bad("tokens", "every token needs at least 8 characters");
+            }
+            if principal.is_empty() || principal.contains('\0') {
+                return bad("tokens", "principal names must be non-empty");
+            }
+        }
+        if let Some(url) = &self.public_base_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return bad("public_base_url", "must start with http:// or https://");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,215 @@
+//! How a step of a render ends in the store: the final writes (tried again while the store
+//! cannot be reached), the fencing check against a take-over, and the terminal outcomes a
+//! worker writes (succeeded, cancelled, failed, or handed back on shutdown).
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crate::catalog::ErrorCode;
+use crate::engine::{EngineError, EngineReport, FailureKind, RenderPlan};
+use crate::error::ServiceError;
+use crate::shared::Shared;
+use crate::store::{Change, Outcome, ProgressSnapshot, ProgressStage, RenderRecord, RenderState};
+
+/// A finished render: its outcome written (unless it ended meanwhile or was taken over),
+/// its metrics recorded.
+pub(crate) fn finish_succeeded(
+    shared: &Shared,
+    rec: &RenderRecord,
+    plan: &RenderPlan,
+    report: &EngineReport,
+) -> Result<(), ServiceError> {
+    let id = rec.id.as_str();
+    let now = shared.now();
+    let size_bytes = std::fs::metadata(&plan.output)
+        .map(|m| m.len())
+        .unwrap_or(report.size_bytes);
+    let outcome = Outcome::Success {
+        video_path: plan.output.clone(),
+        video_file_name: crate::uri::final_file_name(rec.args.output_format),
+        mime_type: rec.args.output_format.mime_type().to_string(),
+        size_bytes,
+        duration_seconds: report.duration_seconds,
+        width: report.width,
+        height: report.height,
+        resolution: rec.args.resolution.as_str().to_string(),
+        watermark_applied: plan.watermark.is_some(),
+        finished_at: now,
+        backend: report.backend.clone(),
+        frames: report.frames,
+        fps: report.fps,
+    };
+    update_final(shared, id, |r| {
+        if r.is_terminal() || taken_over(r, rec) {
+            return Ok(Change::Keep(()));
+        }
+        r.state = RenderState::Succeeded;
+        r.finished_at = Some(now);
+        r.progress = Some(
+            ProgressSnapshot::new(
+                ProgressStage::Finalizing,
+                report.frames,
+                Some(report.frames),
+            )
+            .with_rate(report.fps, report.backend.clone()),
+        );
+        r.outcome = Some(outcome.clone());
+        Ok(Change::Write(()))
+    })?;
+    crate::render_metrics::render_finished(
+        rec,
+        &report.backend,
+        report.elapsed,
+        report.fps,
+        [
+            ("decode", report.stage_times.decode),
+            ("compose", report.stage_times.compose),
+            ("encode", report.stage_times.encode),
+        ],
+    );
+    tracing::info!(
+        render_id = %id,
+        backend = %report.backend,
+        width = report.width,
+        height = report.height,
+        frames = report.frames,
+        size_bytes,
+        fps = format!("{:.1}", report.fps),
+        elapsed_ms = report.elapsed.as_millis() as u64,
+        "render finished"
+    );
+    Ok(())
+}
+
+/// A render stopped by its cancel flag on this node: a shutdown hands it back durably (so
+/// boot recovery does not count a crash); a user's cancel ends it as cancelled.
+pub(crate) fn finish_stopped(shared: &Shared, rec: &RenderRecord) -> Result<(), ServiceError> {
+    let id = rec.id.as_str();
+    let user_cancel = shared
+        .store
+        .get_render(id)?
+        .is_some_and(|r| r.cancel_requested);
+    if shared.shutdown.load(Ordering::SeqCst) && !user_cancel {
+        // Handed back durably, so boot recovery does not count a crash.
+        update_final(shared, id, |r| {
+            if r.state != RenderState::Rendering || taken_over(r, rec) {
+                return Ok(Change::Keep(()));
+            }
+            r.state = RenderState::Queued;
+            r.progress = None;
+            Ok(Change::Write(()))
+        })?;
+        tracing::info!(render_id = %id, "render interrupted by shutdown; it resumes on the next start");
+        return Ok(());
+    }
+    finish_cancelled(shared, rec)
+}
+
+pub(crate) fn finish_cancelled(shared: &Shared, rec: &RenderRecord) -> Result<(), ServiceError> {
+    let now = shared.now();
+    update_final(shared, &rec.id, |r| {
+        if r.is_terminal() || taken_over(r, rec) {
+            return Ok(Change::Keep(()));
+        }
+        r.state = RenderState::Cancelled;
+        r.finished_at = Some(now);
+        Ok(Change::Write(()))
+    })?;
+    tracing::info!(render_id = %rec.id, "render cancelled");
+    Ok(())
+}
+
+/// How long a worker keeps trying to record how its render ended while the store cannot be
+/// reached (PostgreSQL restarting).
+const FINAL_WRITE_PATIENCE: Duration = Duration::from_secs(10 * 60);
+/// The pause between those tries.
+const FINAL_WRITE_RETRY: Duration = Duration::from_secs(1);
+
+/// [`Shared::update_durable`] for the write that ends a step of a render (its result, its
+/// failure, its preview, its hand-back): while the store cannot be reached it is tried again
+/// (bounded by [`FINAL_WRITE_PATIENCE`] and shutdown), since giving up would leave the render
+/// running in the record with nobody running it, to be started over as if this process had
+/// died. The lease keeper goes on renewing meanwhile; a render taken over in the meantime is
+/// left alone by the step's own `taken_over` check.
+pub(crate) fn update_final<T>(
+    shared: &Shared,
+    id: &str,
+    mut f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, ServiceError>,
+) -> Result<Option<crate::store::Updated<RenderRecord, T>>, ServiceError> {
+    let deadline = Instant::now() + FINAL_WRITE_PATIENCE;
+    loop {
+        match shared.update_durable(id, &mut f) {
+            Err(ServiceError::Unavailable { reason })
+                if Instant::now() < deadline && !shared.shutdown.load(Ordering::SeqCst) =>
+            {
+                tracing::warn!(render_id = %id, %reason, "the store cannot be reached; retrying the render's write");
+                std::thread::sleep(FINAL_WRITE_RETRY);
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Whether another attempt has claimed the render since this worker's claim (`claimed`, the
+/// record as the claim wrote it): every claim counts an attempt, so the count is the fencing
+/// token. A worker whose render was taken over (its node lost the lease) writes nothing more.
+pub(crate) fn taken_over(current: &RenderRecord, claimed: &RenderRecord) -> bool {
+    current.attempts != claimed.attempts
+}
+
+/// The terminal outcome for an engine failure.
+pub fn failure_outcome(e: &EngineError) -> Outcome {
+    let (code, message) = match e.kind {
+        FailureKind::SourceNotFound => (
+            ErrorCode::SourceNotFound,
+            "The source asset could not be read.",
+        ),
+        FailureKind::UnsupportedCodec | FailureKind::InvalidInput => (
+            ErrorCode::UnsupportedCodec,
+            "The source asset's codec cannot be rendered.",
+        ),
+        // The disk filled up under the render (FFmpeg reports ENOSPC as text).
+        FailureKind::RenderFailed if e.message.contains("No space left on device") => (
+            ErrorCode::StorageFull,
+            "The server's disk filled up during the render; nothing was kept. Retry later.",
+        ),
+        FailureKind::RenderFailed | FailureKind::Cancelled => (
+            ErrorCode::RenderFailed,
+            "The renderer failed; re-calling starts a new render.",
+        ),
+    };
+    Outcome::Error {
+        code,
+        message: message.to_string(),
+        reason: Some(e.message.clone()),
+        field: match code {
+            ErrorCode::SourceNotFound | ErrorCode::UnsupportedCodec => {
+                Some("source_asset_uri".into())
+            }
+            _ => None,
+        },
+        retry_after_ms: (code == ErrorCode::StorageFull)
+            .then_some(crate::catalog::STORAGE_RETRY_AFTER.as_millis() as u64),
+        temporary: None,
+    }
+}
+
+pub(crate) fn finish_error(
+    shared: &Shared,
+    rec: &RenderRecord,
+    e: &EngineError,
+) -> Result<(), ServiceError> {
+    let now = shared.now();
+    let outcome = failure_outcome(e);
+    update_final(shared, &rec.id, |r| {
+        if r.is_terminal() || taken_over(r, rec) {
+            return Ok(Change::Keep(()));
+        }
+        r.state = RenderState::Failed;
+        r.finished_at = Some(now);
+        r.outcome = Some(outcome.clone());
+        Ok(Change::Write(()))
+    })?;
+    tracing::warn!(render_id = %rec.id, kind = ?e.kind, error = %e, "render failed");
+    Ok(())
+}

@@ -1,0 +1,120 @@
+//! The cluster's work queue: leases on renders, timed by the database's clock.
+
+use std::time::Duration;
+
+use super::{Claim, PgStore, StoreError, pg_error};
+
+/// States a worker may hold (a claim scans these).
+const RUNNABLE: &str = "('queued', 'rendering', 'previewing')";
+/// The database's clock in Unix ms (leases are timed by it alone).
+const DB_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+/// When the database (re)started, in Unix ms: a lease that ran out before it ran out while
+/// nobody could renew it.
+const DB_START_MS: &str = "(extract(epoch from pg_postmaster_start_time()) * 1000)::bigint";
+
+impl PgStore {
+    /// Takes the lease of the oldest render a worker may run: a queued one nobody holds, or
+    /// a running one whose holder stopped renewing (its node died). `SKIP LOCKED` lets nodes
+    /// claim side by side without waiting on each other's candidates. Lease times are the
+    /// database's clock, so the nodes' clocks need not agree.
+    pub(in crate::store) fn claim(
+        &self,
+        node: &str,
+        lease: Duration,
+        max_work: Option<u64>,
+    ) -> Result<Option<Claim>, StoreError> {
+        let node = node.to_string();
+        let lease_ms = lease.as_millis() as i64;
+        let max_work = max_work.map(|w| i64::try_from(w).unwrap_or(i64::MAX));
+        self.call(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_opt(
+                        &format!(
+                            "UPDATE renders SET lease_owner = $1, lease_until = {DB_NOW_MS} + $2
+                             WHERE id = (
+                                 SELECT id FROM renders
+                                 WHERE state IN {RUNNABLE}
+                                   AND (lease_until IS NULL OR lease_until < {DB_NOW_MS})
+                                   AND (lease_until IS NULL OR lease_until >= {DB_START_MS}
+                                        OR {DB_NOW_MS} >= {DB_START_MS} + $2)
+                                   AND ($3::bigint IS NULL
+                                        OR COALESCE((doc->>'estimated_pixel_frames')::bigint, 0) <= $3)
+                                 ORDER BY created_at
+                                 FOR UPDATE SKIP LOCKED
+                                 LIMIT 1)
+                             RETURNING id"
+                        ),
+                        &[&node, &lease_ms, &max_work],
+                    )
+                    .await
+                    .map_err(pg_error)?;
+                Ok(row.map(|r| Claim { id: r.get(0) }))
+            })
+        })
+    }
+
+    /// Extends this node's leases on `ids` by `lease` from now; returns the ids it still holds
+    /// (a lease lost to another node is not renewed).
+    pub(in crate::store) fn renew(
+        &self,
+        node: &str,
+        ids: Vec<String>,
+        lease: Duration,
+    ) -> Result<Vec<String>, StoreError> {
+        let node = node.to_string();
+        let lease_ms = lease.as_millis() as i64;
+        self.call(move |c| {
+            Box::pin(async move {
+                let rows = c
+                    .query(
+                        &format!(
+                            "UPDATE renders SET lease_until = {DB_NOW_MS} + $2
+                             WHERE lease_owner = $1 AND id = ANY($3)
+                             RETURNING id"
+                        ),
+                        &[&node, &lease_ms, &ids],
+                    )
+                    .await
+                    .map_err(pg_error)?;
+                Ok(rows.iter().map(|r| r.get(0)).collect())
+            })
+        })
+    }
+
+    /// Gives up this node's lease on `id` (the render is finished, waits for a decision, or
+    /// was handed back).
+    pub(in crate::store) fn release(&self, node: &str, id: &str) -> Result<(), StoreError> {
+        let (node, id) = (node.to_string(), id.to_string());
+        self.call(move |c| {
+            Box::pin(async move {
+                c.execute(
+                    "UPDATE renders SET lease_owner = NULL, lease_until = NULL
+                     WHERE id = $1 AND lease_owner = $2",
+                    &[&id, &node],
+                )
+                .await
+                .map_err(pg_error)?;
+                Ok(())
+            })
+        })
+    }
+
+    /// Gives up every lease `node` holds (at start-up: a node just started runs nothing, so
+    /// what its previous life held may be taken over at once instead of after the lease).
+    pub(in crate::store) fn release_all(&self, node: &str) -> Result<usize, StoreError> {
+        let node = node.to_string();
+        self.call(move |c| {
+            Box::pin(async move {
+                let n = c
+                    .execute(
+                        "UPDATE renders SET lease_until = 0 WHERE lease_owner = $1",
+                        &[&node],
+                    )
+                    .await
+                    .map_err(pg_error)?;
+                Ok(n as usize)
+            })
+        })
+    }
+}

@@ -1,0 +1,432 @@
+//! The records: renders, idempotency keys, assets and browser session epochs.
+
+use postgres::types::Json;
+
+use super::{
+    AssetRecord, Change, IdempotencyEntry, Inserted, NewKey, PgStore, RenderRecord, StoreError,
+    UNFINISHED, Updated, doc, docs, idempotency_entry, pg_error, to_i64,
+};
+
+impl PgStore {
+    pub(in crate::store) fn get_render(
+        &self,
+        id: &str,
+    ) -> Result<Option<RenderRecord>, StoreError> {
+        let id = id.to_string();
+        self.call(move |c| {
+            Box::pin(async move {
+                c.query_opt("SELECT doc FROM renders WHERE id = $1", &[&id])
+                    .await
+                    .map_err(pg_error)?
+                    .map(|row| doc(&id, &row, 0))
+                    .transpose()
+            })
+        })
+    }
+
+    pub(in crate::store) fn put_render(&self, rec: &RenderRecord) -> Result<(), StoreError> {
+        let rec = rec.clone();
+        self.call(move |c| {
+            Box::pin(async move {
+                write_render(
+                    &**c,
+                    &rec,
+                    "ON CONFLICT (id) DO UPDATE SET principal = EXCLUDED.principal,
+                         state = EXCLUDED.state, created_at = EXCLUDED.created_at,
+                         doc = EXCLUDED.doc, version = renders.version + 1",
+                )
+                .await
+            })
+        })
+    }
+
+    /// The record and its idempotency key in one transaction; the key's primary key decides
+    /// between concurrent creators (the loser sees [`Inserted::KeyTaken`]).
+    pub(in crate::store) fn insert_render(
+        &self,
+        rec: &RenderRecord,
+        key: Option<&NewKey<'_>>,
+    ) -> Result<Inserted, StoreError> {
+        let rec = rec.clone();
+        let key = key.map(|k| {
+            (
+                k.principal.to_string(),
+                k.key.to_string(),
+                k.entry.clone(),
+                k.stale_before,
+            )
+        });
+        self.call(move |c| {
+            Box::pin(async move {
+                let tx = c.transaction().await.map_err(pg_error)?;
+                if let Some((principal, key, entry, stale_before)) = &key {
+                    let took = tx
+                        .query_opt(
+                            "INSERT INTO idempotency (principal, key, render_id, args_hash, created_at)
+                             VALUES ($1, $2, $3, $4, $5)
+                             ON CONFLICT (principal, key) DO UPDATE SET
+                                 render_id = EXCLUDED.render_id, args_hash = EXCLUDED.args_hash,
+                                 created_at = EXCLUDED.created_at
+                             WHERE idempotency.created_at < $6
+                             RETURNING 1",
+                            &[
+                                principal,
+                                key,
+                                &entry.render_id,
+                                &entry.args_hash,
+                                &to_i64(entry.created_at),
+                                &to_i64(*stale_before),
+                            ],
+                        )
+                        .await
+                        .map_err(pg_error)?;
+                    if took.is_none() {
+                        let row = tx
+                            .query_one(
+                                "SELECT render_id, args_hash, created_at FROM idempotency
+                                 WHERE principal = $1 AND key = $2",
+                                &[principal, key],
+                            )
+                            .await
+                            .map_err(pg_error)?;
+                        return Ok(Inserted::KeyTaken(idempotency_entry(&row)));
+                    }
+                }
+                write_render(&*tx, &rec, "").await?;
+                tx.commit().await.map_err(pg_error)?;
+                Ok(Inserted::Created)
+            })
+        })
+    }
+
+    pub(in crate::store) fn delete_render(&self, id: &str) -> Result<(), StoreError> {
+        let id = id.to_string();
+        self.call(move |c| {
+            Box::pin(async move {
+                c.execute("DELETE FROM renders WHERE id = $1", &[&id])
+                    .await
+                    .map_err(pg_error)?;
+                Ok(())
+            })
+        })
+    }
+
+    /// Optimistic read-modify-write: `f` runs here, on the caller's thread, and the write
+    /// succeeds only if nobody wrote the record since it was read (else it is re-read and `f`
+    /// runs again).
+    pub(in crate::store) fn update_render<T, E>(
+        &self,
+        id: &str,
+        mut f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, E>,
+    ) -> Result<Option<Updated<RenderRecord, T>>, E>
+    where
+        E: From<StoreError>,
+    {
+        loop {
+            let Some((old, version)) = self.versioned_render(id)? else {
+                return Ok(None);
+            };
+            let mut rec = old.clone();
+            match f(&mut rec)? {
+                Change::Keep(value) => {
+                    return Ok(Some(Updated {
+                        record: old,
+                        value,
+                        written: false,
+                    }));
+                }
+                Change::Write(value) => {
+                    if self.write_if_version(&rec, version)? {
+                        return Ok(Some(Updated {
+                            record: rec,
+                            value,
+                            written: true,
+                        }));
+                    }
+                }
+            }
+        }
+    }
+
+    /// A render and its row version.
+    fn versioned_render(&self, id: &str) -> Result<Option<(RenderRecord, i64)>, StoreError> {
+        let key = id.to_string();
+        self.call(move |c| {
+            Box::pin(async move {
+                c.query_opt("SELECT doc, version FROM renders WHERE id = $1", &[&key])
+                    .await
+                    .map_err(pg_error)?
+                    .map(|row| Ok((doc::<RenderRecord>(&key, &row, 0)?, row.get::<_, i64>(1))))
+                    .transpose()
+            })
+        })
+    }
+
+    /// Writes `rec` if its row is still at `version`; whether it was.
+    fn write_if_version(&self, rec: &RenderRecord, version: i64) -> Result<bool, StoreError> {
+        let new = rec.clone();
+        let written = self.call(move |c| {
+            Box::pin(async move {
+                c.execute(
+                    "UPDATE renders SET doc = $2, state = $3, principal = $4,
+                         version = version + 1
+                     WHERE id = $1 AND version = $5",
+                    &[
+                        &new.id,
+                        &Json(&new),
+                        &new.state.as_str(),
+                        &new.principal,
+                        &version,
+                    ],
+                )
+                .await
+                .map_err(pg_error)
+            })
+        })?;
+        Ok(written == 1)
+    }
+
+    pub(in crate::store) fn renders(&self) -> Result<Vec<RenderRecord>, StoreError> {
+        self.call(|c| Box::pin(docs(c, "SELECT id, doc FROM renders".into(), "render")))
+    }
+
+    /// The newest `limit` renders (of `principal`, or everyone's), newest first.
+    pub(in crate::store) fn recent_renders(
+        &self,
+        principal: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<RenderRecord>, StoreError> {
+        let principal = principal.map(str::to_string);
+        let limit = limit as i64;
+        self.call(move |c| {
+            Box::pin(async move {
+                let rows = match &principal {
+                    Some(p) => {
+                        c.query(
+                            "SELECT id, doc FROM renders WHERE principal = $1
+                             ORDER BY created_at DESC, id DESC LIMIT $2",
+                            &[p, &limit],
+                        )
+                        .await
+                    }
+                    None => {
+                        c.query(
+                            "SELECT id, doc FROM renders
+                             ORDER BY created_at DESC, id DESC LIMIT $1",
+                            &[&limit],
+                        )
+                        .await
+                    }
+                }
+                .map_err(pg_error)?;
+                Ok(rows
+                    .iter()
+                    .filter_map(|row| {
+                        let id: String = row.get(0);
+                        doc(&id, row, 1)
+                            .map_err(|e| tracing::error!(error = %e, "skipping undecodable render"))
+                            .ok()
+                    })
+                    .collect())
+            })
+        })
+    }
+
+    /// Every unfinished render (each node's index of them is rebuilt from this).
+    pub(in crate::store) fn unfinished_renders(&self) -> Result<Vec<RenderRecord>, StoreError> {
+        self.call(|c| {
+            Box::pin(docs(
+                c,
+                format!("SELECT id, doc FROM renders WHERE state IN {UNFINISHED}"),
+                "render",
+            ))
+        })
+    }
+
+    pub(in crate::store) fn get_idempotency(
+        &self,
+        principal: &str,
+        key: &str,
+    ) -> Result<Option<IdempotencyEntry>, StoreError> {
+        let (principal, key) = (principal.to_string(), key.to_string());
+        self.call(move |c| {
+            Box::pin(async move {
+                Ok(c.query_opt(
+                    "SELECT render_id, args_hash, created_at FROM idempotency
+                     WHERE principal = $1 AND key = $2",
+                    &[&principal, &key],
+                )
+                .await
+                .map_err(pg_error)?
+                .map(|row| idempotency_entry(&row)))
+            })
+        })
+    }
+
+    pub(in crate::store) fn put_idempotency(
+        &self,
+        principal: &str,
+        key: &str,
+        entry: &IdempotencyEntry,
+    ) -> Result<(), StoreError> {
+        let (principal, key, entry) = (principal.to_string(), key.to_string(), entry.clone());
+        self.call(move |c| {
+            Box::pin(async move {
+                c.execute(
+                    "INSERT INTO idempotency (principal, key, render_id, args_hash, created_at)
+                     VALUES ($1, $2, $3, $4, $5)
+                     ON CONFLICT (principal, key) DO UPDATE SET render_id = EXCLUDED.render_id,
+                         args_hash = EXCLUDED.args_hash, created_at = EXCLUDED.created_at",
+                    &[
+                        &principal,
+                        &key,
+                        &entry.render_id,
+                        &entry.args_hash,
+                        &to_i64(entry.created_at),
+                    ],
+                )
+                .await
+                .map_err(pg_error)?;
+                Ok(())
+            })
+        })
+    }
+
+    pub(in crate::store) fn remove_idempotency_before(
+        &self,
+        cutoff_ms: u64,
+    ) -> Result<usize, StoreError> {
+        self.call(move |c| {
+            Box::pin(async move {
+                let n = c
+                    .execute(
+                        "DELETE FROM idempotency WHERE created_at < $1",
+                        &[&to_i64(cutoff_ms)],
+                    )
+                    .await
+                    .map_err(pg_error)?;
+                Ok(n as usize)
+            })
+        })
+    }
+
+    pub(in crate::store) fn idempotency_len(&self) -> Result<usize, StoreError> {
+        self.call(|c| {
+            Box::pin(async move {
+                let row = c
+                    .query_one("SELECT count(*) FROM idempotency", &[])
+                    .await
+                    .map_err(pg_error)?;
+                Ok(row.get::<_, i64>(0) as usize)
+            })
+        })
+    }
+
+    pub(in crate::store) fn get_asset(&self, id: &str) -> Result<Option<AssetRecord>, StoreError> {
+        let id = id.to_string();
+        self.call(move |c| {
+            Box::pin(async move {
+                c.query_opt("SELECT doc FROM assets WHERE id = $1", &[&id])
+                    .await
+                    .map_err(pg_error)?
+                    .map(|row| doc(&id, &row, 0))
+                    .transpose()
+            })
+        })
+    }
+
+    pub(in crate::store) fn put_asset(&self, rec: &AssetRecord) -> Result<(), StoreError> {
+        let rec = rec.clone();
+        self.call(move |c| {
+            Box::pin(async move {
+                c.execute(
+                    "INSERT INTO assets (id, doc) VALUES ($1, $2)
+                     ON CONFLICT (id) DO UPDATE SET doc = EXCLUDED.doc",
+                    &[&rec.id, &Json(&rec)],
+                )
+                .await
+                .map_err(pg_error)?;
+                Ok(())
+            })
+        })
+    }
+
+    pub(in crate::store) fn delete_asset(&self, id: &str) -> Result<bool, StoreError> {
+        let id = id.to_string();
+        self.call(move |c| {
+            Box::pin(async move {
+                let n = c
+                    .execute("DELETE FROM assets WHERE id = $1", &[&id])
+                    .await
+                    .map_err(pg_error)?;
+                Ok(n > 0)
+            })
+        })
+    }
+
+    pub(in crate::store) fn assets(&self) -> Result<Vec<AssetRecord>, StoreError> {
+        self.call(|c| Box::pin(docs(c, "SELECT id, doc FROM assets".into(), "asset")))
+    }
+
+    // ---- browser session epochs ----
+
+    /// One primary-key read (a principal without a row is at epoch 0).
+    pub(in crate::store) fn session_epoch(&self, principal: &str) -> Result<u64, StoreError> {
+        let principal = principal.to_string();
+        self.call(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_opt(
+                        "SELECT epoch FROM session_epochs WHERE principal = $1",
+                        &[&principal],
+                    )
+                    .await
+                    .map_err(pg_error)?;
+                Ok(row.map_or(0, |r| r.get::<_, i64>(0).max(0) as u64))
+            })
+        })
+    }
+
+    /// Adds one atomically (concurrent bumps on any node each count); committed on return.
+    pub(in crate::store) fn bump_session_epoch(&self, principal: &str) -> Result<u64, StoreError> {
+        let principal = principal.to_string();
+        self.call(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_one(
+                        "INSERT INTO session_epochs (principal, epoch) VALUES ($1, 1)
+                         ON CONFLICT (principal) DO UPDATE SET epoch = session_epochs.epoch + 1
+                         RETURNING epoch",
+                        &[&principal],
+                    )
+                    .await
+                    .map_err(pg_error)?;
+                Ok(row.get::<_, i64>(0).max(0) as u64)
+            })
+        })
+    }
+}
+
+/// `INSERT` of a render row, with `on_conflict` (empty: a duplicate id is an error).
+async fn write_render(
+    c: &impl tokio_postgres::GenericClient,
+    rec: &RenderRecord,
+    on_conflict: &str,
+) -> Result<(), StoreError> {
+    c.execute(
+        &format!(
+            "INSERT INTO renders (id, principal, state, created_at, doc)
+             VALUES ($1, $2, $3, $4, $5) {on_conflict}"
+        ),
+        &[
+            &rec.id,
+            &rec.principal,
+            &rec.state.as_str(),
+            &to_i64(rec.created_at),
+            &Json(rec),
+        ],
+    )
+    .await
+    .map_err(pg_error)?;
+    Ok(())
+}
