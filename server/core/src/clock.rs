@@ -131,32 +131,12 @@ pub fn add_ms(ms: u64, d: Duration) -> u64 {
     ms.saturating_add(d.as_millis().min(u64::MAX as u128) as u64)
 }
 
-/// RFC 3339 UTC timestamp with second precision (`2026-07-29T14:02:11Z`) for unix ms.
+/// RFC 3339 UTC timestamp with second precision (`2026-07-29T14:02:11Z`) for unix ms, by
+/// `humantime`; times past its last representable second (the end of year 9999) print as it.
 pub fn rfc3339(unix_ms: u64) -> String {
-    let secs = unix_ms / 1000;
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
-}
-
-/// Howard Hinnant's days-since-epoch to proleptic Gregorian date.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
+    const LAST_SECOND: u64 = 253_402_300_799;
+    let secs = (unix_ms / 1000).min(LAST_SECOND);
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(secs)).to_string()
 }
 
 #[cfg(test)]
@@ -169,6 +149,7 @@ mod tests {
         // 2026-07-29T14:02:11Z
         assert_eq!(rfc3339(1_785_333_731_000), "2026-07-29T14:02:11Z");
         assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(u64::MAX), "9999-12-31T23:59:59Z");
     }
 
     #[test]

@@ -18,6 +18,7 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use subtle::ConstantTimeEq;
 
 use crate::auth_limit::{AuthFailureLimiter, Verdict};
 use crate::envelope::Envelope;
@@ -114,7 +115,7 @@ impl Auth {
     pub fn principal_for_token(&self, token: &[u8]) -> Option<Principal> {
         let mut found: Option<&str> = None;
         for (t, p) in self.tokens.iter() {
-            if constant_time_eq(t, token) {
+            if bool::from(t.ct_eq(token)) {
                 found = Some(p);
             }
         }
@@ -128,14 +129,6 @@ impl Auth {
             .filter(move |(_, p)| p == principal)
             .map(|(t, _)| t.as_slice())
     }
-}
-
-/// Constant-time equality of two byte strings.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The 401 answer: `WWW-Authenticate: Bearer` and a small JSON body.

@@ -31,8 +31,9 @@ use axum::http::{HeaderMap, header};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
-use crate::auth::{Auth, Principal, constant_time_eq};
+use crate::auth::{Auth, Principal};
 use hex::encode as hex;
+use subtle::ConstantTimeEq;
 use vidforge_core::clock::SharedClock;
 use vidforge_core::config::{ANONYMOUS_PRINCIPAL, Config};
 use vidforge_core::store::{Store, StoreError};
@@ -127,16 +128,6 @@ fn mac(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
     m.finalize().into_bytes().to_vec()
 }
 
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -159,8 +150,8 @@ impl Cookie {
         Some(Cookie {
             issued: issued.parse().ok()?,
             seen: seen.parse().ok()?,
-            principal: String::from_utf8(unhex(who)?).ok()?,
-            tag: unhex(tag)?,
+            principal: String::from_utf8(hex::decode(who).ok()?).ok()?,
+            tag: hex::decode(tag).ok()?,
         })
     }
 }
@@ -326,7 +317,7 @@ impl Sessions {
         let mut matched: Option<&[u8]> = None;
         for key in keys {
             let expected = session_tag(key, &c.principal, c.issued, c.seen, epoch);
-            if constant_time_eq(&expected, &c.tag) {
+            if bool::from(expected.ct_eq(&c.tag)) {
                 matched = Some(key);
             }
         }
@@ -350,12 +341,12 @@ impl Sessions {
 
     /// True when `token` is the CSRF token of `session`.
     pub fn csrf_ok(&self, session: &Session, token: Option<&str>) -> bool {
-        let Some(given) = token.and_then(unhex) else {
+        let Some(given) = token.and_then(|t| hex::decode(t).ok()) else {
             return false;
         };
         let mut ok = false;
         for key in self.keys(session) {
-            ok |= constant_time_eq(&self.csrf_mac(session, &key), &given);
+            ok |= bool::from(self.csrf_mac(session, &key).ct_eq(&given));
         }
         ok
     }
