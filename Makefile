@@ -76,6 +76,9 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	# Docs that cannot rot: broken intra-doc links and other rustdoc warnings fail the lint.
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --workspace
+	# The domain knows no HTTP and no MCP: nothing of axum, hyper, tower or rmcp below it.
+	! $(CARGO) tree -e normal -p vidforge-core --prefix none | grep -E '^(axum|hyper|tower|rmcp)'
+	@echo "vidforge-core depends on no axum, hyper, tower or rmcp"
 
 fmt:
 	$(CARGO) fmt --all
