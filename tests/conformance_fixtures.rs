@@ -19,53 +19,11 @@ fn terminal(task: &serde_json::Value) -> bool {
     )
 }
 
+/// The conformance build refuses a non-loopback bind. (That the production binary has no
+/// fixtures is `mcp_protocol.rs`'s: its test target has the `vidforge` binary.)
 #[test]
-fn fixtures_are_absent_from_a_production_server() {
+fn the_conformance_build_refuses_a_non_loopback_bind() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(&dir.path().join("data"), &[]);
-    let mut mcp = server.mcp();
-
-    let discover = mcp.call("server/discover", json!({}), Caps::NONE);
-    let caps = &discover.result()["capabilities"];
-    assert!(caps.get("prompts").is_none(), "{caps}");
-    assert!(caps.get("completions").is_none(), "{caps}");
-
-    let tools = mcp.call("tools/list", json!({}), Caps::NONE);
-    let names: Vec<&str> = tools.result()["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
-    assert!(
-        names.iter().all(|n| n.starts_with("vidforge_")),
-        "{names:?}"
-    );
-
-    let prompts = mcp.call("prompts/list", json!({}), Caps::NONE);
-    assert_eq!(prompts.status, 404);
-    assert_rpc_error(&prompts, -32601);
-    let call = mcp.tool("slow_compute", json!({"seconds": 0}), Caps::TASKS);
-    assert_rpc_error(&call, -32602);
-    let read = mcp.call(
-        "resources/read",
-        json!({"uri": "test://static-text"}),
-        Caps::NONE,
-    );
-    assert_rpc_error(&read, -32602);
-
-    // The production binary has no fixtures to mount: the old flag says where they went.
-    let out = std::process::Command::new(vidforge_bin())
-        .args(["serve", "--conformance-fixtures", "--listen", "127.0.0.1:0"])
-        .arg("--data-dir")
-        .arg(dir.path().join("prod"))
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("vidforge-conformance"), "{stderr}");
-
-    // And the conformance build refuses a non-loopback bind.
     let out = std::process::Command::new(conformance_bin())
         .args(["serve", "--listen", "0.0.0.0:0"])
         .args(["--token", "token-alice-1=alice", "--data-dir"])
