@@ -51,7 +51,44 @@ pub trait ToolInput: DeserializeOwned {
 
 /// Parses a tool's arguments into its input type.
 pub fn parse<T: ToolInput>(arguments: &Value) -> Result<T, ArgumentError> {
-    T::deserialize(de::ValueDeserializer(arguments)).map_err(|m| explain::<T>(&m))
+    T::deserialize(de::ValueDeserializer(arguments))
+        .map_err(|m| explain::<T>(&missing_before::<T>(arguments, m)))
+}
+
+/// serde notices a missing required property only after reading the present ones; the
+/// schema order reports it first when it comes before the misfit. So for each object on the
+/// misfit's path, the properties declared before the misfit's are parsed alone: a required
+/// one among them that is absent is the misfit reported.
+fn missing_before<T: ToolInput>(arguments: &Value, misfit: Misfit) -> Misfit {
+    if matches!(
+        misfit.kind,
+        MisfitKind::Missing | MisfitKind::Unknown { .. }
+    ) {
+        return misfit;
+    }
+    for level in 0..misfit.path.len() {
+        let order = misfit.orders[level];
+        let Some(at) = order.iter().position(|f| *f == misfit.path[level]) else {
+            continue;
+        };
+        let mut earlier = arguments.clone();
+        let Some(Value::Object(object)) = misfit.path[..level]
+            .iter()
+            .try_fold(&mut earlier, |v, key| v.get_mut(key.as_str()))
+        else {
+            continue;
+        };
+        object.retain(|k, _| order[..at].contains(&k.as_str()));
+        if let Err(m) = T::deserialize(de::ValueDeserializer(&earlier))
+            && m.kind == MisfitKind::Missing
+            && m.path.len() == level + 1
+            && m.path[..level] == misfit.path[..level]
+            && order[..at].contains(&m.path[level].as_str())
+        {
+            return m;
+        }
+    }
+    misfit
 }
 
 fn explain<T: ToolInput>(m: &Misfit) -> ArgumentError {

@@ -31,6 +31,9 @@ pub enum MisfitKind {
 pub struct Misfit {
     /// Property names from the top-level object down; empty for the arguments themselves.
     pub path: Vec<String>,
+    /// The declared property order of the object at each level of `path` (empty where the
+    /// object is not a struct of ours).
+    pub orders: Vec<&'static [&'static str]>,
     pub kind: MisfitKind,
 }
 
@@ -38,13 +41,16 @@ impl Misfit {
     fn new(kind: MisfitKind) -> Self {
         Misfit {
             path: Vec::new(),
+            orders: Vec::new(),
             kind,
         }
     }
 
-    /// The misfit one level up: inside property `key`.
-    fn at(mut self, key: &str) -> Self {
+    /// The misfit one level up: inside property `key` of an object whose declared property
+    /// order is `order`.
+    fn at(mut self, key: &str, order: &'static [&'static str]) -> Self {
         self.path.insert(0, key.to_string());
+        self.orders.insert(0, order);
         self
     }
 }
@@ -82,7 +88,7 @@ impl de::Error for Misfit {
     }
 
     fn missing_field(field: &'static str) -> Self {
-        Misfit::new(MisfitKind::Missing).at(field)
+        Misfit::new(MisfitKind::Missing).at(field, &[])
     }
 }
 
@@ -157,6 +163,7 @@ impl<'de> Deserializer<'de> for ValueDeserializer<'_> {
 struct Entries<'a> {
     entries: std::vec::IntoIter<(&'a str, &'a Value)>,
     pending: Option<(&'a str, &'a Value)>,
+    fields: &'static [&'static str],
 }
 
 impl<'a> Entries<'a> {
@@ -171,6 +178,7 @@ impl<'a> Entries<'a> {
         Entries {
             entries: unknown.chain(known).collect::<Vec<_>>().into_iter(),
             pending: None,
+            fields,
         }
     }
 }
@@ -187,7 +195,9 @@ impl<'de> MapAccess<'de> for Entries<'_> {
         };
         self.pending = Some((key, value));
         let key_de: StrDeserializer<'_, Misfit> = key.into_deserializer();
-        seed.deserialize(key_de).map(Some).map_err(|e| e.at(key))
+        seed.deserialize(key_de)
+            .map(Some)
+            .map_err(|e| e.at(key, self.fields))
     }
 
     fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Misfit> {
@@ -196,7 +206,7 @@ impl<'de> MapAccess<'de> for Entries<'_> {
             .take()
             .ok_or_else(|| <Misfit as de::Error>::custom("a value without its key"))?;
         seed.deserialize(ValueDeserializer(value))
-            .map_err(|e| e.at(key))
+            .map_err(|e| e.at(key, self.fields))
     }
 
     fn size_hint(&self) -> Option<usize> {

@@ -183,6 +183,27 @@ fn the_first_misfit_is_reported_in_schema_order() {
     assert_eq!(refusal(&args).0, "source_asset_uri");
     let args = json!({"watermark": 1, "resolution": "8k", "source_asset_uri": "vidforge://assets/a_01JVXD00000000000000000000", "output_format": "mp4"});
     assert_eq!(refusal(&args).0, "resolution");
+    // A required property missing before a bad value: the missing one, as the schema orders.
+    let args = json!({"output_format": "avi", "resolution": "720p"});
+    assert_eq!(
+        refusal(&args),
+        ("source_asset_uri".to_string(), "is required".to_string())
+    );
+    let args = json!({"source_asset_uri": "vidforge://assets/a_01JVXD00000000000000000000", "resolution": "8k"});
+    assert_eq!(refusal(&args).0, "output_format");
+    let args = json!({"source_asset_uri": "vidforge://assets/a_01JVXD00000000000000000000", "output_format": "avi"});
+    assert_eq!(refusal(&args).0, "output_format");
+    let args = json!({"source_asset_uri": "vidforge://assets/a_01JVXD00000000000000000000", "output_format": "mp4", "resolution": "720p", "watermark": {"position": "middle"}});
+    assert_eq!(
+        refusal(&args),
+        (
+            "watermark.image_asset_uri".to_string(),
+            "is required".to_string()
+        )
+    );
+    // A bad value before a missing property: the bad value.
+    let args = json!({"source_asset_uri": "/etc/passwd"});
+    assert_eq!(refusal(&args).0, "source_asset_uri");
 }
 
 #[test]
