@@ -295,34 +295,29 @@ impl Kind for Switch {
     }
 }
 
-/// A media engine choice: its names, and what each means in `--help`.
+/// A media engine choice: what each means in `--help`; its names are the engine's own.
 pub(super) trait MediaChoice: Copy + Send + Sync + 'static {
-    /// Every choice with its name and its `--help` line.
-    const CHOICES: &'static [(Self, &'static str, &'static str)];
+    /// Every choice with its `--help` line.
+    const CHOICES: &'static [(Self, &'static str)];
+    /// Its name (the engine's `as_str`).
+    fn name(self) -> &'static str;
     /// The choice named exactly `s` (lowercase, as the file and the flag spell it).
     fn named(s: &str) -> Option<Self> {
         Self::CHOICES
             .iter()
-            .find(|(_, name, _)| *name == s)
-            .map(|(c, _, _)| *c)
+            .map(|(c, _)| *c)
+            .find(|c| c.name() == s)
     }
-    /// Its name.
-    fn name(self) -> &'static str;
 }
 
 impl MediaChoice for media::BackendChoice {
-    const CHOICES: &'static [(Self, &'static str, &'static str)] = &[
+    const CHOICES: &'static [(Self, &'static str)] = &[
         (
             Self::Auto,
-            "auto",
             "wgpu on a hardware adapter when there is one, otherwise the CPU compositor",
         ),
-        (
-            Self::Wgpu,
-            "wgpu",
-            "Always wgpu (a software adapter counts)",
-        ),
-        (Self::Cpu, "cpu", "Always the CPU compositor"),
+        (Self::Wgpu, "Always wgpu (a software adapter counts)"),
+        (Self::Cpu, "Always the CPU compositor"),
     ];
     fn name(self) -> &'static str {
         self.as_str()
@@ -330,18 +325,16 @@ impl MediaChoice for media::BackendChoice {
 }
 
 impl MediaChoice for media::HwDecodeChoice {
-    const CHOICES: &'static [(Self, &'static str, &'static str)] = &[
+    const CHOICES: &'static [(Self, &'static str)] = &[
         (
             Self::Auto,
-            "auto",
             "NVDEC when a CUDA device opens and supports the codec (per job), else software",
         ),
         (
             Self::Cuda,
-            "cuda",
             "NVDEC; the server does not start without a CUDA device",
         ),
-        (Self::Off, "off", "Software decoding only"),
+        (Self::Off, "Software decoding only"),
     ];
     fn name(self) -> &'static str {
         self.as_str()
@@ -349,18 +342,13 @@ impl MediaChoice for media::HwDecodeChoice {
 }
 
 impl MediaChoice for media::EncoderChoice {
-    const CHOICES: &'static [(Self, &'static str, &'static str)] = &[
+    const CHOICES: &'static [(Self, &'static str)] = &[
         (
             Self::Auto,
-            "auto",
             "NVENC when an encoder session opens at start-up, else libx264",
         ),
-        (Self::X264, "x264", "libx264"),
-        (
-            Self::Nvenc,
-            "nvenc",
-            "NVENC; the server does not start without it",
-        ),
+        (Self::X264, "libx264"),
+        (Self::Nvenc, "NVENC; the server does not start without it"),
     ];
     fn name(self) -> &'static str {
         self.as_str()
@@ -373,7 +361,7 @@ pub(super) fn choice_parser<E: MediaChoice>() -> impl clap::builder::TypedValueP
     PossibleValuesParser::new(
         E::CHOICES
             .iter()
-            .map(|(_, name, help)| PossibleValue::new(*name).help(*help)),
+            .map(|(c, help)| PossibleValue::new(c.name()).help(*help)),
     )
     .map(|s| E::named(&s).expect("clap admits only the listed names"))
 }
@@ -386,7 +374,10 @@ impl<'de, E: MediaChoice> Deserialize<'de> for ChoiceValue<E> {
         let s = String::deserialize(d)?;
         E::named(&s).map(ChoiceValue).ok_or_else(|| {
             // serde's own wording for an unknown enum variant.
-            let names: Vec<String> = E::CHOICES.iter().map(|c| format!("`{}`", c.1)).collect();
+            let names: Vec<String> = E::CHOICES
+                .iter()
+                .map(|c| format!("`{}`", c.0.name()))
+                .collect();
             serde::de::Error::custom(format!(
                 "unknown variant `{s}`, expected one of {}",
                 names.join(", ")

@@ -87,13 +87,13 @@ mod tests {
         }
     }
 
-    /// The config's names of the media choices are the media engine's own, every one listed.
+    /// Every media choice is listed, and found again by the engine's own name for it.
     #[test]
     fn media_choice_names_match_the_engine() {
         fn check<E: MediaChoice + PartialEq + std::fmt::Debug>(all: &[E]) {
             assert_eq!(E::CHOICES.len(), all.len());
-            for (c, name, _) in E::CHOICES {
-                assert_eq!(c.name(), *name);
+            for (c, _) in E::CHOICES {
+                assert_eq!(E::named(c.name()), Some(*c));
                 assert!(all.contains(c), "{c:?}");
             }
         }
