@@ -5,9 +5,11 @@
 # the suite's fixed fixture tools, prompts, resources and tasks mounted; the production
 # `vidforge` binary has none of them):
 #   1. `server --requirements 2026-07-28`: every scored 2026-07-28 scenario;
-#   2. every `tasks-*` scenario by `--scenario` (extension scenarios are not scored above).
-# Both use conformance/expected-failures.yml, which fails the run on unexpected failures and on
-# stale entries (listed failures that now pass).
+#   2. every `tasks-*` scenario by `--scenario` (extension scenarios are not scored above);
+#   3. the registry's `latest` line (0.1.16, conformance/legacy/), every server scenario of the
+#      2025-11-25 initialize-based wire, against the same server: vidforge's legacy sessions.
+# 1 and 2 use conformance/expected-failures.yml, 3 conformance/legacy/expected-failures.yml;
+# each fails the run on unexpected failures and on stale entries (listed failures that pass).
 # The suite needs Node >= 22; the machines have Node 20, so Node 22 comes from the npm `node`
 # package installed project-locally from conformance/package-lock.json.
 # Builds target/debug/vidforge-conformance unless $VIDFORGE_CONFORMANCE_BIN names a prebuilt one.
@@ -27,6 +29,10 @@ command -v npm >/dev/null || { echo "run-conformance: npm is required (Node 20 i
 
 if [ ! -f "$CONF/node_modules/.package-lock.json" ] || [ "$CONF/package-lock.json" -nt "$CONF/node_modules/.package-lock.json" ]; then
   (cd "$CONF" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+LEGACY="$CONF/legacy"
+if [ ! -f "$LEGACY/node_modules/.package-lock.json" ] || [ "$LEGACY/package-lock.json" -nt "$LEGACY/node_modules/.package-lock.json" ]; then
+  (cd "$LEGACY" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 NODE="$CONF/node_modules/.bin/node"
 SUITE="$CONF/node_modules/@modelcontextprotocol/conformance/dist/index.js"
@@ -66,8 +72,17 @@ for scenario in "${TASK_SCENARIOS[@]}"; do
   fi
 done
 
+echo "== conformance (legacy line $("$NODE" -p "require('$LEGACY/node_modules/@modelcontextprotocol/conformance/package.json').version")): every 2025-11-25 server scenario"
+if "$NODE" "$LEGACY/node_modules/@modelcontextprotocol/conformance/dist/index.js" server --url "$URL" \
+    --expected-failures "$LEGACY/expected-failures.yml" -o "$RESULTS/legacy" >"$RESULTS/legacy.log" 2>&1; then
+  echo "== legacy 2025-11-25: as expected ($(grep -Eo 'Total: [0-9]+ passed, [0-9]+ failed' "$RESULTS/legacy.log" | head -1 || true))"
+else
+  sed -n '/=== SUMMARY ===/,$p' "$RESULTS/legacy.log"
+  failed+=("legacy 2025-11-25")
+fi
+
 if [ ${#failed[@]} -ne 0 ]; then
   echo "run-conformance: FAILED: ${failed[*]} (logs in $RESULTS)" >&2
   exit 1
 fi
-echo "run-conformance: results match conformance/expected-failures.yml (logs in $RESULTS)"
+echo "run-conformance: results match conformance/expected-failures.yml and conformance/legacy/expected-failures.yml (logs in $RESULTS)"

@@ -12,6 +12,10 @@ use vidforge_http::envelope::fingerprint;
 
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 pub const PROTOCOL_REVISION: &str = "2026-07-28";
+/// The `initialize`-based revisions served too, newest first: a client that opens with
+/// `initialize` naming one of these gets a legacy session on the same endpoint (`legacy.rs`).
+/// The tasks extension is undefined there; such clients render through the fallback tools.
+pub const LEGACY_REVISIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 pub fn summary(lifetimes: &Lifetimes, hardware: &HardwareInfo) -> Value {
     let approval = catalog::human_duration(lifetimes.approval_timeout);
@@ -22,6 +26,11 @@ pub fn summary(lifetimes: &Lifetimes, hardware: &HardwareInfo) -> Value {
             "fingerprint": fingerprint(),
             "transport": "streamable-http",
             "spec_target": { "revision": PROTOCOL_REVISION, "extensions": [TASKS_EXTENSION] },
+            "served_revisions": {
+                "modern": [PROTOCOL_REVISION],
+                "legacy": LEGACY_REVISIONS,
+                "legacy_note": "initialize-based clients (2024-11-05 to 2025-11-25) get a session (Mcp-Session-Id) on the same /mcp endpoint; the tasks extension is undefined there, so they render through the fallback tools; an unknown or expired session answers 404 and the client initializes again (renders live outside sessions)."
+            },
             "summary": "Render source video assets to finished videos, with optional watermark requiring user approval mid-render."
         },
         "does": [
@@ -58,6 +67,7 @@ pub fn summary(lifetimes: &Lifetimes, hardware: &HardwareInfo) -> Value {
             "server": [format!("capabilities.extensions[{TASKS_EXTENSION}]")],
             "client": [format!("clientCapabilities.extensions[{TASKS_EXTENSION}]"), "clientCapabilities.elicitation.form", "clientCapabilities.elicitation.url"],
             "fallbacks": {
+                "legacy_clients": "an initialize-based session (2025-11-25 and older) never has the tasks extension or elicitation: vidforge_render_video answers accepted, approve with vidforge_approve_watermark or the approval page, poll vidforge_get_render_status, read the result's resource_link with resources/read or HTTP.",
                 "no_tasks": "vidforge_render_video returns status:'accepted' with a render_id; poll vidforge_get_render_status, cancel via vidforge_cancel_render.",
                 "no_elicitation": "watermark approval is requested via the task's input_required status message, which names the browser approval page (/approvals/{render_id}) and vidforge_approve_watermark; no ElicitRequest is sent.",
                 "url_elicitation": "with elicitation.url declared, the task's inputRequests also offer the browser approval page in URL mode (key watermark-approval-page-1); the decision is made on the page, and accept only means the user opened it.",

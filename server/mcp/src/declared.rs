@@ -1,5 +1,7 @@
 //! What a request declared in its per-request `_meta` client capabilities (tasks, the
-//! elicitation modes): read by the handler, passed to extensions.
+//! elicitation modes): read by the handler, passed to extensions. On a legacy session (the
+//! capabilities its `initialize` declared) the tasks extension is undefined and vidforge
+//! sends no elicitation: such clients use the fallback tools and the approval page.
 
 use rmcp::RoleServer;
 use rmcp::service::RequestContext;
@@ -22,12 +24,15 @@ pub(super) fn declared(ctx: &RequestContext<RoleServer>) -> Declared {
         .as_ref()
         .and_then(|c| serde_json::to_value(c).ok())
         .unwrap_or(Value::Null);
-    let tasks = caps_json
-        .get("extensions")
-        .and_then(|e| e.get(TASKS_EXTENSION))
-        .is_some();
+    let legacy = super::legacy::in_legacy_session(ctx);
+    let tasks = !legacy
+        && caps_json
+            .get("extensions")
+            .and_then(|e| e.get(TASKS_EXTENSION))
+            .is_some();
     // `elicitation: {}` means form only; `{url: {}}` alone means URL mode only.
     let (elicitation_form, elicitation_url) = match caps_json.get("elicitation") {
+        Some(Value::Object(_)) if legacy => (false, false),
         Some(Value::Object(e)) => (
             e.contains_key("form") || !e.contains_key("url"),
             e.contains_key("url"),

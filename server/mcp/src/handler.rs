@@ -9,10 +9,10 @@ use std::borrow::Cow;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
     CompleteResult, DiscoverResult, ErrorCode as RpcCode, GetPromptRequestParams,
-    GetPromptResponse, GetTaskParams, GetTaskResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse, ServerConfig,
-    SubscriptionFilter, UpdateTaskParams,
+    GetPromptResponse, GetTaskParams, GetTaskResult, InitializeRequestParams, InitializeResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ServerConfig, SubscriptionFilter, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -56,6 +56,32 @@ impl ServerHandler for VidforgeMcp {
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
         Cow::Owned(vec![ProtocolVersion::V_2026_07_28])
+    }
+
+    /// A legacy-era client's handshake (`legacy.rs` has refused unserved revisions already):
+    /// the revision it asked for, without the tasks extension (undefined before 2026-07-28).
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        let requested = request.protocol_version.as_str().to_owned();
+        if !super::legacy::serves(&requested) {
+            return Err(McpError::new(
+                RpcCode::INVALID_PARAMS,
+                "Unsupported protocol version",
+                Some(
+                    json!({ "supported": capabilities::LEGACY_REVISIONS, "requested": requested }),
+                ),
+            ));
+        }
+        ctx.peer.set_peer_info(request.clone());
+        let mut info = serde_json::to_value(self.get_info()).map_err(internal)?;
+        info["protocolVersion"] = json!(requested);
+        if let Some(caps) = info["capabilities"].as_object_mut() {
+            caps.remove("extensions");
+        }
+        from_json(info)
     }
 
     async fn discover(&self, _ctx: RequestContext<RoleServer>) -> Result<DiscoverResult, McpError> {

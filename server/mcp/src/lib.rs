@@ -1,6 +1,8 @@
-//! The MCP front: vidforge's contract over MCP 2026-07-28 streamable HTTP at `/mcp`.
+//! The MCP front: vidforge's contract over MCP 2026-07-28 streamable HTTP at `/mcp`, and the
+//! `initialize`-based revisions (2024-11-05 … 2025-11-25) on the same endpoint ([`legacy`]).
 //!
-//! rmcp 3.11 (`StreamableHttpService` in stateless mode) does the protocol plumbing: JSON-RPC
+//! rmcp 3.11 (`StreamableHttpService`: stateless for modern requests, its legacy session mode
+//! for `initialize`-based clients) does the protocol plumbing: JSON-RPC
 //! framing, `MCP-Protocol-Version` / `Mcp-Method` / `Mcp-Name` checks, `_meta` validation,
 //! the tasks-extension gate and SSE. Host and Origin are checked before any of it by the one
 //! request policy every route shares ([`vidforge_http::policy`], applied in
@@ -15,13 +17,12 @@
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use http_body_util::BodyExt;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
 
@@ -35,6 +36,7 @@ pub mod extension;
 mod handler;
 pub mod inputs;
 pub mod jsonrpc;
+pub mod legacy;
 mod listen;
 mod notify;
 mod presentation;
@@ -80,10 +82,17 @@ pub fn router(
         extensions,
         service,
     });
+    let legacy = Arc::new(legacy::LegacySessions::new(legacy::Limits {
+        idle_timeout: config.legacy_session_idle_timeout,
+        max_sessions: config.max_legacy_sessions,
+        max_per_principal: config.max_legacy_sessions_per_principal,
+    }));
     // Host and Origin: decided by vidforge_http::policy for every route (this one included), from
-    // the one list RequestPolicy::from_config builds; rmcp's duplicate check stays off.
+    // the one list RequestPolicy::from_config builds; rmcp's duplicate check stays off. Modern
+    // requests are served statelessly whatever legacy_session_mode says (rmcp classifies by
+    // body); `initialize` opens a legacy session.
     let mcp_config = StreamableHttpServerConfig::default()
-        .with_legacy_session_mode(false)
+        .with_legacy_session_mode(true)
         .with_json_response(true)
         .with_stateless_protocol_metadata_required(true)
         .disable_allowed_hosts()
@@ -98,12 +107,12 @@ pub fn router(
                 shared: shared.clone(),
             })
         },
-        Arc::new(LocalSessionManager::default()),
+        legacy.manager(),
         mcp_config,
     );
     axum::Router::new()
         .route_service("/mcp", mcp)
-        .layer(axum::middleware::from_fn(wire_layer))
+        .layer(axum::middleware::from_fn_with_state(legacy, wire_layer))
         .layer(axum::middleware::from_fn_with_state(
             auth,
             vidforge_http::auth::require_auth,
@@ -121,13 +130,7 @@ fn rpc_error_response(
     message: &str,
     data: Value,
 ) -> Response {
-    let body = json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code.0, "message": message, "data": data } });
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+    legacy::rpc_error(status, id, code, message, data, None)
 }
 
 fn declares_tasks(request: &Value) -> bool {
@@ -136,10 +139,49 @@ fn declares_tasks(request: &Value) -> bool {
         .is_some()
 }
 
-/// Reads `taskIds` off `subscriptions/listen`, and adds `serverInfo` to results on the way out.
-async fn wire_layer(request: Request, next: Next) -> Response {
+fn session_id(headers: &axum::http::HeaderMap) -> Option<String> {
+    headers
+        .get(legacy::SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+fn caller(request: &Request) -> String {
+    request
+        .extensions()
+        .get::<Principal>()
+        .map(|p| p.0.clone())
+        .unwrap_or_default()
+}
+
+/// In front of rmcp: legacy-session admission ([`legacy`]), `taskIds` off
+/// `subscriptions/listen`, and on the way out `serverInfo` on modern results and a JSON-RPC
+/// body on every refusal.
+async fn wire_layer(
+    State(sessions): State<Arc<legacy::LegacySessions>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let principal = caller(&request);
     if request.method() != Method::POST {
-        return next.run(request).await;
+        // GET (the legacy server-message stream) and DELETE (end a legacy session).
+        let session = session_id(request.headers());
+        if let Some(session) = &session
+            && legacy::is_legacy(&Value::Null, request.headers())
+            && let legacy::Admission::Refuse(refusal) =
+                sessions.admit(session, &principal, Value::Null).await
+        {
+            return refusal;
+        }
+        let is_delete = request.method() == Method::DELETE;
+        let response = next.run(request).await;
+        if is_delete
+            && response.status().is_success()
+            && let Some(session) = session
+        {
+            sessions.ended(&session);
+        }
+        return json_rpc_refusal(response, Value::Null).await;
     }
     let (mut parts, body) = request.into_parts();
     let bytes = match http_body_util::Limited::new(body, MAX_MCP_BODY_BYTES)
@@ -178,11 +220,25 @@ async fn wire_layer(request: Request, next: Next) -> Response {
             );
         }
     };
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let is_legacy = legacy::is_legacy(&message, &parts.headers);
+    let session = session_id(&parts.headers);
+    let opens_session = is_legacy && message["method"] == "initialize" && session.is_none();
+    if is_legacy {
+        parts.extensions.insert(legacy::LegacyEra);
+        let admission = match &session {
+            Some(session) => sessions.admit(session, &principal, id.clone()).await,
+            None if opens_session => sessions.admit_initialize(&message, &principal).await,
+            None => legacy::Admission::Pass,
+        };
+        if let legacy::Admission::Refuse(refusal) = admission {
+            return refusal;
+        }
+    }
     let mut task_ids: Option<Vec<String>> = None;
     if message["method"] == "subscriptions/listen"
         && let Some(ids) = message["params"]["notifications"].get("taskIds")
     {
-        let id = message.get("id").cloned().unwrap_or(Value::Null);
         let Some(ids) = ids.as_array().and_then(|a| {
             a.iter()
                 .map(|v| v.as_str().map(String::from))
@@ -212,7 +268,60 @@ async fn wire_layer(request: Request, next: Next) -> Response {
     let response = next
         .run(Request::from_parts(parts, Body::from(bytes)))
         .await;
-    rewrite_response(response, task_ids).await
+    if opens_session
+        && response.status().is_success()
+        && let Some(opened) = session_id(response.headers())
+    {
+        sessions.opened(&opened, &principal);
+    }
+    let response = json_rpc_refusal(response, id).await;
+    let rewrite = Rewrite {
+        task_ids,
+        server_info: !is_legacy,
+    };
+    rewrite_response(response, rewrite).await
+}
+
+/// rmcp answers some refusals (no session, unknown session, a bad header) in plain text; a
+/// client tells a vidforge refusal by its JSON-RPC body (the reference's §2.11: a dual-era
+/// client's probe reads it), so those get one: `-32001` on `404`, `-32600` otherwise.
+async fn json_rpc_refusal(response: Response, id: Value) -> Response {
+    let status = response.status();
+    if !status.is_client_error() || content_type(&response).starts_with("application/json") {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = match body.collect().await {
+        Ok(collected) => String::from_utf8_lossy(&collected.to_bytes()).into_owned(),
+        Err(_) => String::new(),
+    };
+    let code = if status == StatusCode::NOT_FOUND {
+        legacy::SESSION_NOT_FOUND
+    } else {
+        rmcp::model::ErrorCode::INVALID_REQUEST
+    };
+    let message = if text.trim().is_empty() {
+        status.canonical_reason().unwrap_or("Refused").to_string()
+    } else {
+        text.trim().to_string()
+    };
+    let mut out = rpc_error_response(status, id, code, &message, json!({}));
+    for (name, value) in parts.headers.iter() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            out.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    out
+}
+
+/// What [`rewrite_response`] changes on the way out.
+#[derive(Default)]
+struct Rewrite {
+    /// `taskIds` to echo in a listen acknowledgement.
+    task_ids: Option<Vec<String>>,
+    /// Add `io.modelcontextprotocol/serverInfo` to results (modern requests only: a legacy
+    /// client learned it from `initialize`).
+    server_info: bool,
 }
 
 fn content_type(response: &Response) -> String {
@@ -226,16 +335,18 @@ fn content_type(response: &Response) -> String {
 
 /// Adds `serverInfo` to a JSON-RPC result, and `taskIds` to a listen acknowledgement; drops
 /// the fields rmcp writes that the protocol removed ([`wire::drop_removed_fields`]).
-fn rewrite_message(message: &mut Value, task_ids: Option<&[String]>) {
+fn rewrite_message(message: &mut Value, rewrite: &Rewrite) {
     wire::drop_removed_fields(message);
-    if let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) {
+    if rewrite.server_info
+        && let Some(result) = message.get_mut("result").and_then(Value::as_object_mut)
+    {
         let meta = result.entry("_meta").or_insert_with(|| json!({}));
         if let Some(meta) = meta.as_object_mut() {
             meta.entry("io.modelcontextprotocol/serverInfo")
                 .or_insert_with(server_info);
         }
     }
-    if let Some(ids) = task_ids
+    if let Some(ids) = &rewrite.task_ids
         && message["method"] == "notifications/subscriptions/acknowledged"
         && let Some(notifications) = message["params"]
             .get_mut("notifications")
@@ -245,7 +356,7 @@ fn rewrite_message(message: &mut Value, task_ids: Option<&[String]>) {
     }
 }
 
-async fn rewrite_response(response: Response, task_ids: Option<Vec<String>>) -> Response {
+async fn rewrite_response(response: Response, rewrite: Rewrite) -> Response {
     let ct = content_type(&response);
     if ct.starts_with("application/json") {
         let (mut parts, body) = response.into_parts();
@@ -256,7 +367,7 @@ async fn rewrite_response(response: Response, task_ids: Option<Vec<String>>) -> 
         let Ok(mut message) = serde_json::from_slice::<Value>(&bytes) else {
             return Response::from_parts(parts, Body::from(bytes));
         };
-        rewrite_message(&mut message, task_ids.as_deref());
+        rewrite_message(&mut message, &rewrite);
         let out = Bytes::from(message.to_string());
         parts
             .headers
@@ -267,7 +378,7 @@ async fn rewrite_response(response: Response, task_ids: Option<Vec<String>>) -> 
         let (parts, body) = response.into_parts();
         let mut rewriter = SseRewriter {
             buffer: Vec::new(),
-            task_ids,
+            rewrite,
         };
         let stream = body
             .into_data_stream()
@@ -282,7 +393,7 @@ async fn rewrite_response(response: Response, task_ids: Option<Vec<String>>) -> 
 /// split across chunks is never torn (the `\n\n` boundary is ASCII).
 struct SseRewriter {
     buffer: Vec<u8>,
-    task_ids: Option<Vec<String>>,
+    rewrite: Rewrite,
 }
 
 impl SseRewriter {
@@ -302,7 +413,7 @@ impl SseRewriter {
             if let Some(data) = line.strip_prefix("data:")
                 && let Ok(mut message) = serde_json::from_str::<Value>(data.trim())
             {
-                rewrite_message(&mut message, self.task_ids.as_deref());
+                rewrite_message(&mut message, &self.rewrite);
                 out.push_str("data: ");
                 out.push_str(&message.to_string());
                 out.push('\n');
@@ -322,7 +433,10 @@ mod tests {
     fn sse_rewriter_handles_split_events() {
         let mut r = SseRewriter {
             buffer: Vec::new(),
-            task_ids: Some(vec!["task_1".into()]),
+            rewrite: Rewrite {
+                task_ids: Some(vec!["task_1".into()]),
+                server_info: true,
+            },
         };
         let ack = r#"{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"notifications":{}}}"#;
         let first = r.push(format!("event: message\ndata: {}", &ack[..20]).as_bytes());
@@ -337,7 +451,7 @@ mod tests {
     fn sse_rewriter_keeps_characters_split_across_chunks() {
         let mut r = SseRewriter {
             buffer: Vec::new(),
-            task_ids: None,
+            rewrite: Rewrite::default(),
         };
         let event = "data: {\"jsonrpc\":\"2.0\",\"method\":\"n\",\"params\":{\"text\":\"caf\u{e9} \u{1f3ac}\"}}\n\n";
         let bytes = event.as_bytes();
@@ -360,10 +474,19 @@ mod tests {
     #[test]
     fn results_gain_server_info() {
         let mut m = json!({"jsonrpc": "2.0", "id": 1, "result": {"resultType": "complete"}});
-        rewrite_message(&mut m, None);
+        let mut legacy = m.clone();
+        rewrite_message(
+            &mut m,
+            &Rewrite {
+                server_info: true,
+                ..Rewrite::default()
+            },
+        );
         assert_eq!(
             m["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
             "vidforge"
         );
+        rewrite_message(&mut legacy, &Rewrite::default());
+        assert!(legacy["result"].get("_meta").is_none(), "{legacy}");
     }
 }

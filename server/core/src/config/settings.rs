@@ -47,6 +47,13 @@ pub const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(2 * 3600)
 /// Default [`Config::session_max_age`].
 pub const DEFAULT_SESSION_MAX_AGE: Duration = Duration::from_secs(12 * 3600);
 
+/// Default [`Config::legacy_session_idle_timeout`].
+pub const DEFAULT_LEGACY_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// Default [`Config::max_legacy_sessions`].
+pub const DEFAULT_MAX_LEGACY_SESSIONS: usize = 1024;
+/// Default [`Config::max_legacy_sessions_per_principal`].
+pub const DEFAULT_MAX_LEGACY_SESSIONS_PER_PRINCIPAL: usize = 64;
+
 const fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
@@ -246,6 +253,22 @@ declare_settings! {
     session_max_age: Duration = DEFAULT_SESSION_MAX_AGE, Dur,
         help: "A browser session ends this long after sign-in however much it is used, e.g. 12h.",
         flag(long, env = "VIDFORGE_SESSION_MAX_AGE"): Option<String>;
+    /// A legacy-era MCP session (an `initialize`-based client, 2024-11-05 … 2025-11-25) unused
+    /// for this long is closed; its client gets `404` and initializes again. Renders never
+    /// live in a session, so none is lost.
+    legacy_session_idle_timeout: Duration = DEFAULT_LEGACY_SESSION_IDLE_TIMEOUT, Dur,
+        help: "A legacy-era MCP session (initialize-based client) unused this long is closed (404; the client initializes again), e.g. 30m.",
+        flag(long, env = "VIDFORGE_LEGACY_SESSION_IDLE_TIMEOUT"): Option<String>;
+    /// Legacy-era MCP sessions open at once on this node; another `initialize` is refused
+    /// (`503` `service_unavailable`, `Retry-After`) until one ends.
+    max_legacy_sessions: usize = DEFAULT_MAX_LEGACY_SESSIONS, Plain<usize>,
+        help: "Legacy-era MCP sessions open at once on this node (default 1024); another initialize answers 503 until one ends.",
+        flag(long, env = "VIDFORGE_MAX_LEGACY_SESSIONS"): Option<usize>;
+    /// Legacy-era MCP sessions one principal may hold open at once; another `initialize` from
+    /// it: `429` `rate_limited` (so one tenant cannot take every session).
+    max_legacy_sessions_per_principal: usize = DEFAULT_MAX_LEGACY_SESSIONS_PER_PRINCIPAL, Plain<usize>,
+        help: "Legacy-era MCP sessions one principal may hold open at once (default 64); another initialize from it answers 429.",
+        flag(long, env = "VIDFORGE_MAX_LEGACY_SESSIONS_PER_PRINCIPAL"): Option<usize>;
     /// Compositor choice.
     backend: media::BackendChoice = media::BackendChoice::Auto, Choice<media::BackendChoice>,
         help: "Compositor backend.",

@@ -118,6 +118,15 @@ impl Config {
         if self.lease_ttl < Duration::from_secs(1) {
             return bad("lease_ttl", "must be at least 1s");
         }
+        if self.legacy_session_idle_timeout < Duration::from_secs(1) {
+            return bad("legacy_session_idle_timeout", "must be at least 1s");
+        }
+        if self.max_legacy_sessions == 0 {
+            return bad("max_legacy_sessions", "must be at least 1");
+        }
+        if self.max_legacy_sessions_per_principal == 0 {
+            return bad("max_legacy_sessions_per_principal", "must be at least 1");
+        }
         if self.session_idle_timeout < Duration::from_secs(1) {
             return bad("session_idle_timeout", "must be at least 1s");
         }
