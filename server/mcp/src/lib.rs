@@ -164,8 +164,22 @@ async fn wire_layer(
 ) -> Response {
     let principal = caller(&request);
     if request.method() != Method::POST {
-        // GET (the legacy server-message stream) and DELETE (end a legacy session).
+        // GET (the legacy server-message stream) and DELETE (end a legacy session) need a
+        // session; without one they are 405 as on a modern-only server (nothing to stream).
         let session = session_id(request.headers());
+        if session.is_none() {
+            let mut refusal = rpc_error_response(
+                StatusCode::METHOD_NOT_ALLOWED,
+                Value::Null,
+                rmcp::model::ErrorCode::INVALID_REQUEST,
+                "Method Not Allowed: POST requests to /mcp; GET and DELETE only name a legacy session (Mcp-Session-Id).",
+                json!({}),
+            );
+            refusal
+                .headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("POST"));
+            return refusal;
+        }
         if let Some(session) = &session
             && legacy::is_legacy(&Value::Null, request.headers())
             && let legacy::Admission::Refuse(refusal) =
