@@ -78,6 +78,7 @@ impl ServerHandler for VidforgeMcp {
         ctx.peer.set_peer_info(request.clone());
         let mut info = serde_json::to_value(self.get_info()).map_err(internal)?;
         info["protocolVersion"] = json!(requested);
+        info["instructions"] = json!(super::LEGACY_INSTRUCTIONS);
         if let Some(caps) = info["capabilities"].as_object_mut() {
             caps.remove("extensions");
         }

@@ -15,8 +15,10 @@ use serde_json::{Value, json};
 /// The request methods vidforge serves with typed params (MCP 2026-07-28 + the tasks
 /// extension). A request naming one of these whose params do not fit is `-32602`, not "method
 /// not found". Methods 2026-07-28 removed (`initialize`, `ping`, `logging/setLevel`,
-/// `resources/subscribe`, `resources/unsubscribe`) are not here: whatever their params, they
-/// are `-32601` (the conformance suite's `server-stateless` checks it).
+/// `resources/subscribe`, `resources/unsubscribe`) are not here: on the modern wire they are
+/// `-32601` whatever their params (the conformance suite's `server-stateless` checks it);
+/// `initialize` opens a legacy session instead (`legacy.rs` checks its revision) and `ping`
+/// is answered inside one.
 pub const TYPED_METHODS: &[&str] = &[
     "server/discover",
     "completion/complete",

@@ -52,6 +52,8 @@ pub use request::{McpShared, VidforgeMcp, from_json};
 pub use vidforge_http::auth::Principal;
 
 pub const CAPABILITIES_URI: &str = "vidforge://capabilities";
+/// [`INSTRUCTIONS`] for a legacy-era session, where the tasks extension does not exist.
+pub const LEGACY_INSTRUCTIONS: &str = "vidforge renders uploaded video assets (vidforge://assets/…) to mp4/webm/mov at 720p, 1080p or 4k, optionally with a watermark that a human approves from a preview. Renders are long: vidforge_render_video answers status 'accepted' with a render_id; poll vidforge_get_render_status, approve the watermark with vidforge_approve_watermark (or on the approval page it names), cancel with vidforge_cancel_render. A finished render's result links to vidforge://videos/{render_id}/final.{ext} (resources/read, or the HTTP link). Read vidforge://capabilities for the full summary.";
 /// `resources/list` lists at most this many of the principal's newest renders.
 pub const MAX_LISTED_RENDERS: usize = 100;
 /// Largest `/mcp` request body accepted.
