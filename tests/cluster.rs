@@ -4,6 +4,7 @@
 //! node, and the faults a farm lives with: `kill -9` of the node that is rendering (another
 //! node takes the render over after the lease), of the node that made a preview awaiting
 //! approval, and a PostgreSQL restart (a clean temporary error meanwhile, then all resumes).
+//! A legacy-era (initialize-based) client's session sticks to one node through the gateway.
 //!
 //! Needs PostgreSQL 15 and nginx from Debian (`scripts/install-deps.sh`); fails without them.
 
@@ -221,6 +222,45 @@ fn wait(m: &mut Mcp, id: &str, pred: impl Fn(&Value) -> bool) -> Value {
     }
 }
 
+/// One JSON-RPC message of a legacy-era (2025-11-25) client: POSTed with the session header
+/// when it has one; returns the HTTP status, the session id the response names, and the
+/// message (the last `data:` event of an SSE body, or the JSON body).
+fn legacy_post(
+    url: &str,
+    token: &str,
+    session: Option<&str>,
+    body: &Value,
+) -> (u16, Option<String>, Value) {
+    let mut request = reqwest::blocking::Client::new()
+        .post(url)
+        .timeout(Duration::from_secs(30))
+        .header("Authorization", format!("Bearer {token}"))
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .body(body.to_string());
+    if let Some(session) = session {
+        request = request
+            .header("Mcp-Session-Id", session)
+            .header("MCP-Protocol-Version", "2025-11-25");
+    }
+    let response = request.send().expect("POST /mcp");
+    let status = response.status().as_u16();
+    let opened = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let text = response.text().unwrap_or_default();
+    let message = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .last()
+        .or_else(|| serde_json::from_str(&text).ok())
+        .unwrap_or(Value::Null);
+    (status, opened, message)
+}
+
 fn status_of(task: &Value) -> &str {
     task["status"].as_str().unwrap_or_default()
 }
@@ -417,6 +457,37 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
         (1280, 720)
     );
     c.run(&["node-start", "1"]);
+
+    // ---- 1b. A legacy-era client (initialize, 2025-11-25) through the gateway: the gateway
+    // keeps its session on one node (docs/cluster.md), so every call of the session works
+    // and sees the render from section 1; the two other nodes answer the session 404.
+    let gateway = format!("{}/mcp", c.base());
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "cluster-test", "version": "1"}}});
+    let (status, session, body) = legacy_post(&gateway, ALICE, None, &init);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result"]["protocolVersion"], "2025-11-25");
+    let session = session.expect("an Mcp-Session-Id");
+    let status_call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "vidforge_get_render_status", "arguments": {"render_id": id}}});
+    for _ in 0..4 {
+        let (status, _, body) = legacy_post(&gateway, ALICE, Some(&session), &status_call);
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            body["result"]["structuredContent"]["state"], "succeeded",
+            "{body}"
+        );
+    }
+    let (status, _, body) = legacy_post(&gateway, BOB, Some(&session), &status_call);
+    assert_eq!((status, &body["error"]["code"]), (404, &json!(-32001)), "{body}");
+    let answers: Vec<u16> = c.env["NODE_URLS"]
+        .split_whitespace()
+        .map(|node| legacy_post(&format!("{node}/mcp"), ALICE, Some(&session), &status_call).0)
+        .collect();
+    let mut sorted = answers.clone();
+    sorted.sort();
+    assert_eq!(sorted, [200, 404, 404], "one node holds the session: {answers:?}");
 
     // ---- 2. Concurrent duplicates with one idempotency key, spread over the nodes: one
     // render. Another principal cannot see it.

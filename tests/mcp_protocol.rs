@@ -615,3 +615,281 @@ fn conformance_fixtures_are_absent_from_a_production_server() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("vidforge-conformance"), "{stderr}");
 }
+
+/// The legacy-era revisions a dual-era server opens sessions for, newest first.
+const LEGACY_REVISIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// Polls `vidforge_get_render_status` in a legacy session until the render is terminal
+/// (bounded: 30 s); the whole tool result.
+fn wait_render_legacy(client: &mut Legacy, render_id: &str) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let reply = client.tool(
+            "vidforge_get_render_status",
+            json!({ "render_id": render_id }),
+        );
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        let status = reply.result()["structuredContent"].clone();
+        if status["terminal"] == true {
+            return reply.result().clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "render {render_id} not terminal after 30 s: {status}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// A legacy session id that was never issued (the shape rmcp issues: a UUID).
+const UNKNOWN_SESSION: &str = "00000000-0000-4000-8000-000000000000";
+
+/// A legacy-era (initialize-based) client gets a session on the same `/mcp` endpoint: the
+/// handshake, ping, the tools, a render without the tasks extension (even when declared),
+/// the result as a resource, the GET stream, DELETE, refusals of unknown sessions and
+/// unserved revisions, and a restart that costs the client only a new `initialize`. A
+/// modern request on the same server stays stateless.
+#[test]
+fn legacy_clients_get_a_session_on_the_same_endpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(&dir.path().join("data"), &[]);
+    let clip = make_clip(dir.path(), "clip.mp4", 160, 90, 0.4, false);
+    let asset = upload(&server, None, &clip);
+
+    // The handshake, declaring the tasks extension (which no legacy revision defines).
+    let mut client = Legacy::new(&server, None);
+    let init = client.initialize("2025-11-25", json!({ "extensions": { TASKS: {} } }));
+    assert_eq!(init.status, 200, "{}", init.body);
+    assert!(init.header("mcp-session-id").is_some_and(|s| !s.is_empty()));
+    let result = init.result();
+    assert_eq!(result["protocolVersion"], "2025-11-25");
+    assert_eq!(result["serverInfo"]["name"], "vidforge");
+    assert!(result["capabilities"]["tools"].is_object(), "{result}");
+    assert!(
+        result["capabilities"].get("extensions").is_none(),
+        "{result}"
+    );
+    let session = client.session.clone().unwrap();
+
+    // Each served revision is echoed (another session of the same principal).
+    let mut older = Legacy::new(&server, None);
+    let init = older.initialize("2025-06-18", json!({}));
+    assert_eq!(init.status, 200, "{}", init.body);
+    assert_eq!(init.result()["protocolVersion"], "2025-06-18");
+    assert_ne!(older.session, client.session);
+
+    let initialized = client.notify("notifications/initialized");
+    assert_eq!(initialized.status, 202, "{}", initialized.body);
+    let ping = client.request("ping", json!({}));
+    assert_eq!(ping.status, 200, "{}", ping.body);
+    assert_eq!(ping.result(), &json!({}));
+
+    let tools = client.request("tools/list", json!({}));
+    let names: Vec<&str> = tools.result()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "vidforge_render_video",
+            "vidforge_get_render_status",
+            "vidforge_approve_watermark",
+            "vidforge_cancel_render",
+            "vidforge_get_capabilities"
+        ]
+    );
+
+    // No task in a legacy session: the accepted envelope, then polling.
+    let render = client.tool(
+        "vidforge_render_video",
+        json!({"source_asset_uri": asset, "output_format": "mp4", "resolution": "720p"}),
+    );
+    assert_eq!(render.status, 200, "{}", render.body);
+    let result = render.result();
+    assert!(result.get("taskId").is_none(), "{result}");
+    assert_ne!(result["resultType"], "task", "{result}");
+    assert_eq!(result["isError"], false, "{result}");
+    let accepted = &result["structuredContent"];
+    assert_eq!(accepted["status"], "accepted", "{result}");
+    let render_id = accepted["render_id"].as_str().unwrap().to_string();
+    let done = wait_render_legacy(&mut client, &render_id);
+    assert_eq!(done["structuredContent"]["state"], "succeeded", "{done}");
+    // The video as a resource_link (the task result's), naming the structured video_uri.
+    let link = done["content"]
+        .as_array()
+        .and_then(|c| c.iter().find(|b| b["type"] == "resource_link"))
+        .unwrap_or_else(|| panic!("no resource_link in {done}"));
+    let video_uri = link["uri"].as_str().unwrap().to_string();
+    assert_eq!(done["structuredContent"]["video_uri"], video_uri.as_str());
+    assert_eq!(link["mimeType"], "video/mp4");
+    let read = client.request("resources/read", json!({ "uri": video_uri }));
+    assert_eq!(read.status, 200, "{}", read.body);
+    let contents = &read.result()["contents"][0];
+    assert_eq!(contents["uri"], video_uri.as_str());
+    assert!(
+        contents["blob"].as_str().is_some_and(|b| !b.is_empty()),
+        "{contents}"
+    );
+
+    // The server-message stream of the session; GET and DELETE name a session or are 405.
+    let (status, content_type) = client.open_stream();
+    assert_eq!(status, 200);
+    assert!(
+        content_type.starts_with("text/event-stream"),
+        "{content_type}"
+    );
+    let (status, _) = Legacy::new(&server, None).open_stream();
+    assert_eq!(status, 405);
+    assert_eq!(Legacy::new(&server, None).delete(), 405);
+
+    // DELETE ends the session: afterwards it is unknown, like one never issued.
+    let ended = older.delete();
+    assert!((200..300).contains(&ended), "DELETE answered {ended}");
+    let gone = older.request("ping", json!({}));
+    gone.error(404, -32001);
+    let mut stranger = Legacy::new(&server, None);
+    stranger.session = Some(UNKNOWN_SESSION.to_string());
+    stranger.request("ping", json!({})).error(404, -32001);
+
+    // Unserved revisions: refused before a session exists, naming the served ones.
+    for version in ["1.0.0", "2026-07-28"] {
+        let refused = Legacy::new(&server, None).initialize(version, json!({}));
+        let error = refused.error(400, -32602);
+        assert_eq!(
+            error["data"]["supported"],
+            json!(LEGACY_REVISIONS),
+            "{error}"
+        );
+        assert_eq!(error["data"]["requested"], version);
+        assert!(refused.header("mcp-session-id").is_none());
+    }
+
+    // A modern request on the same server: served statelessly, no session.
+    let mut modern = server.mcp();
+    let body = modern.envelope("tools/list", json!({}), Caps::NONE);
+    let reply = post_wire(
+        &modern.url,
+        None,
+        &[
+            ("MCP-Protocol-Version", PROTOCOL),
+            ("Mcp-Method", "tools/list"),
+        ],
+        &body,
+    );
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(reply.header("mcp-session-id").is_none());
+    assert_eq!(reply.result()["tools"].as_array().unwrap().len(), 5);
+    assert_eq!(modern.call("tools/list", json!({}), Caps::NONE).status, 200);
+
+    // A crash loses the sessions, not the renders: the old session is 404 (initialize
+    // again), and the new session finds the render from before.
+    server.kill9();
+    server.start_again();
+    client.request("ping", json!({})).error(404, -32001);
+    assert_eq!(client.session.as_deref(), Some(session.as_str()));
+    let init = client.initialize("2025-11-25", json!({}));
+    assert_eq!(init.status, 200, "{}", init.body);
+    assert_ne!(client.session.as_deref(), Some(session.as_str()));
+    let again = client.tool(
+        "vidforge_get_render_status",
+        json!({ "render_id": render_id }),
+    );
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.result()["structuredContent"]["state"], "succeeded");
+}
+
+/// Legacy sessions belong to the principal that opened them (another principal naming one
+/// gets the unknown-session `404`, and its own session sees none of the owner's renders) and
+/// are bounded per principal (`429`) and per node (`503`), both with `Retry-After`.
+#[test]
+fn legacy_sessions_belong_to_their_principal_and_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut flags = TWO_PRINCIPALS.to_vec();
+    flags.extend([
+        "--token",
+        "token-carol-333=carol",
+        "--max-legacy-sessions",
+        "2",
+        "--max-legacy-sessions-per-principal",
+        "1",
+    ]);
+    let server = Server::start(&dir.path().join("data"), &flags);
+
+    let anonymous = Legacy::new(&server, None).initialize("2025-11-25", json!({}));
+    assert_eq!(anonymous.status, 401, "{}", anonymous.body);
+    assert!(anonymous.header("mcp-session-id").is_none());
+
+    let mut alice = Legacy::new(&server, Some("token-alice-1"));
+    let init = alice.initialize("2025-11-25", json!({}));
+    assert_eq!(init.status, 200, "{}", init.body);
+    let clip = make_clip(dir.path(), "clip.mp4", 160, 90, 0.4, false);
+    let asset = upload(&server, Some("token-alice-1"), &clip);
+    let render = alice.tool(
+        "vidforge_render_video",
+        json!({"source_asset_uri": asset, "output_format": "mp4", "resolution": "720p"}),
+    );
+    assert_eq!(render.result()["structuredContent"]["status"], "accepted");
+    let render_id = render.result()["structuredContent"]["render_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // Bob naming Alice's session: exactly the answer to a session never issued, and his
+    // DELETE ends nothing.
+    let mut bob_in_alices = Legacy::new(&server, Some("token-bob-22"));
+    bob_in_alices.session = alice.session.clone();
+    let foreign = bob_in_alices.request("ping", json!({}));
+    let mut bob_unknown = Legacy::new(&server, Some("token-bob-22"));
+    bob_unknown.session = Some(UNKNOWN_SESSION.to_string());
+    let unknown = bob_unknown.request("ping", json!({}));
+    assert_eq!(foreign.error(404, -32001), unknown.error(404, -32001));
+    assert_eq!(bob_in_alices.delete(), 404);
+    assert_eq!(alice.request("ping", json!({})).status, 200);
+
+    // Alice's second session: over her bound (429), not the node's.
+    let second = Legacy::new(&server, Some("token-alice-1")).initialize("2025-11-25", json!({}));
+    assert_eq!(second.status, 429, "{}", second.body);
+    assert_schema("core", "JSONRPCErrorResponse", &second.body);
+    assert_eq!(second.body["error"]["data"]["code"], "rate_limited");
+    assert!(
+        second
+            .header("retry-after")
+            .is_some_and(|v| v.parse::<u64>().is_ok_and(|s| s >= 1))
+    );
+    assert!(second.header("mcp-session-id").is_none());
+
+    // Bob's own session (two open now) sees none of Alice's renders.
+    let mut bob = Legacy::new(&server, Some("token-bob-22"));
+    let init = bob.initialize("2025-06-18", json!({}));
+    assert_eq!(init.status, 200, "{}", init.body);
+    let status = bob.tool(
+        "vidforge_get_render_status",
+        json!({ "render_id": render_id }),
+    );
+    assert_eq!(status.result()["isError"], true);
+    assert_eq!(
+        status.result()["structuredContent"]["code"],
+        "render_not_found"
+    );
+
+    // A third principal: the node is full (503).
+    let mut carol = Legacy::new(&server, Some("token-carol-333"));
+    let full = carol.initialize("2025-11-25", json!({}));
+    assert_eq!(full.status, 503, "{}", full.body);
+    assert_schema("core", "JSONRPCErrorResponse", &full.body);
+    assert!(
+        full.header("retry-after")
+            .is_some_and(|v| v.parse::<u64>().is_ok_and(|s| s >= 1))
+    );
+    assert!(full.header("mcp-session-id").is_none());
+
+    // Alice ends hers: room for Carol.
+    let ended = alice.delete();
+    assert!((200..300).contains(&ended), "DELETE answered {ended}");
+    let init = carol.initialize("2025-11-25", json!({}));
+    assert_eq!(init.status, 200, "{}", init.body);
+    assert_eq!(carol.request("ping", json!({})).status, 200);
+}

@@ -499,16 +499,7 @@ impl Mcp {
             .unwrap_or_default()
             .to_string();
         let text = resp.text().unwrap_or_default();
-        let body = if content_type.starts_with("text/event-stream") {
-            // The final JSON-RPC response is the last `data:` line carrying an id.
-            text.lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-                .rfind(|m| m.get("id").is_some())
-                .unwrap_or(Value::Null)
-        } else {
-            serde_json::from_str(&text).unwrap_or(Value::String(text))
-        };
+        let body = json_rpc_body(&content_type, text);
         Reply {
             status,
             content_type,
@@ -576,6 +567,208 @@ impl Mcp {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
+    }
+}
+
+/// The JSON-RPC message of an `/mcp` answer: for `text/event-stream`, the final response (the
+/// last `data:` line carrying an id); otherwise the JSON body (or the text, as a string).
+fn json_rpc_body(content_type: &str, text: String) -> Value {
+    if content_type.starts_with("text/event-stream") {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .rfind(|m| m.get("id").is_some())
+            .unwrap_or(Value::Null)
+    } else {
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    }
+}
+
+/// One HTTP answer from `/mcp` with its headers (`Mcp-Session-Id`, `Retry-After`, …).
+#[derive(Debug)]
+pub struct WireReply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    /// The JSON-RPC message ([`Value::Null`] for an empty body, e.g. a `202`).
+    pub body: Value,
+}
+
+impl WireReply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    pub fn result(&self) -> &Value {
+        assert!(
+            self.body.get("result").is_some(),
+            "expected a result, got HTTP {} {}",
+            self.status,
+            self.body
+        );
+        &self.body["result"]
+    }
+
+    /// The JSON-RPC error, after checking the HTTP status, the envelope (official schema)
+    /// and the code.
+    pub fn error(&self, status: u16, code: i64) -> &Value {
+        assert_eq!(self.status, status, "{}", self.body);
+        assert_schema("core", "JSONRPCErrorResponse", &self.body);
+        assert_eq!(self.body["error"]["code"], code, "{}", self.body);
+        &self.body["error"]
+    }
+}
+
+/// POSTs `body` to `url` with these extra headers and an optional bearer token.
+pub fn post_wire(
+    url: &str,
+    token: Option<&str>,
+    headers: &[(&str, &str)],
+    body: &Value,
+) -> WireReply {
+    let client = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("http client");
+    let mut req = client
+        .post(url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .body(body.to_string());
+    if let Some(token) = token {
+        req = req.bearer_auth(token);
+    }
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = req.send().expect("POST /mcp");
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let body = json_rpc_body(&content_type, resp.text().unwrap_or_default());
+    WireReply {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// A client for GET and DELETE on `/mcp` (bounded: a test never waits forever).
+fn stream_client() -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("http client")
+}
+
+/// A legacy-era MCP client (`initialize`-based, 2025-11-25 and older): one session on the
+/// same `/mcp` endpoint, named by the `Mcp-Session-Id` header on every later request.
+pub struct Legacy {
+    pub url: String,
+    pub token: Option<String>,
+    /// Set by a successful [`Legacy::initialize`].
+    pub session: Option<String>,
+    next_id: u64,
+}
+
+impl Legacy {
+    pub fn new(server: &Server, token: Option<&str>) -> Legacy {
+        Legacy {
+            url: format!("{}/mcp", server.base()),
+            token: token.map(String::from),
+            session: None,
+            next_id: 1,
+        }
+    }
+
+    /// POSTs a message (with the session header once there is a session).
+    pub fn post(&self, message: &Value) -> WireReply {
+        let session = self.session.as_deref().map(|s| ("Mcp-Session-Id", s));
+        post_wire(
+            &self.url,
+            self.token.as_deref(),
+            session.as_slice(),
+            message,
+        )
+    }
+
+    /// Sends `initialize` naming `version` with these client capabilities; on a `200` the
+    /// session it opened becomes this client's (its previous one is forgotten, not ended).
+    pub fn initialize(&mut self, version: &str, capabilities: Value) -> WireReply {
+        self.session = None;
+        let reply = self.request(
+            "initialize",
+            json!({
+                "protocolVersion": version,
+                "capabilities": capabilities,
+                "clientInfo": { "name": "vidforge-e2e-legacy", "version": "1.0.0" }
+            }),
+        );
+        if reply.status == 200 {
+            self.session = Some(
+                reply
+                    .header("mcp-session-id")
+                    .unwrap_or_else(|| panic!("initialize opened no session: {:?}", reply))
+                    .to_string(),
+            );
+        }
+        reply
+    }
+
+    /// A request (with a fresh id).
+    pub fn request(&mut self, method: &str, params: Value) -> WireReply {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.post(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
+    }
+
+    /// A notification (no id).
+    pub fn notify(&self, method: &str) -> WireReply {
+        self.post(&json!({ "jsonrpc": "2.0", "method": method }))
+    }
+
+    pub fn tool(&mut self, name: &str, arguments: Value) -> WireReply {
+        self.request(
+            "tools/call",
+            json!({ "name": name, "arguments": arguments }),
+        )
+    }
+
+    /// Opens the GET stream of the session and reads only its status and content type.
+    pub fn open_stream(&self) -> (u16, String) {
+        let mut req = stream_client()
+            .get(&self.url)
+            .header("Accept", "text/event-stream");
+        if let Some(session) = &self.session {
+            req = req.header("Mcp-Session-Id", session);
+        }
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
+        }
+        let resp = req.send().expect("GET /mcp");
+        let content_type = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        // Dropped unread: the stream stays open on the server until the connection closes.
+        (resp.status().as_u16(), content_type)
+    }
+
+    /// Ends the session (`DELETE` with its header); the HTTP status.
+    pub fn delete(&self) -> u16 {
+        let mut req = stream_client().delete(&self.url);
+        if let Some(session) = &self.session {
+            req = req.header("Mcp-Session-Id", session);
+        }
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
+        }
+        req.send().expect("DELETE /mcp").status().as_u16()
     }
 }
 

@@ -11,6 +11,7 @@ use super::args::fallback_input;
 use super::inputs::{self, ApprovalInput, RenderIdInput};
 use super::presentation::to_value;
 use super::tools;
+use super::wire;
 use vidforge_core::error::ServiceError;
 use vidforge_http::envelope::{Envelope, Repair, RepairContext};
 
@@ -97,7 +98,21 @@ impl VidforgeMcp {
         match self.shared.service.get(principal, &id) {
             Ok(rec) => {
                 let status = self.shared.presenter.fallback_status(&rec);
-                tool_ok(status.status_message.clone(), to_value(&status))
+                let mut result =
+                    wire::tool_ok_result(status.status_message.clone(), to_value(&status));
+                // A succeeded render's video also as the task result's `resource_link`
+                // (delivered as a link, never inline): what a client without tasks, a legacy
+                // one included, reads with resources/read or downloads.
+                if let Some(done) = self.shared.presenter.terminal_tool_result(&rec)
+                    && done.is_error != Some(true)
+                {
+                    result.content.extend(
+                        done.content
+                            .into_iter()
+                            .filter(|c| c.as_resource_link().is_some()),
+                    );
+                }
+                Ok(CallToolResponse::Complete(result))
             }
             Err(e) => tool_error(service_envelope(&e, Some(&id))),
         }
