@@ -222,43 +222,24 @@ fn wait(m: &mut Mcp, id: &str, pred: impl Fn(&Value) -> bool) -> Value {
     }
 }
 
-/// One JSON-RPC message of a legacy-era (2025-11-25) client: POSTed with the session header
-/// when it has one; returns the HTTP status, the session id the response names, and the
-/// message (the last `data:` event of an SSE body, or the JSON body).
+/// One JSON-RPC message of a legacy-era (2025-11-25) client, with the session header when it
+/// has one: the HTTP status, the session id the response names, and the message.
 fn legacy_post(
     url: &str,
     token: &str,
     session: Option<&str>,
     body: &Value,
 ) -> (u16, Option<String>, Value) {
-    let mut request = reqwest::blocking::Client::new()
-        .post(url)
-        .timeout(Duration::from_secs(30))
-        .header("Authorization", format!("Bearer {token}"))
-        .header("Content-Type", "application/json")
-        .header("Accept", "application/json, text/event-stream")
-        .body(body.to_string());
-    if let Some(session) = session {
-        request = request
-            .header("Mcp-Session-Id", session)
-            .header("MCP-Protocol-Version", "2025-11-25");
-    }
-    let response = request.send().expect("POST /mcp");
-    let status = response.status().as_u16();
-    let opened = response
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let text = response.text().unwrap_or_default();
-    let message = text
-        .lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-        .last()
-        .or_else(|| serde_json::from_str(&text).ok())
-        .unwrap_or(Value::Null);
-    (status, opened, message)
+    let headers: Vec<(&str, &str)> = match session {
+        Some(s) => vec![
+            ("Mcp-Session-Id", s),
+            ("MCP-Protocol-Version", "2025-11-25"),
+        ],
+        None => Vec::new(),
+    };
+    let reply = post_wire(url, Some(token), &headers, body);
+    let opened = reply.header("mcp-session-id").map(str::to_owned);
+    (reply.status, opened, reply.body)
 }
 
 fn status_of(task: &Value) -> &str {
@@ -480,14 +461,22 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
         );
     }
     let (status, _, body) = legacy_post(&gateway, BOB, Some(&session), &status_call);
-    assert_eq!((status, &body["error"]["code"]), (404, &json!(-32001)), "{body}");
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (404, &json!(-32001)),
+        "{body}"
+    );
     let answers: Vec<u16> = c.env["NODE_URLS"]
         .split_whitespace()
         .map(|node| legacy_post(&format!("{node}/mcp"), ALICE, Some(&session), &status_call).0)
         .collect();
     let mut sorted = answers.clone();
     sorted.sort();
-    assert_eq!(sorted, [200, 404, 404], "one node holds the session: {answers:?}");
+    assert_eq!(
+        sorted,
+        [200, 404, 404],
+        "one node holds the session: {answers:?}"
+    );
 
     // ---- 2. Concurrent duplicates with one idempotency key, spread over the nodes: one
     // render. Another principal cannot see it.
