@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Drives a freshly built vidforge with the official MCP SDK clients (nobody here wrote them):
+# Drives a freshly built vidforge with official MCP clients (the SDKs and the Inspector; nobody here wrote them):
 #   - Python `mcp` 2.x over the fallback tools (no tasks extension): clients/python/
 #   - TypeScript `@modelcontextprotocol/client` 2.x + `ext-tasks` 0.2.x on the task path: clients/ts/
+#   - Python `mcp` 1.x in a legacy-era session (initialize, Mcp-Session-Id) over the fallback tools,
+#     reading the result with resources/read and cancelling a render: clients/python-legacy/
+#   - the MCP Inspector CLI in its default (legacy) protocol era: list, render, poll:
+#     clients/inspector/
 # (The rmcp client scenarios are a cargo test: tests/rmcp_client.rs.)
 # Builds nothing: expects target/debug/vidforge (or $VIDFORGE_BIN). Installs the clients from their
 # lockfiles, starts `vidforge serve` on a free loopback port with a temp data dir, runs each client
@@ -16,7 +20,7 @@ BIN="${VIDFORGE_BIN:-$ROOT/target/debug/vidforge}"
 if [ -z "${VIDFORGE_URL:-}" ]; then
   [ -x "$BIN" ] || { echo "run-clients: $BIN is missing; build it first (cargo build --bin vidforge)" >&2; exit 2; }
 fi
-command -v npm >/dev/null || { echo "run-clients: npm is required (the client runs on a project-local Node 22)" >&2; exit 2; }
+command -v npm >/dev/null || { echo "run-clients: npm is required (the Node clients run on a project-local Node 22)" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "run-clients: python3 (>= 3.10) is required" >&2; exit 2; }
 
 # Client dependencies, from lockfiles, only when missing or stale.
@@ -26,13 +30,25 @@ if [ ! -f "$TS/node_modules/.package-lock.json" ] || [ "$TS/package-lock.json" -
 fi
 # Node 22 from the npm `node` package in the lockfile, whatever the system Node is.
 NODE="$TS/node_modules/.bin/node"
+# The inspector brings its own Node 22 the same way (legacy_render.sh puts it first on PATH).
+INSPECTOR="$ROOT/clients/inspector"
+if [ ! -f "$INSPECTOR/node_modules/.package-lock.json" ] || [ "$INSPECTOR/package-lock.json" -nt "$INSPECTOR/node_modules/.package-lock.json" ]; then
+  (cd "$INSPECTOR" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+# One venv per Python client folder, from its requirements.txt (exact pins).
+venv() {
+  local dir="$1"
+  if [ ! -x "$dir/.venv/bin/python" ] || [ "$dir/requirements.txt" -nt "$dir/.venv/.installed" ]; then
+    python3 -m venv "$dir/.venv"
+    "$dir/.venv/bin/pip" install --quiet --disable-pip-version-check -r "$dir/requirements.txt"
+    touch "$dir/.venv/.installed"
+  fi
+}
 PY="$ROOT/clients/python"
 VENV="$PY/.venv"
-if [ ! -x "$VENV/bin/python" ] || [ "$PY/requirements.txt" -nt "$VENV/.installed" ]; then
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check -r "$PY/requirements.txt"
-  touch "$VENV/.installed"
-fi
+venv "$PY"
+PYL="$ROOT/clients/python-legacy"
+venv "$PYL"
 
 AUTH=()
 if [ -n "${VIDFORGE_URL:-}" ]; then
@@ -70,6 +86,8 @@ run() {
 }
 run "python mcp (fallback tools)" "$VENV/bin/python" "$PY/fallback_render.py" "$BASE/mcp" "$CLIP" "$LOGO"
 run "typescript client + ext-tasks (task path)" "$NODE" "$TS/task_render.mjs" "$BASE/mcp" "$CLIP" "$LOGO"
+run "python mcp 1.x (legacy session, fallback tools)" "$PYL/.venv/bin/python" "$PYL/legacy_render.py" "$BASE/mcp" "$CLIP" "$LOGO"
+run "mcp inspector cli (legacy mode)" bash "$INSPECTOR/legacy_render.sh" "$BASE/mcp" "$CLIP"
 
 if [ ${#failed[@]} -ne 0 ]; then
   if [ -n "${VIDFORGE_URL:-}" ]; then
@@ -80,4 +98,4 @@ if [ ${#failed[@]} -ne 0 ]; then
   tail -n 50 "$WORK/server.log" >&2
   exit 1
 fi
-echo "run-clients: all SDK clients passed"
+echo "run-clients: all MCP clients passed"

@@ -190,12 +190,16 @@ async fn wire_layer(
             return refusal;
         }
         let is_delete = request.method() == Method::DELETE;
-        let response = next.run(request).await;
+        let mut response = next.run(request).await;
         if is_delete
             && response.status().is_success()
             && let Some(session) = session
         {
             sessions.ended(&session);
+            // rmcp answers 202; the SDKs' clients expect 200 or 204 for an ended session (the
+            // Python SDK 1.x logs "Session termination failed: 202"), and the TypeScript
+            // SDK's own server answers 200.
+            *response.status_mut() = StatusCode::OK;
         }
         return json_rpc_refusal(response, Value::Null).await;
     }
