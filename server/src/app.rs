@@ -53,6 +53,17 @@ pub fn router_with(service: &RenderService, extensions: Extensions) -> Router {
     let config = service.config();
     // One token table and one failure budget per peer for every route.
     let auth = Auth::from_config(config);
+    // OAuth: the protected resource metadata (unauthenticated, behind the policy), and the
+    // issuers' keys fetched once now so the first request finds them.
+    let resource_metadata = match auth.oauth() {
+        Some(oauth) => {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                oauth.prefetch();
+            }
+            vidforge_http::oauth::metadata::routes(oauth.clone())
+        }
+        None => Router::new(),
+    };
     let mcp = vidforge_mcp::router(service.clone(), config, extensions, auth.clone());
     let policy = Arc::new(RequestPolicy::from_config(config));
     let secure = config.base_url().starts_with("https://");
@@ -67,6 +78,7 @@ pub fn router_with(service: &RenderService, extensions: Extensions) -> Router {
     let guarded = routes::http_routes(service.clone(), sessions.clone())
         .merge(web::web_routes(service.clone(), sessions.clone()))
         .merge(mcp)
+        .merge(resource_metadata)
         .layer(RequestBodyTimeoutLayer::new(config.body_idle_timeout))
         .layer(axum::middleware::from_fn_with_state(
             policy,

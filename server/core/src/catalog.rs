@@ -122,11 +122,12 @@ pub enum ErrorCode {
     RenderBudgetExceeded,
     RateLimited,
     UploadsBusy,
+    InsufficientScope,
 }
 
 impl ErrorCode {
     /// Every code, in catalog order.
-    pub const ALL: [ErrorCode; 28] = [
+    pub const ALL: [ErrorCode; 29] = [
         ErrorCode::SourceNotFound,
         ErrorCode::UnsupportedCodec,
         ErrorCode::WatermarkRejected,
@@ -155,6 +156,7 @@ impl ErrorCode {
         ErrorCode::RenderBudgetExceeded,
         ErrorCode::RateLimited,
         ErrorCode::UploadsBusy,
+        ErrorCode::InsufficientScope,
     ];
 
     /// The codes `vidforge_render_video` lists inline in its `_meta` (repair-critical only).
@@ -198,6 +200,7 @@ impl ErrorCode {
             ErrorCode::RenderBudgetExceeded => "render_budget_exceeded",
             ErrorCode::RateLimited => "rate_limited",
             ErrorCode::UploadsBusy => "uploads_busy",
+            ErrorCode::InsufficientScope => "insufficient_scope",
         }
     }
 
@@ -329,6 +332,12 @@ impl ErrorCode {
             ErrorCode::UploadsBusy => {
                 "Too many uploads are in progress (on this server or from this address); \
                  honour retry_after_ms and re-send."
+            }
+            ErrorCode::InsufficientScope => {
+                "The access token is valid but lacks the scope this request needs (HTTP 403; \
+                 details.required_scope and the WWW-Authenticate challenge name it: \
+                 vidforge:render to upload, create, approve or cancel; vidforge:read to read; \
+                 vidforge:admin for everyone's renders). Ask the authorization server for it."
             }
             ErrorCode::WatermarkApprovalTimeout
             | ErrorCode::TaskExpired

@@ -7,7 +7,7 @@ use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use crate::auth::{admit, admit_principal};
+use crate::auth::{Grant, admit, admit_grant};
 use crate::session::Sessions;
 
 /// [`crate::auth::require_auth`], except that a `GET` or `HEAD` without a bearer token may instead carry
@@ -25,10 +25,17 @@ pub async fn require_auth_or_session(
         .flatten()
         .map(|s| s.principal);
     match by_cookie {
-        // A session is no guess at a token (its MAC is checked): it is not judged.
-        Some(p) => admit_principal(p, req, next).await,
+        // A session is no guess at a token (its MAC is checked): it is not judged. It reads
+        // only (GET/HEAD), with what its principal's static token may do.
+        Some(p) => {
+            let grant = Grant {
+                scopes: crate::scope::Scopes::static_token(false),
+                principal: p,
+            };
+            admit_grant(sessions.auth(), grant, req, next).await
+        }
         None => {
-            let outcome = sessions.auth().authenticate(req.headers());
+            let outcome = sessions.auth().authenticate(req.headers()).await;
             admit(sessions.auth(), outcome, req, next).await
         }
     }

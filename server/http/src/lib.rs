@@ -3,7 +3,8 @@
 //! their failure budget ([`auth`], [`auth_limit`]; [`auth_or_session`] where a browser
 //! session may read), browser [`session`]s, the client address
 //! ([`peer`]), the accept loop and its limits ([`connections`]), `GET /metrics` ([`metrics`])
-//! and the §6 error [`envelope`] every front answers with.
+//! and the §6 error [`envelope`] every front answers with; OAuth access tokens and the
+//! protected resource metadata ([`oauth`]) and what each credential may do ([`scope`]).
 
 pub mod auth;
 pub mod auth_limit;
@@ -11,9 +12,11 @@ pub mod auth_or_session;
 pub mod connections;
 pub mod envelope;
 pub mod metrics;
+pub mod oauth;
 pub mod peer;
 pub mod policy;
 pub mod routes;
+pub mod scope;
 pub mod session;
 pub mod unread_body;
 pub mod web;

@@ -205,20 +205,15 @@ pub async fn metrics_endpoint(State(state): State<MetricsState>, req: Request) -
     let peer = crate::peer::client_ip(req.extensions());
     if !open_without_credentials(peer, config.metrics_public) {
         let auth = state.sessions.auth();
-        let outcome = auth.authenticate(req.headers());
+        let outcome = auth.authenticate(req.headers()).await;
         if let crate::auth_limit::Verdict::Limited(wait) = auth.judge(peer, &outcome) {
             return crate::auth::rate_limited(wait);
         }
         match outcome {
-            Ok(p) if config.is_admin(p.as_str()) => {}
-            Ok(_) => {
-                return (
-                    StatusCode::FORBIDDEN,
-                    "/metrics: only admins (the `admins` setting) may read it from another host\n",
-                )
-                    .into_response();
-            }
-            Err(e) => return crate::auth::unauthorized(e),
+            // An admin: a static token's principal in `admins`, or the vidforge:admin scope.
+            Ok(grant) if grant.scopes.allow(crate::scope::Need::Admin) => {}
+            Ok(_) => return auth.insufficient_scope(crate::scope::Need::Admin),
+            Err(e) => return auth.unauthorized(e),
         }
     }
     let Some(handle) = install() else {

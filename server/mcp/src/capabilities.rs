@@ -17,7 +17,24 @@ pub const PROTOCOL_REVISION: &str = "2026-07-28";
 /// The tasks extension is undefined there; such clients render through the fallback tools.
 pub const LEGACY_REVISIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
-pub fn summary(lifetimes: &Lifetimes, hardware: &HardwareInfo) -> Value {
+/// How callers authenticate (the summary's `authorization` block): static bearer tokens,
+/// and the OAuth issuers whose access tokens are accepted for `resource`.
+pub fn authorization(auth: &vidforge_http::auth::Auth) -> Value {
+    match auth.oauth() {
+        Some(oauth) => json!({
+            "bearer_tokens": true,
+            "oauth": {
+                "resource": oauth.resource(),
+                "authorization_servers": oauth.issuers().collect::<Vec<_>>(),
+                "resource_metadata": oauth.metadata_url(),
+                "scopes": vidforge_http::scope::ALL,
+            }
+        }),
+        None => json!({ "bearer_tokens": auth.required(), "oauth": null }),
+    }
+}
+
+pub fn summary(lifetimes: &Lifetimes, hardware: &HardwareInfo, authorization: Value) -> Value {
     let approval = catalog::human_duration(lifetimes.approval_timeout);
     json!({
         "server": {
@@ -48,6 +65,7 @@ pub fn summary(lifetimes: &Lifetimes, hardware: &HardwareInfo) -> Value {
             "decoder": hardware.decoder,
             "h264_encoder": hardware.h264_encoder
         },
+        "authorization": authorization,
         "tools": tools::TOOL_ORDER,
         "error_carriers": { "tool_errors": "structuredContent", "non_tool_rpc_errors": "error.data" },
         "error_catalog": tools::full_error_catalog(lifetimes),

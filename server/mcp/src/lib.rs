@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 
 use vidforge_core::config::Config;
 use vidforge_core::service::RenderService;
+use vidforge_http::scope::{Need, Scopes};
 
 mod args;
 pub mod capabilities;
@@ -78,17 +79,21 @@ pub fn router(
 ) -> axum::Router {
     let lifetimes = config.lifetimes();
     let shared = Arc::new(McpShared {
-        capabilities_summary: capabilities::summary(&lifetimes, &service.hardware()),
+        capabilities_summary: capabilities::summary(
+            &lifetimes,
+            &service.hardware(),
+            capabilities::authorization(&auth),
+        ),
         tools: tools::tool_definitions(&lifetimes),
         presenter: presentation::Presenter::new(lifetimes, config.base_url()),
         extensions,
         service,
     });
-    let legacy = Arc::new(legacy::LegacySessions::new(legacy::Limits {
+    let legacy = legacy::LegacySessions::new(legacy::Limits {
         idle_timeout: config.legacy_session_idle_timeout,
         max_sessions: config.max_legacy_sessions,
         max_per_principal: config.max_legacy_sessions_per_principal,
-    }));
+    });
     // Host and Origin: decided by vidforge_http::policy for every route (this one included), from
     // the one list RequestPolicy::from_config builds; rmcp's duplicate check stays off. Modern
     // requests are served statelessly whatever legacy_session_mode says (rmcp classifies by
@@ -112,9 +117,13 @@ pub fn router(
         legacy.manager(),
         mcp_config,
     );
+    let wire = Arc::new(Wire {
+        sessions: legacy,
+        auth: auth.clone(),
+    });
     axum::Router::new()
         .route_service("/mcp", mcp)
-        .layer(axum::middleware::from_fn_with_state(legacy, wire_layer))
+        .layer(axum::middleware::from_fn_with_state(wire, wire_layer))
         .layer(axum::middleware::from_fn_with_state(
             auth,
             vidforge_http::auth::require_auth,
@@ -156,15 +165,34 @@ fn caller(request: &Request) -> String {
         .unwrap_or_default()
 }
 
-/// In front of rmcp: legacy-session admission ([`legacy`]), `taskIds` off
-/// `subscriptions/listen`, and on the way out `serverInfo` on modern results and a JSON-RPC
-/// body on every refusal.
-async fn wire_layer(
-    State(sessions): State<Arc<legacy::LegacySessions>>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// What the wire layer needs: the legacy sessions, and the authenticator (for its scope
+/// challenges).
+struct Wire {
+    sessions: legacy::LegacySessions,
+    auth: vidforge_http::auth::Auth,
+}
+
+/// The scope a JSON-RPC request needs: creating, approving or cancelling a render (by tool or
+/// by the tasks methods) needs `vidforge:render`; everything else reads.
+fn needed_scope(message: &Value) -> Need {
+    let changes = match message["method"].as_str() {
+        Some("tools/call") => matches!(
+            message["params"]["name"].as_str(),
+            Some(tools::RENDER_VIDEO | tools::APPROVE_WATERMARK | tools::CANCEL_RENDER)
+        ),
+        Some("tasks/update" | "tasks/cancel") => true,
+        _ => false,
+    };
+    if changes { Need::Render } else { Need::Read }
+}
+
+/// In front of rmcp: the scope the JSON-RPC method needs, legacy-session admission
+/// ([`legacy`]), `taskIds` off `subscriptions/listen`, and on the way out `serverInfo` on
+/// modern results and a JSON-RPC body on every refusal.
+async fn wire_layer(State(wire): State<Arc<Wire>>, request: Request, next: Next) -> Response {
+    let sessions = &wire.sessions;
     let principal = caller(&request);
+    let scopes = request.extensions().get::<Scopes>().copied();
     if request.method() != Method::POST {
         // GET (the legacy server-message stream) and DELETE (end a legacy session) need a
         // session; without one they are 405 as on a modern-only server (nothing to stream).
@@ -241,6 +269,24 @@ async fn wire_layer(
         }
     };
     let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let need = needed_scope(&message);
+    if scopes.is_some_and(|s| !s.allow(need)) {
+        // 403 with the step-up challenge; the body a JSON-RPC error carrying the envelope.
+        let challenge = wire.auth.insufficient_scope(need);
+        let mut refusal = rpc_error_response(
+            StatusCode::FORBIDDEN,
+            id,
+            rmcp::model::ErrorCode::INVALID_REQUEST,
+            "Insufficient scope",
+            json!({ "code": "insufficient_scope", "required_scope": need.scopes() }),
+        );
+        if let Some(h) = challenge.headers().get(header::WWW_AUTHENTICATE) {
+            refusal
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, h.clone());
+        }
+        return refusal;
+    }
     let is_legacy = legacy::is_legacy(&message, &parts.headers);
     let session = session_id(&parts.headers);
     let opens_session = is_legacy && message["method"] == "initialize" && session.is_none();

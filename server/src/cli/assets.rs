@@ -153,8 +153,17 @@ fn open_target(target: &Target) -> anyhow::Result<(Config, String)> {
         }
         None => ANONYMOUS_PRINCIPAL.to_string(),
     };
-    if config.auth_required() && !config.tokens.values().any(|p| *p == principal) {
-        bail!("principal '{principal}' has no token in the configuration");
+    // A static token's principal, or an OAuth one (ISSUER#SUBJECT) of a trusted issuer.
+    let oauth_principal = principal
+        .split_once('#')
+        .is_some_and(|(issuer, _)| config.oauth_issuers.iter().any(|i| i == issuer));
+    if config.auth_required()
+        && !oauth_principal
+        && !config.tokens.values().any(|p| *p == principal)
+    {
+        bail!(
+            "principal '{principal}' has no token in the configuration (OAuth principals are ISSUER#SUBJECT of a trusted issuer)"
+        );
     }
     Ok((config, principal))
 }

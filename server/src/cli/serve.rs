@@ -65,7 +65,17 @@ pub fn run_serve_with(args: ServeArgs, extensions: Vec<ExtensionSpec>) -> anyhow
         let base = config.base_url();
         let data_dir = display_path(&config.data_dir);
         let auth = if config.auth_required() {
-            format!("bearer token ({} configured)", config.tokens.len())
+            let mut kinds = Vec::new();
+            if !config.tokens.is_empty() {
+                kinds.push(format!("{} static tokens", config.tokens.len()));
+            }
+            if !config.oauth_issuers.is_empty() {
+                kinds.push(format!(
+                    "OAuth access tokens from {}",
+                    config.oauth_issuers.join(", ")
+                ));
+            }
+            format!("bearer token ({})", kinds.join("; "))
         } else {
             "none (anonymous principal, loopback only)".to_string()
         };

@@ -61,10 +61,11 @@ impl Config {
         }
     }
 
-    /// Refuses a non-loopback listen address when no tokens are configured: without tokens
-    /// every caller is the same anonymous principal, which is only acceptable on this machine.
+    /// Refuses a non-loopback listen address when neither tokens nor OAuth issuers are
+    /// configured: then every caller is the same anonymous principal, which is only
+    /// acceptable on this machine.
     pub fn check_bind_safety(&self) -> Result<(), ConfigError> {
-        if self.tokens.is_empty() && !self.listen.ip().is_loopback() {
+        if !self.auth_required() && !self.listen.ip().is_loopback() {
             return Err(ConfigError::UnsafeBind {
                 listen: self.listen,
             });
@@ -72,9 +73,9 @@ impl Config {
         Ok(())
     }
 
-    /// True when bearer tokens are required.
+    /// True when bearer tokens (static ones or OAuth access tokens) are required.
     pub fn auth_required(&self) -> bool {
-        !self.tokens.is_empty()
+        !self.tokens.is_empty() || !self.oauth_issuers.is_empty()
     }
 
     /// True when `principal` is listed in `admins` (sees every render on the dashboard, reads

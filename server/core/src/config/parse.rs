@@ -20,7 +20,8 @@ pub enum ConfigError {
     #[error(
         "refusing to listen on {listen}: no tokens are configured, so every caller would be the \
          anonymous principal; bind a loopback address (127.0.0.1 / [::1]) or configure tokens \
-         (--token TOKEN=PRINCIPAL, VIDFORGE_TOKENS, or [tokens] in the config file)"
+         (--token TOKEN=PRINCIPAL, VIDFORGE_TOKENS, or [tokens] in the config file) or an OAuth \
+         issuer (--oauth-issuer URL)"
     )]
     UnsafeBind { listen: SocketAddr },
 }

@@ -296,6 +296,23 @@ declare_settings! {
         help: "Base URL for download links.",
         shown: "http://LISTEN",
         flag(long, env = "VIDFORGE_PUBLIC_BASE_URL"): Option<String>;
+    /// OAuth 2.1 authorization servers whose JWT access tokens (RFC 9068) vidforge accepts,
+    /// by issuer identifier (exact `iss`; their keys are found through RFC 8414 metadata or
+    /// OpenID discovery). Static `tokens` keep working beside them.
+    oauth_issuers: Vec<String> = Vec::new(), List,
+        help: "Trusted OAuth authorization server (issuer URL; repeat or comma-separate); its JWT access tokens for this server's resource are accepted.",
+        flag(long = "oauth-issuer", env = "VIDFORGE_OAUTH_ISSUERS", value_delimiter = ','): Vec<String>;
+    /// The OAuth client vidforge's pages sign in with (authorization code + PKCE), registered
+    /// at the first of `oauth_issuers` with the redirect URI `{public_base_url}/oauth/callback`.
+    oauth_browser_client_id: Option<String> = None, Maybe<String>,
+        help: "OAuth client id of the browser sign-in (authorization code + PKCE) at the first --oauth-issuer.",
+        shown: "none",
+        flag(long, env = "VIDFORGE_OAUTH_BROWSER_CLIENT_ID"): Option<String>;
+    /// That client's secret (a confidential client); `None`: a public client (PKCE only).
+    oauth_browser_client_secret: Option<String> = None, Maybe<String>,
+        help: "Secret of the browser sign-in client (omit for a public client); prefer the environment variable.",
+        shown: "none",
+        flag(long, env = "VIDFORGE_OAUTH_BROWSER_CLIENT_SECRET"): Option<String>;
     /// Principals who see every render on the dashboard and may read `/metrics` from any
     /// address.
     admins: Vec<String> = Vec::new(), List,

@@ -118,6 +118,20 @@ impl Config {
         if self.lease_ttl < Duration::from_secs(1) {
             return bad("lease_ttl", "must be at least 1s");
         }
+        for issuer in &self.oauth_issuers {
+            if let Err(why) = check_issuer(issuer) {
+                return bad("oauth_issuers", &format!("{issuer}: {why}"));
+            }
+        }
+        if self.oauth_browser_client_secret.is_some() && self.oauth_browser_client_id.is_none() {
+            return bad(
+                "oauth_browser_client_secret",
+                "needs oauth_browser_client_id",
+            );
+        }
+        if self.oauth_browser_client_id.is_some() && self.oauth_issuers.is_empty() {
+            return bad("oauth_browser_client_id", "needs an oauth_issuers entry");
+        }
         if self.legacy_session_idle_timeout < Duration::from_secs(1) {
             return bad("legacy_session_idle_timeout", "must be at least 1s");
         }
@@ -155,6 +169,12 @@ impl Config {
             if principal.is_empty() || principal.contains('\0') {
                 return bad("tokens", "principal names must be non-empty");
             }
+            if principal.contains('#') {
+                return bad(
+                    "tokens",
+                    "principal names must not contain '#' (OAuth principals are ISSUER#SUBJECT)",
+                );
+            }
         }
         if let Some(url) = &self.public_base_url
             && !(url.starts_with("http://") || url.starts_with("https://"))
@@ -162,5 +182,49 @@ impl Config {
             return bad("public_base_url", "must start with http:// or https://");
         }
         Ok(())
+    }
+}
+
+/// An issuer identifier (RFC 8414 §2): an `https` URL without query or fragment; plain `http`
+/// only on a loopback host (tests, a laptop).
+fn check_issuer(issuer: &str) -> Result<(), &'static str> {
+    let rest = if let Some(rest) = issuer.strip_prefix("https://") {
+        rest
+    } else if let Some(rest) = issuer.strip_prefix("http://") {
+        let host = rest.split(['/', ':']).next().unwrap_or_default();
+        let loopback = host == "localhost" || host == "127.0.0.1" || rest.starts_with("[::1]");
+        if !loopback {
+            return Err("must be an https URL (plain http only on a loopback host)");
+        }
+        rest
+    } else {
+        return Err("must be an https URL");
+    };
+    if rest.is_empty() || rest.starts_with('/') {
+        return Err("has no host");
+    }
+    if issuer.contains(['?', '#']) {
+        return Err("must have no query or fragment");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod issuer_tests {
+    use super::check_issuer;
+
+    #[test]
+    fn issuers_are_https_or_loopback_http() {
+        assert!(check_issuer("https://as.example.com").is_ok());
+        assert!(check_issuer("https://as.example.com/tenant").is_ok());
+        assert!(check_issuer("http://127.0.0.1:9000").is_ok());
+        assert!(check_issuer("http://localhost:9000/x").is_ok());
+        assert!(check_issuer("http://[::1]:9000").is_ok());
+        assert!(check_issuer("http://as.example.com").is_err());
+        assert!(check_issuer("http://127.0.0.1.evil.com").is_err());
+        assert!(check_issuer("https://as.example.com/?a=b").is_err());
+        assert!(check_issuer("https://as.example.com#x").is_err());
+        assert!(check_issuer("ftp://as").is_err());
+        assert!(check_issuer("https://").is_err());
     }
 }

@@ -68,8 +68,13 @@ pub(super) async fn sign_in(
     }
     // The form is a bearer-token check like any other: wrong tokens spend the peer's budget.
     let auth = web.sessions.auth();
+    // Static tokens only: an OAuth user signs in through the authorization server.
     let outcome = auth
         .principal_for_token(form.token.trim().as_bytes())
+        .map(|principal| crate::auth::Grant {
+            principal,
+            scopes: crate::scope::Scopes::static_token(false),
+        })
         .ok_or(AuthError::Invalid);
     if let Verdict::Limited(wait) = auth.judge(peer.map(|p| p.0.0), &outcome) {
         let secs = wait.as_secs().max(1);
