@@ -42,6 +42,9 @@ test: deps
 	# Official SDK clients (Python fallback path, TypeScript task path) against a fresh server,
 	# then the same clients through nginx against a three-node cluster on PostgreSQL.
 	./scripts/run-clients.sh
+	# The Python SDK's own OAuth client against vidforge with a real authorization server
+	# (oidc-provider): no token to start with, discovery, registration, PKCE, then a render.
+	./scripts/run-oauth-clients.sh
 	./scripts/run-cluster-clients.sh
 	# The browser UI (headless Chromium via Selenium) and /metrics scraped by a real Prometheus.
 	./scripts/run-ui-tests.sh

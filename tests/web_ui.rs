@@ -276,7 +276,10 @@ fn metrics_from_another_address_need_an_admin_token() {
     assert_eq!(status(&remote, None).0, 401);
     let (code, body) = status(&remote, Some("token-bob-22"));
     assert_eq!(code, 403, "{body}");
-    assert!(body.contains("only admins"), "{body}");
+    assert!(
+        body.contains("insufficient_scope") && body.contains("vidforge:admin"),
+        "{body}"
+    );
     let (code, body) = status(&remote, Some("token-alice-1"));
     assert_eq!(code, 200, "{body}");
     assert!(body.contains("# TYPE vidforge_queue_depth gauge"), "{body}");
@@ -433,5 +436,241 @@ fn signing_out_ends_the_session_everywhere_and_idle_sessions_expire() {
         &server,
         &used,
         "5.2 s after sign-in > the 5 s cap, used 1.6 s ago",
+    );
+}
+
+/// The `name=value` of cookie `name` an answer sets, and its attributes.
+fn set_cookie_named(resp: &Response, name: &str) -> Option<String> {
+    resp.headers()
+        .get_all(SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with(&format!("{name}=")))
+        .map(str::to_string)
+}
+
+/// With an OAuth browser client configured, the pages sign in through the authorization
+/// server (a real one: `oidc-provider`, tests/support/oauth.rs) by the authorization-code flow
+/// with PKCE: `/oauth/login` → the authorization server (automatic sign-in and consent) →
+/// `/oauth/callback` → a session of `ISSUER#SUB` that opens the approval page of a render that
+/// principal created with its JWT, and approves it. A forged or missing `state`, an
+/// `access_denied`, a replayed code: a page saying so, nobody signed in.
+#[test]
+fn pages_sign_in_through_the_authorization_server() {
+    use support::oauth::*;
+    let started = std::time::Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let callback = format!("http://127.0.0.1:{port}/oauth/callback");
+    let auth = AuthServer::start(&format!("http://127.0.0.1:{port}/mcp"), &[&callback]);
+    let issuer = auth.issuer();
+    let server = Server::start_on_port(
+        port,
+        &dir.path().join("data"),
+        &[
+            "--oauth-issuer",
+            &issuer,
+            "--oauth-browser-client-id",
+            BROWSER_CLIENT_ID,
+            "--oauth-browser-client-secret",
+            BROWSER_CLIENT_SECRET,
+            "--token",
+            "static-token-1=static",
+        ],
+    );
+    let base = server.base();
+    let http = client();
+
+    // A render of `ISSUER#vidforge-tests` (a client-credentials token's `sub` is the client
+    // id), waiting for its watermark's approval.
+    let jwt = auth.token(
+        CLIENT_ID,
+        CLIENT_SECRET,
+        &format!("{SCOPE_RENDER} {SCOPE_READ}"),
+        &format!("{base}/mcp"),
+    );
+    let clip = make_clip(dir.path(), "clip.mp4", 160, 90, 0.4, false);
+    let source = upload(&server, Some(&jwt), &clip);
+    let logo = upload(&server, Some(&jwt), &make_logo(dir.path()));
+    let mut mcp = server.mcp().with_token(&jwt);
+    let created = mcp.tool(
+        "vidforge_render_video",
+        json!({"source_asset_uri": source, "output_format": "mp4", "resolution": "720p",
+               "watermark": {"image_asset_uri": logo, "position": "bottom_right", "opacity": 0.5}}),
+        Caps::TASKS_URL,
+    );
+    let id = created.result()["taskId"].as_str().unwrap().to_string();
+    let wait = Duration::from_secs(120);
+    mcp.wait_task(&id, Caps::TASKS_URL, wait, |t| {
+        t["status"] == "input_required"
+    });
+    let page = format!("/approvals/{id}");
+
+    // The sign-in page offers the authorization server beside the token form.
+    let signin = http
+        .get(format!("{base}/signin?next={page}"))
+        .send()
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        signin.contains(&format!("Sign in with {issuer}")),
+        "{signin}"
+    );
+    assert!(
+        signin.contains(&format!("href=\"/oauth/login?next={page}\"")),
+        "{signin}"
+    );
+    assert!(
+        signin.contains("id=\"signin\""),
+        "the token form stays: {signin}"
+    );
+
+    // `/oauth/login`: to the authorization endpoint, with PKCE S256, state and resource; the
+    // verifier only in the flow cookie.
+    let login = |next: &str| {
+        let resp = http
+            .get(format!("{base}/oauth/login?next={next}"))
+            .send()
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 303, "{}", server.log());
+        let to = reqwest::Url::parse(resp.headers()[LOCATION].to_str().unwrap()).unwrap();
+        let flow = set_cookie_named(&resp, "vidforge_oauth_flow").expect("a flow cookie");
+        for attr in ["HttpOnly", "SameSite=Lax", "Path=/oauth", "Max-Age=600"] {
+            assert!(flow.contains(attr), "{flow}");
+        }
+        let flow = flow.split(';').next().unwrap().to_string();
+        (to, flow)
+    };
+    let (to, flow) = login(&page);
+    assert_eq!(to.origin().ascii_serialization(), issuer);
+    let q: std::collections::HashMap<String, String> = to.query_pairs().into_owned().collect();
+    assert_eq!(q["response_type"], "code");
+    assert_eq!(q["client_id"], BROWSER_CLIENT_ID);
+    assert_eq!(q["redirect_uri"], callback);
+    assert_eq!(q["resource"], format!("{base}/mcp"));
+    assert_eq!(q["code_challenge_method"], "S256");
+    assert_eq!(q["scope"], format!("openid {SCOPE_RENDER} {SCOPE_READ}"));
+    assert!(
+        q["code_challenge"].len() == 43 && q["state"].len() >= 43,
+        "{q:?}"
+    );
+    assert!(!q.contains_key("code_verifier"));
+    let state = q["state"].clone();
+
+    // A callback whose state is not this browser's, or with no flow at all: refused.
+    let callback_with = |query: &str, flow: Option<&str>| {
+        let mut req = http.get(format!("{base}/oauth/callback?{query}"));
+        if let Some(f) = flow {
+            req = req.header(COOKIE, f);
+        }
+        req.send().unwrap()
+    };
+    for (query, flow) in [
+        ("code=forged&state=forged".to_string(), Some(flow.as_str())),
+        (format!("code=forged&state={state}"), None),
+        (
+            format!("code=forged&state={state}"),
+            Some("vidforge_oauth_flow=1.a.b.2f.00"),
+        ),
+    ] {
+        let resp = callback_with(&query, flow);
+        assert_eq!(resp.status().as_u16(), 400, "{query} {flow:?}");
+        assert!(set_cookie_named(&resp, "vidforge_session").is_none());
+    }
+
+    // The authorization server: its automatic sign-in (as the account `login_hint` names) and
+    // consent, its own redirects followed with its cookies, until it sends the browser back.
+    let mut at = format!("{to}&login_hint=vidforge-tests");
+    let mut jar: Vec<String> = Vec::new();
+    let back = loop {
+        assert!(jar.len() < 40, "too many hops at the authorization server");
+        let mut req = http.get(&at);
+        if !jar.is_empty() {
+            req = req.header(COOKIE, jar.join("; "));
+        }
+        let resp = req.send().unwrap();
+        for v in resp.headers().get_all(SET_COOKIE) {
+            let pair = v.to_str().unwrap().split(';').next().unwrap().to_string();
+            let name = pair.split('=').next().unwrap().to_string();
+            jar.retain(|c| !c.starts_with(&format!("{name}=")));
+            jar.push(pair);
+        }
+        assert!(
+            resp.status().is_redirection(),
+            "{at}: {} {}\n{}",
+            resp.status(),
+            resp.text().unwrap_or_default(),
+            auth.log()
+        );
+        let next = resp.headers()[LOCATION].to_str().unwrap().to_string();
+        let next = if next.starts_with('/') {
+            format!("{issuer}{next}")
+        } else {
+            next
+        };
+        if next.starts_with(&callback) {
+            break next;
+        }
+        at = next;
+    };
+    let back = back.split_once('?').unwrap().1.to_string();
+    assert!(back.contains(&format!("state={state}")), "{back}");
+
+    // The callback: signed in as ISSUER#vidforge-tests, back to the approval page.
+    let resp = callback_with(&back, Some(&flow));
+    assert_eq!(resp.status().as_u16(), 303, "{}", server.log());
+    assert_eq!(resp.headers()[LOCATION], page.as_str());
+    let cleared = set_cookie_named(&resp, "vidforge_oauth_flow").unwrap();
+    assert!(cleared.contains("Max-Age=0"), "{cleared}");
+    let session = session_cookie(&resp);
+    let approval = http
+        .get(format!("{base}{page}"))
+        .header(COOKIE, &session)
+        .send()
+        .unwrap();
+    assert_eq!(approval.status().as_u16(), 200);
+    let html = approval.text().unwrap();
+    assert!(html.contains(&format!("{issuer}#vidforge-tests")), "{html}");
+    let csrf = html
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the approval form carries the CSRF token")
+        .to_string();
+    let resp = http
+        .post(format!("{base}{page}"))
+        .header(COOKIE, &session)
+        .header(CONTENT_TYPE, FORM)
+        .body(format!("csrf={csrf}&decision=approve"))
+        .send()
+        .unwrap();
+    assert_eq!(
+        resp.status().as_u16(),
+        303,
+        "{}",
+        resp.text().unwrap_or_default()
+    );
+    mcp.wait_task(&id, Caps::TASKS_URL, wait, |t| {
+        t["status"] != "input_required"
+    });
+
+    // The same code again (a replayed callback): the authorization server refuses it.
+    let resp = callback_with(&back, Some(&flow));
+    assert_eq!(resp.status().as_u16(), 401);
+    assert!(set_cookie_named(&resp, "vidforge_session").is_none());
+    // The person declines at the authorization server: a page saying so, nobody signed in.
+    let (to, flow) = login("/");
+    let q: std::collections::HashMap<String, String> = to.query_pairs().into_owned().collect();
+    let resp = callback_with(
+        &format!("error=access_denied&state={}", q["state"]),
+        Some(&flow),
+    );
+    assert_eq!(resp.status().as_u16(), 401);
+    assert!(set_cookie_named(&resp, "vidforge_session").is_none());
+    assert!(resp.text().unwrap().contains("access_denied"));
+    eprintln!(
+        "browser OAuth sign-in test: {:.1} s",
+        started.elapsed().as_secs_f64()
     );
 }

@@ -1,14 +1,15 @@
 # Sourced by scripts/run-*.sh: starts `$BIN serve` (vidforge, or the vidforge-conformance build)
 # on a free loopback port with a temporary data dir, waits until /healthz answers, and stops it
 # (and removes the dir) on exit. Sets WORK, PORT, BASE and SERVER_PID. $1 names the caller in
-# error messages; further arguments are passed to `serve`.
+# error messages; further arguments are passed to `serve`. SERVE_PORT, if set, is the port to
+# listen on instead of a free one picked here (for callers that must know it beforehand).
 start_vidforge() {
   local who="$1"
   shift
   WORK="$(mktemp -d)"
   SERVER_PID=""
   trap stop_vidforge EXIT
-  PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+  PORT="${SERVE_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}"
   BASE="http://127.0.0.1:$PORT"
   RUST_LOG="${RUST_LOG:-info}" "$BIN" serve --listen "127.0.0.1:$PORT" --data-dir "$WORK/data" --backend cpu "$@" \
     >"$WORK/server.log" 2>&1 &

@@ -279,6 +279,24 @@ fn session_epochs_count_up(s: &Store) {
     assert_eq!(s.session_epoch("erin").unwrap(), 20, "no bump lost");
 }
 
+/// The shared secret of OAuth browser sessions: made once (the first value stored wins, also
+/// under concurrency), then the same for every caller.
+fn server_secrets_are_made_once(s: &Store) {
+    let first = s.server_secret("session", &[1; 32]).unwrap();
+    assert_eq!(first, [1; 32]);
+    std::thread::scope(|scope| {
+        for i in 0..4u8 {
+            scope.spawn(move || {
+                assert_eq!(s.server_secret("session", &[i + 2; 32]).unwrap(), [1; 32]);
+                s.server_secret("flow", &[i + 2; 32]).unwrap();
+            });
+        }
+    });
+    let flow = s.server_secret("flow", &[9; 32]).unwrap();
+    assert_ne!(flow, [9; 32], "one of the racing values won and stays");
+    assert_eq!(s.server_secret("flow", &[10; 32]).unwrap(), flow);
+}
+
 /// What one session check costs in the store (printed for the record; no assertion on time).
 fn session_epoch_read_cost(s: &Store, backend: &str) {
     const READS: u32 = 200;
@@ -294,6 +312,7 @@ fn session_epoch_read_cost(s: &Store, backend: &str) {
 
 fn shared_suite(s: &Store) {
     session_epochs_count_up(s);
+    server_secrets_are_made_once(s);
     records_round_trip(s);
     newest_renders_first(s);
     updates_never_lose_a_write(s);
@@ -314,6 +333,7 @@ fn sled_store_passes_the_shared_suite() {
     let s = Store::open(dir.path()).unwrap();
     assert_eq!(s.session_epoch("carol").unwrap(), 2);
     assert_eq!(s.session_epoch("erin").unwrap(), 20);
+    assert_eq!(s.server_secret("session", &[0; 32]).unwrap(), [1; 32]);
     // The queue is the cluster's: the embedded store says so rather than pretending.
     assert!(matches!(
         s.claim("n1", Duration::from_secs(5)),
@@ -343,6 +363,11 @@ fn postgres_store_passes_the_shared_suite_and_runs_the_work_queue() {
         s2.session_epoch("carol").unwrap(),
         2,
         "every node sees a sign-out"
+    );
+    assert_eq!(
+        s2.server_secret("session", &[0; 32]).unwrap(),
+        [1; 32],
+        "every node has the same session secret"
     );
     session_epoch_read_cost(&s, "postgres");
 

@@ -111,6 +111,20 @@ impl Server {
         server
     }
 
+    /// [`Server::start`] on a port chosen beforehand (e.g. [`free_port`], when something must
+    /// name the server's URL before it starts: an OAuth token's audience). Panics if another
+    /// process took the port meanwhile.
+    pub fn start_on_port(port: u16, data_dir: &Path, extra: &[&str]) -> Server {
+        let mut server = Server::new(vidforge_bin(), data_dir, extra);
+        server.port = port;
+        server.spawn();
+        assert_eq!(
+            server.port, port,
+            "port {port} was taken before vidforge bound it"
+        );
+        server
+    }
+
     /// [`Server::start`] with the conformance suite's fixtures mounted (`vidforge-conformance
     /// serve`).
     pub fn start_conformance(data_dir: &Path, extra: &[&str]) -> Server {

@@ -114,6 +114,11 @@ impl Auth {
         !self.tokens.is_empty() || self.oauth.is_some()
     }
 
+    /// True when static bearer tokens are configured.
+    pub fn has_static_tokens(&self) -> bool {
+        !self.tokens.is_empty()
+    }
+
     /// The trusted OAuth issuers and this server's resource, when configured.
     pub fn oauth(&self) -> Option<&Arc<OAuth>> {
         self.oauth.as_ref()
@@ -156,8 +161,14 @@ impl Auth {
                 scopes: v.scopes,
             }),
             Err(why) => {
-                if why == Rejection::KeysUnavailable {
-                    tracing::warn!(error = %why, "OAuth token refused: the issuer's keys cannot be fetched");
+                match why {
+                    Rejection::KeysUnavailable => {
+                        tracing::warn!(error = %why, "OAuth token refused: the issuer's keys cannot be fetched")
+                    }
+                    Rejection::UnknownKey => {
+                        tracing::info!(error = %why, "OAuth token refused: its kid is not among the issuer's keys")
+                    }
+                    _ => tracing::debug!(error = %why, "OAuth token refused"),
                 }
                 Err(AuthError::Refused(why))
             }

@@ -22,15 +22,15 @@ pub async fn require_auth_or_session(
     let safe = matches!(*req.method(), Method::GET | Method::HEAD);
     let by_cookie = (safe && !req.headers().contains_key(header::AUTHORIZATION))
         .then(|| sessions.session(req.headers()))
-        .flatten()
-        .map(|s| s.principal);
+        .flatten();
     match by_cookie {
         // A session is no guess at a token (its MAC is checked): it is not judged. It reads
-        // only (GET/HEAD), with what its principal's static token may do.
-        Some(p) => {
+        // only (GET/HEAD), with what its principal's static token may do, or the scopes of
+        // the access token its OAuth sign-in validated.
+        Some(s) => {
             let grant = Grant {
-                scopes: crate::scope::Scopes::static_token(false),
-                principal: p,
+                scopes: s.scopes,
+                principal: s.principal,
             };
             admit_grant(sessions.auth(), grant, req, next).await
         }

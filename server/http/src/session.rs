@@ -19,12 +19,22 @@
 //!   so a person using the pages stays signed in until the absolute cap.
 //! - **Store outage**: a check that cannot read the epoch fails closed (no session); signing
 //!   in or out then answers `503`.
+//! - **OAuth principals** (`ISSUER#SUB`, signed in through the authorization server,
+//!   `web/oauth_flow.rs`) have no static token to key the MAC: their cookie is
+//!   `<issued_ms>.<seen_ms>.<principal hex>.<scopes>.<mac hex>` with
+//!   `mac = HMAC-SHA256(key = the server's session secret, "vidforge-session\0oauth-v1\0"
+//!   principal "\0" issued "\0" seen "\0" epoch "\0" scopes)`, where `scopes` is the bit set of
+//!   the access token's vidforge scopes ([`Scopes`]: 1 render, 2 read, 4 admin) and the secret
+//!   is 32 random bytes made once in the store ([`Store::server_secret`] `"session"`: every
+//!   node sharing the store has it, it survives restarts). Same epoch, lifetime and cookie
+//!   flags as above; the issuer must still be trusted. The access token is in no cookie.
 //! - **CSRF token**: `HMAC-SHA256(key, "vidforge-csrf\0" principal "\0" issued "\0" epoch)`,
 //!   put in every form the pages serve and checked on every POST: a forged request from
 //!   another site cannot read it; it outlives re-issued cookies of the same sign-in. In the
 //!   anonymous mode (no tokens, loopback only) the key is a per-process random secret and it
 //!   is bound to the anonymous principal.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use axum::http::{HeaderMap, header};
@@ -32,6 +42,8 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use crate::auth::{Auth, Principal};
+use crate::oauth::Verified;
+use crate::scope::Scopes;
 use hex::encode as hex;
 use subtle::ConstantTimeEq;
 use vidforge_core::clock::SharedClock;
@@ -75,8 +87,14 @@ pub struct Sessions {
     limits: SessionLimits,
     /// Key of the anonymous mode's CSRF tokens.
     anonymous_key: [u8; 32],
+    /// The server's session secret (OAuth sessions, the sign-in flow's cookie), read from
+    /// the store once it is first needed.
+    server_key: Arc<OnceLock<Vec<u8>>>,
     secure: bool,
 }
+
+/// The name of the session secret in the store.
+const SERVER_KEY: &str = "session";
 
 impl std::fmt::Debug for Sessions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -92,6 +110,11 @@ impl std::fmt::Debug for Sessions {
 #[derive(Clone, Debug)]
 pub struct Session {
     pub principal: Principal,
+    /// What the session may do: a static token's (no admin: the pages ask the `admins`
+    /// list), or the scopes of the access token an OAuth sign-in validated.
+    pub scopes: Scopes,
+    /// Signed in through the authorization server (keyed by the server's secret).
+    oauth: bool,
     /// `principal \0 issued \0 epoch` of a signed-in browser; `None` in the anonymous mode.
     binding: Option<String>,
     /// The `Set-Cookie` value that slides the idle timeout, when due.
@@ -108,6 +131,11 @@ impl Session {
     /// True for a signed-in browser (false in the anonymous mode).
     pub fn signed_in(&self) -> bool {
         self.binding.is_some()
+    }
+
+    /// True when it was signed in through the OAuth authorization server.
+    pub fn by_oauth(&self) -> bool {
+        self.oauth
     }
 }
 
@@ -137,22 +165,41 @@ struct Cookie {
     issued: u64,
     seen: u64,
     principal: String,
+    /// The scope bits of an OAuth session's cookie (`None`: a static token's).
+    scopes: Option<u8>,
     tag: Vec<u8>,
 }
 
 impl Cookie {
     fn parse(value: &str) -> Option<Cookie> {
-        let mut parts = value.split('.');
-        let (issued, seen, who, tag) = (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-        if parts.next().is_some() {
-            return None;
-        }
+        let parts: Vec<&str> = value.split('.').collect();
+        let (issued, seen, who, scopes, tag) = match parts[..] {
+            [issued, seen, who, tag] => (issued, seen, who, None, tag),
+            [issued, seen, who, scopes, tag] => {
+                (issued, seen, who, Some(scopes.parse().ok()?), tag)
+            }
+            _ => return None,
+        };
         Some(Cookie {
             issued: issued.parse().ok()?,
             seen: seen.parse().ok()?,
             principal: String::from_utf8(hex::decode(who).ok()?).ok()?,
+            scopes,
             tag: hex::decode(tag).ok()?,
         })
+    }
+}
+
+/// The bit set of `scopes` in an OAuth session's cookie.
+fn scope_bits(s: Scopes) -> u8 {
+    u8::from(s.render) | (u8::from(s.read) << 1) | (u8::from(s.admin) << 2)
+}
+
+fn scopes_of(bits: u8) -> Scopes {
+    Scopes {
+        render: bits & 1 != 0,
+        read: bits & 2 != 0,
+        admin: bits & 4 != 0,
     }
 }
 
@@ -176,8 +223,52 @@ impl Sessions {
             clock,
             limits,
             anonymous_key,
+            server_key: Arc::new(OnceLock::new()),
             secure,
         }
+    }
+
+    /// True when cookies are marked `Secure`.
+    pub fn secure(&self) -> bool {
+        self.secure
+    }
+
+    /// The server's session secret: read (or made, once, durably) from the store the first
+    /// time, then kept.
+    fn server_key(&self) -> Result<&[u8], StoreError> {
+        if let Some(k) = self.server_key.get() {
+            return Ok(k);
+        }
+        let mut fresh = [0u8; 32];
+        vidforge_core::ids::fill_random(&mut fresh);
+        let key = self.store.server_secret(SERVER_KEY, &fresh)?;
+        Ok(self.server_key.get_or_init(|| key))
+    }
+
+    /// A MAC of `parts` under the server's session secret, for `purpose` (the sign-in flow's
+    /// cookie): the same on every node sharing the store.
+    pub fn server_mac(&self, purpose: &str, parts: &[&[u8]]) -> Result<Vec<u8>, SessionError> {
+        let key = self.server_key()?;
+        let mut all: Vec<&[u8]> = vec![b"vidforge-", purpose.as_bytes(), b"\0"];
+        all.extend_from_slice(parts);
+        Ok(mac(key, &all))
+    }
+
+    /// Signs a session for the principal of an access token the OAuth sign-in validated,
+    /// with its scopes. Returns the `Set-Cookie` value. Fails when the store cannot say the
+    /// principal's session epoch or the server's secret.
+    pub fn sign_in_oauth(&self, verified: &Verified) -> Result<String, SessionError> {
+        let epoch = self.store.session_epoch(&verified.principal)?;
+        let key = self.server_key()?.to_vec();
+        let now = self.clock.now_ms();
+        Ok(self.oauth_cookie_for(
+            &key,
+            &verified.principal,
+            scope_bits(verified.scopes),
+            now,
+            now,
+            epoch,
+        ))
     }
 
     /// The bearer-token table.
@@ -247,10 +338,32 @@ impl Sessions {
             hex(principal.as_bytes()),
             hex(&tag)
         );
+        self.cookie_header(&value, self.left_s(issued, seen))
+    }
+
+    fn oauth_cookie_for(
+        &self,
+        key: &[u8],
+        principal: &str,
+        scopes: u8,
+        issued: u64,
+        seen: u64,
+        epoch: u64,
+    ) -> String {
+        let tag = oauth_session_tag(key, principal, scopes, issued, seen, epoch);
+        let value = format!(
+            "{issued}.{seen}.{}.{scopes}.{}",
+            hex(principal.as_bytes()),
+            hex(&tag)
+        );
+        self.cookie_header(&value, self.left_s(issued, seen))
+    }
+
+    /// What is left of a cookie issued at `issued`, last seen at `seen`, in seconds.
+    fn left_s(&self, issued: u64, seen: u64) -> u64 {
         let ends = (seen.saturating_add(ms(self.limits.idle_timeout)))
             .min(issued.saturating_add(ms(self.limits.max_age)));
-        let left_s = ends.saturating_sub(seen).div_ceil(1000).max(1);
-        self.cookie_header(&value, left_s)
+        ends.saturating_sub(seen).div_ceil(1000).max(1)
     }
 
     /// The session of a request: the anonymous principal when no tokens are configured,
@@ -260,6 +373,8 @@ impl Sessions {
         if !self.auth.required() {
             return Some(Session {
                 principal: Principal(ANONYMOUS_PRINCIPAL.to_string()),
+                scopes: Scopes::static_token(false),
+                oauth: false,
                 binding: None,
                 renewal: None,
             });
@@ -308,6 +423,9 @@ impl Sessions {
         if c.seen < c.issued || idle_over || cap_over {
             return Ok(None);
         }
+        if let Some(bits) = c.scopes {
+            return self.verify_oauth(c, bits, now);
+        }
         let keys: Vec<&[u8]> = self.auth.tokens_of(&c.principal).collect();
         if keys.is_empty() {
             // No such principal (or its tokens were revoked): no store read for it.
@@ -330,6 +448,39 @@ impl Sessions {
         Ok(Some(Session {
             binding: Some(format!("{}\0{}\0{epoch}", c.principal, c.issued)),
             principal: Principal(c.principal),
+            scopes: Scopes::static_token(false),
+            oauth: false,
+            renewal,
+        }))
+    }
+
+    /// An OAuth session's cookie: its issuer still trusted, its MAC under the server's
+    /// secret (over its scopes too) at the principal's current epoch.
+    fn verify_oauth(&self, c: Cookie, bits: u8, now: u64) -> Result<Option<Session>, StoreError> {
+        let trusted = self.auth.oauth().is_some_and(|o| {
+            o.issuers().any(|i| {
+                c.principal
+                    .strip_prefix(i)
+                    .is_some_and(|rest| rest.len() > 1 && rest.starts_with('#'))
+            })
+        });
+        if !trusted {
+            return Ok(None);
+        }
+        let epoch = self.store.session_epoch(&c.principal)?;
+        let key = self.server_key()?;
+        let expected = oauth_session_tag(key, &c.principal, bits, c.issued, c.seen, epoch);
+        if !bool::from(expected.ct_eq(&c.tag)) {
+            return Ok(None);
+        }
+        let renewal = self.due(c.seen, now).then(|| {
+            self.oauth_cookie_for(key, &c.principal, bits, c.issued, now.max(c.seen), epoch)
+        });
+        Ok(Some(Session {
+            binding: Some(format!("{}\0{}\0{epoch}", c.principal, c.issued)),
+            principal: Principal(c.principal),
+            scopes: scopes_of(bits),
+            oauth: true,
             renewal,
         }))
     }
@@ -354,6 +505,12 @@ impl Sessions {
     fn keys(&self, session: &Session) -> Vec<Vec<u8>> {
         match &session.binding {
             None => vec![self.anonymous_key.to_vec()],
+            // Verified with the server's secret, so it is loaded.
+            Some(_) if session.oauth => vec![
+                self.server_key
+                    .get()
+                    .map_or_else(|| self.anonymous_key.to_vec(), Clone::clone),
+            ],
             Some(_) => {
                 let keys: Vec<Vec<u8>> = self
                     .auth
@@ -384,6 +541,26 @@ fn session_tag(key: &[u8], principal: &str, issued: u64, seen: u64, epoch: u64) 
         key,
         &[
             b"vidforge-session\0v2\0",
+            principal.as_bytes(),
+            b"\0",
+            fields.as_bytes(),
+        ],
+    )
+}
+
+fn oauth_session_tag(
+    key: &[u8],
+    principal: &str,
+    scopes: u8,
+    issued: u64,
+    seen: u64,
+    epoch: u64,
+) -> Vec<u8> {
+    let fields = format!("{issued}\0{seen}\0{epoch}\0{scopes}");
+    mac(
+        key,
+        &[
+            b"vidforge-session\0oauth-v1\0",
             principal.as_bytes(),
             b"\0",
             fields.as_bytes(),
@@ -557,6 +734,71 @@ mod tests {
         let fresh = signed_in(&s, "bob-token-22");
         clock.advance(LIMITS.idle_timeout);
         assert!(s.session(&with_cookie(&fresh)).is_none());
+    }
+
+    #[test]
+    fn oauth_sessions_carry_their_scopes_under_the_store_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Config::default();
+        c.tokens.insert("alice-token-1".into(), "alice".into());
+        c.oauth_issuers = vec!["https://as.example.com".into()];
+        let make = |store: Store, c: &Config| {
+            Sessions::new(
+                Auth::from_config(c),
+                store,
+                Arc::new(OffsetClock::new()),
+                LIMITS,
+                false,
+            )
+        };
+        let s = make(Store::open(dir.path()).unwrap(), &c);
+        let who = "https://as.example.com#carol";
+        let verified = Verified {
+            principal: who.into(),
+            scopes: Scopes::parse([crate::scope::RENDER, crate::scope::READ]),
+        };
+        let set = s.sign_in_oauth(&verified).unwrap();
+        assert!(
+            set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+            "{set}"
+        );
+        assert!(set.contains("Max-Age=7200"), "{set}");
+        let session = s.session(&with_cookie(&set)).unwrap();
+        assert_eq!(session.principal.as_str(), who);
+        assert!(session.by_oauth() && session.scopes == verified.scopes);
+        assert!(!session.scopes.admin);
+        let csrf = s.csrf_token(&session);
+        assert!(s.csrf_ok(&session, Some(&csrf)));
+        // The scopes are under the MAC: claiming admin fails; so does another subject, and a
+        // static-token session of the same name is no OAuth one.
+        let value = set.split(';').next().unwrap();
+        let admin = value.replace(".3.", ".7.");
+        assert_ne!(admin, value);
+        assert!(s.session(&with_cookie(&admin)).is_none());
+        let other = value.replace(&hex(who.as_bytes()), &hex(b"https://as.example.com#dave"));
+        assert!(s.session(&with_cookie(&other)).is_none());
+        // Every node sharing the store (a restart here) has the same secret.
+        drop(s);
+        let s = make(Store::open(dir.path()).unwrap(), &c);
+        let session = s
+            .session(&with_cookie(&set))
+            .expect("the secret is durable");
+        assert!(s.csrf_ok(&session, Some(&csrf)));
+        // An issuer no longer trusted: its sessions end.
+        let mut untrusted = c.clone();
+        untrusted.oauth_issuers = vec!["https://other.example.com".into()];
+        let store = s.store.clone();
+        let s2 = make(store, &untrusted);
+        assert!(s2.session(&with_cookie(&set)).is_none());
+        // Sign-out ends it for good.
+        s.sign_out(&session).unwrap();
+        assert!(s.session(&with_cookie(&set)).is_none());
+        let again = s.sign_in_oauth(&verified).unwrap();
+        assert!(s.session(&with_cookie(&again)).is_some());
+        // The sign-in flow's MAC is keyed by the same secret, per purpose.
+        let a = s.server_mac("oauth-flow", &[b"x"]).unwrap();
+        assert_eq!(a, s2.server_mac("oauth-flow", &[b"x"]).unwrap());
+        assert_ne!(a, s.server_mac("other", &[b"x"]).unwrap());
     }
 
     #[test]

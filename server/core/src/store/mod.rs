@@ -326,6 +326,13 @@ impl Store {
         each!(self, s => s.bump_session_epoch(principal))
     }
 
+    /// The shared secret `name` (made of `fresh` when the store has none yet): generated once,
+    /// durably (sled is flushed; a PostgreSQL commit is), the same for every node sharing the
+    /// store and after restarts. Keys the MAC of OAuth browser sessions.
+    pub fn server_secret(&self, name: &str, fresh: &[u8]) -> Result<Vec<u8>, StoreError> {
+        each!(self, s => s.server_secret(name, fresh))
+    }
+
     // ---- the shared work queue (PostgreSQL) ----
 
     fn shared_store(&self) -> Result<&PgStore, StoreError> {

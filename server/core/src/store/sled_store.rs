@@ -1,4 +1,4 @@
-//! The embedded backend: one sled database with four trees (the default; one host, no setup).
+//! The embedded backend: one sled database with five trees (the default; one host, no setup).
 //!
 //! | tree          | key                        | value (serde_json)   |
 //! |---------------|----------------------------|----------------------|
@@ -6,6 +6,7 @@
 //! | `idempotency` | principal `\0` key         | [`IdempotencyEntry`] |
 //! | `assets`      | asset id (`a_…`)           | [`AssetRecord`]      |
 //! | `session_epochs` | principal               | epoch, `u64` big-endian |
+//! | `server_secrets` | name                    | the secret's bytes   |
 //!
 //! sled makes a write durable only at `flush` (it flushes in the background every 500 ms);
 //! callers flush ([`super::Store::flush`]) after every write a client may rely on.
@@ -25,6 +26,7 @@ pub(super) struct SledStore {
     idempotency: sled::Tree,
     assets: sled::Tree,
     session_epochs: sled::Tree,
+    server_secrets: sled::Tree,
 }
 
 impl SledStore {
@@ -42,6 +44,7 @@ impl SledStore {
             idempotency: db.open_tree("idempotency")?,
             assets: db.open_tree("assets")?,
             session_epochs: db.open_tree("session_epochs")?,
+            server_secrets: db.open_tree("server_secrets")?,
             db,
         })
     }
@@ -225,6 +228,29 @@ impl SledStore {
             .map_or(0, |v| epoch_of(&v));
         self.db.flush()?;
         Ok(new)
+    }
+}
+
+impl SledStore {
+    /// The secret `name`, or `fresh` stored (and flushed) now when there is none.
+    pub(super) fn server_secret(&self, name: &str, fresh: &[u8]) -> Result<Vec<u8>, StoreError> {
+        if let Some(v) = self.server_secrets.get(name.as_bytes())? {
+            return Ok(v.to_vec());
+        }
+        match self
+            .server_secrets
+            .compare_and_swap(name.as_bytes(), None::<&[u8]>, Some(fresh))?
+        {
+            Ok(()) => {
+                self.db.flush()?;
+                Ok(fresh.to_vec())
+            }
+            // Another thread stored one first: that one.
+            Err(e) => Ok(e
+                .current
+                .map(|v| v.to_vec())
+                .unwrap_or_else(|| fresh.to_vec())),
+        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! One trusted issuer's signing keys: found through its RFC 8414 authorization-server
 //! metadata (falling back to OpenID discovery), fetched from its `jwks_uri`, cached, and
-//! fetched again on an unknown `kid` at most once per [`REFETCH_INTERVAL`].
+//! fetched again on an unknown `kid` at most once per [`REFETCH_INTERVAL`]. The same discovery
+//! keeps the issuer's `authorization_endpoint` and `token_endpoint` ([`IssuerKeys::endpoints`]),
+//! for the pages' browser sign-in.
 //!
 //! A request never waits longer than [`FETCH_TIMEOUT`] on a fetch, and requests whose key is
 //! cached never wait at all: when the issuer is down, tokens signed with known keys keep
@@ -17,6 +19,9 @@ use serde_json::Value;
 
 /// Unknown `kid`s fetch the key set again at most this often.
 pub const REFETCH_INTERVAL: Duration = Duration::from_secs(30);
+/// After a failed fetch (the issuer down, or not up yet when vidforge started), the next
+/// one may come this soon: often enough to recover quickly, seldom enough to spare it.
+pub const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 /// The longest a request waits on the issuer (metadata and key set together).
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(3);
 /// Largest metadata document or key set read.
@@ -39,12 +44,23 @@ pub enum FetchError {
     Timeout(Duration),
 }
 
+/// What vidforge uses of an issuer's metadata.
+#[derive(Clone, Debug)]
+pub struct Endpoints {
+    pub jwks_uri: Url,
+    /// Where a browser signs in (absent: the issuer offers no authorization-code flow).
+    pub authorization_endpoint: Option<Url>,
+    /// Where codes are exchanged for tokens.
+    pub token_endpoint: Option<Url>,
+}
+
 #[derive(Default)]
 struct Cache {
     keys: HashMap<String, Arc<Key>>,
-    jwks_uri: Option<Url>,
-    /// When the last fetch was tried (whether it worked or not).
-    tried: Option<Instant>,
+    /// The discovered metadata (kept for the life of the process).
+    endpoints: Option<Endpoints>,
+    /// When the last fetch was tried, and whether it failed.
+    tried: Option<(Instant, bool)>,
 }
 
 /// The keys of one issuer.
@@ -95,7 +111,14 @@ impl IssuerKeys {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .tried
-            .is_some_and(|t| t.elapsed() < REFETCH_INTERVAL);
+            .is_some_and(|(t, failed)| {
+                t.elapsed()
+                    < if failed {
+                        RETRY_AFTER_FAILURE
+                    } else {
+                        REFETCH_INTERVAL
+                    }
+            });
         if recent {
             return Ok(None);
         }
@@ -103,29 +126,52 @@ impl IssuerKeys {
         Ok(self.cached(kid))
     }
 
+    /// The issuer's metadata: cached once discovered, otherwise discovered now (a request
+    /// waits at most [`FETCH_TIMEOUT`]).
+    pub async fn endpoints(&self) -> Result<Endpoints, FetchError> {
+        if let Some(e) = self.cached_endpoints() {
+            return Ok(e);
+        }
+        let _one = self.fetching.lock().await;
+        if let Some(e) = self.cached_endpoints() {
+            return Ok(e);
+        }
+        let found = tokio::time::timeout(FETCH_TIMEOUT, self.discover())
+            .await
+            .unwrap_or(Err(FetchError::Timeout(FETCH_TIMEOUT)))?;
+        self.cache
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .endpoints = Some(found.clone());
+        Ok(found)
+    }
+
+    fn cached_endpoints(&self) -> Option<Endpoints> {
+        self.cache
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .endpoints
+            .clone()
+    }
+
     /// Fetches the key set now (at start-up, and for an unknown `kid`), replacing the cache
     /// when it works; a failure keeps the keys already known.
     pub async fn refresh(&self) -> Result<(), FetchError> {
-        let known_uri = self
-            .cache
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .jwks_uri
-            .clone();
-        let fetched = tokio::time::timeout(FETCH_TIMEOUT, self.fetch(known_uri))
+        let known = self.cached_endpoints();
+        let fetched = tokio::time::timeout(FETCH_TIMEOUT, self.fetch(known))
             .await
             .unwrap_or(Err(FetchError::Timeout(FETCH_TIMEOUT)));
         let mut cache = self.cache.write().unwrap_or_else(|e| e.into_inner());
-        cache.tried = Some(Instant::now());
+        cache.tried = Some((Instant::now(), fetched.is_err()));
         match fetched {
-            Ok((uri, keys)) => {
+            Ok((endpoints, keys)) => {
                 tracing::info!(issuer = %self.issuer, keys = keys.len(), "OAuth issuer keys fetched");
-                cache.jwks_uri = Some(uri);
+                cache.endpoints = Some(endpoints);
                 cache.keys = keys;
                 Ok(())
             }
             Err(e) => {
-                tracing::warn!(issuer = %self.issuer, error = %e, "cannot fetch the OAuth issuer's keys; tokens signed with cached keys still work");
+                tracing::warn!(issuer = %self.issuer, error = %e, "cannot fetch the OAuth issuer's keys; tokens signed with cached keys still work, others are refused (401) until a fetch succeeds");
                 Err(e)
             }
         }
@@ -133,12 +179,13 @@ impl IssuerKeys {
 
     async fn fetch(
         &self,
-        known_uri: Option<Url>,
-    ) -> Result<(Url, HashMap<String, Arc<Key>>), FetchError> {
-        let uri = match known_uri {
-            Some(uri) => uri,
+        known: Option<Endpoints>,
+    ) -> Result<(Endpoints, HashMap<String, Arc<Key>>), FetchError> {
+        let endpoints = match known {
+            Some(e) => e,
             None => self.discover().await?,
         };
+        let uri = endpoints.jwks_uri.clone();
         let set: JwkSet = serde_json::from_value(self.get_json(uri.clone()).await?)
             .map_err(|e| FetchError::Metadata(format!("jwks_uri {uri}: {e}")))?;
         let mut keys = HashMap::new();
@@ -156,12 +203,13 @@ impl IssuerKeys {
             let alg = jwk.common.key_algorithm.and_then(key_algorithm);
             keys.insert(kid, Arc::new(Key { decoding, alg }));
         }
-        Ok((uri, keys))
+        Ok((endpoints, keys))
     }
 
-    /// The `jwks_uri` from the issuer's metadata: RFC 8414 first, then OpenID discovery. The
-    /// document must name this exact issuer.
-    async fn discover(&self) -> Result<Url, FetchError> {
+    /// The issuer's metadata (`jwks_uri` required; the authorization and token endpoints when
+    /// it has them): RFC 8414 first, then OpenID discovery. The document must name this exact
+    /// issuer.
+    async fn discover(&self) -> Result<Endpoints, FetchError> {
         let mut last = FetchError::Metadata("no metadata document".into());
         for url in metadata_urls(&self.issuer)? {
             match self.get_json(url.clone()).await {
@@ -177,8 +225,14 @@ impl IssuerKeys {
                         last = FetchError::Metadata(format!("{url} has no jwks_uri"));
                         continue;
                     };
-                    return Url::parse(jwks)
-                        .map_err(|e| FetchError::Metadata(format!("jwks_uri {jwks}: {e}")));
+                    let jwks_uri = Url::parse(jwks)
+                        .map_err(|e| FetchError::Metadata(format!("jwks_uri {jwks}: {e}")))?;
+                    let url_of = |field: &str| doc[field].as_str().and_then(|u| Url::parse(u).ok());
+                    return Ok(Endpoints {
+                        jwks_uri,
+                        authorization_endpoint: url_of("authorization_endpoint"),
+                        token_endpoint: url_of("token_endpoint"),
+                    });
                 }
                 Err(e) => last = e,
             }

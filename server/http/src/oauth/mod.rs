@@ -14,6 +14,7 @@
 //!
 //! The token itself is never stored, logged or sent anywhere.
 
+pub mod browser;
 pub mod keys;
 pub mod metadata;
 
@@ -100,6 +101,10 @@ pub struct OAuth {
     resource: String,
     metadata_url: String,
     issuers: Vec<IssuerKeys>,
+    /// Talks to the issuers (metadata, keys, the browser sign-in's token endpoint).
+    client: reqwest::Client,
+    /// The pages' sign-in client (`oauth_browser_client_id`).
+    browser: Option<browser::BrowserClient>,
 }
 
 impl std::fmt::Debug for OAuth {
@@ -107,6 +112,7 @@ impl std::fmt::Debug for OAuth {
         f.debug_struct("OAuth")
             .field("resource", &self.resource)
             .field("issuers", &self.issuers().collect::<Vec<_>>())
+            .field("browser", &self.browser)
             .finish()
     }
 }
@@ -133,6 +139,19 @@ impl OAuth {
                 .iter()
                 .map(|i| IssuerKeys::new(i.clone(), client.clone()))
                 .collect(),
+            client,
+            browser: config
+                .oauth_browser_client_id
+                .as_ref()
+                .map(|id| browser::BrowserClient {
+                    id: id.clone(),
+                    secret: config.oauth_browser_client_secret.clone(),
+                    redirect_uri: format!(
+                        "{}{}",
+                        base.trim_end_matches('/'),
+                        browser::CALLBACK_PATH
+                    ),
+                }),
         }))
     }
 

@@ -117,6 +117,19 @@ pub(super) async fn decide(
         }
         Err(e) => return service_error_page(&web, &session, &e),
     }
+    // A decision changes state: `vidforge:render` (an OAuth session's token may have only
+    // `vidforge:read`).
+    if !session.scopes.allow(crate::scope::Need::Render) {
+        return html(
+            StatusCode::FORBIDDEN,
+            pages::message(
+                &chrome,
+                "Not allowed",
+                "Your sign-in may read renders but not decide (it lacks vidforge:render).",
+                &path,
+            ),
+        );
+    }
     let approved = match form.decision.as_deref() {
         Some("approve") => true,
         Some("reject") => false,

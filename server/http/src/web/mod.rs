@@ -7,6 +7,7 @@
 //! | `GET /approvals/{id}` | the approval page: preview at real size, zoomed corner, parameters, Approve / Reject, time left; then live progress and the result |
 //! | `POST /approvals/{id}` | the decision (form: `csrf`, `decision` = approve/reject, `note`) → `303` back; `403` without the session's CSRF token; `404` unknown or not yours; `409` already decided / not pending |
 //! | `GET /signin`, `POST /signin` | sign in with a bearer token → session cookie ([`crate::session`]) |
+//! | `GET /oauth/login`, `GET /oauth/callback` | sign in through the OAuth authorization server (authorization code + PKCE, `oauth_flow.rs`), when `oauth_browser_client_id` is set |
 //! | `POST /signout` | ends the session |
 //! | `GET /ui/fragments/renders`, `GET /ui/fragments/approvals/{id}` | the live parts, polled by the script |
 //! | `GET /ui/app.css`, `GET /ui/app.js` | the stylesheet and the script |
@@ -19,6 +20,7 @@
 
 mod approval;
 mod dashboard;
+mod oauth_flow;
 mod pages;
 mod sign_in;
 mod state;
@@ -35,6 +37,7 @@ use vidforge_core::service::RenderService;
 
 use approval::{approval_page, decide, status_fragment};
 use dashboard::{dashboard, rows_fragment};
+use oauth_flow::{oauth_callback, oauth_login};
 use sign_in::{sign_in, sign_in_form, sign_out};
 use state::Web;
 
@@ -56,6 +59,8 @@ pub fn web_routes(service: RenderService, sessions: Sessions) -> Router {
             sessions.clone(),
             renew_session,
         ))
+        .route("/oauth/login", get(oauth_login))
+        .route("/oauth/callback", get(oauth_callback))
         .route("/ui/fragments/renders", get(rows_fragment))
         .route("/ui/fragments/approvals/{id}", get(status_fragment))
         .route("/ui/app.css", get(stylesheet))

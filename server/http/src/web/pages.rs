@@ -50,27 +50,43 @@ pub fn layout(title: &str, chrome: &Chrome, body: Markup) -> Markup {
 }
 
 /// The sign-in form; `next` is where to go after it.
-pub fn sign_in(next: &str, error: Option<&str>) -> Markup {
+/// How a person may sign in: through the authorization server (its issuer), with a token,
+/// or both.
+#[derive(Clone, Copy, Debug)]
+pub struct SignInOptions<'a> {
+    /// "Sign in with ISSUER" (the pages' OAuth sign-in is configured).
+    pub issuer: Option<&'a str>,
+    /// The token form (static tokens are configured).
+    pub token: bool,
+}
+
+pub fn sign_in(next: &str, error: Option<&str>, options: SignInOptions) -> Markup {
     let chrome = Chrome {
         principal: None,
         csrf: None,
         can_sign_out: false,
     };
+    let login = format!("/oauth/login?next={}", super::state::encode_component(next));
     layout(
         "Sign in",
         &chrome,
         html! {
             h1 { "Sign in" }
-            p { "Paste the bearer token your vidforge operator gave you (the one your agent uses). \
-                 It is not stored in the browser: a session cookie is." }
             @if let Some(e) = error {
                 p #error .error role="alert" { (e) }
             }
-            form #signin method="post" action="/signin" {
-                input type="hidden" name="next" value=(next);
-                label for="token" { "Token" }
-                input #token type="password" name="token" autocomplete="current-password" required autofocus;
-                button #signin-submit .primary type="submit" { "Sign in" }
+            @if let Some(issuer) = options.issuer {
+                p { a #signin-oauth .button .primary href=(login) { "Sign in with " (issuer) } }
+            }
+            @if options.token || options.issuer.is_none() {
+                p { "Paste the bearer token your vidforge operator gave you (the one your agent uses). \
+                     It is not stored in the browser: a session cookie is." }
+                form #signin method="post" action="/signin" {
+                    input type="hidden" name="next" value=(next);
+                    label for="token" { "Token" }
+                    input #token type="password" name="token" autocomplete="current-password" required autofocus;
+                    button #signin-submit .primary type="submit" { "Sign in" }
+                }
             }
         },
     )

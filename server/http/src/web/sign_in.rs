@@ -48,7 +48,25 @@ pub(super) async fn sign_in_form(State(web): State<Web>, Query(q): Query<ReloadQ
     if !web.sessions.sign_in_required() {
         return Redirect::to(&next).into_response();
     }
-    html(StatusCode::OK, pages::sign_in(&next, None))
+    html(StatusCode::OK, sign_in_page(&web, &next, None))
+}
+
+/// The sign-in page: "Sign in with ISSUER" when the pages' OAuth sign-in is configured, the
+/// token form while static tokens exist.
+pub(super) fn sign_in_page(web: &Web, next: &str, error: Option<&str>) -> maud::Markup {
+    let auth = web.sessions.auth();
+    let issuer = auth
+        .oauth()
+        .filter(|o| o.browser().is_some())
+        .map(|o| o.sign_in_issuer());
+    pages::sign_in(
+        next,
+        error,
+        pages::SignInOptions {
+            issuer,
+            token: auth.has_static_tokens(),
+        },
+    )
 }
 
 #[derive(Debug, Deserialize)]
@@ -80,7 +98,8 @@ pub(super) async fn sign_in(
         let secs = wait.as_secs().max(1);
         let mut r = html(
             StatusCode::TOO_MANY_REQUESTS,
-            pages::sign_in(
+            sign_in_page(
+                &web,
                 &next,
                 Some(&format!(
                     "Too many failed sign-in attempts from this address; try again in {}.",
@@ -111,13 +130,14 @@ pub(super) async fn sign_in(
         }
         Ok(None) => html(
             StatusCode::UNAUTHORIZED,
-            pages::sign_in(&next, Some("That token is not valid here.")),
+            sign_in_page(&web, &next, Some("That token is not valid here.")),
         ),
         Err(e) => {
             tracing::warn!(error = %e, "sign-in failed: the session store is unavailable");
             html(
                 StatusCode::SERVICE_UNAVAILABLE,
-                pages::sign_in(
+                sign_in_page(
+                    &web,
                     &next,
                     Some("Signing in is unavailable for a moment; try again shortly."),
                 ),

@@ -35,7 +35,12 @@ impl Web {
         }
     }
 
+    /// Sees everyone's renders: a static token's principal in `admins`, or an OAuth session
+    /// whose access token had `vidforge:admin`.
     pub(super) fn is_admin(&self, session: &Session) -> bool {
+        if session.by_oauth() {
+            return session.scopes.admin;
+        }
         self.service.config().is_admin(session.principal.as_str())
     }
 

@@ -33,6 +33,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         "session_epochs",
         include_str!("../../../migrations/0003_session_epochs.sql"),
     ),
+    (
+        4,
+        "server_secrets",
+        include_str!("../../../migrations/0004_server_secrets.sql"),
+    ),
 ];
 
 /// Advisory lock key serialising migrations between nodes ("vidf").

@@ -405,6 +405,34 @@ impl PgStore {
             })
         })
     }
+
+    // ---- shared secrets ----
+
+    /// The secret `name`: the one stored, or `fresh` stored now when there is none (the first
+    /// node's insert wins; every node reads the same value back). Committed on return.
+    pub(in crate::store) fn server_secret(
+        &self,
+        name: &str,
+        fresh: &[u8],
+    ) -> Result<Vec<u8>, StoreError> {
+        let (name, fresh) = (name.to_string(), fresh.to_vec());
+        self.call(move |c| {
+            Box::pin(async move {
+                c.execute(
+                    "INSERT INTO server_secrets (name, value) VALUES ($1, $2)
+                     ON CONFLICT (name) DO NOTHING",
+                    &[&name, &fresh],
+                )
+                .await
+                .map_err(pg_error)?;
+                let row = c
+                    .query_one("SELECT value FROM server_secrets WHERE name = $1", &[&name])
+                    .await
+                    .map_err(pg_error)?;
+                Ok(row.get::<_, Vec<u8>>(0))
+            })
+        })
+    }
 }
 
 /// `INSERT` of a render row, with `on_conflict` (empty: a duplicate id is an error).
