@@ -6,7 +6,10 @@
 #   - `vidforge serve --oauth-issuer <that server>` (no static tokens);
 #   - the Python `mcp` 2.x SDK's OAuthClientProvider starting with no token: 401, resource metadata,
 #     authorization-server discovery, dynamic registration, code flow with PKCE and `resource`,
-#     then an upload and a render with the token it obtained: clients/python/oauth_render.py.
+#     then an upload and a render with the token it obtained: clients/python/oauth_render.py;
+#   - headless Chromium signing in to the approval page through the same authorization server
+#     (vidforge's `vidforge-browser` client, authorization code + PKCE) and approving:
+#     tests/browser/oauth_sign_in.py (Debian's chromium, chromium-driver, python3-selenium).
 # Builds nothing: expects target/debug/vidforge (or $VIDFORGE_BIN). Exits non-zero on failure,
 # printing both servers' logs.
 set -euo pipefail
@@ -53,7 +56,10 @@ trap stop_vidforge EXIT
 
 # The authorization server first: vidforge fetches the issuer's keys at start-up, and after a
 # failed fetch it refuses unknown key ids for 30 s (REFETCH_INTERVAL) before fetching again.
+# A browser's sign-in names no account: the server signs in vidforge-tests, the subject of
+# the client-credentials token that makes the render the browser approves.
 "$NODE" "$AS_DIR/authorization-server.mjs" --port "$AS_PORT" --resource "$RESOURCE" --keys "$AS_TMP/keys.json" \
+  --redirect-uri "http://127.0.0.1:$SERVE_PORT/oauth/callback" --default-login vidforge-tests \
   >"$AS_TMP/as.out" 2>"$AS_TMP/as.log" &
 AS_PID=$!
 for _ in $(seq 1 100); do
@@ -63,7 +69,8 @@ for _ in $(seq 1 100); do
 done
 [ -s "$AS_TMP/as.out" ] || { echo "run-oauth-clients: the authorization server is not ready" >&2; cat "$AS_TMP/as.log" >&2; exit 1; }
 
-start_vidforge run-oauth-clients --oauth-issuer "$ISSUER"
+start_vidforge run-oauth-clients --oauth-issuer "$ISSUER" \
+  --oauth-browser-client-id vidforge-browser --oauth-browser-client-secret vidforge-browser-secret
 [ "$BASE/mcp" = "$RESOURCE" ] || { echo "run-oauth-clients: vidforge is at $BASE, not $RESOURCE" >&2; exit 1; }
 echo "run-oauth-clients: authorization server $(head -n 1 "$AS_TMP/as.out"), vidforge $BASE ($((SECONDS - started)) s)"
 
@@ -80,6 +87,17 @@ else
   echo "== python mcp OAuth: FAIL ($((SECONDS - client_start)) s)" >&2
   echo "run-oauth-clients: vidforge log:" >&2
   tail -n 60 "$WORK/server.log" >&2
+  echo "run-oauth-clients: authorization server log:" >&2
+  tail -n 60 "$AS_TMP/as.log" >&2
+  exit 1
+fi
+
+echo "== headless Chromium: sign in through the authorization server, approve"
+ui_start=$SECONDS
+if timeout 300 /usr/bin/python3 "$ROOT/tests/browser/oauth_sign_in.py" "$BASE" "$ISSUER" "$WORK"; then
+  echo "== chromium OAuth sign-in: PASS ($((SECONDS - ui_start)) s; $((SECONDS - started)) s in all)"
+else
+  echo "== chromium OAuth sign-in: FAIL ($((SECONDS - ui_start)) s)" >&2
   echo "run-oauth-clients: authorization server log:" >&2
   tail -n 60 "$AS_TMP/as.log" >&2
   exit 1

@@ -16,6 +16,8 @@
 //                                            key's private (PKCS#8) and public (SPKI) PEM.
 //   --redirect-uri URI   (OAUTH_REDIRECT_URI) of the `vidforge-browser` client; repeatable.
 //   --ttl SECONDS        (OAUTH_TTL)         access-token lifetime, default 300 (at least 300).
+//   --default-login NAME (OAUTH_DEFAULT_LOGIN) the account signed in without a login_hint
+//                                            (default alice; a browser's sign-in sends none).
 //
 // Prints one JSON line {"issuer", "jwks_uri", "kid"} on stdout once listening; errors go to
 // stderr; SIGTERM/SIGINT close it and exit 0.
@@ -48,6 +50,7 @@ const { values } = parseArgs({
     keys: { type: 'string' },
     'redirect-uri': { type: 'string', multiple: true },
     ttl: { type: 'string' },
+    'default-login': { type: 'string' },
   },
   strict: true,
 });
@@ -57,6 +60,8 @@ const resources = list(values.resource, 'OAUTH_RESOURCE');
 const keysFile = values.keys ?? process.env.OAUTH_KEYS;
 const redirectUris = list(values['redirect-uri'], 'OAUTH_REDIRECT_URI');
 const ttl = Number(values.ttl ?? process.env.OAUTH_TTL ?? 300);
+// The account signed in when an authorization request names none (`login_hint`).
+const defaultLogin = values['default-login'] ?? process.env.OAUTH_DEFAULT_LOGIN ?? 'alice';
 if (!Number.isInteger(port) || port <= 0 || port > 65535) fail('--port N is required');
 if (resources.length === 0) fail('--resource URI is required');
 if (!keysFile) fail('--keys FILE is required');
@@ -205,13 +210,13 @@ const provider = new Provider(issuer, {
 });
 
 // The automatic interaction: `/interaction/<uid>` signs in the account named by `login_hint`
-// (default `alice`) and grants whatever OIDC scopes and resource scopes the client asked for.
+// (default `alice`, or --default-login) and grants whatever OIDC scopes and resource scopes the client asked for.
 async function interaction(req, res) {
   const details = await provider.interactionDetails(req, res);
   const { prompt, params, session } = details;
   let result;
   if (prompt.name === 'login') {
-    const accountId = typeof params.login_hint === 'string' && params.login_hint ? params.login_hint : 'alice';
+    const accountId = typeof params.login_hint === 'string' && params.login_hint ? params.login_hint : defaultLogin;
     result = { login: { accountId } };
   } else if (prompt.name === 'consent') {
     const grant = details.grantId

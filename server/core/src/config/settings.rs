@@ -305,7 +305,7 @@ declare_settings! {
     /// The OAuth client vidforge's pages sign in with (authorization code + PKCE), registered
     /// at the first of `oauth_issuers` with the redirect URI `{public_base_url}/oauth/callback`.
     oauth_browser_client_id: Option<String> = None, Maybe<String>,
-        help: "OAuth client id of the browser sign-in (authorization code + PKCE) at the first --oauth-issuer.",
+        help: "OAuth client id of the pages' sign-in (authorization code + PKCE) at the first --oauth-issuer; register its redirect URI as PUBLIC_BASE_URL/oauth/callback.",
         shown: "none",
         flag(long, env = "VIDFORGE_OAUTH_BROWSER_CLIENT_ID"): Option<String>;
     /// That client's secret (a confidential client); `None`: a public client (PKCE only).
