@@ -27,8 +27,8 @@ use crate::scope::Need;
 use crate::session::{SessionError, cookie};
 
 use super::pages::{self, Chrome};
-use super::sign_in::safe_next;
-use super::state::{SIGNED_IN_MARK, Web, html};
+use super::sign_in::{safe_next, signed_in};
+use super::state::{Web, html};
 
 /// The flow cookie's name.
 pub const FLOW_COOKIE: &str = "vidforge_oauth_flow";
@@ -324,20 +324,5 @@ async fn callback(web: &Web, headers: &HeaderMap, q: CallbackQuery) -> Response 
         Err(e) => return store_down(&format!("the task failed: {e}"), &flow.next),
     };
     tracing::info!(principal = %verified.principal, "browser signed in through the authorization server");
-    let mut r = Redirect::to(&flow.next).into_response();
-    let h = r.headers_mut();
-    if let Ok(v) = HeaderValue::from_str(&set_cookie) {
-        h.append(header::SET_COOKIE, v);
-    }
-    // The session cookie is `SameSite=Strict`: after the authorization server's cross-site
-    // redirect the browser does not send it yet; this mark makes the page reload once,
-    // same-site (`state::Web::signed_out`).
-    let mark = format!(
-        "{SIGNED_IN_MARK}=1; Path=/; Max-Age={}; SameSite=Lax",
-        web.sessions.limits().max_age.as_secs()
-    );
-    if let Ok(v) = HeaderValue::from_str(&mark) {
-        h.append(header::SET_COOKIE, v);
-    }
-    r
+    signed_in(web, &flow.next, &set_cookie)
 }

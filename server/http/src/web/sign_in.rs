@@ -75,6 +75,26 @@ pub(super) struct SignInForm {
     next: Option<String>,
 }
 
+/// The answer that signs a browser in: `303` to `next` with the session cookie, and the
+/// signed-in mark. The session cookie is `SameSite=Strict`, so after a cross-site step (the
+/// authorization server's redirect) the browser does not send it yet; the mark makes the page
+/// reload once, same-site (`state::Web::signed_out`).
+pub(super) fn signed_in(web: &Web, next: &str, set_cookie: &str) -> Response {
+    let mut r = Redirect::to(next).into_response();
+    let h = r.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(set_cookie) {
+        h.append(header::SET_COOKIE, v);
+    }
+    let mark = format!(
+        "{SIGNED_IN_MARK}=1; Path=/; Max-Age={}; SameSite=Lax",
+        web.sessions.limits().max_age.as_secs()
+    );
+    if let Ok(v) = HeaderValue::from_str(&mark) {
+        h.append(header::SET_COOKIE, v);
+    }
+    r
+}
+
 pub(super) async fn sign_in(
     State(web): State<Web>,
     peer: Option<Extension<ClientIp>>,
@@ -114,19 +134,7 @@ pub(super) async fn sign_in(
     match web.sessions.sign_in(&form.token) {
         Ok(Some((principal, set_cookie))) => {
             tracing::info!(principal = %principal.as_str(), "browser signed in");
-            let mut r = Redirect::to(&next).into_response();
-            let h = r.headers_mut();
-            if let Ok(v) = HeaderValue::from_str(&set_cookie) {
-                h.append(header::SET_COOKIE, v);
-            }
-            let mark = format!(
-                "{SIGNED_IN_MARK}=1; Path=/; Max-Age={}; SameSite=Lax",
-                web.sessions.limits().max_age.as_secs()
-            );
-            if let Ok(v) = HeaderValue::from_str(&mark) {
-                h.append(header::SET_COOKIE, v);
-            }
-            r
+            signed_in(&web, &next, &set_cookie)
         }
         Ok(None) => html(
             StatusCode::UNAUTHORIZED,
