@@ -230,7 +230,7 @@ impl Auth {
         found.map(|p| Principal(p.to_string()))
     }
 
-    /// The tokens of `principal` (the keys of its browser sessions, `session.rs`).
+    /// The tokens of `principal` (the keys of its browser sessions, `session/`).
     pub fn tokens_of<'a>(&'a self, principal: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
         self.tokens
             .iter()

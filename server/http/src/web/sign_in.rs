@@ -1,5 +1,5 @@
 //! Signing in and out: the sign-in form, the bearer token exchanged for a session cookie
-//! (`session.rs`), the sign-out, and the `next` path followed after sign-in (no open redirect).
+//! (`session/`), the sign-out, and the `next` path followed after sign-in (no open redirect).
 
 use axum::Extension;
 use axum::extract::{Form, Query, State};
