@@ -43,6 +43,7 @@ fn sample(id: &str, created_at: u64) -> RenderRecord {
         updated_at: created_at,
         approval: None,
         preview_path: None,
+        preview_size: None,
         outcome: None,
         cancel_requested: false,
         finished_at: None,

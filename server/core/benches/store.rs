@@ -68,6 +68,7 @@ fn record(i: usize) -> RenderRecord {
         updated_at: 1_000 + i as u64,
         approval: None,
         preview_path: None,
+        preview_size: None,
         outcome: None,
         cancel_requested: false,
         finished_at: None,

@@ -1,7 +1,8 @@
 //! Uploaded assets: streamed to disk under a temporary name with the size limit enforced while
 //! streaming, probed on arrival (PNG by signature and a full decode, video by the media
-//! prober), then renamed into `assets/<id>/<file name>` and recorded durably. A rejected upload
-//! leaves nothing behind.
+//! prober), then published as `assets/<id>/<file name>` (renamed into place, or uploaded to
+//! the bucket and kept as this node's cached copy: `media_store`) and only then recorded
+//! durably. A rejected upload leaves nothing behind.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use crate::clock::SharedClock;
 use crate::engine::{Prober, SourceLimits};
 use crate::error::ServiceError;
 use crate::ids;
+use crate::media_store::MediaStore;
 use crate::store::{AssetKind, AssetProbe, AssetRecord, RenderRecord, Store};
 use crate::uri;
 
@@ -43,6 +45,8 @@ pub struct UploadLimits {
 #[derive(Clone)]
 pub struct AssetCatalog {
     store: Store,
+    media: MediaStore,
+    /// Where uploads are received (`assets/` under the local media root).
     dir: PathBuf,
     limits: UploadLimits,
     /// Bounds the probes running at once (each may decode a frame).
@@ -54,6 +58,7 @@ pub struct AssetCatalog {
 impl AssetCatalog {
     pub fn new(
         store: Store,
+        media: MediaStore,
         dir: PathBuf,
         limits: UploadLimits,
         prober: Arc<dyn Prober>,
@@ -61,6 +66,7 @@ impl AssetCatalog {
     ) -> Self {
         AssetCatalog {
             store,
+            media,
             dir,
             limits,
             probes: Arc::new(tokio::sync::Semaphore::new(limits.concurrent_probes.max(1))),
@@ -113,12 +119,9 @@ impl AssetCatalog {
     pub fn remove(&self, rec: &AssetRecord) -> Result<(), ServiceError> {
         self.store.delete_asset(&rec.id)?;
         self.store.flush()?;
-        let dir = self.dir.join(&rec.id);
-        if let Err(e) = std::fs::remove_dir_all(&dir)
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
+        if let Err(e) = self.media.remove_dir_blocking(&format!("assets/{}", rec.id)) {
             // The orphan sweep retries it.
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot delete asset files");
+            tracing::warn!(asset_id = %rec.id, error = %e, "cannot delete asset files");
         }
         tracing::info!(asset_id = %rec.id, "asset deleted");
         Ok(())
@@ -128,24 +131,18 @@ impl AssetCatalog {
     /// being recorded is never touched): what a crash between the two steps of
     /// [`AssetCatalog::remove`] leaves. Returns how many it deleted.
     pub fn remove_orphans(&self, min_age: std::time::Duration) -> Result<usize, ServiceError> {
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
-            return Ok(0);
-        };
         let mut removed = 0;
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if !ids::is_well_formed(&name, ids::ASSET_ID_PREFIX) {
+        for (name, age_ms) in self.media.list_dirs_blocking("assets")? {
+            if !ids::is_well_formed(&name, ids::ASSET_ID_PREFIX)
+                || u128::from(age_ms) < min_age.as_millis()
+            {
                 continue;
             }
-            let old = entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age >= min_age);
-            if old
-                && self.store.get_asset(&name)?.is_none()
-                && std::fs::remove_dir_all(entry.path()).is_ok()
+            if self.store.get_asset(&name)?.is_none()
+                && self
+                    .media
+                    .remove_dir_blocking(&format!("assets/{name}"))
+                    .is_ok()
             {
                 removed += 1;
             }
@@ -186,6 +183,10 @@ impl AssetCatalog {
             Err(e) => {
                 let _ = tokio::fs::remove_file(&partial).await;
                 let _ = tokio::fs::remove_dir_all(self.dir.join(&id)).await;
+                if self.media.is_object() {
+                    let (media, dir) = (self.media.clone(), format!("assets/{id}"));
+                    let _ = tokio::task::spawn_blocking(move || media.remove_dir_blocking(&dir)).await;
+                }
                 Err(e)
             }
         }
@@ -265,15 +266,9 @@ impl AssetCatalog {
         .await
         .map_err(|e| ServiceError::Internal(format!("probe task failed: {e}")))??;
         let name = sanitize_file_name(file_name, kind);
-        let asset_dir = self.dir.join(id);
-        tokio::fs::create_dir_all(&asset_dir).await?;
-        let path = asset_dir.join(&name);
-        tokio::fs::rename(partial, &path).await?;
-        // The record is flushed next: the file's new name must be on disk first.
-        let synced = path.clone();
-        tokio::task::spawn_blocking(move || vidforge_media::sync_parent_dirs(&synced))
-            .await
-            .map_err(|e| ServiceError::Internal(format!("sync task failed: {e}")))??;
+        let rel: PathBuf = ["assets", id, name.as_str()].iter().collect();
+        // Complete where media lives before the record names it.
+        let path = self.media.publish_upload(partial, &rel).await?;
         let rec = AssetRecord {
             id: id.to_string(),
             uri: uri::asset_uri(id),

@@ -24,6 +24,7 @@ pub mod ids;
 pub mod maintenance;
 pub mod malloc;
 pub mod media_backend;
+pub mod media_store;
 pub mod render_end;
 pub mod render_metrics;
 pub mod service;

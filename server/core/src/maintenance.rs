@@ -242,14 +242,36 @@ pub(crate) fn expire_due_approvals(shared: &Shared) -> Result<usize, ServiceErro
     Ok(expired)
 }
 
-fn remove_files(shared: &Shared, id: &str) {
-    for dir in [shared.result_dir(id), shared.preview_dir(id)] {
-        if let Err(e) = std::fs::remove_dir_all(&dir)
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot delete expired files");
+/// Result and preview directories whose record is gone (a crash between deleting the files
+/// and the record), and multipart uploads a killed node left and never came back to abort.
+fn remove_orphan_media(shared: &Shared) -> Result<usize, ServiceError> {
+    let mut removed = 0;
+    for root in ["results", "previews"] {
+        for (name, _) in shared.media.list_dirs_blocking(root)? {
+            if shared.store.get_render(&name)?.is_none()
+                && shared
+                    .media
+                    .remove_dir_blocking(&format!("{root}/{name}"))
+                    .is_ok()
+            {
+                removed += 1;
+            }
         }
     }
+    Ok(removed + shared.media.abort_orphan_uploads_blocking(false)?)
+}
+
+/// Deletes a render's result and preview wherever media lives; false if any stays (the next
+/// sweep tries again).
+fn remove_files(shared: &Shared, id: &str) -> bool {
+    let mut all = true;
+    for dir in [format!("results/{id}"), format!("previews/{id}")] {
+        if let Err(e) = shared.media.remove_dir_blocking(&dir) {
+            tracing::warn!(%dir, error = %e, "cannot delete expired files");
+            all = false;
+        }
+    }
+    all
 }
 
 pub(crate) fn sweep(shared: &Shared) -> Result<SweepReport, ServiceError> {
@@ -260,11 +282,15 @@ pub(crate) fn sweep(shared: &Shared) -> Result<SweepReport, ServiceError> {
     for rec in records.iter().filter(|r| r.is_terminal()) {
         let expires = rec.result_expires_at(cfg.result_ttl);
         if now >= add_ms(expires, cfg.tombstone_grace) {
-            remove_files(shared, &rec.id);
+            if !remove_files(shared, &rec.id) {
+                continue;
+            }
             shared.store.delete_render(&rec.id)?;
             report.records_deleted += 1;
         } else if now >= expires && !rec.result_deleted {
-            remove_files(shared, &rec.id);
+            if !remove_files(shared, &rec.id) {
+                continue;
+            }
             shared.update(&rec.id, |r: &mut RenderRecord| {
                 r.result_deleted = true;
                 Ok(Change::Write(()))
@@ -277,11 +303,9 @@ pub(crate) fn sweep(shared: &Shared) -> Result<SweepReport, ServiceError> {
     for rec in records.iter().filter(|r| {
         matches!(r.state, RenderState::Failed | RenderState::Cancelled) && r.preview_path.is_some()
     }) {
-        let dir = shared.preview_dir(&rec.id);
-        if let Err(e) = std::fs::remove_dir_all(&dir)
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot delete a preview");
+        let dir = format!("previews/{}", rec.id);
+        if let Err(e) = shared.media.remove_dir_blocking(&dir) {
+            tracing::warn!(%dir, error = %e, "cannot delete a preview");
             continue;
         }
         shared.update(&rec.id, |r: &mut RenderRecord| {
@@ -300,26 +324,20 @@ pub(crate) fn sweep(shared: &Shared) -> Result<SweepReport, ServiceError> {
         }
     }
     drop(creating);
-    report.orphans_deleted += shared.assets.remove_orphans(ORPHAN_MIN_AGE)?;
+    match shared.assets.remove_orphans(ORPHAN_MIN_AGE) {
+        Ok(n) => report.orphans_deleted += n,
+        Err(e) => tracing::warn!(error = %e, "orphaned assets not swept"),
+    }
     let cutoff = now.saturating_sub(cfg.idempotency_ttl.as_millis() as u64);
     report.idempotency_deleted = shared.store.remove_idempotency_before(cutoff)?;
     for sweeper in lock(&shared.sweepers).iter() {
         report.extension_records_deleted += sweeper()?;
     }
 
-    // Directories whose record is gone (e.g. a crash between deleting files and the record).
-    for root in [cfg.results_dir(), cfg.previews_dir()] {
-        let Ok(entries) = std::fs::read_dir(&root) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if shared.store.get_render(&name)?.is_none()
-                && std::fs::remove_dir_all(entry.path()).is_ok()
-            {
-                report.orphans_deleted += 1;
-            }
-        }
+    match remove_orphan_media(shared) {
+        Ok(n) => report.orphans_deleted += n,
+        // A bucket that cannot be reached: the next sweep tries again.
+        Err(e) => tracing::warn!(error = %e, "orphaned media not swept"),
     }
     if report != SweepReport::default() {
         shared.store.flush()?;

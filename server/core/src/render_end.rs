@@ -20,12 +20,24 @@ pub(crate) fn finish_succeeded(
     report: &EngineReport,
 ) -> Result<(), ServiceError> {
     let id = rec.id.as_str();
-    let now = shared.now();
     let size_bytes = std::fs::metadata(&plan.output)
         .map(|m| m.len())
         .unwrap_or(report.size_bytes);
+    // Durable where media lives (uploaded, with retries, when that is a bucket) before the
+    // record says it succeeded.
+    let stop = || shared.shutdown.load(Ordering::SeqCst);
+    let stored = match shared.media.publish_blocking(&plan.output, &stop) {
+        Ok(stored) => stored,
+        Err(e) => {
+            if let Some(dir) = plan.output.parent() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            return finish_media_error(shared, rec, &e);
+        }
+    };
+    let now = shared.now();
     let outcome = Outcome::Success {
-        video_path: plan.output.clone(),
+        video_path: stored,
         video_file_name: crate::uri::final_file_name(rec.args.output_format),
         mime_type: rec.args.output_format.mime_type().to_string(),
         size_bytes,
@@ -192,6 +204,45 @@ pub fn failure_outcome(e: &EngineError) -> Outcome {
             .then_some(crate::catalog::STORAGE_RETRY_AFTER.as_millis() as u64),
         temporary: None,
     }
+}
+
+/// A render ended because the media store failed it: its inputs could not be fetched or its
+/// output could not be stored, after the retries. An unreachable bucket is
+/// `service_unavailable` (temporary, with `retry_after_ms`); anything else `render_failed`.
+pub(crate) fn finish_media_error(
+    shared: &Shared,
+    rec: &RenderRecord,
+    e: &ServiceError,
+) -> Result<(), ServiceError> {
+    if shared.shutdown.load(Ordering::SeqCst) {
+        // Handed back: the next start (or another node) runs it again.
+        return finish_stopped(shared, rec);
+    }
+    let outcome = match e {
+        ServiceError::Unavailable { reason } => Outcome::Error {
+            code: ErrorCode::ServiceUnavailable,
+            message: "The media store could not be reached, so the render's media could not \
+                      be stored; nothing was kept. Retry later."
+                .into(),
+            reason: Some(reason.clone()),
+            field: None,
+            retry_after_ms: Some(crate::error::STORE_RETRY_AFTER_MS),
+            temporary: None,
+        },
+        other => failure_outcome(&EngineError::new(FailureKind::RenderFailed, other.to_string())),
+    };
+    let now = shared.now();
+    update_final(shared, &rec.id, |r| {
+        if r.is_terminal() || taken_over(r, rec) {
+            return Ok(Change::Keep(()));
+        }
+        r.state = RenderState::Failed;
+        r.finished_at = Some(now);
+        r.outcome = Some(outcome.clone());
+        Ok(Change::Write(()))
+    })?;
+    tracing::warn!(render_id = %rec.id, error = %e, "render failed: media store");
+    Ok(())
 }
 
 pub(crate) fn finish_error(

@@ -58,6 +58,8 @@ pub(crate) struct Shared {
     pub long_running: AtomicUsize,
     /// Refuses new uploads and renders under the free-space floor.
     pub disk: crate::disk::DiskGuard,
+    /// Where assets, previews and results live (a directory or a bucket).
+    pub media: crate::media_store::MediaStore,
 }
 
 /// An extra sweep step registered with `RenderService::add_sweeper`: deletes what has

@@ -21,7 +21,8 @@ use crate::clock::add_ms;
 use crate::engine::{EngineError, EngineProgress, FailureKind, PlanWatermark, RenderPlan};
 use crate::error::ServiceError;
 use crate::render_end::{
-    finish_cancelled, finish_error, finish_stopped, finish_succeeded, taken_over, update_final,
+    finish_cancelled, finish_error, finish_media_error, finish_stopped, finish_succeeded,
+    taken_over, update_final,
 };
 use crate::shared::Shared;
 use crate::store::{Approval, Change, ProgressSnapshot, ProgressStage, RenderRecord, RenderState};
@@ -208,7 +209,8 @@ fn process(shared: &Shared, id: &str) -> Result<(), ServiceError> {
     let record = claimed.record;
     let plan = match build_plan(shared, &record) {
         Ok(plan) => plan,
-        Err(e) => return finish_error(shared, &record, &e),
+        Err(PlanError::Engine(e)) => return finish_error(shared, &record, &e),
+        Err(PlanError::Media(e)) => return finish_media_error(shared, &record, &e),
     };
     match state {
         RenderState::Previewing => run_preview(shared, &record, &plan),
@@ -216,15 +218,33 @@ fn process(shared: &Shared, id: &str) -> Result<(), ServiceError> {
     }
 }
 
-fn build_plan(shared: &Shared, rec: &RenderRecord) -> Result<RenderPlan, EngineError> {
-    let owned_asset = |asset_id: &str| -> Result<Option<PathBuf>, EngineError> {
+/// Why a render could not be planned: its inputs are gone or unreadable (the render fails),
+/// or the media store could not hand them over (`media_store`).
+enum PlanError {
+    Engine(EngineError),
+    Media(ServiceError),
+}
+
+impl From<EngineError> for PlanError {
+    fn from(e: EngineError) -> Self {
+        PlanError::Engine(e)
+    }
+}
+
+fn build_plan(shared: &Shared, rec: &RenderRecord) -> Result<RenderPlan, PlanError> {
+    // A local file with each input's content: the file itself, or this node's cached copy
+    // of the object (downloaded once, retried while the bucket is away).
+    let owned_asset = |asset_id: &str| -> Result<Option<PathBuf>, PlanError> {
         let asset = shared
             .store
             .get_asset(asset_id)
             .map_err(|e| EngineError::new(FailureKind::RenderFailed, e.to_string()))?;
-        Ok(asset
-            .filter(|a| a.principal == rec.principal)
-            .map(|a| a.path))
+        match asset.filter(|a| a.principal == rec.principal) {
+            None => Ok(None),
+            Some(a) => media_retried(shared, || shared.media.local_copy_blocking(&a.path))
+                .map(Some)
+                .map_err(PlanError::Media),
+        }
     };
     let input = owned_asset(&rec.args.source_asset)?.ok_or_else(|| {
         EngineError::new(
@@ -260,6 +280,28 @@ fn build_plan(shared: &Shared, rec: &RenderRecord) -> Result<RenderPlan, EngineE
     })
 }
 
+/// `op` on the media store, tried again with backoff while the bucket cannot be reached
+/// (at most `media_retry_window`, or until shutdown).
+fn media_retried<T>(
+    shared: &Shared,
+    mut op: impl FnMut() -> Result<T, ServiceError>,
+) -> Result<T, ServiceError> {
+    let deadline = Instant::now() + shared.config.media_retry_window;
+    let mut pause = Duration::from_millis(500);
+    loop {
+        match op() {
+            Err(ServiceError::Unavailable { reason })
+                if Instant::now() + pause < deadline && !shared.shutdown.load(Ordering::SeqCst) =>
+            {
+                tracing::warn!(%reason, retry_in_ms = pause.as_millis() as u64, "the media store cannot be reached; retrying");
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_secs(10));
+            }
+            other => return other,
+        }
+    }
+}
+
 fn run_preview(shared: &Shared, rec: &RenderRecord, plan: &RenderPlan) -> Result<(), ServiceError> {
     let dir = shared.preview_dir(&rec.id);
     let _ = std::fs::remove_dir_all(&dir);
@@ -275,8 +317,14 @@ fn run_preview(shared: &Shared, rec: &RenderRecord, plan: &RenderPlan) -> Result
             "the engine panicked",
         ))
     });
+    let stop = || shared.shutdown.load(Ordering::SeqCst);
+    let result = result.map(|size| (size, shared.media.publish_blocking(&png, &stop)));
     match result {
-        Ok((w, h)) => {
+        Ok((_, Err(e))) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            finish_media_error(shared, rec, &e)
+        }
+        Ok(((w, h), Ok(stored))) => {
             let now = shared.now();
             let deadline = add_ms(now, shared.config.approval_timeout);
             let updated = update_final(shared, &rec.id, |r| {
@@ -288,7 +336,8 @@ fn run_preview(shared: &Shared, rec: &RenderRecord, plan: &RenderPlan) -> Result
                     r.finished_at = Some(now);
                 } else {
                     r.state = RenderState::AwaitingApproval;
-                    r.preview_path = Some(png.clone());
+                    r.preview_path = Some(stored.clone());
+                    r.preview_size = Some((w, h));
                     r.progress = None;
                     r.approval = Some(Approval {
                         decision: None,

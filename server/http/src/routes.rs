@@ -370,7 +370,7 @@ async fn download(
 ) -> Response {
     match service.resolve_result(principal.as_str(), &id) {
         Ok(r) if r.file_name == file => {
-            serve_file(&r.path, &r.mime_type, Some(&r.file_name), request).await
+            serve_media(&service, &r.path, &r.mime_type, Some(&r.file_name), request).await
         }
         Ok(_) => service_error(&ServiceError::NotFound),
         Err(e @ ServiceError::ResultExpired { .. }) => expired(&service, &principal, &id, &e),
@@ -388,7 +388,7 @@ async fn preview(
         return service_error(&ServiceError::NotFound);
     }
     match service.preview_path(principal.as_str(), &id) {
-        Ok((_, path)) => serve_file(&path, "image/png", None, request).await,
+        Ok((_, path)) => serve_media(&service, &path, "image/png", None, request).await,
         Err(e @ ServiceError::ResultExpired { .. }) => expired(&service, &principal, &id, &e),
         Err(e) => service_error(&e),
     }
@@ -404,6 +404,40 @@ fn expired(service: &RenderService, principal: &Principal, id: &str, e: &Service
         Err(_) => Envelope::from_service_error(e, RepairContext::default()),
     };
     error_response(StatusCode::GONE, &env)
+}
+
+/// Serves stored media to its owner (already checked): a local file itself
+/// ([`serve_file`]); an object in the bucket by a `307` to a short-lived presigned link for
+/// the request's method (`GET` or `HEAD`), so `Range`, conditionals and the bytes come from
+/// the object store. The redirect itself is never cached (the link expires) and carries no
+/// credential of the client's: a client drops its `Authorization` on the way to another
+/// origin.
+async fn serve_media(
+    service: &RenderService,
+    stored: &Path,
+    mime: &str,
+    download_name: Option<&str>,
+    request: Request,
+) -> Response {
+    let method = request.method().clone();
+    match service.media().presigned(stored, method).await {
+        Ok(None) => serve_file(stored, mime, download_name, request).await,
+        Ok(Some(url)) => match HeaderValue::from_str(&url) {
+            Ok(location) => {
+                let mut r = StatusCode::TEMPORARY_REDIRECT.into_response();
+                let h = r.headers_mut();
+                h.insert(header::LOCATION, location);
+                h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                h.insert(
+                    header::REFERRER_POLICY,
+                    HeaderValue::from_static("no-referrer"),
+                );
+                r
+            }
+            Err(e) => service_error(&ServiceError::Internal(format!("presigned link: {e}"))),
+        },
+        Err(e) => service_error(&e),
+    }
 }
 
 /// Serves a file with tower-http's [`ServeFile`]: `Range` (`206`/`416`), `Last-Modified`,

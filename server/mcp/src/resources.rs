@@ -79,7 +79,11 @@ impl VidforgeMcp {
             Ok((_, p)) => p,
             Err(_) => return Err(Self::resource_not_found(uri)),
         };
-        let bytes = tokio::fs::read(&path)
+        let bytes = self
+            .shared
+            .service
+            .media()
+            .read(&path, catalog::MAX_INLINE_RESOURCE_BYTES)
             .await
             .map_err(|_| Self::resource_not_found(uri))?;
         Self::blob_contents(uri, "image/png", &bytes)
@@ -133,7 +137,13 @@ impl VidforgeMcp {
                 Some(env.to_jsonrpc_data()),
             ));
         }
-        let bytes = tokio::fs::read(&path).await.map_err(internal)?;
+        let bytes = self
+            .shared
+            .service
+            .media()
+            .read(&path, catalog::MAX_INLINE_RESOURCE_BYTES)
+            .await
+            .map_err(internal)?;
         Self::blob_contents(uri, rec.args.output_format.mime_type(), &bytes)
     }
 }

@@ -170,8 +170,10 @@ fn open_target(target: &Target) -> anyhow::Result<(Config, String)> {
 
 fn catalog(config: &Config, store: Store) -> anyhow::Result<AssetCatalog> {
     let data_dir = std::path::absolute(&config.data_dir)?;
+    // Direct mode is the embedded single node's: sled and the data directory.
     Ok(AssetCatalog::new(
         store,
+        vidforge_core::media_store::MediaStore::local(data_dir.clone()),
         data_dir.join("assets"),
         config.upload_limits(),
         Arc::new(MediaProber),

@@ -98,10 +98,9 @@ pub fn run_serve_with(args: ServeArgs, extensions: Vec<ExtensionSpec>) -> anyhow
                 store.describe(),
                 service.node()
             );
-            println!(
-                "  media dir     {}",
-                display_path(service.config().media_root())
-            );
+        }
+        if store.is_shared() || service.media().is_object() {
+            println!("  media store   {}", service.media().describe());
         }
         println!("  auth          {auth}");
         let hw = service.hardware();

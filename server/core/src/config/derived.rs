@@ -97,8 +97,16 @@ impl Config {
         self.data_dir.join("db")
     }
     /// Root of the media: `media_dir`, or the data directory.
+    /// With media in a bucket, the data directory: scratch files before their upload.
     pub fn media_root(&self) -> &Path {
-        self.media_dir.as_deref().unwrap_or(&self.data_dir)
+        match &self.media_store {
+            crate::config::MediaStoreSetting::Dir(dir) => dir,
+            _ => &self.data_dir,
+        }
+    }
+    /// Sources downloaded from the bucket (`media_store/cache.rs`).
+    pub fn media_cache_dir(&self) -> PathBuf {
+        self.data_dir.join("cache")
     }
     /// Uploaded assets.
     pub fn assets_dir(&self) -> PathBuf {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 use vidforge_media as media;
 
-use super::StoreSetting;
+use super::{MediaStoreSetting, StoreSetting};
 use super::parse::{
     ConfigError, parse_bytes, parse_duration, parse_listen, parse_net, parse_token_pair,
 };
@@ -45,6 +45,8 @@ pub(super) struct Size;
 pub(super) struct Listen;
 /// `sled` or a PostgreSQL URL.
 pub(super) struct Store;
+/// `media_store`: a directory or `s3://BUCKET/PREFIX`.
+pub(super) struct Media;
 /// A list of strings: an array in the file, repeated or comma-separated on the command line.
 pub(super) struct List;
 /// `trusted_proxies`: addresses or CIDR ranges.
@@ -202,6 +204,32 @@ impl Kind for Store {
         match v {
             StoreSetting::Sled => "sled".into(),
             StoreSetting::Postgres(url) => url.clone(),
+        }
+    }
+}
+
+impl Kind for Media {
+    type Value = MediaStoreSetting;
+    type File = Option<String>;
+    type Flag = Option<String>;
+    fn from_file(
+        v: Option<String>,
+        _: &'static str,
+    ) -> Result<Option<MediaStoreSetting>, ConfigError> {
+        v.as_deref().map(MediaStoreSetting::parse).transpose()
+    }
+    fn from_flag(
+        v: &Option<String>,
+        n: &'static str,
+    ) -> Result<Option<MediaStoreSetting>, ConfigError> {
+        Self::from_file(v.clone(), n)
+    }
+    fn show(v: &MediaStoreSetting) -> String {
+        match v {
+            MediaStoreSetting::DataDir => "data_dir".into(),
+            MediaStoreSetting::Dir(p) => p.display().to_string(),
+            MediaStoreSetting::S3 { bucket, prefix } if prefix.is_empty() => format!("s3://{bucket}"),
+            MediaStoreSetting::S3 { bucket, prefix } => format!("s3://{bucket}/{prefix}"),
         }
     }
 }

@@ -102,6 +102,72 @@ pub type HwDecodeSetting = media::HwDecodeChoice;
 /// Which H.264 encoder writes mp4/mov (`--encoder`): the media engine's own choice.
 pub type EncoderSetting = media::EncoderChoice;
 
+/// Where media lives (`--media-store`): a directory (the data directory by default; a POSIX
+/// mount such as NFS when a cluster shares it), or an S3-compatible bucket.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum MediaStoreSetting {
+    /// `assets/`, `previews/`, `results/` under the data directory.
+    #[default]
+    DataDir,
+    /// The same tree under this directory.
+    Dir(PathBuf),
+    /// Objects under `s3://BUCKET/PREFIX/`; the data directory keeps only scratch files and the
+    /// bounded source cache.
+    S3 {
+        bucket: String,
+        /// Without leading or trailing `/`; may be empty.
+        prefix: String,
+    },
+}
+
+impl MediaStoreSetting {
+    /// A path, or `s3://BUCKET[/PREFIX]`.
+    pub fn parse(value: &str) -> Result<MediaStoreSetting, ConfigError> {
+        let v = value.trim();
+        let bad = |reason: &str| ConfigError::Invalid {
+            field: "media_store",
+            reason: reason.into(),
+        };
+        if let Some(rest) = v.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            let valid_bucket = (3..=63).contains(&bucket.len())
+                && bucket
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+            if !valid_bucket {
+                return Err(bad(
+                    "s3://BUCKET/PREFIX needs a bucket name of 3 to 63 lowercase letters, digits, `-` or `.`",
+                ));
+            }
+            let prefix = prefix.trim_matches('/');
+            if prefix.split('/').any(|s| s == "." || s == "..")
+                || prefix.contains("//")
+                || prefix.chars().any(|c| c.is_control())
+            {
+                return Err(bad("the prefix of s3://BUCKET/PREFIX must be a plain key path"));
+            }
+            return Ok(MediaStoreSetting::S3 {
+                bucket: bucket.into(),
+                prefix: prefix.into(),
+            });
+        }
+        if v.contains("://") {
+            return Err(bad(
+                "must be a directory or s3://BUCKET/PREFIX (other object stores: their S3-compatible endpoint with --s3-endpoint)",
+            ));
+        }
+        if v.is_empty() {
+            return Err(bad("must not be empty"));
+        }
+        Ok(MediaStoreSetting::Dir(PathBuf::from(v)))
+    }
+
+    /// Whether media lives in a bucket.
+    pub fn is_object_store(&self) -> bool {
+        matches!(self, MediaStoreSetting::S3 { .. })
+    }
+}
+
 /// Which task store (`--store`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum StoreSetting {

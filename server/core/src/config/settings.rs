@@ -12,12 +12,12 @@ use std::time::Duration;
 use vidforge_media as media;
 
 use super::kinds::{
-    Choice, Dur, Kind, List, Listen, Maybe, Plain, Proxies, Size, Store, Switch, Tokens,
+    Choice, Dur, Kind, List, Listen, Maybe, Media, Plain, Proxies, Size, Store, Switch, Tokens,
     choice_parser,
 };
 use super::parse::ConfigError;
 use super::sources::{SettingInfo, declare_settings, flag_value, shown};
-use super::{StoreSetting, default_render_slots};
+use super::{MediaStoreSetting, StoreSetting, default_render_slots};
 use crate::catalog;
 use crate::engine::SourceLimits;
 
@@ -230,11 +230,34 @@ declare_settings! {
     store: StoreSetting = StoreSetting::Sled, Store,
         help: "Task store: `sled` (embedded, the default) or postgres://USER:PASSWORD@HOST:PORT/DB, shared by every node of a cluster.",
         flag(long, env = "VIDFORGE_STORE"): Option<String>;
-    /// Root of `assets/`, `results/` and `previews/`; `None`: the data directory.
-    media_dir: Option<PathBuf> = None, Maybe<PathBuf>,
-        help: "Where assets, previews and results live (default: the data directory). A cluster's nodes share one (a POSIX mount such as NFS).",
-        shown: "data_dir",
-        flag(long, env = "VIDFORGE_MEDIA_DIR"): Option<PathBuf>;
+    /// Where `assets/`, `results/` and `previews/` live: the data directory, another
+    /// directory, or an S3-compatible bucket (`media_store/`).
+    media_store: MediaStoreSetting = MediaStoreSetting::DataDir, Media,
+        help: "Where assets, previews and results live: a directory (default: the data directory; a cluster's nodes share one, e.g. NFS) or s3://BUCKET/PREFIX (credentials and region from the standard AWS variables and files).",
+        flag(long, alias = "media-dir", env = "VIDFORGE_MEDIA_STORE"): Option<String>;
+    /// The S3 API endpoint for S3-compatible services (MinIO, R2, Ceph, GCS's interoperability
+    /// endpoint); `None`: AWS (`AWS_ENDPOINT_URL` when set).
+    s3_endpoint: Option<String> = None, Maybe<String>,
+        help: "S3 API endpoint of an S3-compatible service, e.g. http://127.0.0.1:9000 (default: AWS, or AWS_ENDPOINT_URL).",
+        shown: "AWS",
+        flag(long, env = "VIDFORGE_S3_ENDPOINT"): Option<String>;
+    /// The bound on one request to the bucket (connecting: a fifth of it, at most 5 s).
+    s3_request_timeout: Duration = secs(30), Dur,
+        help: "Longest one request to the bucket may take, e.g. 30s; a hung bucket fails the request after it (and it is retried with backoff).",
+        flag(long, env = "VIDFORGE_S3_REQUEST_TIMEOUT"): Option<String>;
+    /// How long a render keeps retrying the upload of its result or preview while the bucket
+    /// cannot be reached, before it fails (temporary, `retry_after_ms`).
+    media_retry_window: Duration = secs(120), Dur,
+        help: "How long a render retries uploading its result to an unreachable bucket, with backoff, before failing, e.g. 2m.",
+        flag(long, env = "VIDFORGE_MEDIA_RETRY_WINDOW"): Option<String>;
+    /// The local copy of sources read from the bucket: least recently used out past this.
+    media_cache_bytes: u64 = 8 << 30, Size,
+        help: "Bound on the local cache of sources downloaded from the bucket (least recently used out), e.g. 8GiB; one source larger than it is still cached alone.",
+        flag(long, env = "VIDFORGE_MEDIA_CACHE_BYTES"): Option<String>;
+    /// How long a presigned download link stays valid.
+    presigned_url_ttl: Duration = secs(15 * 60), Dur,
+        help: "How long a presigned download link (the answer to a download of media in a bucket) stays valid, e.g. 15m.",
+        flag(long, env = "VIDFORGE_PRESIGNED_URL_TTL"): Option<String>;
     /// This node's name in work leases; `None`: `HOST:PORT` of the listen address.
     node_id: Option<String> = None, Maybe<String>,
         help: "This node's name in work leases (default HOST:PORT of --listen).",

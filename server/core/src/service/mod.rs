@@ -142,13 +142,20 @@ impl RenderService {
             .validate()
             .map_err(|e| ServiceError::Internal(e.to_string()))?;
         config.data_dir = std::path::absolute(&config.data_dir)?;
-        if let Some(media) = &config.media_dir {
-            config.media_dir = Some(std::path::absolute(media)?);
+        if let crate::config::MediaStoreSetting::Dir(media) = &config.media_store {
+            config.media_store = crate::config::MediaStoreSetting::Dir(std::path::absolute(media)?);
         }
         config.ensure_dirs()?;
         let store = open_store(&config)?;
+        let media = crate::media_store::MediaStore::open(&config)?;
+        // Nothing of this node's is in flight yet: its marked multipart uploads are a killed
+        // process's. A bucket that is down now is the sweeper's to clean later.
+        if let Err(e) = media.abort_orphan_uploads_blocking(true) {
+            tracing::warn!(error = %e, "cannot look for this node's unfinished uploads");
+        }
         let assets = AssetCatalog::new(
             store.clone(),
+            media.clone(),
             config.assets_dir(),
             config.upload_limits(),
             parts.prober,
@@ -182,6 +189,7 @@ impl RenderService {
             shutdown: AtomicBool::new(false),
             long_running: Default::default(),
             disk: crate::disk::DiskGuard::new(&media_dir, min_free_bytes),
+            media,
         });
         maintenance::recover(&shared)?;
         let mut threads = worker::spawn_workers(&shared)?;
@@ -267,6 +275,7 @@ impl RenderService {
         args: RenderArgs,
         original_arguments: Value,
     ) -> Result<CreateOutcome, ServiceError> {
+        self.shared.media.check_available().await?;
         let shared = self.shared.clone();
         let principal = principal.to_string();
         blocking(move || create_blocking(&shared, &principal, args, original_arguments)).await
@@ -348,17 +357,25 @@ impl RenderService {
                 video_path,
                 video_file_name,
                 mime_type,
+                size_bytes,
                 ..
             }) => {
-                let meta =
-                    std::fs::metadata(video_path).map_err(|_| ServiceError::ResultExpired {
-                        expired_at: self.result_expires_at(&rec),
-                    })?;
+                // A local file is checked (a shared directory can lose it); an object is as
+                // its record says until the sweeper marks it deleted.
+                let size_bytes = if self.shared.media.is_object() && video_path.is_relative() {
+                    *size_bytes
+                } else {
+                    std::fs::metadata(video_path)
+                        .map_err(|_| ServiceError::ResultExpired {
+                            expired_at: self.result_expires_at(&rec),
+                        })?
+                        .len()
+                };
                 Ok(ResultFile {
                     path: video_path.clone(),
                     file_name: video_file_name.clone(),
                     mime_type: mime_type.clone(),
-                    size_bytes: meta.len(),
+                    size_bytes,
                     record: rec,
                 })
             }
@@ -375,7 +392,7 @@ impl RenderService {
         let rec = self.shared.load_owned(principal, id)?;
         self.check_retention(&rec)?;
         match &rec.preview_path {
-            Some(p) if p.is_file() => {
+            Some(p) if p.is_relative() || p.is_file() => {
                 let p = p.clone();
                 Ok((rec, p))
             }
@@ -413,6 +430,11 @@ impl RenderService {
         result_expired(rec, self.shared.now(), &self.shared.config)
     }
 
+    /// Where media lives.
+    pub fn media(&self) -> &crate::media_store::MediaStore {
+        &self.shared.media
+    }
+
     // ---- assets ----
 
     /// Streams an upload to disk (size limit enforced while streaming), probes it and records
@@ -429,6 +451,7 @@ impl RenderService {
         E: std::fmt::Display,
     {
         self.shared.disk.check()?;
+        self.shared.media.check_available().await?;
         self.shared
             .assets
             .add_stream(principal, file_name, stream)
@@ -468,6 +491,7 @@ impl RenderService {
         path: &Path,
         file_name: Option<&str>,
     ) -> Result<AssetRecord, ServiceError> {
+        self.shared.media.check_available().await?;
         self.shared
             .assets
             .add_path(principal, path, file_name)
@@ -511,9 +535,9 @@ impl RenderService {
 fn open_store(config: &Config) -> Result<Store, ServiceError> {
     if let crate::config::StoreSetting::Postgres(url) = &config.store {
         let store = Store::connect_postgres(url)?;
-        if config.media_dir.is_none() {
+        if config.media_store == crate::config::MediaStoreSetting::DataDir {
             tracing::warn!(
-                "a shared store without --media-dir: uploads and results stay in this node's \
+                "a shared store without --media-store: uploads and results stay in this node's \
                  data dir, where other nodes cannot read them"
             );
         }

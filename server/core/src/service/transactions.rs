@@ -224,6 +224,7 @@ fn new_record(
         updated_at: now,
         approval: None,
         preview_path: None,
+        preview_size: None,
         outcome: None,
         cancel_requested: false,
         finished_at: None,

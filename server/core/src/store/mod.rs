@@ -493,6 +493,7 @@ mod tests {
             updated_at: 2,
             approval: None,
             preview_path: None,
+            preview_size: None,
             outcome: Some(Outcome::Error {
                 code: ErrorCode::WatermarkRejected,
                 message: "m".into(),

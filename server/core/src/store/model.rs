@@ -268,6 +268,7 @@ pub struct Approval {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Outcome {
     Success {
+        /// Absolute path, or the media path in the bucket (see [`AssetRecord::path`]).
         video_path: PathBuf,
         /// `final.<ext>`.
         video_file_name: String,
@@ -331,7 +332,11 @@ pub struct RenderRecord {
     /// Unix ms of the last change (state, progress, decision).
     pub updated_at: u64,
     pub approval: Option<Approval>,
+    /// The watermark preview PNG: absolute path, or media path in the bucket.
     pub preview_path: Option<PathBuf>,
+    /// The preview's size in pixels (for the approval page, without reading the PNG).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview_size: Option<(u32, u32)>,
     pub outcome: Option<Outcome>,
     /// Durable cancellation intent.
     pub cancel_requested: bool,
@@ -448,7 +453,8 @@ pub struct AssetRecord {
     pub kind: AssetKind,
     /// The uploader's file name, sanitised.
     pub file_name: String,
-    /// Absolute path of the stored file.
+    /// The stored file: an absolute path, or (media in a bucket) the media path relative to
+    /// the bucket's prefix, `assets/<id>/<name>` (`media_store`).
     pub path: PathBuf,
     pub size_bytes: u64,
     /// Unix ms.

@@ -48,6 +48,7 @@ pub const SCRIPT: &str = include_str!("app.js");
 
 /// The pages' routes. `vidforge::app::router_with` puts them behind the request policy.
 pub fn web_routes(service: RenderService, sessions: Sessions) -> Router {
+    let media_origin = service.media().link_origin();
     Router::new()
         .route("/", get(dashboard))
         .route("/signin", get(sign_in_form).post(sign_in))
@@ -66,6 +67,12 @@ pub fn web_routes(service: RenderService, sessions: Sessions) -> Router {
         .route("/ui/app.css", get(stylesheet))
         .route("/ui/app.js", get(script))
         .with_state(Web { service, sessions })
+        .layer(axum::middleware::map_response(
+            move |r: axum::response::Response| {
+                let origin = media_origin.clone();
+                async move { state::allow_media_origin(r, origin.as_deref()) }
+            },
+        ))
 }
 
 /// Middleware: when the request's session cookie is due for re-issue

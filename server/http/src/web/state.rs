@@ -64,6 +64,20 @@ impl Web {
 pub(super) const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; style-src 'self' 'unsafe-inline'; \
      frame-ancestors 'none'; form-action 'self'; base-uri 'none'; object-src 'none'";
 
+/// With media in a bucket, the preview and the player load from presigned links there: the
+/// page's policy admits that one origin for images and media (and nothing else).
+pub(super) fn allow_media_origin(mut r: Response, origin: Option<&str>) -> Response {
+    if let Some(origin) = origin
+        && r.headers().contains_key(header::CONTENT_SECURITY_POLICY)
+        && let Ok(v) = HeaderValue::from_str(&format!(
+            "{CONTENT_SECURITY_POLICY}; img-src 'self' {origin}; media-src 'self' {origin}"
+        ))
+    {
+        r.headers_mut().insert(header::CONTENT_SECURITY_POLICY, v);
+    }
+    r
+}
+
 pub(super) fn html(status: StatusCode, markup: Markup) -> Response {
     let mut r = (status, markup).into_response();
     let h = r.headers_mut();

@@ -160,7 +160,10 @@ impl RenderView {
     /// With the preview's size read from its file (`None`, and no preview shown, when the
     /// file is gone).
     pub fn with_preview_size(mut self, rec: &RenderRecord) -> RenderView {
-        self.preview_size = rec.preview_path.as_deref().and_then(png_size);
+        // Recorded with the preview; older records have only the (local) file.
+        self.preview_size = rec
+            .preview_size
+            .or_else(|| rec.preview_path.as_deref().and_then(png_size));
         if self.preview_size.is_none() {
             self.preview_path = None;
         }

@@ -53,6 +53,7 @@ fn record(state: RenderState) -> RenderRecord {
         updated_at: T0 + 1_000,
         approval: None,
         preview_path: None,
+        preview_size: None,
         outcome: None,
         cancel_requested: false,
         finished_at: None,

@@ -1,0 +1,290 @@
+//! Where media lives (`media_store`): a directory, or an S3-compatible bucket.
+//!
+//! Records name a piece of media by path. An **absolute** path is a file (the data directory,
+//! or a directory a cluster shares). A **relative** one (`results/<id>/final.mp4`) is an
+//! object: the same relative path under the bucket's prefix. Media is always written locally
+//! first (uploads under a temporary name, results and previews by the engine), then
+//! [`MediaStore::publish_blocking`] / [`MediaStore::publish`] make it durable where it lives
+//! and give the name the record keeps; a record never names media that is not complete.
+//!
+//! With a bucket, the data directory keeps only scratch files (an upload being received, a
+//! render being written) and the bounded cache of sources ([`cache`]).
+
+mod aws_profile;
+mod cache;
+mod multipart;
+mod object;
+
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use crate::config::{Config, MediaStoreSetting};
+use crate::error::ServiceError;
+
+pub use object::ObjectMedia;
+
+/// The media store of one process (cheap to clone).
+#[derive(Clone)]
+pub struct MediaStore {
+    /// Root of the local tree: the media directory, or (with a bucket) the data directory.
+    root: PathBuf,
+    object: Option<std::sync::Arc<ObjectMedia>>,
+}
+
+/// How long a failed bucket call keeps new work refused before the bucket is asked again.
+pub const HEALTH_RECHECK: Duration = Duration::from_secs(2);
+
+impl MediaStore {
+    /// Media under a local (or shared POSIX) directory.
+    pub fn local(root: PathBuf) -> MediaStore {
+        MediaStore { root, object: None }
+    }
+
+    /// The store `config.media_store` names. A bucket is not contacted here: a bucket that is
+    /// down at start refuses uploads and renders (temporarily), never the start itself.
+    pub fn open(config: &Config) -> Result<MediaStore, ServiceError> {
+        let root = config.media_root().to_path_buf();
+        match &config.media_store {
+            MediaStoreSetting::S3 { bucket, prefix } => {
+                let object = ObjectMedia::connect(bucket, prefix, config)?;
+                Ok(MediaStore {
+                    root,
+                    object: Some(std::sync::Arc::new(object)),
+                })
+            }
+            _ => Ok(MediaStore::local(root)),
+        }
+    }
+
+    /// Whether media lives in a bucket.
+    pub fn is_object(&self) -> bool {
+        self.object.is_some()
+    }
+
+    /// The bucket's client, when media lives in one.
+    pub fn object(&self) -> Option<&ObjectMedia> {
+        self.object.as_deref()
+    }
+
+    /// One line for the startup banner.
+    pub fn describe(&self) -> String {
+        match &self.object {
+            Some(o) => o.describe(),
+            None => crate::config::display_path(&self.root),
+        }
+    }
+
+    /// The origin (`scheme://host[:port]`) presigned links point at, for the pages' CSP.
+    pub fn link_origin(&self) -> Option<String> {
+        self.object.as_ref().map(|o| o.origin())
+    }
+
+    /// The path relative to the local root of `local` (a file under it).
+    fn relative(&self, local: &Path) -> Result<PathBuf, ServiceError> {
+        local
+            .strip_prefix(&self.root)
+            .map(Path::to_path_buf)
+            .map_err(|_| {
+                ServiceError::Internal(format!(
+                    "{} is outside the media root {}",
+                    local.display(),
+                    self.root.display()
+                ))
+            })
+    }
+
+    /// Makes the finished file `local` (under the local root) durable where media lives and
+    /// returns the name its record keeps. Locally that is the file itself (already fsynced
+    /// and renamed by its writer); with a bucket the file is uploaded (multipart past
+    /// [`multipart::PART_BYTES`]), retried with backoff for `media_retry_window` while the
+    /// bucket cannot be reached, then deleted here. `stop` ends the retries early (shutdown).
+    pub fn publish_blocking(
+        &self,
+        local: &Path,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<PathBuf, ServiceError> {
+        let Some(object) = &self.object else {
+            return Ok(local.to_path_buf());
+        };
+        let rel = self.relative(local)?;
+        object.upload_with_retries(local, &rel, stop)?;
+        let _ = std::fs::remove_file(local);
+        Ok(rel)
+    }
+
+    /// An upload's publication: `partial` (complete, probed) becomes the asset at
+    /// `<root>/<rel>`: renamed into place locally; with a bucket, uploaded once (a failure is
+    /// the client's to retry: `service_unavailable`), then kept as this node's cached copy.
+    pub async fn publish_upload(&self, partial: &Path, rel: &Path) -> Result<PathBuf, ServiceError> {
+        match &self.object {
+            None => {
+                let path = self.root.join(rel);
+                if let Some(dir) = path.parent() {
+                    tokio::fs::create_dir_all(dir).await?;
+                }
+                tokio::fs::rename(partial, &path).await?;
+                // The record is flushed next: the file's new name must be on disk first.
+                let synced = path.clone();
+                tokio::task::spawn_blocking(move || vidforge_media::sync_parent_dirs(&synced))
+                    .await
+                    .map_err(|e| ServiceError::Internal(format!("sync task failed: {e}")))??;
+                Ok(path)
+            }
+            Some(object) => {
+                let o = object.clone();
+                let (local, key) = (partial.to_path_buf(), rel.to_path_buf());
+                object
+                    .spawn(async move { o.upload(&local, &key).await })
+                    .await?;
+                object.cache().adopt(rel, partial);
+                Ok(rel.to_path_buf())
+            }
+        }
+    }
+
+    /// A local file with the content of the stored media `stored`, for the engine: the file
+    /// itself, or this node's cached copy (downloaded once, then reused).
+    pub fn local_copy_blocking(&self, stored: &Path) -> Result<PathBuf, ServiceError> {
+        match (&self.object, object_name(stored)) {
+            (Some(object), Some(rel)) => object.cached_copy_blocking(rel),
+            _ => Ok(stored.to_path_buf()),
+        }
+    }
+
+    /// Reads the whole of `stored` (at most `max` bytes; more is an error).
+    pub async fn read(&self, stored: &Path, max: u64) -> Result<Vec<u8>, ServiceError> {
+        match (&self.object, object_name(stored)) {
+            (Some(object), Some(rel)) => {
+                let (o, rel) = (object.clone(), rel.to_path_buf());
+                object.spawn(async move { o.read(&rel, max).await }).await
+            }
+            _ => {
+                let len = tokio::fs::metadata(stored).await?.len();
+                if len > max {
+                    return Err(ServiceError::Internal(format!(
+                        "{} is {len} bytes, over {max}",
+                        stored.display()
+                    )));
+                }
+                Ok(tokio::fs::read(stored).await?)
+            }
+        }
+    }
+
+    /// A short-lived presigned link for `method` (`GET` or `HEAD`) on stored media; `None`
+    /// when it is a local file (served by this server).
+    pub async fn presigned(
+        &self,
+        stored: &Path,
+        method: http::Method,
+    ) -> Result<Option<String>, ServiceError> {
+        match (&self.object, object_name(stored)) {
+            (Some(object), Some(rel)) => object.presigned(rel, method).await.map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// Deletes the directory `rel` (`results/<id>`, `assets/<id>`) wherever media lives.
+    /// Missing is fine.
+    pub fn remove_dir_blocking(&self, rel: &str) -> Result<(), ServiceError> {
+        // Scratch files of the same name go too (a render's output before its upload).
+        let local = self.root.join(rel);
+        match std::fs::remove_dir_all(&local) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+            _ => {}
+        }
+        match &self.object {
+            Some(object) => object.remove_prefix_blocking(rel),
+            None => Ok(()),
+        }
+    }
+
+    /// The entries directly under `rel` (`results`, `assets`) with the age of their newest
+    /// content in ms: for the orphan sweeps.
+    pub fn list_dirs_blocking(&self, rel: &str) -> Result<Vec<(String, u64)>, ServiceError> {
+        if let Some(object) = &self.object {
+            return object.list_dirs_blocking(rel);
+        }
+        let Ok(entries) = std::fs::read_dir(self.root.join(rel)) else {
+            return Ok(Vec::new());
+        };
+        Ok(entries
+            .flatten()
+            .map(|e| {
+                let age = e
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .unwrap_or_default();
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    age.as_millis() as u64,
+                )
+            })
+            .collect())
+    }
+
+    /// Refuses new work while the bucket cannot be reached (`service_unavailable` with
+    /// `retry_after_ms`); asks it at most every [`HEALTH_RECHECK`].
+    pub async fn check_available(&self) -> Result<(), ServiceError> {
+        match &self.object {
+            Some(object) => object.check_available().await,
+            None => Ok(()),
+        }
+    }
+
+    /// [`MediaStore::check_available`] from a thread that may block.
+    pub fn check_available_blocking(&self) -> Result<(), ServiceError> {
+        match &self.object {
+            Some(object) => {
+                let o = object.clone();
+                object.block_on(async move { o.check_available().await })
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Aborts multipart uploads a killed process left behind: this node's at start (nothing
+    /// of its own is in flight then), every node's older than
+    /// [`multipart::ORPHAN_UPLOAD_AGE`] from the sweeper. Returns how many it aborted.
+    pub fn abort_orphan_uploads_blocking(&self, at_start: bool) -> Result<usize, ServiceError> {
+        match &self.object {
+            Some(object) => object.abort_orphan_uploads_blocking(at_start),
+            None => Ok(0),
+        }
+    }
+}
+
+/// The object name of stored media: its path when relative, made only of plain components.
+fn object_name(stored: &Path) -> Option<&Path> {
+    (stored.is_relative() && stored.components().all(|c| matches!(c, Component::Normal(_))))
+        .then_some(stored)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_relative_paths_name_objects() {
+        assert!(object_name(Path::new("results/task_1/final.mp4")).is_some());
+        assert!(object_name(Path::new("/data/results/task_1/final.mp4")).is_none());
+        assert!(object_name(Path::new("../results/x")).is_none());
+        assert!(object_name(Path::new("results/./x")).is_some_and(|p| p.ends_with("x")));
+    }
+
+    #[test]
+    fn local_publication_keeps_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = MediaStore::local(dir.path().to_path_buf());
+        let file = dir.path().join("results/task_1/final.mp4");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, b"x").unwrap();
+        assert_eq!(store.publish_blocking(&file, &|| false).unwrap(), file);
+        assert_eq!(store.local_copy_blocking(&file).unwrap(), file);
+        store.remove_dir_blocking("results/task_1").unwrap();
+        assert!(!file.exists());
+        store.remove_dir_blocking("results/task_1").unwrap();
+    }
+}
