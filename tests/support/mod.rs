@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 pub mod oauth;
+pub mod s3;
 
 pub const PROTOCOL: &str = "2026-07-28";
 pub const TASKS: &str = "io.modelcontextprotocol/tasks";

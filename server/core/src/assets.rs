@@ -119,7 +119,10 @@ impl AssetCatalog {
     pub fn remove(&self, rec: &AssetRecord) -> Result<(), ServiceError> {
         self.store.delete_asset(&rec.id)?;
         self.store.flush()?;
-        if let Err(e) = self.media.remove_dir_blocking(&format!("assets/{}", rec.id)) {
+        if let Err(e) = self
+            .media
+            .remove_dir_blocking(&format!("assets/{}", rec.id))
+        {
             // The orphan sweep retries it.
             tracing::warn!(asset_id = %rec.id, error = %e, "cannot delete asset files");
         }
@@ -185,7 +188,8 @@ impl AssetCatalog {
                 let _ = tokio::fs::remove_dir_all(self.dir.join(&id)).await;
                 if self.media.is_object() {
                     let (media, dir) = (self.media.clone(), format!("assets/{id}"));
-                    let _ = tokio::task::spawn_blocking(move || media.remove_dir_blocking(&dir)).await;
+                    let _ =
+                        tokio::task::spawn_blocking(move || media.remove_dir_blocking(&dir)).await;
                 }
                 Err(e)
             }

@@ -313,8 +313,9 @@ impl ErrorCode {
                  the server's minimum upload rate, and was aborted; nothing was kept. Re-send it."
             }
             ErrorCode::ServiceUnavailable => {
-                "The task store cannot be reached right now; nothing was changed. Honour \
-                 retry_after_ms and re-send the same call (with the same idempotency_key)."
+                "The task store or the media store cannot be reached right now; nothing was \
+                 changed. Honour retry_after_ms and re-send the same call (with the same \
+                 idempotency_key)."
             }
             ErrorCode::RenderTooLarge => {
                 "The render's estimated work (output pixels × frames) exceeds the per-render \

@@ -111,6 +111,10 @@ pub enum ServiceError {
     /// nothing was written, and the same call may succeed in a few seconds.
     #[error("the task store is temporarily unavailable; retry in a few seconds")]
     Unavailable { reason: String },
+    /// The media store (a bucket) cannot be reached or failed the request: nothing was kept,
+    /// and the same call may succeed shortly (`service_unavailable`).
+    #[error("the media store is temporarily unavailable; nothing was kept; retry in a few seconds")]
+    MediaUnavailable { reason: String },
     /// Store or file-system fault.
     #[error("internal error: {0}")]
     Internal(String),
@@ -137,7 +141,9 @@ impl ServiceError {
             ServiceError::AssetNotFound => ErrorCode::AssetNotFound,
             ServiceError::AssetInUse { .. } => ErrorCode::AssetInUse,
             ServiceError::StorageFull { .. } => ErrorCode::StorageFull,
-            ServiceError::Unavailable { .. } => ErrorCode::ServiceUnavailable,
+            ServiceError::Unavailable { .. } | ServiceError::MediaUnavailable { .. } => {
+                ErrorCode::ServiceUnavailable
+            }
             ServiceError::Internal(_) => ErrorCode::RenderFailed,
         }
     }
@@ -193,9 +199,9 @@ impl ServiceError {
                 "used by unfinished renders: {}",
                 renders.join(", ")
             )),
-            ServiceError::StorageFull { reason } | ServiceError::Unavailable { reason } => {
-                Some(reason.clone())
-            }
+            ServiceError::StorageFull { reason }
+            | ServiceError::Unavailable { reason }
+            | ServiceError::MediaUnavailable { reason } => Some(reason.clone()),
             ServiceError::RenderTooLarge(w) => Some(format!(
                 "estimated {} pixel-frames (output width x height x frames), limit {} per render",
                 w.estimated_pixel_frames, w.limit_pixel_frames
@@ -220,7 +226,9 @@ impl ServiceError {
             ServiceError::AssetInUse { .. } | ServiceError::StorageFull { .. } => {
                 Some(catalog::STORAGE_RETRY_AFTER.as_millis() as u64)
             }
-            ServiceError::Unavailable { .. } => Some(STORE_RETRY_AFTER_MS),
+            ServiceError::Unavailable { .. } | ServiceError::MediaUnavailable { .. } => {
+                Some(STORE_RETRY_AFTER_MS)
+            }
             ServiceError::RenderBudgetExceeded(w) => w.retry_after_ms,
             _ => None,
         }

@@ -242,13 +242,23 @@ pub(crate) fn expire_due_approvals(shared: &Shared) -> Result<usize, ServiceErro
     Ok(expired)
 }
 
-/// Result and preview directories whose record is gone (a crash between deleting the files
-/// and the record), and multipart uploads a killed node left and never came back to abort.
+/// Result and preview directories no record points at: the record is gone (a crash between
+/// deleting the files and the record), or it ended without them (an upload that timed out
+/// here but landed in the bucket later); and multipart uploads a killed node left and never
+/// came back to abort.
 fn remove_orphan_media(shared: &Shared) -> Result<usize, ServiceError> {
     let mut removed = 0;
     for root in ["results", "previews"] {
         for (name, _) in shared.media.list_dirs_blocking(root)? {
-            if shared.store.get_render(&name)?.is_none()
+            let unclaimed = match shared.store.get_render(&name)? {
+                None => true,
+                Some(r) if !r.is_terminal() => false,
+                Some(r) if root == "results" => {
+                    r.state != RenderState::Succeeded || r.result_deleted
+                }
+                Some(r) => r.preview_path.is_none(),
+            };
+            if unclaimed
                 && shared
                     .media
                     .remove_dir_blocking(&format!("{root}/{name}"))

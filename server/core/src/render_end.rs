@@ -219,7 +219,7 @@ pub(crate) fn finish_media_error(
         return finish_stopped(shared, rec);
     }
     let outcome = match e {
-        ServiceError::Unavailable { reason } => Outcome::Error {
+        ServiceError::MediaUnavailable { reason } => Outcome::Error {
             code: ErrorCode::ServiceUnavailable,
             message: "The media store could not be reached, so the render's media could not \
                       be stored; nothing was kept. Retry later."
@@ -229,7 +229,10 @@ pub(crate) fn finish_media_error(
             retry_after_ms: Some(crate::error::STORE_RETRY_AFTER_MS),
             temporary: None,
         },
-        other => failure_outcome(&EngineError::new(FailureKind::RenderFailed, other.to_string())),
+        other => failure_outcome(&EngineError::new(
+            FailureKind::RenderFailed,
+            other.to_string(),
+        )),
     };
     let now = shared.now();
     update_final(shared, &rec.id, |r| {

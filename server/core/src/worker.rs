@@ -290,7 +290,7 @@ fn media_retried<T>(
     let mut pause = Duration::from_millis(500);
     loop {
         match op() {
-            Err(ServiceError::Unavailable { reason })
+            Err(ServiceError::MediaUnavailable { reason })
                 if Instant::now() + pause < deadline && !shared.shutdown.load(Ordering::SeqCst) =>
             {
                 tracing::warn!(%reason, retry_in_ms = pause.as_millis() as u64, "the media store cannot be reached; retrying");

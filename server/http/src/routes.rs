@@ -105,7 +105,9 @@ pub fn status_for(e: &ServiceError) -> StatusCode {
         ServiceError::AssetNotFound => StatusCode::NOT_FOUND,
         ServiceError::AssetInUse { .. } => StatusCode::CONFLICT,
         ServiceError::StorageFull { .. } => StatusCode::INSUFFICIENT_STORAGE,
-        ServiceError::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        ServiceError::Unavailable { .. } | ServiceError::MediaUnavailable { .. } => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
         ServiceError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }

@@ -66,7 +66,7 @@ pub(super) fn internal(e: impl std::fmt::Display) -> McpError {
 /// client knows to retry.
 pub(super) fn service_fault(e: ServiceError) -> McpError {
     match e {
-        ServiceError::Unavailable { .. } => {
+        ServiceError::Unavailable { .. } | ServiceError::MediaUnavailable { .. } => {
             let env = Envelope::from_service_error(&e, Default::default());
             McpError::internal_error(e.to_string(), Some(env.to_jsonrpc_data()))
         }

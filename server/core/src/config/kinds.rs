@@ -12,10 +12,10 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 use vidforge_media as media;
 
-use super::{MediaStoreSetting, StoreSetting};
 use super::parse::{
     ConfigError, parse_bytes, parse_duration, parse_listen, parse_net, parse_token_pair,
 };
+use super::{MediaStoreSetting, StoreSetting};
 
 /// One kind of setting (the types never exist as values: they only name the conversions).
 pub(super) trait Kind {
@@ -228,7 +228,9 @@ impl Kind for Media {
         match v {
             MediaStoreSetting::DataDir => "data_dir".into(),
             MediaStoreSetting::Dir(p) => p.display().to_string(),
-            MediaStoreSetting::S3 { bucket, prefix } if prefix.is_empty() => format!("s3://{bucket}"),
+            MediaStoreSetting::S3 { bucket, prefix } if prefix.is_empty() => {
+                format!("s3://{bucket}")
+            }
             MediaStoreSetting::S3 { bucket, prefix } => format!("s3://{bucket}/{prefix}"),
         }
     }

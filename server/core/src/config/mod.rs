@@ -144,7 +144,9 @@ impl MediaStoreSetting {
                 || prefix.contains("//")
                 || prefix.chars().any(|c| c.is_control())
             {
-                return Err(bad("the prefix of s3://BUCKET/PREFIX must be a plain key path"));
+                return Err(bad(
+                    "the prefix of s3://BUCKET/PREFIX must be a plain key path",
+                ));
             }
             return Ok(MediaStoreSetting::S3 {
                 bucket: bucket.into(),

@@ -41,10 +41,8 @@ pub(super) fn fill_from_files(mut builder: AmazonS3Builder) -> AmazonS3Builder {
         .get_config_value(&AmazonS3ConfigKey::AccessKeyId)
         .is_some();
     if !has_keys
-        && let (Some(id), Some(secret)) = (
-            lookup("aws_access_key_id"),
-            lookup("aws_secret_access_key"),
-        )
+        && let (Some(id), Some(secret)) =
+            (lookup("aws_access_key_id"), lookup("aws_secret_access_key"))
     {
         builder = builder
             .with_access_key_id(id)
@@ -53,7 +51,9 @@ pub(super) fn fill_from_files(mut builder: AmazonS3Builder) -> AmazonS3Builder {
             builder = builder.with_token(token);
         }
     }
-    if builder.get_config_value(&AmazonS3ConfigKey::Region).is_none()
+    if builder
+        .get_config_value(&AmazonS3ConfigKey::Region)
+        .is_none()
         && let Some(region) = lookup("region")
     {
         builder = builder.with_region(region);

@@ -88,8 +88,13 @@ impl SourceCache {
             .filter(|e| !e.file_name().to_string_lossy().starts_with(PARTIAL_PREFIX))
             .filter_map(|e| {
                 let m = e.metadata().ok()?;
-                m.is_file()
-                    .then(|| (m.modified().unwrap_or(SystemTime::UNIX_EPOCH), m.len(), e.path()))
+                m.is_file().then(|| {
+                    (
+                        m.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                        m.len(),
+                        e.path(),
+                    )
+                })
             })
             .collect();
         let mut total: u64 = copies.iter().map(|c| c.1).sum();

@@ -115,7 +115,11 @@ impl MediaStore {
     /// An upload's publication: `partial` (complete, probed) becomes the asset at
     /// `<root>/<rel>`: renamed into place locally; with a bucket, uploaded once (a failure is
     /// the client's to retry: `service_unavailable`), then kept as this node's cached copy.
-    pub async fn publish_upload(&self, partial: &Path, rel: &Path) -> Result<PathBuf, ServiceError> {
+    pub async fn publish_upload(
+        &self,
+        partial: &Path,
+        rel: &Path,
+    ) -> Result<PathBuf, ServiceError> {
         match &self.object {
             None => {
                 let path = self.root.join(rel);
@@ -136,6 +140,7 @@ impl MediaStore {
                 object
                     .spawn(async move { o.upload(&local, &key).await })
                     .await?;
+                object.answered();
                 object.cache().adopt(rel, partial);
                 Ok(rel.to_path_buf())
             }
@@ -258,8 +263,11 @@ impl MediaStore {
 
 /// The object name of stored media: its path when relative, made only of plain components.
 fn object_name(stored: &Path) -> Option<&Path> {
-    (stored.is_relative() && stored.components().all(|c| matches!(c, Component::Normal(_))))
-        .then_some(stored)
+    (stored.is_relative()
+        && stored
+            .components()
+            .all(|c| matches!(c, Component::Normal(_))))
+    .then_some(stored)
 }
 
 #[cfg(test)]

@@ -53,7 +53,10 @@ impl ObjectMedia {
             return Ok(());
         }
         let s3 = self.s3().clone();
-        let upload_id = s3.create_multipart(&key).await.map_err(|e| self.failed(e))?;
+        let upload_id = s3
+            .create_multipart(&key)
+            .await
+            .map_err(|e| self.failed(e))?;
         let marker = self.key(Path::new(&format!(
             "{MARKERS}/{}/{}.json",
             key_safe(&self.node),
@@ -77,7 +80,12 @@ impl ObjectMedia {
         result
     }
 
-    async fn send_parts(&self, local: &Path, key: &Key, upload_id: &str) -> Result<(), ServiceError> {
+    async fn send_parts(
+        &self,
+        local: &Path,
+        key: &Key,
+        upload_id: &str,
+    ) -> Result<(), ServiceError> {
         let s3 = self.s3().clone();
         let upload_id = upload_id.to_string();
         let mut file = tokio::fs::File::open(local).await?;
@@ -96,9 +104,8 @@ impl ObjectMedia {
                 break;
             }
             let (s3, key, id, i) = (s3.clone(), key.clone(), upload_id.clone(), index);
-            in_flight.push_back(async move {
-                s3.put_part(&key, &id, i, PutPayload::from(buf)).await
-            });
+            in_flight
+                .push_back(async move { s3.put_part(&key, &id, i, PutPayload::from(buf)).await });
             index += 1;
             if in_flight.len() >= PARTS_IN_FLIGHT
                 && let Some(done) = in_flight.next().await

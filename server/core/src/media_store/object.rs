@@ -65,9 +65,9 @@ impl ObjectMedia {
             .get_config_value(&object_store::aws::AmazonS3ConfigKey::Region)
             .unwrap_or_default();
         let s3 = builder
-            .with_allow_http(endpoint.starts_with("http://"))
             .with_client_options(
                 ClientOptions::new()
+                    .with_allow_http(endpoint.starts_with("http://"))
                     .with_timeout(timeout)
                     .with_connect_timeout((timeout / 5).min(Duration::from_secs(5))),
             )
@@ -184,7 +184,11 @@ impl ObjectMedia {
         loop {
             let (o, l, r) = (self.clone(), local.to_path_buf(), rel.to_path_buf());
             match self.block_on(async move { o.upload(&l, &r).await }) {
-                Err(ServiceError::Unavailable { reason })
+                Ok(()) => {
+                    self.answered();
+                    return Ok(());
+                }
+                Err(ServiceError::MediaUnavailable { reason })
                     if Instant::now() + pause < deadline && !stop() =>
                 {
                     tracing::warn!(object = %rel.display(), %reason, retry_in_ms = pause.as_millis() as u64, "media upload failed; retrying");
@@ -207,6 +211,7 @@ impl ObjectMedia {
             )));
         }
         let bytes = got.bytes().await.map_err(|e| self.failed(e))?;
+        self.answered();
         Ok(bytes.to_vec())
     }
 
@@ -226,7 +231,10 @@ impl ObjectMedia {
     }
 
     /// The local copy of `rel` (downloaded on a miss; least recently used copies out).
-    pub(super) fn cached_copy_blocking(self: &Arc<Self>, rel: &Path) -> Result<PathBuf, ServiceError> {
+    pub(super) fn cached_copy_blocking(
+        self: &Arc<Self>,
+        rel: &Path,
+    ) -> Result<PathBuf, ServiceError> {
         if let Some(hit) = self.cache.get(rel) {
             return Ok(hit);
         }
@@ -253,6 +261,7 @@ impl ObjectMedia {
             let _ = tokio::fs::remove_file(&partial).await;
             return Err(e);
         }
+        self.answered();
         Ok(self.cache.adopt(rel, &partial))
     }
 
@@ -269,6 +278,7 @@ impl ObjectMedia {
                     Err(e) => return Err(o.failed(e)),
                 }
             }
+            o.answered();
             Ok(())
         })
     }
@@ -297,6 +307,7 @@ impl ObjectMedia {
                 let e = newest.entry(name.to_string()).or_insert(t);
                 *e = (*e).max(t);
             }
+            o.answered();
             let now = crate::clock::to_unix_ms(std::time::SystemTime::now()) as i64;
             Ok(newest
                 .into_iter()
@@ -321,9 +332,17 @@ impl ObjectMedia {
                 answer
             }
         };
-        answer.map_err(|reason| ServiceError::Unavailable {
+        answer.map_err(|reason| ServiceError::MediaUnavailable {
             reason: format!("the media store cannot be reached: {reason}"),
         })
+    }
+
+    /// A request the bucket answered: it can be reached again.
+    pub(super) fn answered(&self) {
+        let mut health = lock(&self.health);
+        if matches!(&*health, Some((_, Err(_)))) {
+            *health = Some((Instant::now(), Ok(())));
+        }
     }
 
     /// An error of the bucket: `NotFound` stays an internal error (a record names media that
@@ -335,7 +354,7 @@ impl ObjectMedia {
         }
         let reason = e.to_string();
         *lock(&self.health) = Some((Instant::now(), Err(reason.clone())));
-        ServiceError::Unavailable {
+        ServiceError::MediaUnavailable {
             reason: format!("the media store failed: {reason}"),
         }
     }
