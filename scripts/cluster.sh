@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # A local vidforge cluster on this machine: a private PostgreSQL 15, N `vidforge serve` nodes on
-# loopback ports sharing that store and one media dir, and a private nginx on 127.0.0.1 that
-# balances every request round-robin across the nodes (deploy/nginx.conf.template).
+# loopback ports sharing that store and one media dir (or, with VIDFORGE_CLUSTER_MEDIA=s3, an
+# S3-compatible bucket and nothing else: each node keeps only its own data dir), and a private
+# nginx on 127.0.0.1 that balances every request round-robin across the nodes
+# (deploy/nginx.conf.template).
 #
 #   scripts/cluster.sh up              start it all, print the MCP URL and token(s) (make cluster)
 #   scripts/cluster.sh down [--purge]  stop it all; --purge also deletes the state dir
@@ -22,11 +24,14 @@
 #                          principal `agent`, kept in STATE/tokens for the next `up`
 #   VIDFORGE_CLUSTER_ARGS  extra `vidforge serve` arguments for every node (split on spaces)
 #   VIDFORGE_CLUSTER_WAIT  seconds to wait for the nodes to answer /healthz (default 60)
+#   VIDFORGE_CLUSTER_MEDIA `dir` (default: one media dir every node shares) or `s3`: a private
+#                          S3-compatible server (scripts/s3-server.sh, moto) on a free loopback
+#                          port, bucket `vidforge`, media under s3://vidforge/cluster
 #   VIDFORGE_PG_BIN        PostgreSQL binaries (default /usr/lib/postgresql/15/bin)
 #   RUST_LOG               node log level (default info)
 #
 # State dir: pg/ (PostgreSQL data), pg.log, pg-run/ (its unix socket), media/ (shared assets,
-# previews, results), nodeI/ (per-node data dir), nodeI.log, nodeI.pid, vidforge.toml (tokens),
+# previews, results; with s3: s3.log and s3.pid of the S3 server), nodeI/ (per-node data dir), nodeI.log, nodeI.pid, vidforge.toml (tokens),
 # nginx.conf, nginx.pid, nginx-error.log, nginx-access.log (which node served each request),
 # and cluster.env: everything above as NAME='value' lines for scripts and tests
 # (`set -a; . STATE/cluster.env; set +a`). As root, PostgreSQL runs as the `postgres` user
@@ -139,14 +144,22 @@ start_node() { # I: starts node I in the background (variables from cluster.env 
   port="$(echo "$NODE_PORTS" | cut -d' ' -f"$i")"
   [ -n "$port" ] || die "no port for node $i (NODE_PORTS=$NODE_PORTS)"
   read -r -a extra <<<"${VIDFORGE_CLUSTER_ARGS:-}"
+  local media=(--media-store "$MEDIA_DIR")
+  if [ "${VIDFORGE_CLUSTER_MEDIA:-dir}" = s3 ]; then
+    media=(--media-store "s3://vidforge/cluster" --s3-endpoint "http://127.0.0.1:$S3_PORT")
+  fi
   mkdir -p "$STATE/node$i"
   echo "=== $(date -u +%FT%TZ) node$i starting on 127.0.0.1:$port" >>"$STATE/node$i.log"
   # setsid: the node leaves the caller's process group (a Ctrl-C there does not reach it).
   # Errors without a backtrace (panics keep theirs): the log tail shows what went wrong.
-  RUST_LOG="${RUST_LOG:-info}" RUST_LIB_BACKTRACE=0 setsid "$VIDFORGE_CLUSTER_BIN" serve \
+  RUST_LOG="${RUST_LOG:-info}" RUST_LIB_BACKTRACE=0 \
+    AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-vidforge-test}" \
+    AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-vidforge-test-secret}" \
+    AWS_REGION="${AWS_REGION:-us-east-1}" \
+    setsid "$VIDFORGE_CLUSTER_BIN" serve \
     --listen "127.0.0.1:$port" \
     --data-dir "$STATE/node$i" \
-    --media-dir "$MEDIA_DIR" \
+    "${media[@]}" \
     --store "$PG_URL" \
     --node-id "node$i" \
     --config "$VIDFORGE_CLUSTER_CONFIG" \
@@ -356,6 +369,7 @@ cmd_down() {
     fi
   done
   rm -f "$STATE"/node*.pid
+  "$ROOT/scripts/s3-server.sh" stop "$STATE"
   pg_stop
   rm -f "$ENV_FILE"
   if [ "$purge" = --purge ]; then
@@ -383,6 +397,11 @@ print_summary() {
     echo "  node$i         http://127.0.0.1:$(echo "$NODE_PORTS" | cut -d' ' -f"$i")  (log $STATE/node$i.log)"
   done
   echo "  PostgreSQL    $PG_URL  (log $PG_LOG)"
+  if [ "${VIDFORGE_CLUSTER_MEDIA:-dir}" = s3 ]; then
+    echo "  media         s3://vidforge/cluster at http://127.0.0.1:$S3_PORT  (log $STATE/s3.log)"
+  else
+    echo "  media         $MEDIA_DIR  (shared by every node)"
+  fi
   echo "  gateway log   $STATE/nginx-access.log"
   echo "  environment   $ENV_FILE"
   echo "Stop with: $stop   (--purge also deletes the state dir)"
@@ -424,6 +443,9 @@ write_env() {
       echo "NODE${i}_DATA_DIR=$(q "${dirs[i - 1]}")"
     done
     echo "MEDIA_DIR=$(q "$MEDIA_DIR")"
+    echo "VIDFORGE_CLUSTER_MEDIA=$(q "$VIDFORGE_CLUSTER_MEDIA")"
+    echo "S3_PORT=$(q "$S3_PORT")"
+    echo "S3_ENDPOINT=$(q "http://127.0.0.1:$S3_PORT")"
     echo "PG_URL=$(q "$PG_URL")"
     echo "PG_PORT=$(q "$PG_PORT")"
     echo "PG_BIN=$(q "$PG_BIN")"
@@ -527,7 +549,7 @@ s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", int(sys.argv[1])))
 EOF
-  ports="$(python3 - "$((VIDFORGE_NODES + 1))" "$gw" <<'EOF'
+  ports="$(python3 - "$((VIDFORGE_NODES + 2))" "$gw" <<'EOF'
 import socket, sys
 held, out = [], []
 while len(out) < int(sys.argv[1]):
@@ -541,7 +563,11 @@ print(" ".join(out))
 EOF
 )"
   PG_PORT="${ports%% *}"
+  ports="${ports#* }"
+  S3_PORT="${ports%% *}"
   NODE_PORTS="${ports#* }"
+  VIDFORGE_CLUSTER_MEDIA="${VIDFORGE_CLUSTER_MEDIA:-dir}"
+  case "$VIDFORGE_CLUSTER_MEDIA" in dir | s3) ;; *) die "VIDFORGE_CLUSTER_MEDIA must be dir or s3 (got $VIDFORGE_CLUSTER_MEDIA)" ;; esac
 
   trap 'up_exit $?' EXIT
   trap 'exit 130' INT
@@ -557,6 +583,9 @@ EOF
   setup_tokens
 
   pg_start "$PG_PORT"
+  if [ "$VIDFORGE_CLUSTER_MEDIA" = s3 ]; then
+    "$ROOT/scripts/s3-server.sh" start "$STATE" "$S3_PORT" vidforge >/dev/null || die "the S3 server did not start"
+  fi
 
   log "starting $VIDFORGE_NODES nodes ($VIDFORGE_CLUSTER_BIN)"
   for i in $(seq 1 "$VIDFORGE_NODES"); do start_node "$i"; done

@@ -5,6 +5,8 @@
 //! node takes the render over after the lease), of the node that made a preview awaiting
 //! approval, and a PostgreSQL restart (a clean temporary error meanwhile, then all resumes).
 //! A legacy-era (initialize-based) client's session sticks to one node through the gateway.
+//! The nodes share no directory: media lives in an S3-compatible bucket (moto's server,
+//! `VIDFORGE_CLUSTER_MEDIA=s3`), and each node's data dir keeps only its own scratch and cache.
 //!
 //! Needs PostgreSQL 15 and nginx from Debian (`scripts/install-deps.sh`); fails without them.
 
@@ -59,6 +61,8 @@ impl Cluster {
                 &["up"],
                 &[
                     ("VIDFORGE_CLUSTER_PORT", free_port().to_string()),
+                    // No shared directory: the nodes share PostgreSQL and a bucket only.
+                    ("VIDFORGE_CLUSTER_MEDIA", "s3".to_string()),
                     (
                         "VIDFORGE_CLUSTER_TOKENS",
                         format!("{ALICE}=alice,{BOB}=bob"),
@@ -535,11 +539,7 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
         row, "2|1|t",
         "one crash counted, one more attempt, lease released"
     );
-    let results: Vec<_> =
-        std::fs::read_dir(Path::new(&c.env["MEDIA_DIR"]).join("results").join(&id))
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
+    let results = support::s3::list_keys(&c.env["S3_ENDPOINT"], &format!("cluster/results/{id}/"));
     assert_eq!(results.len(), 1, "no duplicate output: {results:?}");
     c.run(&["node-start", &victim.to_string()]);
 
@@ -698,12 +698,9 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
         done_frames.parse::<u64>().unwrap_or(0) < total.parse::<u64>().unwrap_or(1),
         "stopped part-way: {frames}"
     );
-    assert!(
-        !Path::new(&c.env["MEDIA_DIR"])
-            .join("results")
-            .join(&id)
-            .join("final.mp4")
-            .exists(),
+    assert_eq!(
+        support::s3::list_keys(&c.env["S3_ENDPOINT"], &format!("cluster/results/{id}/")),
+        Vec::<String>::new(),
         "a cancelled render leaves no output"
     );
     // Expiry is the record's age, so any node answers it: age one on the database.
@@ -782,4 +779,38 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
 
     // Every node answered some of it.
     assert_eq!(c.upstreams_seen().len(), 3, "{:?}", c.upstreams_seen());
+
+    // No shared directory: the media is in the bucket, and no node's data dir holds an
+    // asset, a preview or a result (only its bounded cache of sources).
+    let keys = support::s3::list_keys(&c.env["S3_ENDPOINT"], "cluster/");
+    for kind in ["assets/", "previews/", "results/"] {
+        assert!(
+            keys.iter()
+                .any(|k| k.starts_with(&format!("cluster/{kind}"))),
+            "no {kind} in the bucket: {keys:?}"
+        );
+    }
+    for i in 1..=3 {
+        let data = PathBuf::from(&c.env[&format!("NODE{i}_DATA_DIR")]);
+        for kind in ["assets", "previews", "results"] {
+            let files: Vec<_> = walk_files(&data.join(kind));
+            assert!(files.is_empty(), "node{i} keeps media files: {files:?}");
+        }
+    }
+}
+
+/// Every file under `dir` (none when it does not exist).
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.path().is_dir() {
+                stack.push(e.path());
+            } else {
+                out.push(e.path());
+            }
+        }
+    }
+    out
 }

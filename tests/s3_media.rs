@@ -408,3 +408,101 @@ fn stream_upload(base: &str, path: &Path) -> (u16, Value) {
         Err(_) => (0, Value::Null),
     }
 }
+
+/// The media store's cost, media on S3 beside media on local disk in one run (not run by
+/// `make test`: `cargo test --release --test s3_media -- --ignored --nocapture`; the figures
+/// are in docs/bench/media-store.md). Per mode: upload throughput of a large file, download
+/// throughput of a result through `GET /videos/…` (a redirect to the bucket on S3), and the
+/// end-to-end time of upload + render + download of a short clip; medians of
+/// `VIDFORGE_MEDIA_BENCH_RUNS` (default 5), modes taking turns.
+#[test]
+#[ignore]
+fn bench_media_store_side_by_side() {
+    let runs: usize = std::env::var("VIDFORGE_MEDIA_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
+    let dir = tempfile::tempdir().unwrap();
+    let s3 = S3::start(&dir.path().join("s3"));
+    let local_dir = dir.path().join("local");
+    let s3_dir = dir.path().join("s3-node");
+    std::fs::create_dir_all(&local_dir).unwrap();
+    std::fs::create_dir_all(&s3_dir).unwrap();
+    let tokens = [
+        "--token",
+        "alice-s3-token=alice",
+        "--max-upload-bytes",
+        "3GiB",
+    ];
+    let local = Server::start(&local_dir.join("data"), &tokens);
+    let mut s3_args: Vec<String> = tokens.iter().map(|s| s.to_string()).collect();
+    s3_args.extend(s3.media_args("bench"));
+    let s3_args: Vec<&str> = s3_args.iter().map(String::as_str).collect();
+    let bucket = Server::start_with_env(&s3_dir.join("data"), &s3_args, &ENV);
+    let big = raw_video(dir.path(), "big.nut", 256);
+    let big_mib = std::fs::metadata(&big).unwrap().len() as f64 / (1 << 20) as f64;
+    let clip = make_clip(dir.path(), "clip.mp4", 640, 360, 4.0, true);
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        v[v.len() / 2]
+    };
+    let modes: [(&str, &Server); 2] = [("local disk", &local), ("S3 (moto)", &bucket)];
+    let mut upload = [Vec::new(), Vec::new()];
+    let mut download = [Vec::new(), Vec::new()];
+    let mut end_to_end = [Vec::new(), Vec::new()];
+    for _ in 0..runs {
+        for (m, (_, server)) in modes.iter().enumerate() {
+            let t = Instant::now();
+            let (status, _) = stream_upload(&server.base(), &big);
+            assert!((200..300).contains(&status));
+            upload[m].push(big_mib / t.elapsed().as_secs_f64());
+
+            let t = Instant::now();
+            let (status, asset) = stream_upload(&server.base(), &clip);
+            assert!((200..300).contains(&status));
+            let mut mcp = server.mcp().with_token(ALICE);
+            let id = render(
+                &mut mcp,
+                json!({"source_asset_uri": asset["uri"], "output_format": "mp4", "resolution": "1080p"}),
+            );
+            let done = mcp.wait_task(&id, Caps::FULL, WAIT, |t| status_of(t) == "completed");
+            assert_eq!(done["result"]["isError"], false, "{done}");
+            let url = format!("{}/videos/{id}/final.mp4", server.base());
+            let d = Instant::now();
+            let bytes = following()
+                .get(&url)
+                .bearer_auth(ALICE)
+                .send()
+                .unwrap()
+                .bytes()
+                .unwrap();
+            let download_s = d.elapsed().as_secs_f64();
+            end_to_end[m].push(t.elapsed().as_secs_f64());
+            download[m].push(bytes.len() as f64 / (1 << 20) as f64 / download_s);
+        }
+    }
+    let mut report = format!(
+        "| measure ({runs} runs, median) | local disk | S3 (moto) | S3 / local |\n|---|---:|---:|---:|\n"
+    );
+    for (name, values, unit) in [
+        (format!("upload {big_mib:.0} MiB (MiB/s)"), &upload, ""),
+        ("download a 1080p result (MiB/s)".to_string(), &download, ""),
+        (
+            "upload + 1080p render + download, 4 s clip (s)".to_string(),
+            &end_to_end,
+            "",
+        ),
+    ] {
+        let (l, s) = (median(values[0].clone()), median(values[1].clone()));
+        report.push_str(&format!(
+            "| {name} | {l:.2}{unit} | {s:.2}{unit} | {:.2} |\n",
+            s / l
+        ));
+    }
+    report.push_str(&format!(
+        "\npeak RSS: local {} MiB, S3 {} MiB\n",
+        local.peak_rss_kib() / 1024,
+        bucket.peak_rss_kib() / 1024
+    ));
+    println!("{report}");
+}

@@ -94,24 +94,7 @@ impl S3 {
 
     /// Every key under `prefix` (ListObjectsV2, all pages).
     pub fn keys(&self, prefix: &str) -> Vec<String> {
-        let client = http();
-        let mut keys = Vec::new();
-        let mut token: Option<String> = None;
-        for _ in 0..1000 {
-            let mut url = format!("{}/{BUCKET}?list-type=2&prefix={prefix}", self.endpoint());
-            if let Some(t) = &token {
-                url.push_str(&format!("&continuation-token={t}"));
-            }
-            let body = client.get(url).send().unwrap().text().unwrap();
-            keys.extend(between_all(&body, "<Key>", "</Key>"));
-            token = between_all(&body, "<NextContinuationToken>", "</NextContinuationToken>")
-                .into_iter()
-                .next();
-            if token.is_none() {
-                break;
-            }
-        }
-        keys
+        list_keys(&self.endpoint(), prefix)
     }
 
     /// The multipart uploads in progress in the bucket (ListMultipartUploads): their keys.
@@ -154,6 +137,28 @@ impl Drop for S3 {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Every key under `prefix` in [`BUCKET`] of the S3 server at `endpoint` (all pages).
+pub fn list_keys(endpoint: &str, prefix: &str) -> Vec<String> {
+    let client = http();
+    let mut keys = Vec::new();
+    let mut token: Option<String> = None;
+    for _ in 0..1000 {
+        let mut url = format!("{endpoint}/{BUCKET}?list-type=2&prefix={prefix}");
+        if let Some(t) = &token {
+            url.push_str(&format!("&continuation-token={t}"));
+        }
+        let body = client.get(url).send().unwrap().text().unwrap();
+        keys.extend(between_all(&body, "<Key>", "</Key>"));
+        token = between_all(&body, "<NextContinuationToken>", "</NextContinuationToken>")
+            .into_iter()
+            .next();
+        if token.is_none() {
+            break;
+        }
+    }
+    keys
 }
 
 fn signal(pid: u32, sig: &str) {

@@ -401,8 +401,12 @@ fn run_render(
     match result {
         Ok(report) => finish_succeeded(shared, rec, plan, &report),
         Err(e) if e.kind == FailureKind::Cancelled && lock(&shared.lost).contains(id) => {
-            // Another node holds the lease now and renders into the same shared directory:
-            // leave both the record and the files to it.
+            // Another node holds the lease now. With a shared directory it renders into the
+            // same one: leave both the record and the files to it. With a bucket, this
+            // node's scratch files are its own.
+            if shared.media.is_object() {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
             tracing::warn!(render_id = %id, "render abandoned here: another node took it over");
             Ok(())
         }

@@ -208,6 +208,15 @@ impl Config {
 
     /// Defaults, then the TOML file named by `args.config` (if any), then flags/env.
     pub fn load(args: &ConfigArgs) -> Result<Config, ConfigError> {
+        // `media_dir` became `media_store` (the flag `--media-dir` stays an alias): an old
+        // variable left set must not silently put a farm's media in each node's data dir.
+        if std::env::var_os("VIDFORGE_MEDIA_DIR").is_some() {
+            return Err(ConfigError::Invalid {
+                field: "media_store",
+                reason: "VIDFORGE_MEDIA_DIR was renamed VIDFORGE_MEDIA_STORE (TOML: media_store)"
+                    .into(),
+            });
+        }
         let mut cfg = Config::default();
         if let Some(path) = &args.config {
             let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
