@@ -28,11 +28,14 @@ pub fn start_service(config: Config) -> anyhow::Result<RenderService> {
     let renderer = MediaRenderer::new(&config)
         .map_err(|e| anyhow::anyhow!("cannot initialise the render engine: {e}"))?;
     tracing::info!(backend = %vidforge_core::engine::Renderer::backend_name(&renderer), "render engine ready");
+    let objects = vidforge_s3::backend_for(&config)
+        .map_err(|e| anyhow::anyhow!("cannot set up the media store: {e}"))?;
     let service = RenderService::start(ServiceParts {
         config,
         clock: clock::from_env(),
         renderer: Arc::new(renderer),
         prober: Arc::new(MediaProber),
+        objects,
     })?;
     Ok(service)
 }

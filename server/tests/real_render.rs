@@ -24,6 +24,7 @@ async fn watermarked_render_on_the_cpu_backend() {
         clock: Arc::new(SystemClock),
         renderer: Arc::new(renderer),
         prober: Arc::new(MediaProber),
+        objects: None,
     })
     .unwrap();
     assert_eq!(service.backend_name(), "cpu");

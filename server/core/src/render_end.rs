@@ -234,6 +234,13 @@ pub(crate) fn finish_media_error(
             other.to_string(),
         )),
     };
+    write_failed(shared, rec, outcome)?;
+    tracing::warn!(render_id = %rec.id, error = %e, "render failed: media store");
+    Ok(())
+}
+
+/// Ends the render `Failed` with `outcome` (unless it ended meanwhile or was taken over).
+fn write_failed(shared: &Shared, rec: &RenderRecord, outcome: Outcome) -> Result<(), ServiceError> {
     let now = shared.now();
     update_final(shared, &rec.id, |r| {
         if r.is_terminal() || taken_over(r, rec) {
@@ -244,7 +251,6 @@ pub(crate) fn finish_media_error(
         r.outcome = Some(outcome.clone());
         Ok(Change::Write(()))
     })?;
-    tracing::warn!(render_id = %rec.id, error = %e, "render failed: media store");
     Ok(())
 }
 
@@ -253,17 +259,7 @@ pub(crate) fn finish_error(
     rec: &RenderRecord,
     e: &EngineError,
 ) -> Result<(), ServiceError> {
-    let now = shared.now();
-    let outcome = failure_outcome(e);
-    update_final(shared, &rec.id, |r| {
-        if r.is_terminal() || taken_over(r, rec) {
-            return Ok(Change::Keep(()));
-        }
-        r.state = RenderState::Failed;
-        r.finished_at = Some(now);
-        r.outcome = Some(outcome.clone());
-        Ok(Change::Write(()))
-    })?;
+    write_failed(shared, rec, failure_outcome(e))?;
     tracing::warn!(render_id = %rec.id, kind = ?e.kind, error = %e, "render failed");
     Ok(())
 }

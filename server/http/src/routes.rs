@@ -421,8 +421,8 @@ async fn serve_media(
     download_name: Option<&str>,
     request: Request,
 ) -> Response {
-    let method = request.method().clone();
-    match service.media().presigned(stored, method).await {
+    let head = request.method() == axum::http::Method::HEAD;
+    match service.media().presigned(stored, head).await {
         Ok(None) => serve_file(stored, mime, download_name, request).await,
         Ok(Some(url)) => match HeaderValue::from_str(&url) {
             Ok(location) => {

@@ -314,6 +314,7 @@ pub fn try_start_service(
         clock,
         renderer,
         prober: Arc::new(MediaProber),
+        objects: None,
     })
 }
 

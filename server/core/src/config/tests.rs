@@ -374,3 +374,46 @@ fn media_choices_from_file_are_exact_names() {
         "{e}"
     );
 }
+
+#[test]
+fn media_store_is_a_directory_or_an_s3_url() {
+    use super::MediaStoreSetting as M;
+    assert_eq!(
+        M::parse("s3://render-media/prod/v1/").unwrap(),
+        M::S3 {
+            bucket: "render-media".into(),
+            prefix: "prod/v1".into()
+        }
+    );
+    assert_eq!(
+        M::parse("s3://bucket").unwrap(),
+        M::S3 {
+            bucket: "bucket".into(),
+            prefix: String::new()
+        }
+    );
+    assert_eq!(M::parse("/mnt/media").unwrap(), M::Dir("/mnt/media".into()));
+    for bad in [
+        "s3://",
+        "s3://Bad_Bucket/x",
+        "s3://ab",
+        "s3://bucket/../etc",
+        "s3://bucket/a//b",
+        "gs://bucket/x",
+        "",
+    ] {
+        let e = M::parse(bad).unwrap_err().to_string();
+        assert!(e.contains("media_store"), "{bad}: {e}");
+    }
+    // The file reads the same values; a bucket keeps only scratch in the data dir.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vidforge.toml");
+    std::fs::write(&path, "media_store = \"s3://media/prefix\"\n").unwrap();
+    let cfg = Config::load(&ConfigArgs {
+        config: Some(path),
+        ..Default::default()
+    })
+    .unwrap();
+    assert!(cfg.media_store.is_object_store());
+    assert_eq!(cfg.media_root(), cfg.data_dir.as_path());
+}

@@ -4,15 +4,16 @@
 //! or a directory a cluster shares). A **relative** one (`results/<id>/final.mp4`) is an
 //! object: the same relative path under the bucket's prefix. Media is always written locally
 //! first (uploads under a temporary name, results and previews by the engine), then
-//! [`MediaStore::publish_blocking`] / [`MediaStore::publish`] make it durable where it lives
+//! [`MediaStore::publish_blocking`] / [`MediaStore::publish_upload`] make it durable where it lives
 //! and give the name the record keeps; a record never names media that is not complete.
 //!
 //! With a bucket, the data directory keeps only scratch files (an upload being received, a
-//! render being written) and the bounded cache of sources ([`cache`]).
+//! render being written) and the bounded cache of sources (`cache.rs`). The bucket itself is
+//! reached through the [`ObjectBackend`] seam (`backend.rs`), which the `vidforge-s3` crate
+//! implements; this crate knows no HTTP client.
 
-mod aws_profile;
+mod backend;
 mod cache;
-mod multipart;
 mod object;
 
 use std::path::{Component, Path, PathBuf};
@@ -21,6 +22,7 @@ use std::time::Duration;
 use crate::config::{Config, MediaStoreSetting};
 use crate::error::ServiceError;
 
+pub use backend::{ObjectBackend, ObjectError};
 pub use object::ObjectMedia;
 
 /// The media store of one process (cheap to clone).
@@ -40,18 +42,22 @@ impl MediaStore {
         MediaStore { root, object: None }
     }
 
-    /// The store `config.media_store` names. A bucket is not contacted here: a bucket that is
-    /// down at start refuses uploads and renders (temporarily), never the start itself.
-    pub fn open(config: &Config) -> Result<MediaStore, ServiceError> {
+    /// The store `config.media_store` names; a bucket through `objects` (the binary wires
+    /// `vidforge-s3`'s). A bucket is not contacted here: one that is down at start refuses
+    /// uploads and renders (temporarily), never the start itself.
+    pub fn open(
+        config: &Config,
+        objects: Option<std::sync::Arc<dyn ObjectBackend>>,
+    ) -> Result<MediaStore, ServiceError> {
         let root = config.media_root().to_path_buf();
-        match &config.media_store {
-            MediaStoreSetting::S3 { bucket, prefix } => {
-                let object = ObjectMedia::connect(bucket, prefix, config)?;
-                Ok(MediaStore {
-                    root,
-                    object: Some(std::sync::Arc::new(object)),
-                })
-            }
+        match (&config.media_store, objects) {
+            (MediaStoreSetting::S3 { .. }, Some(backend)) => Ok(MediaStore {
+                root,
+                object: Some(std::sync::Arc::new(ObjectMedia::new(backend, config)?)),
+            }),
+            (MediaStoreSetting::S3 { .. }, None) => Err(ServiceError::Internal(
+                "media_store names a bucket, but no object store backend was given".into(),
+            )),
             _ => Ok(MediaStore::local(root)),
         }
     }
@@ -69,14 +75,14 @@ impl MediaStore {
     /// One line for the startup banner.
     pub fn describe(&self) -> String {
         match &self.object {
-            Some(o) => o.describe(),
+            Some(o) => o.backend().describe(),
             None => crate::config::display_path(&self.root),
         }
     }
 
     /// The origin (`scheme://host[:port]`) presigned links point at, for the pages' CSP.
     pub fn link_origin(&self) -> Option<String> {
-        self.object.as_ref().map(|o| o.origin())
+        self.object.as_ref().map(|o| o.backend().link_origin())
     }
 
     /// The path relative to the local root of `local` (a file under it).
@@ -96,7 +102,7 @@ impl MediaStore {
     /// Makes the finished file `local` (under the local root) durable where media lives and
     /// returns the name its record keeps. Locally that is the file itself (already fsynced
     /// and renamed by its writer); with a bucket the file is uploaded (multipart past
-    /// [`multipart::PART_BYTES`]), retried with backoff for `media_retry_window` while the
+    /// 16 MiB, in `vidforge-s3`), retried with backoff for `media_retry_window` while the
     /// bucket cannot be reached, then deleted here. `stop` ends the retries early (shutdown).
     pub fn publish_blocking(
         &self,
@@ -137,11 +143,12 @@ impl MediaStore {
             Some(object) => {
                 let o = object.clone();
                 let (local, key) = (partial.to_path_buf(), rel.to_path_buf());
-                object
-                    .spawn(async move { o.upload(&local, &key).await })
-                    .await?;
-                object.answered();
-                object.cache().adopt(rel, partial);
+                blocking(move || {
+                    o.outcome(o.backend().upload(&local, &key))?;
+                    o.cache().adopt(&key, &local);
+                    Ok(())
+                })
+                .await?;
                 Ok(rel.to_path_buf())
             }
         }
@@ -151,7 +158,7 @@ impl MediaStore {
     /// itself, or this node's cached copy (downloaded once, then reused).
     pub fn local_copy_blocking(&self, stored: &Path) -> Result<PathBuf, ServiceError> {
         match (&self.object, object_name(stored)) {
-            (Some(object), Some(rel)) => object.cached_copy_blocking(rel),
+            (Some(object), Some(rel)) => object.cached_copy(rel),
             _ => Ok(stored.to_path_buf()),
         }
     }
@@ -161,7 +168,7 @@ impl MediaStore {
         match (&self.object, object_name(stored)) {
             (Some(object), Some(rel)) => {
                 let (o, rel) = (object.clone(), rel.to_path_buf());
-                object.spawn(async move { o.read(&rel, max).await }).await
+                blocking(move || o.outcome(o.backend().read(&rel, max))).await
             }
             _ => {
                 let len = tokio::fs::metadata(stored).await?.len();
@@ -176,15 +183,20 @@ impl MediaStore {
         }
     }
 
-    /// A short-lived presigned link for `method` (`GET` or `HEAD`) on stored media; `None`
-    /// when it is a local file (served by this server).
+    /// A short-lived presigned link (`presigned_url_ttl`) on stored media, signed for `HEAD`
+    /// or `GET`; `None` when it is a local file (served by this server).
     pub async fn presigned(
         &self,
         stored: &Path,
-        method: http::Method,
+        head: bool,
     ) -> Result<Option<String>, ServiceError> {
         match (&self.object, object_name(stored)) {
-            (Some(object), Some(rel)) => object.presigned(rel, method).await.map(Some),
+            (Some(object), Some(rel)) => {
+                let (o, rel) = (object.clone(), rel.to_path_buf());
+                blocking(move || o.outcome(o.backend().presign(&rel, head, o.presign_ttl())))
+                    .await
+                    .map(Some)
+            }
             _ => Ok(None),
         }
     }
@@ -199,7 +211,7 @@ impl MediaStore {
             _ => {}
         }
         match &self.object {
-            Some(object) => object.remove_prefix_blocking(rel),
+            Some(object) => object.outcome(object.backend().remove_prefix(rel)),
             None => Ok(()),
         }
     }
@@ -208,7 +220,7 @@ impl MediaStore {
     /// content in ms: for the orphan sweeps.
     pub fn list_dirs_blocking(&self, rel: &str) -> Result<Vec<(String, u64)>, ServiceError> {
         if let Some(object) = &self.object {
-            return object.list_dirs_blocking(rel);
+            return object.outcome(object.backend().list_dirs(rel));
         }
         let Ok(entries) = std::fs::read_dir(self.root.join(rel)) else {
             return Ok(Vec::new());
@@ -234,17 +246,9 @@ impl MediaStore {
     /// `retry_after_ms`); asks it at most every [`HEALTH_RECHECK`].
     pub async fn check_available(&self) -> Result<(), ServiceError> {
         match &self.object {
-            Some(object) => object.check_available().await,
-            None => Ok(()),
-        }
-    }
-
-    /// [`MediaStore::check_available`] from a thread that may block.
-    pub fn check_available_blocking(&self) -> Result<(), ServiceError> {
-        match &self.object {
             Some(object) => {
                 let o = object.clone();
-                object.block_on(async move { o.check_available().await })
+                blocking(move || o.check_available()).await
             }
             None => Ok(()),
         }
@@ -252,13 +256,21 @@ impl MediaStore {
 
     /// Aborts multipart uploads a killed process left behind: this node's at start (nothing
     /// of its own is in flight then), every node's older than
-    /// [`multipart::ORPHAN_UPLOAD_AGE`] from the sweeper. Returns how many it aborted.
+    /// 6 hours from the sweeper (`vidforge-s3`). Returns how many it aborted.
     pub fn abort_orphan_uploads_blocking(&self, at_start: bool) -> Result<usize, ServiceError> {
         match &self.object {
-            Some(object) => object.abort_orphan_uploads_blocking(at_start),
+            Some(object) => object.outcome(object.backend().abort_orphan_uploads(at_start)),
             None => Ok(0),
         }
     }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ServiceError> + Send + 'static,
+) -> Result<T, ServiceError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ServiceError::Internal(format!("media task failed: {e}")))?
 }
 
 /// The object name of stored media: its path when relative, made only of plain components.

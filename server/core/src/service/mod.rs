@@ -45,6 +45,8 @@ pub struct ServiceParts {
     pub clock: SharedClock,
     pub renderer: Arc<dyn Renderer>,
     pub prober: Arc<dyn Prober>,
+    /// The bucket, when `config.media_store` names one (`vidforge-s3` in the binary).
+    pub objects: Option<Arc<dyn crate::media_store::ObjectBackend>>,
 }
 
 /// Result of [`RenderService::create_render`].
@@ -147,7 +149,7 @@ impl RenderService {
         }
         config.ensure_dirs()?;
         let store = open_store(&config)?;
-        let media = crate::media_store::MediaStore::open(&config)?;
+        let media = crate::media_store::MediaStore::open(&config, parts.objects)?;
         // Nothing of this node's is in flight yet: its marked multipart uploads are a killed
         // process's. A bucket that is down now is the sweeper's to clean later.
         if let Err(e) = media.abort_orphan_uploads_blocking(true) {
@@ -161,9 +163,17 @@ impl RenderService {
             parts.prober,
             parts.clock.clone(),
         );
+        // With a bucket, the local media tree is this process's scratch alone, and nothing of
+        // it is in flight yet: what is there is a killed process's.
+        if media.is_object() {
+            for dir in [config.results_dir(), config.previews_dir()] {
+                let _ = std::fs::remove_dir_all(&dir);
+                std::fs::create_dir_all(&dir)?;
+            }
+        }
         // Another node's upload may be in flight in a shared media dir: only partials that
         // nothing has written to for a while are a crash's leftovers there.
-        assets.remove_partial_uploads(if store.is_shared() {
+        assets.remove_partial_uploads(if store.is_shared() && !media.is_object() {
             crate::cluster::PARTIAL_UPLOAD_MIN_AGE
         } else {
             std::time::Duration::ZERO
