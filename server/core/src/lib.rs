@@ -8,6 +8,7 @@
 //! idempotency, quota, approvals, cancel; starts the two before it). Beside them: [`config`]
 //! (every setting), [`catalog`] (error codes and their wording), [`error`], [`engine`] (the
 //! render engine as the service sees it) and [`media_backend`] (it, on vidforge-media),
+//! [`media_store`] (where media lives: a directory, or a bucket through its seam),
 //! [`telemetry`] (metric recording).
 
 pub mod args;
