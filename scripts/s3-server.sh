@@ -38,7 +38,7 @@ case "${1:-}" in
     nohup "$VENV/bin/moto_server" -H 127.0.0.1 -p "$port" >"$dir/s3.log" 2>&1 </dev/null &
     echo $! >"$dir/s3.pid"
     for _ in $(seq 1 100); do
-      if curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$port/moto-api/"; then
+      if curl -fs -o /dev/null --max-time 2 "http://127.0.0.1:$port/moto-api/"; then
         curl -fsS -o /dev/null --max-time 5 -X PUT "http://127.0.0.1:$port/$bucket" \
           || die "cannot create bucket $bucket"
         echo "s3-server: http://127.0.0.1:$port, bucket $bucket (log $dir/s3.log)"
