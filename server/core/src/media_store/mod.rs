@@ -23,7 +23,7 @@ use crate::config::{Config, MediaStoreSetting};
 use crate::error::ServiceError;
 
 pub use backend::{ObjectBackend, ObjectError};
-pub use object::ObjectMedia;
+use object::ObjectMedia;
 
 /// The media store of one process (cheap to clone).
 #[derive(Clone)]
@@ -65,11 +65,6 @@ impl MediaStore {
     /// Whether media lives in a bucket.
     pub fn is_object(&self) -> bool {
         self.object.is_some()
-    }
-
-    /// The bucket's client, when media lives in one.
-    pub fn object(&self) -> Option<&ObjectMedia> {
-        self.object.as_deref()
     }
 
     /// One line for the startup banner.
