@@ -188,9 +188,15 @@ impl MediaStore {
         match (&self.object, object_name(stored)) {
             (Some(object), Some(rel)) => {
                 let (o, rel) = (object.clone(), rel.to_path_buf());
-                blocking(move || o.outcome(o.backend().presign(&rel, head, o.presign_ttl())))
-                    .await
-                    .map(Some)
+                // Signing is local: a link made says nothing of the bucket's health.
+                blocking(
+                    move || match o.backend().presign(&rel, head, o.presign_ttl()) {
+                        Ok(url) => Ok(url),
+                        Err(e) => o.outcome(Err(e)),
+                    },
+                )
+                .await
+                .map(Some)
             }
             _ => Ok(None),
         }
