@@ -140,6 +140,24 @@ fn the_contract_with_media_in_a_bucket() {
     assert_eq!(redirect.headers()["cache-control"], "no-store");
     let png = following().get(&location).send().unwrap().bytes().unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    // The pages (the approval page among them) load previews and results from the bucket:
+    // their one policy admits that origin for images and media, and nothing else.
+    let page = no_redirects()
+        .get(format!("{}/signin", server.base()))
+        .send()
+        .unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    let csp = page.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let origin = s3.endpoint();
+    assert!(
+        csp.contains(&format!("img-src 'self' {origin}"))
+            && csp.contains(&format!("media-src 'self' {origin}"))
+            && csp.contains("default-src 'self'"),
+        "{csp}"
+    );
     // Another principal: the same 404 as an unknown id, no link.
     let foreign = no_redirects()
         .get(&preview_url)
