@@ -233,7 +233,7 @@ impl From<EngineError> for PlanError {
 
 fn build_plan(shared: &Shared, rec: &RenderRecord) -> Result<RenderPlan, PlanError> {
     // A local file with each input's content: the file itself, or this node's cached copy
-    // of the object (downloaded once, retried while the bucket is away).
+    // of the object (downloaded once, retried while the bucket is away, until shutdown).
     let owned_asset = |asset_id: &str| -> Result<Option<PathBuf>, PlanError> {
         let asset = shared
             .store
@@ -241,7 +241,9 @@ fn build_plan(shared: &Shared, rec: &RenderRecord) -> Result<RenderPlan, PlanErr
             .map_err(|e| EngineError::new(FailureKind::RenderFailed, e.to_string()))?;
         match asset.filter(|a| a.principal == rec.principal) {
             None => Ok(None),
-            Some(a) => media_retried(shared, || shared.media.local_copy_blocking(&a.path))
+            Some(a) => shared
+                .media
+                .local_copy_blocking(&a.path, &|| shared.shutdown.load(Ordering::SeqCst))
                 .map(Some)
                 .map_err(PlanError::Media),
         }
@@ -278,28 +280,6 @@ fn build_plan(shared: &Shared, rec: &RenderRecord) -> Result<RenderPlan, PlanErr
         watermark,
         encoder: Default::default(),
     })
-}
-
-/// `op` on the media store, tried again with backoff while the bucket cannot be reached
-/// (at most `media_retry_window`, or until shutdown).
-fn media_retried<T>(
-    shared: &Shared,
-    mut op: impl FnMut() -> Result<T, ServiceError>,
-) -> Result<T, ServiceError> {
-    let deadline = Instant::now() + shared.config.media_retry_window;
-    let mut pause = Duration::from_millis(500);
-    loop {
-        match op() {
-            Err(ServiceError::MediaUnavailable { reason })
-                if Instant::now() + pause < deadline && !shared.shutdown.load(Ordering::SeqCst) =>
-            {
-                tracing::warn!(%reason, retry_in_ms = pause.as_millis() as u64, "the media store cannot be reached; retrying");
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_secs(10));
-            }
-            other => return other,
-        }
-    }
 }
 
 fn run_preview(shared: &Shared, rec: &RenderRecord, plan: &RenderPlan) -> Result<(), ServiceError> {

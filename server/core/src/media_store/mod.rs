@@ -150,10 +150,15 @@ impl MediaStore {
     }
 
     /// A local file with the content of the stored media `stored`, for the engine: the file
-    /// itself, or this node's cached copy (downloaded once, then reused).
-    pub fn local_copy_blocking(&self, stored: &Path) -> Result<PathBuf, ServiceError> {
+    /// itself, or this node's cached copy (downloaded once, then reused; the download retried
+    /// like [`MediaStore::publish_blocking`]'s upload, until `stop`).
+    pub fn local_copy_blocking(
+        &self,
+        stored: &Path,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<PathBuf, ServiceError> {
         match (&self.object, object_name(stored)) {
-            (Some(object), Some(rel)) => object.cached_copy(rel),
+            (Some(object), Some(rel)) => object.retried(rel, stop, || object.cached_copy(rel)),
             _ => Ok(stored.to_path_buf()),
         }
     }
@@ -303,7 +308,7 @@ mod tests {
         std::fs::create_dir_all(file.parent().unwrap()).unwrap();
         std::fs::write(&file, b"x").unwrap();
         assert_eq!(store.publish_blocking(&file, &|| false).unwrap(), file);
-        assert_eq!(store.local_copy_blocking(&file).unwrap(), file);
+        assert_eq!(store.local_copy_blocking(&file, &|| false).unwrap(), file);
         store.remove_dir_blocking("results/task_1").unwrap();
         assert!(!file.exists());
         store.remove_dir_blocking("results/task_1").unwrap();

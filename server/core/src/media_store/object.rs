@@ -76,28 +76,39 @@ impl ObjectMedia {
         }
     }
 
-    /// Uploads `local` as `rel`; retried with backoff while the bucket cannot be reached, for
-    /// at most `media_retry_window` (or until `stop`).
-    pub(super) fn upload_with_retries(
+    /// `op` on `rel`, tried again with backoff while the bucket cannot be reached, for at
+    /// most `media_retry_window` (or until `stop`): what a render does, since giving up fails
+    /// it.
+    pub(super) fn retried<T>(
         &self,
-        local: &Path,
         rel: &Path,
         stop: &dyn Fn() -> bool,
-    ) -> Result<(), ServiceError> {
+        mut op: impl FnMut() -> Result<T, ServiceError>,
+    ) -> Result<T, ServiceError> {
         let deadline = Instant::now() + self.retry_window;
         let mut pause = Duration::from_millis(500);
         loop {
-            match self.outcome(self.backend.upload(local, rel)) {
+            match op() {
                 Err(ServiceError::MediaUnavailable { reason })
                     if Instant::now() + pause < deadline && !stop() =>
                 {
-                    tracing::warn!(object = %rel.display(), %reason, retry_in_ms = pause.as_millis() as u64, "media upload failed; retrying");
+                    tracing::warn!(object = %rel.display(), %reason, retry_in_ms = pause.as_millis() as u64, "the media store cannot be reached; retrying");
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(MAX_RETRY_PAUSE);
                 }
                 other => return other,
             }
         }
+    }
+
+    /// Uploads `local` as `rel`, [`ObjectMedia::retried`].
+    pub(super) fn upload_with_retries(
+        &self,
+        local: &Path,
+        rel: &Path,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<(), ServiceError> {
+        self.retried(rel, stop, || self.outcome(self.backend.upload(local, rel)))
     }
 
     /// The local copy of `rel` (downloaded on a miss; least recently used copies out).
