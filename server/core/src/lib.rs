@@ -30,6 +30,7 @@ pub mod render_end;
 pub mod render_metrics;
 pub mod service;
 pub mod shared;
+pub mod side_runtime;
 pub mod store;
 mod sync;
 pub mod telemetry;

@@ -12,6 +12,7 @@ use object_store::path::Path as Key;
 use object_store::signer::Signer;
 use object_store::{BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, RetryConfig};
 use vidforge_core::media_store::{ObjectBackend, ObjectError};
+use vidforge_core::side_runtime::SideRuntime;
 
 /// Threads of the bucket's runtime (they drive sockets and file copies).
 const RUNTIME_THREADS: usize = 2;
@@ -36,7 +37,7 @@ pub struct Bucket {
     prefix: String,
     endpoint: String,
     pub(crate) node: String,
-    runtime: Runtime,
+    runtime: SideRuntime,
 }
 
 impl Bucket {
@@ -71,7 +72,8 @@ impl Bucket {
             })
             .build()
             .map_err(|e| format!("s3://{}: {e}", o.bucket))?;
-        let runtime = Runtime::new().map_err(|e| format!("media runtime: {e}"))?;
+        let runtime = SideRuntime::new(RUNTIME_THREADS, "vidforge-s3")
+            .map_err(|e| format!("media runtime: {e}"))?;
         tracing::info!(bucket = %o.bucket, prefix = %o.prefix, %endpoint, %region, "media in an S3-compatible bucket");
         Ok(Bucket {
             s3: Arc::new(s3),
@@ -109,12 +111,9 @@ impl Bucket {
         &self,
         fut: impl Future<Output = Result<R, ObjectError>> + Send + 'static,
     ) -> Result<R, ObjectError> {
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        self.runtime.handle().spawn(async move {
-            let _ = tx.send(fut.await);
-        });
-        rx.recv()
-            .unwrap_or_else(|_| Err(ObjectError::Unreachable("the media runtime stopped".into())))
+        self.runtime
+            .wait(fut, None)
+            .unwrap_or_else(|| Err(ObjectError::Unreachable("the media runtime stopped".into())))
     }
 }
 
@@ -262,33 +261,6 @@ fn url_origin(url: &str) -> Option<String> {
     let authority = rest.split(['/', '?', '#']).next()?;
     let authority = authority.rsplit('@').next()?;
     (!authority.is_empty()).then(|| format!("{scheme}://{authority}"))
-}
-
-/// The bucket's runtime, shut down without waiting when the bucket goes (which may happen on
-/// another runtime's thread, where waiting is not allowed).
-struct Runtime(Option<tokio::runtime::Runtime>);
-
-impl Runtime {
-    fn new() -> std::io::Result<Runtime> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(RUNTIME_THREADS)
-            .thread_name("vidforge-s3")
-            .enable_all()
-            .build()?;
-        Ok(Runtime(Some(rt)))
-    }
-
-    fn handle(&self) -> &tokio::runtime::Handle {
-        self.0.as_ref().expect("taken only on drop").handle()
-    }
-}
-
-impl Drop for Runtime {
-    fn drop(&mut self) {
-        if let Some(rt) = self.0.take() {
-            rt.shutdown_background();
-        }
-    }
 }
 
 #[cfg(test)]

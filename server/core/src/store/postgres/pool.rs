@@ -1,12 +1,9 @@
 //! The connection pool: [`deadpool_postgres`] over `tokio-postgres`, driven by a small tokio
-//! runtime of the store's own. The store's API is synchronous and some callers are tokio
-//! worker threads, where no blocking client may run; so a call is spawned onto this runtime
-//! and the caller waits for its answer on a channel, at most [`CALL_TIMEOUT`].
+//! runtime of the store's own ([`SideRuntime`]); a caller waits at most [`CALL_TIMEOUT`].
 
 use std::future::Future;
 use std::time::Duration;
 
-use crossbeam_channel::bounded;
 use deadpool_postgres::{
     ClientWrapper, HookError, Manager, ManagerConfig, Object, Pool, PoolError, QueueMode,
     RecyclingMethod, Runtime,
@@ -14,6 +11,7 @@ use deadpool_postgres::{
 use futures_util::future::BoxFuture;
 
 use super::{CONNECT_TIMEOUT, StoreError, pg_error};
+use crate::side_runtime::SideRuntime;
 
 /// Connections per node.
 const POOL_SIZE: usize = 4;
@@ -26,22 +24,19 @@ pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(15);
 /// is used. One the server closed (a restart) is known closed at once and replaced.
 const REVALIDATE_AFTER: Duration = Duration::from_secs(1);
 
-/// The store's tokio runtime, shut down without waiting when the last store handle goes
-/// (which may happen on another runtime's thread, where waiting is not allowed).
-pub(super) struct StoreRuntime(Option<tokio::runtime::Runtime>);
+/// The store's tokio runtime ([`SideRuntime`]).
+pub(super) struct StoreRuntime(SideRuntime);
 
 impl StoreRuntime {
     pub(super) fn new() -> Result<StoreRuntime, StoreError> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(RUNTIME_THREADS)
-            .thread_name("vidforge-pg")
-            .enable_all()
-            .build()?;
-        Ok(StoreRuntime(Some(rt)))
+        Ok(StoreRuntime(SideRuntime::new(
+            RUNTIME_THREADS,
+            "vidforge-pg",
+        )?))
     }
 
     fn handle(&self) -> &tokio::runtime::Handle {
-        self.0.as_ref().expect("taken only on drop").handle()
+        self.0.handle()
     }
 
     /// Runs `fut` on the store's runtime and waits at most [`CALL_TIMEOUT`] for its answer.
@@ -49,24 +44,12 @@ impl StoreRuntime {
         &self,
         fut: impl Future<Output = Result<R, StoreError>> + Send + 'static,
     ) -> Result<R, StoreError> {
-        let (tx, rx) = bounded(1);
-        self.handle().spawn(async move {
-            let _ = tx.send(fut.await);
-        });
-        rx.recv_timeout(CALL_TIMEOUT).unwrap_or_else(|_| {
+        self.0.wait(fut, Some(CALL_TIMEOUT)).unwrap_or_else(|| {
             Err(StoreError::Unavailable(format!(
                 "PostgreSQL did not answer within {} s",
                 CALL_TIMEOUT.as_secs()
             )))
         })
-    }
-}
-
-impl Drop for StoreRuntime {
-    fn drop(&mut self) {
-        if let Some(rt) = self.0.take() {
-            rt.shutdown_background();
-        }
     }
 }
 
