@@ -450,29 +450,18 @@ fn listen_streams_task_status_notifications() {
 /// bytes per minute, yet `seconds × 30` frames at whatever resolution a render asks for.
 fn tiny_long_clip(dir: &std::path::Path, name: &str, seconds: u32) -> std::path::PathBuf {
     let out = dir.join(name);
-    let status = std::process::Command::new("ffmpeg")
-        .args([
-            "-hide_banner",
-            "-loglevel",
-            "error",
-            "-y",
-            "-f",
-            "lavfi",
-            "-i",
-        ])
-        .arg(format!("color=c=blue:s=16x16:r=30:d={seconds}"))
-        .args([
+    ffmpeg_lavfi(
+        &format!("color=c=blue:s=16x16:r=30:d={seconds}"),
+        &[
             "-c:v",
             "libx264",
             "-preset",
             "ultrafast",
             "-pix_fmt",
             "yuv420p",
-        ])
-        .arg(&out)
-        .status()
-        .expect("run ffmpeg");
-    assert!(status.success(), "ffmpeg failed to make {}", out.display());
+        ],
+        &out,
+    );
     out
 }
 

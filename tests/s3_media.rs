@@ -386,23 +386,18 @@ fn raw_video(dir: &Path, name: &str, mb: u64) -> PathBuf {
     let frame = 1280 * 720 * 3 / 2;
     let frames = (mb << 20) / frame + 1;
     let out = dir.join(name);
-    let status = Command::new("ffmpeg")
-        .args([
-            "-hide_banner",
-            "-loglevel",
-            "error",
-            "-y",
-            "-f",
-            "lavfi",
-            "-i",
-        ])
-        .arg("testsrc2=size=1280x720:rate=25")
-        .args(["-frames:v", &frames.to_string()])
-        .args(["-c:v", "rawvideo", "-pix_fmt", "yuv420p"])
-        .arg(&out)
-        .status()
-        .expect("run ffmpeg");
-    assert!(status.success());
+    ffmpeg_lavfi(
+        "testsrc2=size=1280x720:rate=25",
+        &[
+            "-frames:v",
+            &frames.to_string(),
+            "-c:v",
+            "rawvideo",
+            "-pix_fmt",
+            "yuv420p",
+        ],
+        &out,
+    );
     out
 }
 

@@ -989,6 +989,16 @@ pub fn make_clip(
 /// A semi-transparent PNG watermark (RGBA).
 pub fn make_logo(dir: &Path) -> PathBuf {
     let out = dir.join("logo.png");
+    ffmpeg_lavfi(
+        "color=c=red@0.6:s=96x48,format=rgba",
+        &["-frames:v", "1"],
+        &out,
+    );
+    out
+}
+
+/// `ffmpeg -f lavfi -i INPUT ARGS… OUT` (quiet, overwriting); panics if it fails.
+pub fn ffmpeg_lavfi(input: &str, args: &[&str], out: &Path) {
     let status = Command::new("ffmpeg")
         .args([
             "-hide_banner",
@@ -998,15 +1008,13 @@ pub fn make_logo(dir: &Path) -> PathBuf {
             "-f",
             "lavfi",
             "-i",
-            "color=c=red@0.6:s=96x48,format=rgba",
-            "-frames:v",
-            "1",
         ])
-        .arg(&out)
+        .arg(input)
+        .args(args)
+        .arg(out)
         .status()
-        .expect("run ffmpeg");
-    assert!(status.success());
-    out
+        .expect("run ffmpeg (install it: scripts/install-deps.sh)");
+    assert!(status.success(), "ffmpeg failed to make {}", out.display());
 }
 
 /// `ffprobe` width, height, video codec and whether an audio stream exists.
