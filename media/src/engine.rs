@@ -4,7 +4,7 @@ mod truncation;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ffmpeg::ffi;
 use ffmpeg::format::Pixel;
@@ -319,13 +319,25 @@ impl Engine {
         if let Some(wm) = &job.watermark {
             watermark::check_opacity(wm.opacity)?;
         }
+        let t0 = Instant::now();
         let tmp = TempOutput::new(png_out)?;
         let src = source::open(&job.input)?;
         let spec = self.compose_spec(job, &src)?;
+        let t_open = t0.elapsed();
         let frame = preview_frame(src, &job.input)?;
+        let t_decode = t0.elapsed();
         let out = self.compositor(spec).compose_single(&frame)?;
+        let t_compose = t0.elapsed();
         write_png(&out, tmp.path())?;
         tmp.commit()?;
+        let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
+        tracing::debug!(
+            open_ms = ms(t_open),
+            decode_ms = ms(t_decode - t_open),
+            compose_ms = ms(t_compose - t_decode),
+            png_ms = ms(t0.elapsed() - t_compose),
+            "preview written"
+        );
         Ok((out.width, out.height))
     }
 

@@ -51,6 +51,7 @@ fn sample(id: &str, created_at: u64) -> RenderRecord {
         attempts: 0,
         crashes: 0,
         estimated_pixel_frames: 0,
+        speculation: None,
     }
 }
 

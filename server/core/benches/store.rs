@@ -76,6 +76,7 @@ fn record(i: usize) -> RenderRecord {
         attempts: 0,
         crashes: 0,
         estimated_pixel_frames: 0,
+        speculation: None,
     }
 }
 

@@ -10,7 +10,7 @@
 //!   stops its worker without writing anything.
 //! - **Changes.** One connection LISTENs for every committed change of a render record (any
 //!   node's): the record is re-read into this node's index (quotas, approval deadlines,
-//!   assets in use), a running render's cancel reaches its worker, and `subscriptions/listen`
+//!   assets in use), a running render's cancel (or a speculative one's end) reaches its worker, and `subscriptions/listen`
 //!   streams on this node hear about renders that run elsewhere. After the connection is
 //!   re-opened (PostgreSQL restarted) the index is rebuilt from the store.
 
@@ -139,7 +139,9 @@ fn follow_changes(shared: &Shared) {
             match shared.store.get_render(&id) {
                 Ok(Some(rec)) => {
                     shared.index(&rec);
-                    if rec.cancel_requested
+                    // A cancel, or an end reached elsewhere (a speculative render's
+                    // rejection or timeout).
+                    if (rec.cancel_requested || rec.is_terminal())
                         && let Some(flag) = lock(&shared.running).get(&id)
                     {
                         flag.store(true, Ordering::SeqCst);

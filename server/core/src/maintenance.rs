@@ -61,6 +61,7 @@ pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
         if !restart {
             awaiting += 1;
             shared.index(&rec);
+            crate::speculation::forget_interrupted(shared, &rec)?;
             continue;
         }
         let max_crashes = shared.config.max_render_crashes;
@@ -234,8 +235,11 @@ pub(crate) fn expire_due_approvals(shared: &Shared) -> Result<usize, ServiceErro
             });
             Ok(Change::Write(true))
         })?;
-        if updated.is_some_and(|u| u.value) {
+        if let Some(u) = updated
+            && u.value
+        {
             tracing::info!(render_id = %id, "watermark approval timed out");
+            crate::speculation::discard(shared, &u.record);
             expired += 1;
         }
     }

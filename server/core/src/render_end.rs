@@ -2,6 +2,7 @@
 //! cannot be reached), the fencing check against a take-over, and the terminal outcomes a
 //! worker writes (succeeded, cancelled, failed, or handed back on shutdown).
 
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -11,36 +12,66 @@ use crate::error::ServiceError;
 use crate::shared::Shared;
 use crate::store::{Change, Outcome, ProgressSnapshot, ProgressStage, RenderRecord, RenderState};
 
-/// A finished render: its outcome written (unless it ended meanwhile or was taken over),
-/// its metrics recorded.
+/// A finished render: its output stored, its outcome written (unless it ended meanwhile or
+/// was taken over), its metrics recorded.
 pub(crate) fn finish_succeeded(
     shared: &Shared,
     rec: &RenderRecord,
     plan: &RenderPlan,
     report: &EngineReport,
 ) -> Result<(), ServiceError> {
-    let id = rec.id.as_str();
-    let size_bytes = std::fs::metadata(&plan.output)
-        .map(|m| m.len())
-        .unwrap_or(report.size_bytes);
-    // Durable where media lives (uploaded, with retries, when that is a bucket) before the
-    // record says it succeeded.
+    let Some(stored) = store_output(shared, rec, plan)? else {
+        return Ok(());
+    };
+    let now = shared.now();
+    let outcome = success_outcome(rec, plan, report, stored, now);
+    update_final(shared, &rec.id, |r| {
+        if r.is_terminal() || taken_over(r, rec) {
+            return Ok(Change::Keep(()));
+        }
+        mark_succeeded(r, outcome.clone(), now);
+        Ok(Change::Write(()))
+    })?;
+    record_finished(rec, report);
+    Ok(())
+}
+
+/// The render's output made durable where media lives (uploaded, with retries, when that
+/// is a bucket) before any record names it. `None`: it could not be, and the render ended
+/// as the media store's failure says.
+pub(crate) fn store_output(
+    shared: &Shared,
+    rec: &RenderRecord,
+    plan: &RenderPlan,
+) -> Result<Option<PathBuf>, ServiceError> {
     let stop = || shared.shutdown.load(Ordering::SeqCst);
-    let stored = match shared.media.publish_blocking(&plan.output, &stop) {
-        Ok(stored) => stored,
+    match shared.media.publish_blocking(&plan.output, &stop) {
+        Ok(stored) => Ok(Some(stored)),
         Err(e) => {
             if let Some(dir) = plan.output.parent() {
                 let _ = std::fs::remove_dir_all(dir);
             }
-            return finish_media_error(shared, rec, &e);
+            finish_media_error(shared, rec, &e)?;
+            Ok(None)
         }
-    };
-    let now = shared.now();
-    let outcome = Outcome::Success {
+    }
+}
+
+/// The `Success` outcome of a render whose output is stored at `stored`.
+pub(crate) fn success_outcome(
+    rec: &RenderRecord,
+    plan: &RenderPlan,
+    report: &EngineReport,
+    stored: PathBuf,
+    now: u64,
+) -> Outcome {
+    Outcome::Success {
         video_path: stored,
         video_file_name: crate::uri::final_file_name(rec.args.output_format),
         mime_type: rec.args.output_format.mime_type().to_string(),
-        size_bytes,
+        size_bytes: std::fs::metadata(&plan.output)
+            .map(|m| m.len())
+            .unwrap_or(report.size_bytes),
         duration_seconds: report.duration_seconds,
         width: report.width,
         height: report.height,
@@ -50,24 +81,32 @@ pub(crate) fn finish_succeeded(
         backend: report.backend.clone(),
         frames: report.frames,
         fps: report.fps,
-    };
-    update_final(shared, id, |r| {
-        if r.is_terminal() || taken_over(r, rec) {
-            return Ok(Change::Keep(()));
-        }
-        r.state = RenderState::Succeeded;
-        r.finished_at = Some(now);
+    }
+}
+
+/// `r` succeeded with `outcome` (a `Success`) at `now`.
+pub(crate) fn mark_succeeded(r: &mut RenderRecord, mut outcome: Outcome, now: u64) {
+    if let Outcome::Success {
+        finished_at,
+        frames,
+        fps,
+        backend,
+        ..
+    } = &mut outcome
+    {
+        *finished_at = now;
         r.progress = Some(
-            ProgressSnapshot::new(
-                ProgressStage::Finalizing,
-                report.frames,
-                Some(report.frames),
-            )
-            .with_rate(report.fps, report.backend.clone()),
+            ProgressSnapshot::new(ProgressStage::Finalizing, *frames, Some(*frames))
+                .with_rate(*fps, backend.clone()),
         );
-        r.outcome = Some(outcome.clone());
-        Ok(Change::Write(()))
-    })?;
+    }
+    r.state = RenderState::Succeeded;
+    r.finished_at = Some(now);
+    r.outcome = Some(outcome);
+}
+
+/// The metrics and the log line of a render the engine finished.
+pub(crate) fn record_finished(rec: &RenderRecord, report: &EngineReport) {
     crate::render_metrics::render_finished(
         rec,
         &report.backend,
@@ -80,17 +119,16 @@ pub(crate) fn finish_succeeded(
         ],
     );
     tracing::info!(
-        render_id = %id,
+        render_id = %rec.id,
         backend = %report.backend,
         width = report.width,
         height = report.height,
         frames = report.frames,
-        size_bytes,
+        size_bytes = report.size_bytes,
         fps = format!("{:.1}", report.fps),
         elapsed_ms = report.elapsed.as_millis() as u64,
         "render finished"
     );
-    Ok(())
 }
 
 /// A render stopped by its cancel flag on this node: a shutdown hands it back durably (so

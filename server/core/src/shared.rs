@@ -9,6 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use tokio::sync::broadcast;
 
@@ -28,6 +29,13 @@ pub(crate) struct Active {
     pub deadline: Option<u64>,
     /// Estimated work above `long_render_seconds` (the worker's short lane).
     pub long: bool,
+    /// Unix ms.
+    pub created_at: u64,
+    /// Awaiting a decision with no speculative render begun: a candidate for one.
+    pub speculate: bool,
+    /// Since when this node has seen it queued (a cluster's idle speculations give way to
+    /// work that stays queued).
+    pub queued_since: Option<Instant>,
 }
 
 pub(crate) struct Shared {
@@ -56,6 +64,9 @@ pub(crate) struct Shared {
     /// Long renders this node's workers are running (the worker's short lane works
     /// only while there is one).
     pub long_running: AtomicUsize,
+    /// Workers waiting on the local queue right now (a speculative render gives its slot up
+    /// when more renders are queued than this).
+    pub idle_workers: AtomicUsize,
     /// Refuses new uploads and renders under the free-space floor.
     pub disk: crate::disk::DiskGuard,
     /// Where assets, previews and results live (a directory or a bucket).
@@ -77,6 +88,12 @@ impl Shared {
         if rec.is_terminal() {
             active.remove(&rec.id);
         } else {
+            let queued_since = (rec.state == RenderState::Queued).then(|| {
+                active
+                    .get(&rec.id)
+                    .and_then(|a| a.queued_since)
+                    .unwrap_or_else(Instant::now)
+            });
             active.insert(
                 rec.id.clone(),
                 Active {
@@ -87,6 +104,9 @@ impl Shared {
                         _ => None,
                     },
                     long: rec.estimated_pixel_frames > self.config.long_render_pixel_frames(),
+                    created_at: rec.created_at,
+                    speculate: rec.awaits_speculation(),
+                    queued_since,
                 },
             );
         }

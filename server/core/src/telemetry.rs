@@ -19,6 +19,8 @@
 //! | `vidforge_http_requests_total`, `vidforge_http_request_duration_seconds` | counter, histogram | `method`, `route`, `status` (duration: no status) |
 //! | `vidforge_mcp_requests_total`, `vidforge_mcp_request_duration_seconds` | counter, histogram | `method` (JSON-RPC, from `Mcp-Method`), `status` |
 //! | `vidforge_store_flush_seconds` | histogram | `backend` (sled: flush; postgres: the durable write) |
+//! | `vidforge_speculative_seconds` | histogram | `outcome` (used/wasted): rendering time of each speculative render whose output became a result, or was thrown away; `_sum` is the total |
+//! | `vidforge_speculative_renders_total` | counter | `end` (used, preempted: real work took the slot, discarded: rejected, timed out or cancelled, failed, interrupted: shutdown or crash) |
 //!
 //! The series about a render record (`vidforge_approval_wait_seconds`,
 //! `vidforge_renders_finished_total`, the render duration, fps and stage series) are recorded
@@ -47,6 +49,43 @@ pub const FPS_BUCKETS: [f64; 12] = [
 ];
 
 // ---- recording helpers ----
+
+/// How a speculative render ended (the `end` label of `vidforge_speculative_renders_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpeculationEnd {
+    /// Its output became the render's result.
+    Used,
+    /// Real work needed its slot.
+    Preempted,
+    /// The render was rejected, timed out or cancelled.
+    Discarded,
+    Failed,
+    /// The server stopped under it.
+    Interrupted,
+}
+
+impl SpeculationEnd {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpeculationEnd::Used => "used",
+            SpeculationEnd::Preempted => "preempted",
+            SpeculationEnd::Discarded => "discarded",
+            SpeculationEnd::Failed => "failed",
+            SpeculationEnd::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// A speculative render ended after `seconds` of rendering.
+pub fn speculation_ended(end: SpeculationEnd, seconds: f64) {
+    let outcome = if end == SpeculationEnd::Used {
+        "used"
+    } else {
+        "wasted"
+    };
+    counter!("vidforge_speculative_renders_total", "end" => end.as_str()).increment(1);
+    histogram!("vidforge_speculative_seconds", "outcome" => outcome).record(seconds.max(0.0));
+}
 
 /// A render was created.
 pub fn render_created() {

@@ -25,6 +25,7 @@ use crate::render_end::{
     taken_over, update_final,
 };
 use crate::shared::Shared;
+use crate::speculation::Stop;
 use crate::store::{Approval, Change, ProgressSnapshot, ProgressStage, RenderRecord, RenderState};
 use crate::sync::lock;
 use crate::uri::PREVIEW_FILE_NAME;
@@ -110,7 +111,10 @@ fn worker_loop(shared: &Shared) {
         let next = if clustered {
             crate::cluster::claim_next(shared, idle)
         } else {
-            shared.queue.pop_timeout(IDLE_POLL)
+            shared.idle_workers.fetch_add(1, Ordering::SeqCst);
+            let next = shared.queue.pop_timeout(IDLE_POLL);
+            shared.idle_workers.fetch_sub(1, Ordering::SeqCst);
+            next
         };
         idle = next.is_none();
         if let Some(id) = next {
@@ -124,6 +128,16 @@ fn worker_loop(shared: &Shared) {
             let _long = shared.is_long(&id).then(|| LongGuard::new(shared));
             if let Err(e) = process(shared, &id) {
                 tracing::error!(render_id = %id, error = %e, "render processing failed");
+            }
+            if clustered {
+                crate::cluster::release(shared, &id);
+            }
+            crate::malloc::release_freed_memory();
+        } else if let Some(id) = crate::speculation::next_candidate(shared) {
+            // Nothing to do but a render awaiting its approval: render it ahead.
+            idle = false;
+            if let Err(e) = speculate(shared, &id) {
+                tracing::error!(render_id = %id, error = %e, "speculative render failed");
             }
             if clustered {
                 crate::cluster::release(shared, &id);
@@ -145,12 +159,40 @@ impl Drop for RunningGuard<'_> {
     }
 }
 
+impl<'a> RunningGuard<'a> {
+    /// Registers `id`'s cancel flag before its claim, so a cancel that lands after the claim
+    /// always finds it (see `cancel_blocking`).
+    fn register(shared: &'a Shared, id: &'a str) -> (Self, Arc<AtomicBool>) {
+        let flag = Arc::new(AtomicBool::new(false));
+        lock(&shared.running).insert(id.to_string(), flag.clone());
+        (RunningGuard { shared, id }, flag)
+    }
+}
+
+/// Renders `id` ahead of its approval (see `crate::speculation`).
+fn speculate(shared: &Shared, id: &str) -> Result<(), ServiceError> {
+    let (_guard, flag) = RunningGuard::register(shared, id);
+    let Some(record) = crate::speculation::claim(shared, id)? else {
+        return Ok(());
+    };
+    let started = Instant::now();
+    let plan = match build_plan(shared, &record) {
+        Ok(plan) => plan,
+        Err(e) => {
+            let reason = match e {
+                PlanError::Engine(e) => e.to_string(),
+                PlanError::Media(e) => e.to_string(),
+            };
+            tracing::warn!(render_id = %id, %reason, "cannot render ahead of approval");
+            crate::speculation::abandon(shared, &record, Stop::Failed, started)?;
+            return Ok(());
+        }
+    };
+    run_render(shared, &record, &plan, &flag, Some(started))
+}
+
 fn process(shared: &Shared, id: &str) -> Result<(), ServiceError> {
-    // Register the cancel flag before claiming, so a cancel that lands after the claim always
-    // finds it (see `cancel_blocking`).
-    let flag = Arc::new(AtomicBool::new(false));
-    lock(&shared.running).insert(id.to_string(), flag.clone());
-    let _guard = RunningGuard { shared, id };
+    let (_guard, flag) = RunningGuard::register(shared, id);
 
     let now = shared.now();
     // In a cluster this node holds the render's lease: one still running was being run by
@@ -198,6 +240,8 @@ fn process(shared: &Shared, id: &str) -> Result<(), ServiceError> {
         r.state = state;
         r.attempts += 1;
         r.progress = Some(ProgressSnapshot::new(stage, 0, None));
+        // A speculative render this one replaces (its node died) is gone with it.
+        r.speculation = None;
         Ok(Change::Write(Some(state)))
     })?;
     let Some(claimed) = claimed else {
@@ -214,7 +258,7 @@ fn process(shared: &Shared, id: &str) -> Result<(), ServiceError> {
     };
     match state {
         RenderState::Previewing => run_preview(shared, &record, &plan),
-        _ => run_render(shared, &record, &plan, &flag),
+        _ => run_render(shared, &record, &plan, &flag, None),
     }
 }
 
@@ -346,11 +390,13 @@ fn run_preview(shared: &Shared, rec: &RenderRecord, plan: &RenderPlan) -> Result
     }
 }
 
+/// Runs the full render of `rec`; `speculative`: ahead of its approval, since then.
 fn run_render(
     shared: &Shared,
     rec: &RenderRecord,
     plan: &RenderPlan,
     cancel: &AtomicBool,
+    speculative: Option<Instant>,
 ) -> Result<(), ServiceError> {
     let dir = shared.result_dir(&rec.id);
     // A previous attempt may have left partial files.
@@ -364,9 +410,23 @@ fn run_render(
         format = rec.args.output_format.as_str(),
         watermark = plan.watermark.is_some(),
         attempt = rec.attempts,
+        speculative = speculative.is_some(),
         "render started"
     );
+    let preempted = AtomicBool::new(false);
     let mut on_progress = progress_publisher(shared, rec, cancel, backend);
+    let mut on_progress = |p: EngineProgress| {
+        if speculative.is_some()
+            && !preempted.load(Ordering::Relaxed)
+            && crate::speculation::still_speculative(shared, &rec.id)
+            && crate::speculation::work_waiting(shared)
+        {
+            tracing::info!(render_id = %rec.id, "real work waits: the speculative render gives its slot up");
+            preempted.store(true, Ordering::SeqCst);
+            cancel.store(true, Ordering::SeqCst);
+        }
+        on_progress(p)
+    };
     let result = catch_unwind(AssertUnwindSafe(|| {
         shared.renderer.render(plan, &mut on_progress, cancel)
     }))
@@ -378,9 +438,9 @@ fn run_render(
     });
 
     let id = rec.id.as_str();
-    match result {
-        Ok(report) => finish_succeeded(shared, rec, plan, &report),
-        Err(e) if e.kind == FailureKind::Cancelled && lock(&shared.lost).contains(id) => {
+    let lost = || lock(&shared.lost).contains(id);
+    match (result, speculative) {
+        (Err(e), _) if e.kind == FailureKind::Cancelled && lost() => {
             // Another node holds the lease now. With a shared directory it renders into the
             // same one: leave both the record and the files to it. With a bucket, this
             // node's scratch files are its own.
@@ -390,13 +450,31 @@ fn run_render(
             tracing::warn!(render_id = %id, "render abandoned here: another node took it over");
             Ok(())
         }
-        Err(e) if e.kind == FailureKind::Cancelled => {
+        (Ok(report), None) => finish_succeeded(shared, rec, plan, &report),
+        (Ok(report), Some(started)) => {
+            crate::speculation::finish(shared, rec, plan, &report, started)
+        }
+        (Err(e), None) if e.kind == FailureKind::Cancelled => {
             let _ = std::fs::remove_dir_all(&dir);
             finish_stopped(shared, rec)
         }
-        Err(e) => {
+        (Err(e), None) => {
             let _ = std::fs::remove_dir_all(&dir);
             finish_error(shared, rec, &e)
+        }
+        (Err(e), Some(started)) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            let stop = if e.kind != FailureKind::Cancelled {
+                Stop::Failed
+            } else if preempted.load(Ordering::SeqCst) {
+                Stop::Preempted
+            } else {
+                Stop::Ended
+            };
+            if crate::speculation::abandon(shared, rec, stop, started)? {
+                finish_error(shared, rec, &e)?;
+            }
+            Ok(())
         }
     }
 }

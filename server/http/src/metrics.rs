@@ -52,6 +52,7 @@ pub fn install() -> Option<PrometheusHandle> {
                 ("vidforge_render_duration_seconds", &LONG_BUCKETS[..]),
                 ("vidforge_approval_wait_seconds", &LONG_BUCKETS[..]),
                 ("vidforge_stage_busy_seconds", &LONG_BUCKETS[..]),
+                ("vidforge_speculative_seconds", &LONG_BUCKETS[..]),
                 ("vidforge_render_fps", &FPS_BUCKETS[..]),
             ] {
                 builder = builder

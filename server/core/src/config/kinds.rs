@@ -385,6 +385,19 @@ impl MediaChoice for media::EncoderChoice {
     }
 }
 
+impl MediaChoice for super::Speculative {
+    const CHOICES: &'static [(Self, &'static str)] = &[
+        (
+            Self::Auto,
+            "Render an awaiting render in full on a slot that would sit idle; real work preempts it",
+        ),
+        (Self::Off, "Render only after approval"),
+    ];
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
 /// The clap parser of a media choice: its names (each with its help) and nothing else.
 pub(super) fn choice_parser<E: MediaChoice>() -> impl clap::builder::TypedValueParser<Value = E> {
     use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};

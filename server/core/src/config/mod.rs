@@ -104,6 +104,29 @@ pub type EncoderSetting = media::EncoderChoice;
 
 /// Where media lives (`--media-store`): a directory (the data directory by default; a POSIX
 /// mount such as NFS when a cluster shares it), or an S3-compatible bucket.
+/// Whether idle render slots render watermarked renders ahead of their approval
+/// (`speculative`; see `crate::speculation`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Speculative {
+    /// While a render waits for approval and a slot would sit idle, render it in full with
+    /// the previewed settings; real work always takes the slot first.
+    #[default]
+    Auto,
+    /// Render only after approval.
+    Off,
+}
+
+impl Speculative {
+    pub const ALL: [Speculative; 2] = [Speculative::Auto, Speculative::Off];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Speculative::Auto => "auto",
+            Speculative::Off => "off",
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum MediaStoreSetting {
     /// `assets/`, `previews/`, `results/` under the data directory.

@@ -104,5 +104,6 @@ mod tests {
         ]);
         check(&media::HwDecodeChoice::ALL);
         check(&media::EncoderChoice::ALL);
+        check(&crate::config::Speculative::ALL);
     }
 }

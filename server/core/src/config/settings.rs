@@ -17,7 +17,7 @@ use super::kinds::{
 };
 use super::parse::ConfigError;
 use super::sources::{SettingInfo, declare_settings, flag_value, shown};
-use super::{MediaStoreSetting, StoreSetting, default_render_slots};
+use super::{MediaStoreSetting, Speculative, StoreSetting, default_render_slots};
 use crate::catalog;
 use crate::engine::SourceLimits;
 
@@ -76,6 +76,14 @@ declare_settings! {
         help: "Renders that run at once.",
         shown: "1 (2 with 8 or more cores)",
         flag(long, env = "VIDFORGE_RENDER_SLOTS"): Option<usize>;
+    /// Speculative rendering: while a watermarked render waits for its approval and a render
+    /// slot would otherwise sit idle, render it in full with the previewed settings, so that
+    /// approving publishes it at once. Real work always takes the slot first (the speculative
+    /// render is abandoned and picked up again later), it counts against no quota, and a
+    /// rejection, timeout or cancel deletes it unseen.
+    speculative: Speculative = Speculative::Auto, Choice<Speculative>,
+        help: "Render awaiting renders ahead of approval on idle slots (auto) or never (off).",
+        flag(long, env = "VIDFORGE_SPECULATIVE", value_parser = choice_parser::<Speculative>()): Option<Speculative>;
     /// Non-terminal renders (queued, running or awaiting approval) one principal may hold.
     per_principal_concurrent: usize = 2, Plain<usize>,
         help: "Non-terminal renders one principal may hold.",

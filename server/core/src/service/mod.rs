@@ -198,6 +198,7 @@ impl RenderService {
             node,
             shutdown: AtomicBool::new(false),
             long_running: Default::default(),
+            idle_workers: Default::default(),
             disk: crate::disk::DiskGuard::new(&media_dir, min_free_bytes),
             media,
         });

@@ -10,11 +10,13 @@ use crate::args::{canonical_args_hash, watermark_params_hash};
 use crate::error::ServiceError;
 use crate::ids;
 use crate::shared::Shared;
+use crate::speculation::Approved;
 use crate::store::{
     Approval, AssetKind, AssetRecord, Change, Decision, IdempotencyEntry, Inserted, NewKey,
     Outcome, RenderArgs, RenderRecord, RenderState,
 };
 use crate::sync::lock;
+use crate::telemetry::{SpeculationEnd, speculation_ended};
 
 use super::{CreateOutcome, DecisionOutcome};
 
@@ -232,6 +234,7 @@ fn new_record(
         attempts: 0,
         crashes: 0,
         estimated_pixel_frames: estimate,
+        speculation: None,
     }
 }
 
@@ -295,7 +298,7 @@ pub(super) fn decide_blocking(
         .update_durable(id, |r| {
             if let Some(d) = r.decision() {
                 return if d.approved == approved {
-                    Ok(Change::Keep(()))
+                    Ok(Change::Keep(Approved::Queue))
                 } else {
                     Err(ServiceError::ApprovalAlreadyRecorded {
                         recorded_approved: d.approved,
@@ -317,7 +320,11 @@ pub(super) fn decide_blocking(
                 params_hash: params_hash.clone(),
             });
             if approved {
-                r.state = RenderState::Queued;
+                return Ok(Change::Write(crate::speculation::approve(
+                    r,
+                    &params_hash,
+                    now,
+                )));
             } else {
                 r.state = RenderState::Failed;
                 r.finished_at = Some(now);
@@ -333,13 +340,21 @@ pub(super) fn decide_blocking(
                     temporary: None,
                 });
             }
-            Ok(Change::Write(()))
+            Ok(Change::Write(Approved::Queue))
         })?
         .ok_or(ServiceError::NotFound)?;
     if updated.written {
         tracing::info!(render_id = %id, approved, "watermark decision recorded");
-        if approved {
-            shared.enqueue(&updated.record.principal, id);
+        match updated.value {
+            _ if !approved => crate::speculation::discard(shared, &updated.record),
+            Approved::Queue => shared.enqueue(&updated.record.principal, id),
+            Approved::Continues => {
+                tracing::info!(render_id = %id, "the speculative render goes on as the render");
+            }
+            Approved::Published { seconds } => {
+                speculation_ended(SpeculationEnd::Used, seconds);
+                tracing::info!(render_id = %id, "approved: the speculative render is the result");
+            }
         }
     }
     Ok(DecisionOutcome {
@@ -378,6 +393,9 @@ pub(super) fn cancel_blocking(
     if updated.written {
         if let Some(flag) = lock(&shared.running).get(id) {
             flag.store(true, Ordering::SeqCst);
+        }
+        if updated.record.is_terminal() {
+            crate::speculation::discard(shared, &updated.record);
         }
         tracing::info!(render_id = %id, state = updated.record.state.as_str(), "cancel requested");
     }

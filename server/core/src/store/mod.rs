@@ -363,6 +363,16 @@ impl Store {
             .claim(node, lease, Some(max_pixel_frames))
     }
 
+    /// The lease of the oldest render awaiting approval that nobody renders speculatively
+    /// (shared store only; `crate::speculation`).
+    pub fn claim_speculative(
+        &self,
+        node: &str,
+        lease: Duration,
+    ) -> Result<Option<Claim>, StoreError> {
+        self.shared_store()?.claim_speculative(node, lease)
+    }
+
     /// Extends `node`'s leases on `ids` by `lease`; returns the ids it still holds.
     pub fn renew_leases(
         &self,
@@ -508,6 +518,7 @@ mod tests {
             attempts: 1,
             crashes: 0,
             estimated_pixel_frames: 0,
+            speculation: None,
         }
     }
 

@@ -359,11 +359,54 @@ pub struct RenderRecord {
     /// them. 0 in records written before the estimate existed (counted as nothing).
     #[serde(default)]
     pub estimated_pixel_frames: u64,
+    /// The full render made while the person decides (`speculative = auto`): never shown to
+    /// a client; approval makes it the result (see `crate::speculation`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speculation: Option<Speculation>,
+}
+
+/// A render made ahead of its approval, with exactly the previewed watermark.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Speculation {
+    /// [`crate::args::watermark_params_hash`] of the watermark it renders.
+    pub params_hash: String,
+    /// Unix ms when this attempt started.
+    pub started_at: u64,
+    pub state: SpeculationState,
+}
+
+/// Where a speculative render stands.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpeculationState {
+    /// A worker is rendering it (in a cluster: the holder of the render's lease). Approval
+    /// turns it into the real render, which goes on where it is.
+    Running,
+    /// Its output is stored (`outcome`'s `video_path`) but named by nothing a client can
+    /// read; approval makes `outcome` the render's result at once.
+    Done {
+        outcome: Outcome,
+        /// Wall-clock seconds the speculative render took.
+        seconds: f64,
+    },
+    /// It failed: approval queues the render as usual (the failure is the real render's to
+    /// report).
+    Failed,
 }
 
 impl RenderRecord {
     pub fn is_terminal(&self) -> bool {
         self.state.is_terminal()
+    }
+
+    /// Awaiting a watermark decision, with none recorded, and no speculative render begun
+    /// (or only one whose node died: a cluster claim decides that by the lease).
+    pub fn awaits_speculation(&self) -> bool {
+        self.state == RenderState::AwaitingApproval
+            && !self.cancel_requested
+            && self.decision().is_none()
+            && self.args.watermark.is_some()
+            && self.speculation.is_none()
     }
 
     /// The recorded watermark decision, if any.

@@ -4,7 +4,7 @@
 
 use maud::{DOCTYPE, Markup, html};
 
-use super::view::{RenderView, human_bytes, time_left};
+use super::view::{Ahead, RenderView, human_bytes, time_left};
 use vidforge_core::catalog::MAX_NOTE_CHARS;
 use vidforge_core::uri;
 
@@ -165,6 +165,15 @@ pub fn approval(chrome: &Chrome, v: &RenderView, x: &ApprovalExtras) -> Markup {
                             span #time-left data-deadline=(a.deadline_ms) { (time_left(a.deadline_ms, x.now_ms)) }
                             " (unanswered approvals time out after " (x.approval_timeout) ")."
                         }
+                    }
+                    @match v.ahead {
+                        Some(Ahead::Ready) => p #ahead .ahead {
+                            "The video is already rendered with these settings: it is ready the moment you approve."
+                        },
+                        Some(Ahead::Rendering) => p #ahead .ahead {
+                            "The video is being rendered with these settings while you decide, so it is ready soon after you approve."
+                        },
+                        None => {},
                     }
                     form #decide method="post" action=(uri::approval_path(&v.id)) {
                         input type="hidden" name="csrf" value=(x.csrf);

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::envelope::Envelope;
 use vidforge_core::clock::rfc3339;
-use vidforge_core::store::{Outcome, RenderRecord, RenderState};
+use vidforge_core::store::{Outcome, RenderRecord, RenderState, SpeculationState};
 use vidforge_core::uri;
 
 /// One render as the dashboard and the approval page show it.
@@ -33,6 +33,18 @@ pub struct RenderView {
     pub preview_size: Option<(u32, u32)>,
     pub result: Option<ResultView>,
     pub error: Option<ErrorView>,
+    /// While it awaits a decision: how far its speculative render is (the approval page tells
+    /// the person how soon approving gives them the video).
+    pub ahead: Option<Ahead>,
+}
+
+/// A speculative render of an awaiting render.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ahead {
+    /// Being rendered with the previewed settings.
+    Rendering,
+    /// Rendered: approving publishes it at once.
+    Ready,
 }
 
 #[derive(Clone, Debug)]
@@ -125,6 +137,12 @@ impl RenderView {
                 .as_ref()
                 .map(|_| uri::preview_http_path(&rec.id)),
             preview_size: None,
+            ahead: match rec.speculation.as_ref().map(|s| &s.state) {
+                _ if rec.state != RenderState::AwaitingApproval => None,
+                Some(SpeculationState::Running) => Some(Ahead::Rendering),
+                Some(SpeculationState::Done { .. }) => Some(Ahead::Ready),
+                _ => None,
+            },
             result: match &rec.outcome {
                 Some(Outcome::Success {
                     size_bytes,

@@ -61,6 +61,7 @@ fn record(state: RenderState) -> RenderRecord {
         attempts: 0,
         crashes: 0,
         estimated_pixel_frames: 0,
+        speculation: None,
     }
 }
 

@@ -54,6 +54,44 @@ impl PgStore {
         })
     }
 
+    /// Takes the lease of the oldest render awaiting approval that nobody renders
+    /// speculatively: none begun, or one whose holder stopped renewing (the record still
+    /// says `running`). The same lease rules as [`PgStore::claim`].
+    pub(in crate::store) fn claim_speculative(
+        &self,
+        node: &str,
+        lease: Duration,
+    ) -> Result<Option<Claim>, StoreError> {
+        let node = node.to_string();
+        let lease_ms = lease.as_millis() as i64;
+        self.call(move |c| {
+            Box::pin(async move {
+                let row = c
+                    .query_opt(
+                        &format!(
+                            "UPDATE renders SET lease_owner = $1, lease_until = {DB_NOW_MS} + $2
+                             WHERE id = (
+                                 SELECT id FROM renders
+                                 WHERE state = 'awaiting_approval'
+                                   AND (doc->'speculation' IS NULL
+                                        OR doc#>>'{{speculation,state}}' = 'running')
+                                   AND (lease_until IS NULL OR lease_until < {DB_NOW_MS})
+                                   AND (lease_until IS NULL OR lease_until >= {DB_START_MS}
+                                        OR {DB_NOW_MS} >= {DB_START_MS} + $2)
+                                 ORDER BY created_at
+                                 FOR UPDATE SKIP LOCKED
+                                 LIMIT 1)
+                             RETURNING id"
+                        ),
+                        &[&node, &lease_ms],
+                    )
+                    .await
+                    .map_err(pg_error)?;
+                Ok(row.map(|r| Claim { id: r.get(0) }))
+            })
+        })
+    }
+
     /// Extends this node's leases on `ids` by `lease` from now; returns the ids it still holds
     /// (a lease lost to another node is not renewed).
     pub(in crate::store) fn renew(
