@@ -32,8 +32,6 @@ use crate::watermark;
 
 /// Frames the GPU compositor keeps in flight (overlaps upload, compute and readback).
 const GPU_FRAMES_IN_FLIGHT: usize = 3;
-/// A preview decodes at most this many frames after its seek point.
-const PREVIEW_MAX_FRAMES: usize = 300;
 
 /// Output size for a display size: fit inside the resolution's box (turned upright for
 /// vertical video), aspect preserved, even dimensions. Small sources are enlarged.
@@ -402,37 +400,20 @@ pub fn decode_raw_frames(path: &Path, max_frames: usize) -> Result<Vec<frame::Vi
     Ok(out)
 }
 
-/// The frame about a third into the video (after a keyframe seek), else the first one.
+/// The preview's frame: the keyframe at or before a third into the video, else the first
+/// frame. One seek and the pictures up to that keyframe's (the decoder's own delay), never
+/// a decode forward through the GOP: the person waits for this, and a watermark's placement
+/// shows on any frame.
 fn preview_frame(src: Source, path: &Path) -> Result<frame::Video, MediaError> {
     let duration = src.duration_seconds;
-    let tb = src.video.time_base;
     let start_us = src.start_time_us;
-    let target_pts = src.start_offset(tb)
-        + if f64::from(tb) > 0.0 {
-            (duration / 3.0 / f64::from(tb)) as i64
-        } else {
-            0
-        };
     let decoder = src.video_decoder()?;
     let mut reader = FrameReader::new(src, decoder, false);
     if duration > 0.5 {
         let ts_us = start_us + (duration / 3.0 * ffi::AV_TIME_BASE as f64) as i64;
         if reader.input_mut().seek(ts_us, ..ts_us).is_ok() {
             reader.reset_after_seek();
-            let mut last = None;
-            for _ in 0..PREVIEW_MAX_FRAMES {
-                match reader.next_video() {
-                    Ok(Some(f)) => {
-                        let reached = f.timestamp().is_none_or(|t| t >= target_pts);
-                        last = Some(f);
-                        if reached {
-                            break;
-                        }
-                    }
-                    Ok(None) | Err(_) => break,
-                }
-            }
-            if let Some(f) = last {
+            if let Ok(Some(f)) = reader.next_video() {
                 return Ok(f);
             }
         }
@@ -473,6 +454,8 @@ fn write_png(img: &Yuv420Frame, path: &Path) -> Result<(), MediaError> {
     let mut enc = png::Encoder::new(std::io::BufWriter::new(file), w, h);
     enc.set_color(png::ColorType::Rgb);
     enc.set_depth(png::BitDepth::Eight);
+    // Written once and shown at once: speed over the last few percent of size.
+    enc.set_compression(png::Compression::Fast);
     let mut writer = enc.write_header().map_err(|e| io(&e))?;
     writer.write_image_data(&rgb).map_err(|e| io(&e))?;
     writer.finish().map_err(|e| io(&e))?;

@@ -9,9 +9,11 @@
 //! - `child`: the child processes (the hidden `--run-one` mode, both tools' command lines,
 //!   spawning and reaping with rusage);
 //! - `measure`: one job measured per tool, concurrent throughput, medians;
-//! - `report`: the report and its Markdown and SVG renderings.
+//! - `report`: the report and its Markdown and SVG renderings;
+//! - `human_wait`: `--human-wait`, the person's waits with speculative rendering on and off.
 
 mod child;
+mod human_wait;
 pub mod load;
 mod measure;
 mod report;
@@ -43,6 +45,17 @@ pub enum BenchBackend {
     Cpu,
     Wgpu,
     Both,
+}
+
+impl BenchBackend {
+    /// The `--backend` of a server under measurement (`both`: the server's own `auto`).
+    fn server_choice(self) -> &'static str {
+        match self {
+            BenchBackend::Cpu => "cpu",
+            BenchBackend::Wgpu => "wgpu",
+            BenchBackend::Both => "auto",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -108,6 +121,17 @@ pub struct BenchArgs {
     /// Runs of each job per tool (vidforge and ffmpeg alternate); the median is reported.
     #[arg(long)]
     pub repeats: Option<u32>,
+    /// Instead of throughput: the person's two waits of a watermarked render (create →
+    /// preview ready, approve → video ready) through real servers, speculative rendering on
+    /// and off side by side (human-wait.json, human-wait.md).
+    #[arg(long)]
+    pub human_wait: bool,
+    /// --human-wait: output resolutions.
+    #[arg(long, value_delimiter = ',', default_value = "720p,1080p,4k")]
+    pub resolutions: Vec<String>,
+    /// --human-wait: how long the person looks at the preview before approving, in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub think_seconds: f64,
     /// Internal: run one render described by this JSON file and write its report.
     #[arg(long, hide = true)]
     pub run_one: Option<PathBuf>,
@@ -116,6 +140,18 @@ pub struct BenchArgs {
 pub fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
     if let Some(job) = &args.run_one {
         return run_one(job);
+    }
+    if args.human_wait {
+        if !args.think_seconds.is_finite() || args.think_seconds < 0.0 {
+            bail!("--think-seconds must be a number of seconds, 0 or more");
+        }
+        return human_wait::run(human_wait::HumanWaitArgs {
+            out: &args.out,
+            resolutions: &args.resolutions,
+            runs: args.repeats.unwrap_or(5).max(1),
+            think: std::time::Duration::from_secs_f64(args.think_seconds),
+            backend: args.backend.server_choice(),
+        });
     }
     let started = Instant::now();
     if !fixtures::ffmpeg_available() {

@@ -59,7 +59,7 @@ pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let mut server = ServerChild::start(dir.path(), &args.backend)?;
+    let mut server = ServerChild::start(dir.path(), &args.backend, &[])?;
     let report = runtime.block_on(measure(&server, dir.path(), &args));
     server.stop();
     let report = report?;
@@ -83,14 +83,14 @@ pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The server under load: this binary's `serve`, stopped with SIGTERM.
-struct ServerChild {
+/// A server under measurement: this binary's `serve`, stopped with SIGTERM.
+pub(crate) struct ServerChild {
     child: Child,
-    base: String,
+    pub(crate) base: String,
 }
 
 impl ServerChild {
-    fn start(dir: &Path, backend: &str) -> anyhow::Result<ServerChild> {
+    pub(crate) fn start(dir: &Path, backend: &str, extra: &[&str]) -> anyhow::Result<ServerChild> {
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let exe = std::env::current_exe().context("locating the vidforge binary")?;
         let child = Command::new(exe)
@@ -98,6 +98,7 @@ impl ServerChild {
             .arg("--data-dir")
             .arg(dir.join("data"))
             .args(["--backend", backend, "--max-connections", "4096"])
+            .args(extra)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -107,6 +108,47 @@ impl ServerChild {
             child,
             base: format!("http://127.0.0.1:{port}"),
         })
+    }
+
+    /// Waits (up to a minute) until it answers `/healthz`.
+    pub(crate) async fn ready(&self, client: &reqwest::Client) -> anyhow::Result<()> {
+        let ready_by = Instant::now() + Duration::from_secs(60);
+        while client
+            .get(format!("{}/healthz", self.base))
+            .send()
+            .await
+            .is_err()
+        {
+            if Instant::now() > ready_by {
+                bail!("the server did not become ready");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
+    }
+
+    /// Uploads `path` (no token: a loopback server's anonymous principal); its asset URI.
+    pub(crate) async fn upload(
+        &self,
+        client: &reqwest::Client,
+        path: &Path,
+    ) -> anyhow::Result<String> {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("upload");
+        let uploaded: Value = client
+            .post(format!("{}/assets?name={name}", self.base))
+            .header("Content-Type", "application/octet-stream")
+            .body(std::fs::read(path)?)
+            .send()
+            .await?
+            .json()
+            .await?;
+        Ok(uploaded["uri"]
+            .as_str()
+            .with_context(|| format!("upload failed: {uploaded}"))?
+            .to_string())
     }
 
     fn peak_rss_mib(&self) -> f64 {
@@ -121,7 +163,7 @@ impl ServerChild {
             .unwrap_or(0.0)
     }
 
-    fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
@@ -170,7 +212,7 @@ fn mcp_request(
 }
 
 /// Sends one request; the JSON-RPC result, or why it failed.
-async fn call(
+pub(crate) async fn call(
     client: &reqwest::Client,
     base: &str,
     id: u64,
@@ -213,30 +255,13 @@ async fn measure(server: &ServerChild, dir: &Path, args: &LoadArgs) -> anyhow::R
         .pool_max_idle_per_host(args.clients)
         .timeout(Duration::from_secs(30))
         .build()?;
-    let ready_by = Instant::now() + Duration::from_secs(60);
-    while client.get(format!("{base}/healthz")).send().await.is_err() {
-        if Instant::now() > ready_by {
-            bail!("the server did not become ready");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    server.ready(&client).await?;
     let spec = vidforge_media::fixtures::ClipSpec {
         seconds: 4.0,
         ..vidforge_media::fixtures::ClipSpec::h264(1280, 720)
     };
     let clip_path = vidforge_media::fixtures::clip(dir, &spec).context("generating a clip")?;
-    let uploaded: Value = client
-        .post(format!("{base}/assets?name=clip.mp4"))
-        .header("Content-Type", "application/octet-stream")
-        .body(std::fs::read(&clip_path)?)
-        .send()
-        .await?
-        .json()
-        .await?;
-    let clip = uploaded["uri"]
-        .as_str()
-        .with_context(|| format!("upload failed: {uploaded}"))?
-        .to_string();
+    let clip = server.upload(&client, &clip_path).await?;
     let mut task = start_render(&client, &base, &clip, &args.resolution).await?;
 
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
