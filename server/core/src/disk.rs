@@ -39,6 +39,12 @@ impl DiskGuard {
 
     /// `Err(StorageFull)` when free space is under the floor (an unreadable file system
     /// counts as full: nothing new should be written there).
+    /// Whether free space is at or above the floor, quietly (for work nobody asked for: a
+    /// speculative render).
+    pub fn has_room(&self) -> bool {
+        free_bytes(&self.dir).is_ok_and(|free| free >= self.floor_bytes)
+    }
+
     pub fn check(&self) -> Result<(), ServiceError> {
         let free_bytes = free_bytes(&self.dir).unwrap_or(0);
         if free_bytes < self.floor_bytes {

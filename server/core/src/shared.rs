@@ -31,7 +31,8 @@ pub(crate) struct Active {
     pub long: bool,
     /// Unix ms.
     pub created_at: u64,
-    /// Awaiting a decision with no speculative render begun: a candidate for one.
+    /// Awaiting a decision with no speculative render done or failed: a candidate for one
+    /// (unless a worker is running it).
     pub speculate: bool,
     /// Since when this node has seen it queued (a cluster's idle speculations give way to
     /// work that stays queued).

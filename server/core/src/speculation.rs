@@ -50,7 +50,7 @@ pub(crate) fn enabled(shared: &Shared) -> bool {
 /// releases it). `None` when speculation is off, the disk is under its floor, or there is
 /// none.
 pub(crate) fn next_candidate(shared: &Shared) -> Option<String> {
-    if !enabled(shared) || shared.shutdown.load(Ordering::SeqCst) || shared.disk.check().is_err() {
+    if !enabled(shared) || shared.shutdown.load(Ordering::SeqCst) {
         return None;
     }
     let mut candidates: Vec<(u64, String)> = lock(&shared.active)
@@ -58,12 +58,12 @@ pub(crate) fn next_candidate(shared: &Shared) -> Option<String> {
         .filter(|(_, a)| a.speculate)
         .map(|(id, a)| (a.created_at, id.clone()))
         .collect();
+    if candidates.is_empty() || !shared.disk.has_room() {
+        return None;
+    }
     if shared.store.is_shared() {
-        // The index says there may be one (a running one whose node died is not in it: the
-        // claim finds those too, when the index's hint brings a worker here).
-        if candidates.is_empty() {
-            return None;
-        }
+        // The index says there may be one (running ones count: the lease tells whether
+        // their node still lives).
         return match shared
             .store
             .claim_speculative(&shared.node, shared.config.lease_ttl)

@@ -399,14 +399,18 @@ impl RenderRecord {
         self.state.is_terminal()
     }
 
-    /// Awaiting a watermark decision, with none recorded, and no speculative render begun
-    /// (or only one whose node died: a cluster claim decides that by the lease).
+    /// Awaiting a watermark decision, with none recorded, and no speculative render done or
+    /// failed: one may be begun, or one is running (by a worker here, or in a cluster by a
+    /// node whose lease decides whether it still lives).
     pub fn awaits_speculation(&self) -> bool {
         self.state == RenderState::AwaitingApproval
             && !self.cancel_requested
             && self.decision().is_none()
             && self.args.watermark.is_some()
-            && self.speculation.is_none()
+            && matches!(
+                self.speculation.as_ref().map(|s| &s.state),
+                None | Some(SpeculationState::Running)
+            )
     }
 
     /// The recorded watermark decision, if any.
