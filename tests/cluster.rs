@@ -422,8 +422,23 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
             "a signed-out cookie, on any node"
         );
     }
+    // Rendered ahead while the person decides (a speculative render is claimed under a
+    // lease like any other): parked in the shared record, no node holds it once it is done.
+    let deadline = Instant::now() + WAIT;
+    let parked = format!(
+        "SELECT (doc->'speculation'->'state') ? 'done' AND lease_owner IS NULL \
+         FROM renders WHERE id = '{id}'"
+    );
+    while c.sql(&parked) != "t" {
+        assert!(
+            Instant::now() < deadline,
+            "never rendered ahead of approval"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // The node that made the preview dies while the render awaits the decision: the
-    // decision, taken by another node, still finishes it (awaiting holds no node).
+    // decision, taken by another node, still finishes it (awaiting holds no node), at once
+    // (the speculative render's outcome becomes the result in the decision's write).
     let preview = call(
         &mut alice,
         "resources/read",
@@ -432,7 +447,8 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
     assert_eq!(preview.result()["contents"][0]["mimeType"], "image/png");
     c.run(&["node-kill", "1"]);
     approve(&mut alice, &id);
-    let done = wait(&mut alice, &id, |t| status_of(t) == "completed");
+    let done = alice.task_get(&id, Caps::FULL).result().clone();
+    assert_eq!(status_of(&done), "completed", "{done}");
     assert_eq!(
         done["result"]["structuredContent"]["watermark_applied"],
         true
