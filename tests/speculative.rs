@@ -1,6 +1,6 @@
 //! Speculative rendering (`speculative = auto`, the default) over real HTTP against a real
 //! `vidforge serve` with one render slot: a render awaiting its approval is rendered while
-//! the person decides, approval publishes it at once, a rejection leaves nothing, another
+//! the person decides, approval publishes it at once, a rejection or cancel leaves nothing, another
 //! principal's render takes the slot from it, and `kill -9` in the middle loses nothing.
 //! The same request rendered after approval with `speculative = off` is the same video.
 //! Behaviour only: how fast it is lives in `vidforge bench --human-wait`.
@@ -278,6 +278,23 @@ fn speculative_renders_publish_at_approval_and_never_get_in_the_way() {
         .unwrap();
     assert_eq!(gone.status().as_u16(), 404);
     assert_eq!(speculative_renders(&server, "discarded"), 1);
+    // Cancelled after it was rendered: the same.
+    let cancelled = create(&mut alice, &watermarked(&clip, "720p"));
+    alice.wait_task(&cancelled, Caps::TASKS, WAIT, |t| {
+        status_of(t) == "input_required"
+    });
+    wait_ahead(&server, &cancelled, "ready");
+    let ack = alice.call("tasks/cancel", json!({"taskId": cancelled}), Caps::TASKS);
+    assert_eq!(ack.result()["resultType"], "complete", "{}", ack.body);
+    assert_eq!(
+        status_of(alice.task_get(&cancelled, Caps::TASKS).result()),
+        "cancelled"
+    );
+    assert!(
+        !results.join(&cancelled).exists(),
+        "a cancelled speculative render left files"
+    );
+    assert_eq!(speculative_renders(&server, "discarded"), 2);
 
     // 3. Bob's plain render, queued while Alice's speculative render holds the only slot,
     // takes the slot: the speculative render gives it up and is picked up again later.
