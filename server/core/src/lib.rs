@@ -31,7 +31,7 @@ pub mod render_metrics;
 pub mod service;
 pub mod shared;
 pub mod side_runtime;
-pub mod speculation;
+mod speculation;
 pub mod store;
 mod sync;
 pub mod telemetry;

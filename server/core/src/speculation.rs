@@ -366,3 +366,123 @@ fn remove_output(shared: &Shared, id: &str) {
         tracing::warn!(render_id = %id, error = %e, "cannot delete a discarded speculative render; the sweeper will");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::tests::sample;
+    use crate::store::{Approval, Decision, Outcome};
+
+    /// An approved render awaiting its decision's effect, with `spec` as its speculation.
+    fn approved_with(spec: Option<SpeculationState>, hash: &str) -> RenderRecord {
+        let mut r = sample("task_1");
+        r.state = RenderState::AwaitingApproval;
+        r.outcome = None;
+        r.finished_at = None;
+        r.approval = Some(Approval {
+            decision: Some(Decision {
+                approved: true,
+                note: None,
+                decided_at: 5,
+                params_hash: "h".into(),
+            }),
+            requested_at: 1,
+            deadline: 100,
+        });
+        r.speculation = spec.map(|state| Speculation {
+            params_hash: hash.into(),
+            started_at: 2,
+            state,
+        });
+        r
+    }
+
+    fn success(finished_at: u64) -> Outcome {
+        Outcome::Success {
+            video_path: "results/task_1/final.webm".into(),
+            video_file_name: "final.webm".into(),
+            mime_type: "video/webm".into(),
+            size_bytes: 10,
+            duration_seconds: 1.0,
+            width: 3840,
+            height: 2160,
+            resolution: "4k".into(),
+            watermark_applied: true,
+            finished_at,
+            backend: "cpu".into(),
+            frames: 25,
+            fps: 12.5,
+        }
+    }
+
+    #[test]
+    fn approval_publishes_a_done_speculation_at_once() {
+        let done = SpeculationState::Done {
+            outcome: success(3),
+            seconds: 2.5,
+        };
+        let mut r = approved_with(Some(done), "h");
+        assert_eq!(
+            approve(&mut r, "h", 9),
+            Approved::Published { seconds: 2.5 }
+        );
+        assert_eq!(r.state, RenderState::Succeeded);
+        assert_eq!(r.finished_at, Some(9));
+        // The result is stamped with the approval's time, and its progress is complete.
+        assert_eq!(r.outcome, Some(success(9)));
+        assert_eq!(r.progress.as_ref().map(|p| p.frames_done), Some(25));
+    }
+
+    #[test]
+    fn approval_turns_a_running_speculation_into_the_render() {
+        let mut r = approved_with(Some(SpeculationState::Running), "h");
+        assert_eq!(approve(&mut r, "h", 9), Approved::Continues);
+        assert_eq!(r.state, RenderState::Rendering);
+        assert!(r.speculation.is_some(), "its worker still holds it");
+    }
+
+    #[test]
+    fn approval_queues_without_a_usable_speculation() {
+        for (spec, hash) in [
+            (None, "h"),
+            (Some(SpeculationState::Failed), "h"),
+            // Rendered for other watermark parameters: never published.
+            (
+                Some(SpeculationState::Done {
+                    outcome: success(3),
+                    seconds: 1.0,
+                }),
+                "other",
+            ),
+            (Some(SpeculationState::Running), "other"),
+        ] {
+            let mut r = approved_with(spec, hash);
+            assert_eq!(approve(&mut r, "h", 9), Approved::Queue);
+            assert_eq!(r.state, RenderState::Queued);
+            assert_eq!(r.speculation, None);
+            assert_eq!(r.outcome, None);
+        }
+    }
+
+    #[test]
+    fn only_undecided_awaiting_renders_are_candidates() {
+        let mut r = approved_with(None, "h");
+        assert!(!r.awaits_speculation(), "decided");
+        r.approval.as_mut().unwrap().decision = None;
+        assert!(r.awaits_speculation());
+        r.speculation = Some(Speculation {
+            params_hash: "h".into(),
+            started_at: 2,
+            state: SpeculationState::Running,
+        });
+        assert!(r.awaits_speculation(), "running: its lease decides");
+        r.speculation.as_mut().unwrap().state = SpeculationState::Failed;
+        assert!(!r.awaits_speculation(), "failed: not again");
+        r.speculation = None;
+        r.cancel_requested = true;
+        assert!(!r.awaits_speculation(), "cancelled");
+        r.cancel_requested = false;
+        r.args.watermark = None;
+        assert!(!r.awaits_speculation(), "no watermark, no approval");
+    }
+}

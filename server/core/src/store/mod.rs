@@ -477,10 +477,11 @@ fn decode<T: for<'de> Deserialize<'de>>(key: &str, v: &[u8]) -> Result<T, StoreE
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::catalog::ErrorCode;
 
+    /// A terminal (rejected) 4k render of `alice`, for tests of code that reads records.
     pub(crate) fn sample(id: &str) -> RenderRecord {
         RenderRecord {
             id: id.into(),
