@@ -156,14 +156,14 @@ fn follow_changes(shared: &Shared) {
         }
         StoreEvent::Resync => match shared.store.unfinished_renders() {
             Ok(records) => {
-                let ids: Vec<String> = records.iter().map(|r| r.id.clone()).collect();
                 lock(&shared.active).clear();
                 for rec in &records {
                     shared.index(rec);
                 }
-                for id in ids {
-                    shared.notify(&id);
-                }
+                // Every listener sends its tasks again, not only the unfinished ones: a
+                // render created and ended while the feed was down (a speculative render is
+                // published in one write) would otherwise never reach its listeners here.
+                shared.notify_all();
             }
             Err(e) => tracing::warn!(error = %e, "rebuilding the render index failed"),
         },

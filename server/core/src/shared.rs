@@ -22,6 +22,10 @@ use crate::ids;
 use crate::store::{Change, RenderRecord, RenderState, Store, Updated};
 use crate::sync::lock;
 
+/// The change event that stands for every task: changes were missed (the cluster's change
+/// feed was down), so every subscriber sends its tasks' current state again.
+pub const ANY_TASK: &str = "*";
+
 #[derive(Clone, Debug)]
 pub(crate) struct Active {
     pub principal: String,
@@ -137,6 +141,12 @@ impl Shared {
     pub fn notify(&self, id: &str) {
         // No receivers is fine.
         let _ = self.events.send(id.to_string());
+    }
+
+    /// Tells every subscriber that any task may have changed (changes were missed: the
+    /// cluster's change feed was down), so each sends its tasks' current state again.
+    pub fn notify_all(&self) {
+        self.notify(ANY_TASK);
     }
 
     /// Queues a render for this node's workers. With a shared store the entry is only a

@@ -5,6 +5,7 @@ use rmcp::ErrorData as McpError;
 use rmcp::service::SubscriptionContext;
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
+use vidforge_core::shared::ANY_TASK;
 
 use super::RequestedTaskIds;
 use super::extension::ListChange;
@@ -99,11 +100,12 @@ impl VidforgeMcp {
 }
 
 /// The subscribed task ids a change event asks to (re)send, `None` once the broadcast has
-/// closed. A listener that fell behind the broadcast (`Lagged`) may have missed any change,
+/// closed. [`ANY_TASK`] (changes were missed) asks for all of them. A listener that fell behind the broadcast (`Lagged`) may have missed any change,
 /// the terminal one included, so every subscribed task's current state is sent again
 /// (unchanged ones are then skipped as repeats).
 fn to_resend(event: Result<String, RecvError>, task_ids: &[String]) -> Option<Vec<String>> {
     match event {
+        Ok(id) if id == ANY_TASK => Some(task_ids.to_vec()),
         Ok(id) if task_ids.contains(&id) => Some(vec![id]),
         Ok(_) => Some(Vec::new()),
         Err(RecvError::Lagged(_)) => Some(task_ids.to_vec()),
@@ -128,5 +130,7 @@ mod tests {
             Some(ids.clone())
         );
         assert_eq!(to_resend(Err(RecvError::Closed), &ids), None);
+        // The cluster's feed came back: anything may have changed meanwhile.
+        assert_eq!(to_resend(Ok(ANY_TASK.into()), &ids), Some(ids.clone()));
     }
 }

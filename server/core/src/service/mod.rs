@@ -257,8 +257,9 @@ impl RenderService {
         self.shared.now()
     }
 
-    /// Task ids fired on every state, progress or decision change: render ids, and the ids
-    /// an MCP extension announces with [`RenderService::publish_task_change`].
+    /// Task ids fired on every state, progress or decision change: render ids, the ids an
+    /// MCP extension announces with [`RenderService::publish_task_change`], and
+    /// [`crate::shared::ANY_TASK`] when any task may have changed unannounced.
     pub fn subscribe(&self) -> broadcast::Receiver<String> {
         self.shared.events.subscribe()
     }

@@ -4,24 +4,51 @@ use std::time::Duration;
 
 use super::{Claim, PgStore, StoreError, pg_error};
 
-/// States a worker may hold (a claim scans these).
-const RUNNABLE: &str = "('queued', 'rendering', 'previewing')";
 /// The database's clock in Unix ms (leases are timed by it alone).
 const DB_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 /// When the database (re)started, in Unix ms: a lease that ran out before it ran out while
 /// nobody could renew it.
 const DB_START_MS: &str = "(extract(epoch from pg_postmaster_start_time()) * 1000)::bigint";
 
+/// Renders a worker may run: a queued one, or a running one whose holder stopped renewing.
+const RUNNABLE_RENDERS: &str = "state IN ('queued', 'rendering', 'previewing')";
+/// Renders awaiting approval that nobody renders speculatively: none begun, or one whose
+/// holder stopped renewing (the record still says `running`).
+const SPECULATION_CANDIDATES: &str = "state = 'awaiting_approval'
+    AND (doc->'speculation' IS NULL OR doc#>>'{speculation,state}' = 'running')";
+
 impl PgStore {
-    /// Takes the lease of the oldest render a worker may run: a queued one nobody holds, or
-    /// a running one whose holder stopped renewing (its node died). `SKIP LOCKED` lets nodes
-    /// claim side by side without waiting on each other's candidates. Lease times are the
-    /// database's clock, so the nodes' clocks need not agree.
+    /// Takes the lease of the oldest render a worker may run (see [`RUNNABLE_RENDERS`]).
+    /// `SKIP LOCKED` lets nodes claim side by side without waiting on each other's
+    /// candidates. Lease times are the database's clock, so the nodes' clocks need not agree.
     pub(in crate::store) fn claim(
         &self,
         node: &str,
         lease: Duration,
         max_work: Option<u64>,
+    ) -> Result<Option<Claim>, StoreError> {
+        self.claim_oldest(node, lease, max_work, RUNNABLE_RENDERS)
+    }
+
+    /// Takes the lease of the oldest render awaiting approval that nobody renders
+    /// speculatively (see [`SPECULATION_CANDIDATES`]), by the same lease rules.
+    pub(in crate::store) fn claim_speculative(
+        &self,
+        node: &str,
+        lease: Duration,
+    ) -> Result<Option<Claim>, StoreError> {
+        self.claim_oldest(node, lease, None, SPECULATION_CANDIDATES)
+    }
+
+    /// The lease of the oldest render matching `which` (a constant of this file) whose lease
+    /// is free or ran out while its holder could renew it, and (`max_work`) whose estimated
+    /// work is at most that.
+    fn claim_oldest(
+        &self,
+        node: &str,
+        lease: Duration,
+        max_work: Option<u64>,
+        which: &'static str,
     ) -> Result<Option<Claim>, StoreError> {
         let node = node.to_string();
         let lease_ms = lease.as_millis() as i64;
@@ -34,7 +61,7 @@ impl PgStore {
                             "UPDATE renders SET lease_owner = $1, lease_until = {DB_NOW_MS} + $2
                              WHERE id = (
                                  SELECT id FROM renders
-                                 WHERE state IN {RUNNABLE}
+                                 WHERE {which}
                                    AND (lease_until IS NULL OR lease_until < {DB_NOW_MS})
                                    AND (lease_until IS NULL OR lease_until >= {DB_START_MS}
                                         OR {DB_NOW_MS} >= {DB_START_MS} + $2)
@@ -46,44 +73,6 @@ impl PgStore {
                              RETURNING id"
                         ),
                         &[&node, &lease_ms, &max_work],
-                    )
-                    .await
-                    .map_err(pg_error)?;
-                Ok(row.map(|r| Claim { id: r.get(0) }))
-            })
-        })
-    }
-
-    /// Takes the lease of the oldest render awaiting approval that nobody renders
-    /// speculatively: none begun, or one whose holder stopped renewing (the record still
-    /// says `running`). The same lease rules as [`PgStore::claim`].
-    pub(in crate::store) fn claim_speculative(
-        &self,
-        node: &str,
-        lease: Duration,
-    ) -> Result<Option<Claim>, StoreError> {
-        let node = node.to_string();
-        let lease_ms = lease.as_millis() as i64;
-        self.call(move |c| {
-            Box::pin(async move {
-                let row = c
-                    .query_opt(
-                        &format!(
-                            "UPDATE renders SET lease_owner = $1, lease_until = {DB_NOW_MS} + $2
-                             WHERE id = (
-                                 SELECT id FROM renders
-                                 WHERE state = 'awaiting_approval'
-                                   AND (doc->'speculation' IS NULL
-                                        OR doc#>>'{{speculation,state}}' = 'running')
-                                   AND (lease_until IS NULL OR lease_until < {DB_NOW_MS})
-                                   AND (lease_until IS NULL OR lease_until >= {DB_START_MS}
-                                        OR {DB_NOW_MS} >= {DB_START_MS} + $2)
-                                 ORDER BY created_at
-                                 FOR UPDATE SKIP LOCKED
-                                 LIMIT 1)
-                             RETURNING id"
-                        ),
-                        &[&node, &lease_ms],
                     )
                     .await
                     .map_err(pg_error)?;
