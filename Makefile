@@ -4,7 +4,7 @@ CARGO ?= cargo
 # Tests run the wgpu path on Mesa lavapipe and fail (not skip) when no adapter is found.
 TEST_ENV := WGPU_BACKEND=vulkan VIDFORGE_REQUIRE_GPU=1 XDG_RUNTIME_DIR=/tmp RUST_LOG=warn
 
-.PHONY: deps build serve test check first-contact lint fmt bench load chaos fuzz cluster cluster-down
+.PHONY: deps build serve test check first-contact lint fmt bench load chaos fuzz cluster cluster-down image
 
 deps:
 	./scripts/install-deps.sh
@@ -17,6 +17,12 @@ build: deps
 # ... or `./target/release/vidforge serve --help` for the rest). Ctrl-C or SIGTERM stops it.
 serve: build
 	./target/release/vidforge serve
+
+# The OCI image localhost/vidforge:latest (and :VERSION): the release binary with the FFmpeg,
+# Vulkan and lavapipe libraries it loads, from Debian's packages (no container registry needed);
+# a non-root user, /data as the volume. See docs/deploy.md.
+image: build
+	./scripts/image.sh
 
 # Three nodes on one PostgreSQL behind an nginx gateway, all on 127.0.0.1, state in
 # ./vidforge-cluster: prints the one MCP URL (http://127.0.0.1:8090/mcp) and its bearer token.
@@ -48,6 +54,9 @@ test: deps
 	./scripts/run-cluster-clients.sh
 	# The browser UI (headless Chromium via Selenium) and /metrics scraped by a real Prometheus.
 	./scripts/run-ui-tests.sh
+	# The container image: built, run with podman, the contract (upload, render with approval,
+	# download) from the host, a clean stop on SIGTERM, its data kept across a new container.
+	./scripts/run-image-test.sh
 	# The pinned official conformance suite, against conformance/expected-failures.yml.
 	./scripts/run-conformance.sh
 
@@ -82,6 +91,8 @@ lint:
 	# The domain knows no HTTP and no MCP: nothing of axum, hyper, tower or rmcp below it.
 	! $(CARGO) tree -e normal -p vidforge-core --prefix none | grep -E '^(axum|hyper|tower|rmcp)'
 	@echo "vidforge-core depends on no axum, hyper, tower or rmcp"
+	# server.json (the MCP registry listing) against the registry's schema, at the crate's version.
+	./scripts/check-server-json.sh
 
 fmt:
 	$(CARGO) fmt --all

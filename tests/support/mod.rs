@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 pub mod oauth;
 pub mod s3;
+pub mod webhooks;
 
 pub const PROTOCOL: &str = "2026-07-28";
 pub const TASKS: &str = "io.modelcontextprotocol/tasks";

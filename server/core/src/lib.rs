@@ -9,7 +9,8 @@
 //! (every setting), [`catalog`] (error codes and their wording), [`error`], [`engine`] (the
 //! render engine as the service sees it) and [`media_backend`] (it, on vidforge-media),
 //! [`media_store`] (where media lives: a directory, or a bucket through its seam),
-//! [`telemetry`] (metric recording).
+//! [`telemetry`] (metric recording), [`webhook`] (which transitions become webhook events, and
+//! their retry schedule; the events are written with the transition, in the store's outbox).
 
 pub mod args;
 pub mod assets;
@@ -36,6 +37,7 @@ pub mod store;
 mod sync;
 pub mod telemetry;
 pub mod uri;
+pub mod webhook;
 pub mod worker;
 
 pub use config::Config;

@@ -36,6 +36,8 @@ pub struct SweepReport {
     pub assets_deleted: usize,
     /// Watermark previews of renders that ended without a result.
     pub previews_deleted: usize,
+    /// Delivered and dropped webhook events past [`crate::webhook::FINISHED_RETENTION`].
+    pub webhook_events_deleted: usize,
 }
 
 /// Directories younger than this are never treated as orphans (an upload or a render may be
@@ -344,6 +346,8 @@ pub(crate) fn sweep(shared: &Shared) -> Result<SweepReport, ServiceError> {
     }
     let cutoff = now.saturating_sub(cfg.idempotency_ttl.as_millis() as u64);
     report.idempotency_deleted = shared.store.remove_idempotency_before(cutoff)?;
+    let cutoff = now.saturating_sub(crate::webhook::FINISHED_RETENTION.as_millis() as u64);
+    report.webhook_events_deleted = shared.store.remove_finished_webhooks_before(cutoff)?;
     for sweeper in lock(&shared.sweepers).iter() {
         report.extension_records_deleted += sweeper()?;
     }

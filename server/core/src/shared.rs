@@ -161,7 +161,8 @@ impl Shared {
         lock(&self.active).get(id).is_some_and(|a| a.long)
     }
 
-    /// Compare-and-swap update that stamps `updated_at` and re-indexes. Not flushed.
+    /// Compare-and-swap update that stamps `updated_at`, re-indexes, and writes the webhook
+    /// event the change makes (`crate::webhook`) in the same transaction. Not flushed.
     pub fn update<T>(
         &self,
         id: &str,
@@ -169,20 +170,34 @@ impl Shared {
     ) -> Result<Option<Updated<RenderRecord, T>>, ServiceError> {
         let now = self.now();
         let mut before = None;
-        let out = self.store.update_render(id, |r| {
-            before = Some(r.state);
-            let c = f(r)?;
-            if matches!(c, Change::Write(_)) {
-                r.updated_at = now.max(r.updated_at);
-            }
-            Ok::<_, ServiceError>(c)
-        })?;
+        // The webhook event this change makes (if any) is written with it, atomically.
+        let emitted = std::cell::Cell::new(None);
+        let emit = |old: &RenderRecord, new: &RenderRecord| {
+            let event = crate::webhook::event_for(&self.config, old, new, now);
+            emitted.set(event.as_ref().map(|e| e.kind));
+            event
+        };
+        let out = self.store.update_render_emitting(
+            id,
+            |r| {
+                before = Some(r.state);
+                let c = f(r)?;
+                if matches!(c, Change::Write(_)) {
+                    r.updated_at = now.max(r.updated_at);
+                }
+                Ok::<_, ServiceError>(c)
+            },
+            &emit,
+        )?;
         if let Some(u) = &out
             && u.written
         {
             self.index(&u.record);
             if let Some(before) = before {
                 crate::render_metrics::render_transition(before, &u.record, now);
+            }
+            if let Some(kind) = emitted.get() {
+                crate::telemetry::webhook_event(kind.as_str());
             }
         }
         Ok(out)

@@ -21,6 +21,10 @@
 //! | `vidforge_store_flush_seconds` | histogram | `backend` (sled: flush; postgres: the durable write) |
 //! | `vidforge_speculative_seconds` | histogram | `outcome` (used/wasted): rendering time of each speculative render whose output became a result, or was thrown away; `_sum` is the total |
 //! | `vidforge_speculative_renders_total` | counter | `end` (used, preempted: real work took the slot, discarded: rejected, timed out or cancelled, failed, interrupted: shutdown or crash) |
+//! | `vidforge_webhook_events_total` | counter | `type` (`render.succeeded`, ...): events written to the outbox |
+//! | `vidforge_webhook_attempts_total` | counter | `result` (delivered: a `2xx`; failed: anything else, retried) |
+//! | `vidforge_webhook_attempt_seconds` | histogram | `result`: how long each delivery attempt took |
+//! | `vidforge_webhooks_dropped_total` | counter | events given up (retry window over, or no endpoint any more) |
 //!
 //! The series about a render record (`vidforge_approval_wait_seconds`,
 //! `vidforge_renders_finished_total`, the render duration, fps and stage series) are recorded
@@ -104,4 +108,21 @@ pub fn upload(created: bool, bytes: u64) {
 /// A store write was made durable (`backend`: `sled` or `postgres`).
 pub fn store_flush(backend: &'static str, took: Duration) {
     histogram!("vidforge_store_flush_seconds", "backend" => backend).record(took.as_secs_f64());
+}
+
+/// An event of type `kind` was written to the webhook outbox.
+pub fn webhook_event(kind: &'static str) {
+    counter!("vidforge_webhook_events_total", "type" => kind).increment(1);
+}
+
+/// A webhook delivery attempt ended (`delivered`: a `2xx` answer) after `took`.
+pub fn webhook_attempt(delivered: bool, took: Duration) {
+    let result = if delivered { "delivered" } else { "failed" };
+    counter!("vidforge_webhook_attempts_total", "result" => result).increment(1);
+    histogram!("vidforge_webhook_attempt_seconds", "result" => result).record(took.as_secs_f64());
+}
+
+/// A webhook event was given up.
+pub fn webhook_dropped() {
+    counter!("vidforge_webhooks_dropped_total").increment(1);
 }

@@ -40,7 +40,7 @@ pub mod jsonrpc;
 pub mod legacy;
 mod listen;
 mod notify;
-mod presentation;
+pub mod presentation;
 mod request;
 mod resources;
 mod tasks;

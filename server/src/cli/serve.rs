@@ -111,6 +111,10 @@ pub fn run_serve_with(args: ServeArgs, extensions: Vec<ExtensionSpec>) -> anyhow
             println!("  mounted       {name} (test use only)");
             tracing::warn!(extension = %name, "extension mounted beside the production tools");
         }
+        let webhooks = vidforge_webhooks::start(&service)?;
+        if webhooks.is_some() {
+            println!("  webhooks      on (signed per Standard Webhooks)");
+        }
         println!("Ready. Ctrl-C or SIGTERM stops it.");
         tracing::info!(%listen, data_dir = %data_dir, "serving");
         // Long-lived streams (subscriptions/listen) would hold a graceful shutdown open
@@ -135,6 +139,9 @@ pub fn run_serve_with(args: ServeArgs, extensions: Vec<ExtensionSpec>) -> anyhow
                 "connections still open {}s after the shutdown request; closing them",
                 SHUTDOWN_GRACE.as_secs()
             ),
+        }
+        if let Some(webhooks) = webhooks {
+            webhooks.stop().await;
         }
         tokio::task::spawn_blocking(move || service.shutdown())
             .await

@@ -55,6 +55,8 @@ pub(super) struct Proxies;
 pub(super) struct Tokens;
 /// An on/off switch: a flag without a value that can only turn it on.
 pub(super) struct Switch;
+/// Per-principal webhook endpoints: `[webhooks.PRINCIPAL]` tables, file only.
+pub(super) struct Webhooks;
 /// One of a media engine choice's names (`auto`, `wgpu`, ...).
 pub(super) struct Choice<E>(PhantomData<E>);
 
@@ -441,5 +443,24 @@ impl<E: MediaChoice> Kind for Choice<E> {
     }
     fn show(v: &E) -> String {
         v.name().to_string()
+    }
+}
+
+impl Kind for Webhooks {
+    type Value = BTreeMap<String, super::webhooks::Endpoint>;
+    type File = Option<BTreeMap<String, super::webhooks::WebhookFile>>;
+    type Flag = ();
+    fn from_file(v: Self::File, _: &'static str) -> Result<Option<Self::Value>, ConfigError> {
+        v.map(super::webhooks::endpoints_from_file).transpose()
+    }
+    fn from_flag(_: &(), _: &'static str) -> Result<Option<Self::Value>, ConfigError> {
+        Ok(None)
+    }
+    fn show(v: &Self::Value) -> String {
+        if v.is_empty() {
+            "none".into()
+        } else {
+            v.keys().cloned().collect::<Vec<_>>().join(", ")
+        }
     }
 }

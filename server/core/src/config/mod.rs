@@ -75,6 +75,7 @@ mod reference;
 mod settings;
 mod sources;
 mod validate;
+mod webhooks;
 
 pub use parse::{
     ConfigError, parse_bytes, parse_duration, parse_encoder, parse_hwdecode, parse_net,
@@ -87,6 +88,7 @@ pub use settings::{
     DEFAULT_SESSION_IDLE_TIMEOUT, DEFAULT_SESSION_MAX_AGE,
 };
 use settings::{FileConfig, Layer};
+pub use webhooks::{Endpoint, SECRET_PREFIX as WEBHOOK_SECRET_PREFIX};
 
 /// The principal every request runs as when no tokens are configured.
 pub const ANONYMOUS_PRINCIPAL: &str = "local";

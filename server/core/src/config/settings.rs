@@ -13,7 +13,7 @@ use vidforge_media as media;
 
 use super::kinds::{
     Choice, Dur, Kind, List, Listen, Maybe, Media, Plain, Proxies, Size, Store, Switch, Tokens,
-    choice_parser,
+    Webhooks, choice_parser,
 };
 use super::parse::ConfigError;
 use super::sources::{SettingInfo, declare_settings, flag_value, shown};
@@ -368,4 +368,44 @@ declare_settings! {
     trusted_proxies: Vec<ipnet::IpNet> = Vec::new(), Proxies,
         help: "Reverse proxies (addresses or CIDR ranges, comma-separated) whose X-Forwarded-For names the client for per-address limits.",
         flag(long = "trusted-proxy", env = "VIDFORGE_TRUSTED_PROXIES", value_delimiter = ','): Vec<String>;
+    /// Where every principal's render events are POSTed (Standard Webhooks), unless the
+    /// principal has its own `[webhooks.PRINCIPAL]` entry. Needs `webhook_secret`.
+    webhook_url: Option<String> = None, Maybe<String>,
+        help: "Send every principal's render events to this http(s) URL, signed per Standard Webhooks (a principal's own [webhooks.NAME] entry in the file replaces it).",
+        shown: "none",
+        flag(long, env = "VIDFORGE_WEBHOOK_URL"): Option<String>;
+    /// The signing secret of `webhook_url`: `whsec_` + base64 of 24 to 64 random bytes.
+    webhook_secret: Option<String> = None, Maybe<String>,
+        help: "Signing secret of --webhook-url: whsec_ followed by base64 of 24 to 64 random bytes; prefer the environment variable.",
+        shown: "none",
+        flag(long, env = "VIDFORGE_WEBHOOK_SECRET", hide_env_values = true): Option<String>;
+    /// The events `webhook_url` receives (empty: all of `render.input_required`,
+    /// `render.succeeded`, `render.failed`, `render.cancelled`).
+    webhook_events: Vec<String> = Vec::new(), List,
+        help: "Events --webhook-url receives, comma-separated (default: render.input_required, render.succeeded, render.failed, render.cancelled).",
+        shown: "all",
+        flag(long = "webhook-event", env = "VIDFORGE_WEBHOOK_EVENTS", value_delimiter = ','): Vec<String>;
+    /// Per-principal endpoints: `[webhooks.PRINCIPAL]` tables with `url`, `secret` and
+    /// optionally `events` (file only).
+    webhooks: BTreeMap<String, super::webhooks::Endpoint> = BTreeMap::new(), Webhooks,
+        help: "Per-principal endpoints, file only: [webhooks.PRINCIPAL] with url, secret (whsec_...) and optional events.",
+        shown: "none";
+    /// Longest wait for one delivery attempt (connect, send, the receiver's answer).
+    webhook_timeout: Duration = secs(10), Dur,
+        help: "Longest one webhook delivery attempt may take, answer included, e.g. 10s.",
+        flag(long, env = "VIDFORGE_WEBHOOK_TIMEOUT"): Option<String>;
+    /// Deliveries one node makes at once (a quarter of them at most to one principal's
+    /// endpoint), so a slow receiver never holds more.
+    webhook_max_in_flight: usize = 16, Plain<usize>,
+        help: "Webhook deliveries one node makes at once (at most a quarter of them to one principal's endpoint).",
+        flag(long, env = "VIDFORGE_WEBHOOK_MAX_IN_FLIGHT"): Option<usize>;
+    /// The wait before the first retry; each further one waits twice as long (at most an
+    /// hour), with jitter.
+    webhook_retry_initial: Duration = secs(5), Dur,
+        help: "Wait before a failed webhook's first retry; doubling after each further failure, up to 1h, with jitter.",
+        flag(long, env = "VIDFORGE_WEBHOOK_RETRY_INITIAL"): Option<String>;
+    /// How long an event is retried before it is recorded as dropped.
+    webhook_retry_for: Duration = secs(24 * 3600), Dur,
+        help: "How long a webhook event is retried before it is recorded as dropped.",
+        flag(long, env = "VIDFORGE_WEBHOOK_RETRY_FOR"): Option<String>;
 }

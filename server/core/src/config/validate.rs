@@ -16,6 +16,7 @@ fn bad(field: &'static str, reason: &str) -> Result<(), ConfigError> {
 impl Config {
     /// Checks ranges that would make the service misbehave.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_webhooks()?;
         if self.render_slots == 0 || self.render_slots > 64 {
             return bad("render_slots", "must be between 1 and 64");
         }

@@ -22,10 +22,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 mod model;
+mod outbox;
 mod postgres;
 mod sled_store;
 
 pub use model::*;
+pub use outbox::*;
 use postgres::PgStore;
 pub use postgres::{Claim, MIGRATIONS, StoreEvent};
 use sled_store::SledStore;
@@ -215,18 +217,7 @@ impl Store {
     where
         E: From<StoreError>,
     {
-        match &self.backend {
-            Backend::Sled(s) => s.update_render(id, f),
-            Backend::Postgres(p) => {
-                // Each PostgreSQL write is durable when it returns: its latency is the flush.
-                let start = std::time::Instant::now();
-                let out = p.update_render(id, f);
-                if matches!(&out, Ok(Some(u)) if u.written) {
-                    crate::telemetry::store_flush("postgres", start.elapsed());
-                }
-                out
-            }
-        }
+        self.update_render_emitting(id, f, &|_, _| None)
     }
 
     /// Every render record (decode errors are logged and skipped so one bad record cannot

@@ -10,7 +10,7 @@
 //!
 //! The concepts, one file each: the connection pool and the runtime that drives it
 //! ([`pool`]), the schema ([`migrations`]), the records ([`records`]), the work queue's
-//! leases ([`queue`]) and the change feed ([`feed`]). While the server is down calls fail with
+//! leases ([`queue`]), the change feed ([`feed`]) and the webhook outbox ([`outbox`]). While the server is down calls fail with
 //! [`StoreError::Unavailable`], which clients see as a temporary error.
 
 use std::sync::Arc;
@@ -23,11 +23,13 @@ use postgres::types::Json;
 use serde::de::DeserializeOwned;
 
 use super::{
-    AssetRecord, Change, IdempotencyEntry, Inserted, NewKey, RenderRecord, StoreError, Updated,
+    AssetRecord, Change, IdempotencyEntry, Inserted, NewKey, OutboxEvent, RenderRecord, StoreError,
+    Updated,
 };
 
 mod feed;
 mod migrations;
+mod outbox;
 mod pool;
 mod queue;
 mod records;

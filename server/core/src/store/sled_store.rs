@@ -1,4 +1,4 @@
-//! The embedded backend: one sled database with five trees (the default; one host, no setup).
+//! The embedded backend: one sled database with seven trees (the default; one host, no setup).
 //!
 //! | tree          | key                        | value (serde_json)   |
 //! |---------------|----------------------------|----------------------|
@@ -7,15 +7,24 @@
 //! | `assets`      | asset id (`a_…`)           | [`AssetRecord`]      |
 //! | `session_epochs` | principal               | epoch, `u64` big-endian |
 //! | `server_secrets` | name                    | the secret's bytes   |
+//! | `webhooks_pending` | event id (`msg_…`)    | [`OutboxEvent`] not yet delivered or dropped |
+//! | `webhooks_done`  | event id (`msg_…`)      | [`OutboxEvent`] delivered or dropped (swept) |
 //!
 //! sled makes a write durable only at `flush` (it flushes in the background every 500 ms);
 //! callers flush ([`super::Store::flush`]) after every write a client may rely on.
 
 use std::path::Path;
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sled::Transactional;
+use sled::transaction::{ConflictableTransactionError, TransactionError};
+
 use super::{
-    AssetRecord, Change, IdempotencyEntry, Inserted, NewKey, RenderRecord, StoreError, Updated,
-    all_in, decode, encode, update_in,
+    AssetRecord, Change, IdempotencyEntry, Inserted, NewKey, OutboxEvent, OutboxStatus,
+    RenderRecord, StoreError, Updated, all_in, decode, encode,
 };
 
 /// Handle to the sled database (cheap to clone).
@@ -27,6 +36,11 @@ pub(super) struct SledStore {
     assets: sled::Tree,
     session_epochs: sled::Tree,
     server_secrets: sled::Tree,
+    webhooks_pending: sled::Tree,
+    webhooks_done: sled::Tree,
+    /// Leases on pending events: one process delivers, so they live in its memory (a
+    /// restart ends every attempt in flight, and their leases with it).
+    webhook_leases: Arc<Mutex<HashMap<String, u64>>>,
 }
 
 impl SledStore {
@@ -45,6 +59,9 @@ impl SledStore {
             assets: db.open_tree("assets")?,
             session_epochs: db.open_tree("session_epochs")?,
             server_secrets: db.open_tree("server_secrets")?,
+            webhooks_pending: db.open_tree("webhooks_pending")?,
+            webhooks_done: db.open_tree("webhooks_done")?,
+            webhook_leases: Arc::default(),
             db,
         })
     }
@@ -73,8 +90,6 @@ impl SledStore {
         rec: &RenderRecord,
         key: Option<&NewKey<'_>>,
     ) -> Result<Inserted, StoreError> {
-        use sled::Transactional;
-        use sled::transaction::{ConflictableTransactionError, TransactionError};
         let value = encode(rec)?;
         let entry = match key {
             Some(k) => Some((
@@ -109,15 +124,76 @@ impl SledStore {
         Ok(())
     }
 
+    /// Compare-and-swap of the record (retried, with `f` run again, on a concurrent change);
+    /// when `emit` makes an event of the change, the record and the event are written in one
+    /// transaction, under the same check.
     pub(super) fn update_render<T, E>(
         &self,
         id: &str,
-        f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, E>,
+        mut f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, E>,
+        emit: &dyn Fn(&RenderRecord, &RenderRecord) -> Option<OutboxEvent>,
     ) -> Result<Option<Updated<RenderRecord, T>>, E>
     where
         E: From<StoreError>,
     {
-        update_in(&self.renders, id, f)
+        loop {
+            let Some(old) = self.renders.get(id.as_bytes()).map_err(StoreError::from)? else {
+                return Ok(None);
+            };
+            let before: RenderRecord = decode(id, &old)?;
+            let mut rec = before.clone();
+            match f(&mut rec)? {
+                Change::Keep(value) => {
+                    return Ok(Some(Updated {
+                        record: before,
+                        value,
+                        written: false,
+                    }));
+                }
+                Change::Write(value) => {
+                    let new = encode(&rec)?;
+                    let swapped = match emit(&before, &rec) {
+                        None => self
+                            .renders
+                            .compare_and_swap(id.as_bytes(), Some(&old), Some(new))
+                            .map_err(StoreError::from)?
+                            .is_ok(),
+                        Some(event) => self.swap_with_event(id, &old, &new, &event)?,
+                    };
+                    if swapped {
+                        return Ok(Some(Updated {
+                            record: rec,
+                            value,
+                            written: true,
+                        }));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Replaces the record `id` (if it is still `old`) and adds `event` to the outbox, in one
+    /// transaction; whether it was still `old`.
+    fn swap_with_event(
+        &self,
+        id: &str,
+        old: &[u8],
+        new: &[u8],
+        event: &OutboxEvent,
+    ) -> Result<bool, StoreError> {
+        let event_value = encode(event)?;
+        let out = (&self.renders, &self.webhooks_pending).transaction(|(renders, pending)| {
+            if renders.get(id.as_bytes())?.as_deref() != Some(old) {
+                return Ok(false);
+            }
+            renders.insert(id.as_bytes(), new)?;
+            pending.insert(event.id.as_bytes(), event_value.as_slice())?;
+            Ok(true)
+        });
+        out.map_err(|e: TransactionError<StoreError>| match e {
+            TransactionError::Abort(e) => e,
+            TransactionError::Storage(e) => StoreError::Sled(e),
+        })
     }
 
     pub(super) fn renders(&self) -> Result<Vec<RenderRecord>, StoreError> {
@@ -265,4 +341,132 @@ fn idem_key(principal: &str, key: &str) -> Vec<u8> {
     k.push(0);
     k.extend_from_slice(key.as_bytes());
     k
+}
+
+/// The webhook outbox ([`super::outbox`]): pending events in one tree, finished ones in
+/// another, so claims read only what may be due.
+impl SledStore {
+    pub(super) fn claim_webhooks(
+        &self,
+        _node: &str,
+        now: u64,
+        lease: Duration,
+        limit: usize,
+        skip: &[String],
+    ) -> Result<Vec<OutboxEvent>, StoreError> {
+        let mut leases = crate::sync::lock(&self.webhook_leases);
+        let mut due = Vec::new();
+        for item in self.webhooks_pending.iter() {
+            let (key, value) = item?;
+            let key = String::from_utf8_lossy(&key).into_owned();
+            if leases.get(&key).is_some_and(|until| *until > now) {
+                continue;
+            }
+            let event: OutboxEvent = match decode(&key, &value) {
+                Ok(e) => e,
+                Err(e) => {
+                    tracing::error!(error = %e, "skipping undecodable webhook event");
+                    continue;
+                }
+            };
+            if event.next_attempt_at <= now && !skip.contains(&event.principal) {
+                due.push(event);
+            }
+        }
+        due.sort_by_key(|e| e.next_attempt_at);
+        due.truncate(limit);
+        for e in &due {
+            leases.insert(e.id.clone(), now + lease.as_millis() as u64);
+        }
+        Ok(due)
+    }
+
+    /// Stores `event` as its attempt left it: still pending, or moved to the finished tree
+    /// (one transaction), then flushed.
+    pub(super) fn finish_webhook_attempt(
+        &self,
+        _node: &str,
+        event: &OutboxEvent,
+    ) -> Result<bool, StoreError> {
+        let value = encode(event)?;
+        let key = event.id.as_bytes();
+        let finished = event.status != OutboxStatus::Pending;
+        let out = (&self.webhooks_pending, &self.webhooks_done).transaction(|(pending, done)| {
+            if pending.get(key)?.is_none() {
+                return Ok(false);
+            }
+            if finished {
+                pending.remove(key)?;
+                done.insert(key, value.as_slice())?;
+            } else {
+                pending.insert(key, value.as_slice())?;
+            }
+            Ok(true)
+        });
+        let held = out.map_err(|e: TransactionError<StoreError>| match e {
+            TransactionError::Abort(e) => e,
+            TransactionError::Storage(e) => StoreError::Sled(e),
+        })?;
+        crate::sync::lock(&self.webhook_leases).remove(&event.id);
+        self.flush()?;
+        Ok(held)
+    }
+
+    /// Event ids are ULIDs: each tree's reverse order is newest first; the two are merged.
+    pub(super) fn recent_webhooks(
+        &self,
+        principal: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<OutboxEvent>, StoreError> {
+        let mut out: Vec<OutboxEvent> = Vec::new();
+        for tree in [&self.webhooks_pending, &self.webhooks_done] {
+            let mut taken = 0;
+            for item in tree.iter().rev() {
+                if taken >= limit {
+                    break;
+                }
+                let (key, value) = item?;
+                let key = String::from_utf8_lossy(&key).into_owned();
+                match decode::<OutboxEvent>(&key, &value) {
+                    Ok(e) if principal.is_none_or(|p| e.principal == p) => {
+                        out.push(e);
+                        taken += 1;
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::error!(error = %e, "skipping undecodable webhook event"),
+                }
+            }
+        }
+        out.sort_by(|a, b| b.id.cmp(&a.id));
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    pub(super) fn get_webhook(&self, id: &str) -> Result<Option<OutboxEvent>, StoreError> {
+        for tree in [&self.webhooks_pending, &self.webhooks_done] {
+            if let Some(v) = tree.get(id.as_bytes())? {
+                return decode(id, &v).map(Some);
+            }
+        }
+        Ok(None)
+    }
+
+    pub(super) fn remove_finished_webhooks_before(
+        &self,
+        cutoff_ms: u64,
+    ) -> Result<usize, StoreError> {
+        let mut removed = 0;
+        for item in self.webhooks_done.iter() {
+            let (key, value) = item?;
+            let old = String::from_utf8_lossy(&key).into_owned();
+            let finished = decode::<OutboxEvent>(&old, &value)
+                .map(|e| e.finished_at.unwrap_or(e.created_at))
+                .unwrap_or(0);
+            if finished < cutoff_ms {
+                self.webhooks_done.remove(&key)?;
+                removed += 1;
+            }
+        }
+        Ok(removed)
+    }
 }

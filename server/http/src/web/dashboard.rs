@@ -12,10 +12,13 @@ use vidforge_core::service::RenderService;
 
 use super::pages::{self, Capabilities};
 use super::state::{ReloadQuery, Web, html, service_error_page};
-use super::view::RenderView;
+use super::view::{HookView, RenderView};
 
 /// Renders the dashboard lists (newest first).
 const DASHBOARD_RENDERS: usize = 100;
+/// Webhook events read for the admins' list, and how many of them per principal it shows.
+const DASHBOARD_HOOKS: usize = 200;
+const HOOKS_PER_PRINCIPAL: usize = 5;
 
 pub(super) async fn dashboard(
     State(web): State<Web>,
@@ -30,13 +33,42 @@ pub(super) async fn dashboard(
         Ok(r) => r,
         Err(e) => return service_error_page(&web, &session, &e),
     };
+    let hooks = if all && web.service.config().webhooks_enabled() {
+        match load_hooks(&web).await {
+            Ok(h) => Some(h),
+            Err(e) => return service_error_page(&web, &session, &e),
+        }
+    } else {
+        None
+    };
     let csrf = web.sessions.csrf_token(&session);
     let caps = capabilities(&web.service);
     let now = web.service.now_ms();
     html(
         StatusCode::OK,
-        pages::dashboard(&web.chrome(&session, &csrf), &renders, all, &caps, now),
+        pages::dashboard(
+            &web.chrome(&session, &csrf),
+            &renders,
+            all,
+            hooks.as_deref(),
+            &caps,
+            now,
+        ),
     )
+}
+
+/// The newest webhook events, [`HOOKS_PER_PRINCIPAL`] of each principal at most.
+async fn load_hooks(web: &Web) -> Result<Vec<HookView>, ServiceError> {
+    let service = web.service.clone();
+    tokio::task::spawn_blocking(move || {
+        service
+            .store()
+            .recent_webhooks(None, DASHBOARD_HOOKS)
+            .map(|events| HookView::list(&events, HOOKS_PER_PRINCIPAL))
+            .map_err(ServiceError::from)
+    })
+    .await
+    .map_err(|e| ServiceError::Internal(format!("listing webhook events: {e}")))?
 }
 
 pub(super) async fn load_rows(

@@ -4,7 +4,7 @@
 
 use maud::{DOCTYPE, Markup, html};
 
-use super::view::{Ahead, RenderView, human_bytes, time_left};
+use super::view::{Ahead, HookView, RenderView, human_bytes, time_left};
 use vidforge_core::catalog::MAX_NOTE_CHARS;
 use vidforge_core::uri;
 
@@ -302,6 +302,7 @@ pub fn dashboard(
     chrome: &Chrome,
     renders: &[RenderView],
     all: bool,
+    hooks: Option<&[HookView]>,
     caps: &Capabilities,
     now_ms: u64,
 ) -> Markup {
@@ -323,6 +324,9 @@ pub fn dashboard(
             @if renders.is_empty() {
                 p #empty { "No renders yet. Ask your agent to render a video with vidforge." }
             }
+            @if let Some(hooks) = hooks {
+                (webhooks(hooks))
+            }
             section #capabilities {
                 h2 { "This server" }
                 dl {
@@ -331,6 +335,42 @@ pub fn dashboard(
             }
         },
     )
+}
+
+/// The admins' list of the last webhook attempts per principal.
+fn webhooks(hooks: &[HookView]) -> Markup {
+    html! {
+        section #webhooks {
+            h2 { "Webhook deliveries" }
+            @if hooks.is_empty() {
+                p.small { "No webhook events yet." }
+            } @else {
+                table {
+                    thead { tr {
+                        th { "Event" } th { "Principal" } th { "Render" } th { "Status" }
+                        th { "Attempts" } th { "Last attempt" } th { "Next" }
+                    } }
+                    tbody {
+                        @for h in hooks {
+                            tr data-event-id=(h.id) {
+                                td { code { (h.id) } br; span.small { (h.kind) } }
+                                td { (h.principal) }
+                                td { code { (h.render_id) } }
+                                td { span class=(format!("state {}", h.status)) { (h.status) } }
+                                td { (h.attempts) }
+                                td {
+                                    @if let Some((at, outcome)) = &h.last {
+                                        (outcome) br; span.small { (at) }
+                                    }
+                                }
+                                td { @if let Some(at) = &h.next_at { span.small { (at) } } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The dashboard's rows (also the live fragment `/ui/fragments/renders`).

@@ -278,3 +278,48 @@ mod tests {
         assert_eq!(human_bytes(1_400_000), "1.4 MB");
     }
 }
+
+/// One webhook event as the admins' dashboard lists it (the last attempts per principal).
+#[derive(Clone, Debug)]
+pub struct HookView {
+    pub id: String,
+    pub principal: String,
+    pub kind: &'static str,
+    pub render_id: String,
+    /// `pending`, `delivered` or `dropped`.
+    pub status: &'static str,
+    pub attempts: u32,
+    /// The last attempt: when, and its outcome (`204`, `503`, `timeout`, ...).
+    pub last: Option<(String, String)>,
+    /// When the next attempt is due (pending events).
+    pub next_at: Option<String>,
+}
+
+impl HookView {
+    /// The newest events, at most `per_principal` of each principal, newest first.
+    pub fn list(
+        events: &[vidforge_core::store::OutboxEvent],
+        per_principal: usize,
+    ) -> Vec<HookView> {
+        let mut shown = std::collections::HashMap::<&str, usize>::new();
+        events
+            .iter()
+            .filter(|e| {
+                let n = shown.entry(e.principal.as_str()).or_default();
+                *n += 1;
+                *n <= per_principal
+            })
+            .map(|e| HookView {
+                id: e.id.clone(),
+                principal: e.principal.clone(),
+                kind: e.kind.as_str(),
+                render_id: e.render.id.clone(),
+                status: e.status.as_str(),
+                attempts: e.attempts,
+                last: e.last_attempts.last().map(|a| (rfc3339(a.at), a.outcome())),
+                next_at: (e.status == vidforge_core::store::OutboxStatus::Pending)
+                    .then(|| rfc3339(e.next_attempt_at)),
+            })
+            .collect()
+    }
+}

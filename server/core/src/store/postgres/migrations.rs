@@ -38,6 +38,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         "server_secrets",
         include_str!("../../../migrations/0004_server_secrets.sql"),
     ),
+    (
+        5,
+        "webhook_outbox",
+        include_str!("../../../migrations/0005_webhook_outbox.sql"),
+    ),
 ];
 
 /// Advisory lock key serialising migrations between nodes ("vidf").

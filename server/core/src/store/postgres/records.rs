@@ -3,8 +3,8 @@
 use postgres::types::Json;
 
 use super::{
-    AssetRecord, Change, IdempotencyEntry, Inserted, NewKey, PgStore, RenderRecord, StoreError,
-    UNFINISHED, Updated, doc, docs, idempotency_entry, pg_error, to_i64,
+    AssetRecord, Change, IdempotencyEntry, Inserted, NewKey, OutboxEvent, PgStore, RenderRecord,
+    StoreError, UNFINISHED, Updated, doc, docs, idempotency_entry, pg_error, to_i64,
 };
 
 impl PgStore {
@@ -118,6 +118,7 @@ impl PgStore {
         &self,
         id: &str,
         mut f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, E>,
+        emit: &dyn Fn(&RenderRecord, &RenderRecord) -> Option<OutboxEvent>,
     ) -> Result<Option<Updated<RenderRecord, T>>, E>
     where
         E: From<StoreError>,
@@ -136,7 +137,8 @@ impl PgStore {
                     }));
                 }
                 Change::Write(value) => {
-                    if self.write_if_version(&rec, version)? {
+                    let event = emit(&old, &rec);
+                    if self.write_if_version(&rec, version, event)? {
                         return Ok(Some(Updated {
                             record: rec,
                             value,
@@ -162,25 +164,40 @@ impl PgStore {
         })
     }
 
-    /// Writes `rec` if its row is still at `version`; whether it was.
-    fn write_if_version(&self, rec: &RenderRecord, version: i64) -> Result<bool, StoreError> {
+    /// Writes `rec` if its row is still at `version`, and `event` into the outbox in the same
+    /// transaction; whether it was.
+    fn write_if_version(
+        &self,
+        rec: &RenderRecord,
+        version: i64,
+        event: Option<OutboxEvent>,
+    ) -> Result<bool, StoreError> {
         let new = rec.clone();
         let written = self.call(move |c| {
             Box::pin(async move {
-                c.execute(
-                    "UPDATE renders SET doc = $2, state = $3, principal = $4,
+                let tx = c.transaction().await.map_err(pg_error)?;
+                let n = tx
+                    .execute(
+                        "UPDATE renders SET doc = $2, state = $3, principal = $4,
                          version = version + 1
                      WHERE id = $1 AND version = $5",
-                    &[
-                        &new.id,
-                        &Json(&new),
-                        &new.state.as_str(),
-                        &new.principal,
-                        &version,
-                    ],
-                )
-                .await
-                .map_err(pg_error)
+                        &[
+                            &new.id,
+                            &Json(&new),
+                            &new.state.as_str(),
+                            &new.principal,
+                            &version,
+                        ],
+                    )
+                    .await
+                    .map_err(pg_error)?;
+                if n == 1
+                    && let Some(event) = &event
+                {
+                    super::outbox::insert_event(&tx, event).await?;
+                }
+                tx.commit().await.map_err(pg_error)?;
+                Ok(n)
             })
         })?;
         Ok(written == 1)
