@@ -7,6 +7,8 @@
 //! A legacy-era (initialize-based) client's session sticks to one node through the gateway.
 //! The nodes share no directory: media lives in an S3-compatible bucket (moto's server,
 //! `VIDFORGE_CLUSTER_MEDIA=s3`), and each node's data dir keeps only its own scratch and cache.
+//! Every node delivers webhooks from the shared outbox to one verifying receiver: each event
+//! arrives, and each attempt is one node's.
 //!
 //! Needs PostgreSQL 15 and nginx from Debian (`scripts/install-deps.sh`); fails without them.
 
@@ -17,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 mod support;
+use support::webhooks::{self, Receiver};
 use support::*;
 
 const ALICE: &str = "alice-cluster-token";
@@ -52,7 +55,8 @@ impl Cluster {
         (ok, std::fs::read_to_string(&log_path).unwrap_or_default())
     }
 
-    fn up() -> Cluster {
+    /// Three nodes whose webhooks all go to `hooks`.
+    fn up(hooks: &Receiver) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let state = dir.path().join("cluster");
         let up = || {
@@ -70,7 +74,10 @@ impl Cluster {
                     (
                         "VIDFORGE_CLUSTER_ARGS",
                         format!(
-                            "--lease-ttl {LEASE} --render-slots 1 --per-principal-concurrent 16"
+                            "--lease-ttl {LEASE} --render-slots 1 --per-principal-concurrent 16 \
+                             --webhook-url {} --webhook-secret {} --webhook-retry-initial 200ms",
+                            hooks.url(),
+                            webhooks::SECRET
                         ),
                     ),
                 ],
@@ -332,7 +339,8 @@ fn listen_until_completed(node: &str, id: &str, ready: std::sync::mpsc::Sender<(
 
 #[test]
 fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
-    let c = Cluster::up();
+    let hooks = Receiver::start(webhooks::SECRET);
+    let c = Cluster::up(&hooks);
     let dir = c.dir.path();
     let short = make_clip(dir, "short.mp4", 320, 180, 0.6, true);
     let long = make_clip(dir, "long.mp4", 640, 360, 8.0, false);
@@ -791,6 +799,70 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
     assert_eq!(
         download_and_probe(&c, ALICE, &done, &dir.join("after-freeze.mp4")),
         (1920, 1080)
+    );
+
+    // ---- 8. Webhooks: every event of the run (node kills, a frozen node and the database
+    // restart included) reached the receiver, verified; then renders spread over the three
+    // healthy nodes, whose dispatchers all compete for the outbox: each event is delivered
+    // by exactly one node, once.
+    let spread: Vec<String> = (0..6)
+        .map(|_| {
+            let r = render(
+                &mut alice,
+                json!({"source_asset_uri": short, "output_format": "webm", "resolution": "720p"}),
+            );
+            r.result()["taskId"].as_str().unwrap().to_string()
+        })
+        .collect();
+    for id in &spread {
+        wait(&mut alice, id, |t| status_of(t) == "completed");
+        hooks.wait_for(id, "render.succeeded", WAIT);
+    }
+    let deadline = Instant::now() + WAIT;
+    while c.sql("SELECT count(*) FROM webhook_outbox WHERE status = 'pending'") != "0" {
+        assert!(Instant::now() < deadline, "webhook events still pending");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        c.sql("SELECT count(*) FROM webhook_outbox WHERE status <> 'delivered'"),
+        "0"
+    );
+    let received = hooks.delivered();
+    let mut receipts: HashMap<String, usize> = HashMap::new();
+    for d in &received {
+        *receipts
+            .entry(d["id"].as_str().unwrap().to_string())
+            .or_default() += 1;
+    }
+    let ids = c.sql("SELECT string_agg(id, ',') FROM webhook_outbox");
+    for id in ids.split(',') {
+        assert!(receipts.contains_key(id), "event {id} never arrived");
+    }
+    assert_eq!(hooks.state()["invalid"], 0, "every delivery verified");
+    let mut nodes = BTreeSet::new();
+    for id in &spread {
+        let row = c.sql(&format!(
+            "SELECT id, doc->>'attempts', doc->'last_attempts'->0->>'node' FROM webhook_outbox
+             WHERE doc->'render'->>'id' = '{id}'"
+        ));
+        let mut fields = row.split('|');
+        let (event, attempts, node) = (
+            fields.next().unwrap().to_string(),
+            fields.next().unwrap().to_string(),
+            fields.next().unwrap().to_string(),
+        );
+        assert_eq!(attempts, "1", "{row}");
+        assert_eq!(
+            receipts.get(&event),
+            Some(&1),
+            "{event} arrived more than once"
+        );
+        nodes.insert(node);
+    }
+    println!(
+        "webhooks: {} events, {} receipts; the last six delivered by {nodes:?}",
+        ids.split(',').count(),
+        received.len()
     );
 
     // Every node answered some of it.

@@ -185,8 +185,16 @@ fn every_transition_is_delivered_signed_once_and_survives_outages_and_crashes() 
             .remove("request_id");
         t
     };
-    assert_eq!(without_request_id(&got["data"]["task"]), without_request_id(&ended));
-    assert!(got["data"]["error"]["request_id"].as_str().unwrap().starts_with("req_"));
+    assert_eq!(
+        without_request_id(&got["data"]["task"]),
+        without_request_id(&ended)
+    );
+    assert!(
+        got["data"]["error"]["request_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("req_")
+    );
     let cancelled = create(&mut alice, &watermarked);
     wait_status(&mut alice, &cancelled, "input_required");
     alice.call("tasks/cancel", json!({"taskId": cancelled}), Caps::TASKS);
