@@ -312,6 +312,132 @@ fn session_epoch_read_cost(s: &Store, backend: &str) {
     );
 }
 
+/// The webhook outbox: an event is written with the change that makes it (and not when the
+/// change is kept), claimed by one node at a time under a lease, recorded only by its
+/// holder, and finished for good.
+fn webhook_outbox(s: &Store) {
+    let rec = sample("task_hook", 1);
+    s.put_render(&rec).unwrap();
+    let emit = |old: &RenderRecord, new: &RenderRecord| {
+        (old.state != new.state).then(|| OutboxEvent::new(EventKind::Succeeded, new, 10))
+    };
+    // A write that makes no event, then one that does, then a kept change: one event.
+    s.update_render_emitting(
+        "task_hook",
+        |r| {
+            r.attempts = 1;
+            Ok::<_, StoreError>(Change::Write(()))
+        },
+        &emit,
+    )
+    .unwrap();
+    s.update_render_emitting(
+        "task_hook",
+        |r| {
+            r.state = RenderState::Succeeded;
+            Ok::<_, StoreError>(Change::Write(()))
+        },
+        &emit,
+    )
+    .unwrap();
+    s.update_render_emitting(
+        "task_hook",
+        |r| {
+            r.state = RenderState::Failed;
+            Ok::<_, StoreError>(Change::Keep(()))
+        },
+        &emit,
+    )
+    .unwrap();
+    s.flush().unwrap();
+    let events = s.recent_webhooks(Some("alice"), 10).unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].render.state, RenderState::Succeeded);
+    assert!(s.recent_webhooks(Some("bob"), 10).unwrap().is_empty());
+    // One node at a time.
+    let lease = Duration::from_secs(30);
+    let now = vidforge_core::clock::Clock::now_ms(&SystemClock);
+    let mut held = s.claim_webhooks("node1", now, lease, 5, &[]).unwrap();
+    assert_eq!(held.len(), 1);
+    assert!(
+        s.claim_webhooks("node2", now, lease, 5, &[])
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        s.claim_webhooks("node1", now, lease, 5, &["alice".into()])
+            .unwrap()
+            .is_empty()
+    );
+    // A failed attempt: pending again, due after the wait.
+    let mut event = held.pop().unwrap();
+    let failed = Attempt {
+        at: now,
+        node: "node1".into(),
+        status: Some(503),
+        error: None,
+        millis: 3,
+    };
+    let retry = Next::Retry(Duration::from_secs(3600));
+    event.record(failed, &retry);
+    if s.is_shared() {
+        assert!(
+            !s.finish_webhook_attempt("node2", &event, &retry).unwrap(),
+            "not its lease"
+        );
+    }
+    assert!(s.finish_webhook_attempt("node1", &event, &retry).unwrap());
+    assert!(
+        s.claim_webhooks("node2", now, lease, 5, &[])
+            .unwrap()
+            .is_empty(),
+        "not due yet"
+    );
+    let stored = s.get_webhook(&event.id).unwrap().unwrap();
+    assert_eq!((stored.attempts, stored.status), (1, OutboxStatus::Pending));
+    assert_eq!(stored.last_attempts[0].outcome(), "503");
+    // Due again (an hour on, by this node's clock: sled; the database's clock schedules a
+    // shared store, and tests/cluster.rs delivers there): delivered, never claimed again,
+    // swept after retention.
+    if s.is_shared() {
+        return;
+    }
+    let later = now + 3_700_000;
+    let mut event = s
+        .claim_webhooks("node2", later, lease, 5, &[])
+        .unwrap()
+        .pop()
+        .unwrap();
+    let ok = Attempt {
+        at: later,
+        node: "node2".into(),
+        status: Some(204),
+        error: None,
+        millis: 2,
+    };
+    event.record(ok, &Next::Delivered);
+    assert!(
+        s.finish_webhook_attempt("node2", &event, &Next::Delivered)
+            .unwrap()
+    );
+    assert!(
+        s.claim_webhooks("node1", later + 1, lease, 5, &[])
+            .unwrap()
+            .is_empty()
+    );
+    let done = s.get_webhook(&event.id).unwrap().unwrap();
+    assert_eq!((done.attempts, done.status), (2, OutboxStatus::Delivered));
+    assert_eq!(
+        s.recent_webhooks(None, 10).unwrap()[0].status,
+        OutboxStatus::Delivered
+    );
+    assert_eq!(
+        s.remove_finished_webhooks_before(later + 10_000).unwrap(),
+        1
+    );
+    assert!(s.get_webhook(&event.id).unwrap().is_none());
+}
+
 fn shared_suite(s: &Store) {
     session_epochs_count_up(s);
     server_secrets_are_made_once(s);
@@ -321,6 +447,7 @@ fn shared_suite(s: &Store) {
     one_key_one_render_under_concurrency(s);
     idempotency_entries_expire(s);
     assets_round_trip(s);
+    webhook_outbox(s);
 }
 
 #[test]
