@@ -76,7 +76,7 @@ pub fn start(service: &RenderService) -> Result<Option<Webhooks>, ClientError> {
 }
 
 impl Webhooks {
-    /// Stops claiming, gives attempts in flight [`STOP_GRACE`], then ends.
+    /// Stops claiming, gives attempts in flight a few seconds to finish, then ends.
     pub async fn stop(self) {
         let _ = self.stop.send(true);
         let _ = self.task.await;
