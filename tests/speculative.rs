@@ -28,33 +28,11 @@ fn http() -> reqwest::blocking::Client {
         .unwrap()
 }
 
-/// Alice's browser session cookie (`POST /signin` with her token).
-fn alice_session(server: &Server) -> String {
-    let signed = reqwest::blocking::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
-        .post(format!("{}/signin", server.base()))
-        .header("Content-Type", "application/x-www-form-urlencoded")
-        .body(format!("token={ALICE}&next=/"))
-        .send()
-        .unwrap();
-    signed
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|v| v.starts_with("vidforge_session="))
-        .and_then(|v| v.split(';').next())
-        .expect("a session cookie")
-        .to_string()
-}
-
 /// The approval page: what the person sees.
 fn approval_page(server: &Server, id: &str) -> String {
     let page = http()
         .get(format!("{}/approvals/{id}", server.base()))
-        .header("Cookie", alice_session(server))
+        .header("Cookie", sign_in(&server.base(), ALICE))
         .send()
         .unwrap();
     assert_eq!(page.status().as_u16(), 200);

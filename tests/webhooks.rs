@@ -308,28 +308,9 @@ fn every_transition_is_delivered_signed_once_and_survives_outages_and_crashes() 
 
 /// The dashboard as alice (an admin) sees it.
 fn dashboard(server: &Server) -> String {
-    let client = reqwest::blocking::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let signed = client
-        .post(format!("{}/signin", server.base()))
-        .header("Content-Type", "application/x-www-form-urlencoded")
-        .body(format!("token={ALICE}&next=/"))
-        .send()
-        .unwrap();
-    let cookie = signed
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|v| v.starts_with("vidforge_session="))
-        .and_then(|v| v.split(';').next())
-        .expect("a session cookie")
-        .to_string();
-    let page = client
+    let page = reqwest::blocking::Client::new()
         .get(format!("{}/", server.base()))
-        .header("Cookie", cookie)
+        .header("Cookie", sign_in(&server.base(), ALICE))
         .send()
         .unwrap();
     assert_eq!(page.status().as_u16(), 200);

@@ -1047,3 +1047,27 @@ pub fn probe_video(path: &Path) -> (u32, u32, String, bool) {
         audio,
     )
 }
+
+/// Signs in at `base` with a bearer `token` (`POST /signin`, as the sign-in page does) and
+/// returns the browser session cookie (`vidforge_session=…`) to send as `Cookie`.
+pub fn sign_in(base: &str, token: &str) -> String {
+    let signed = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+        .post(format!("{base}/signin"))
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(format!("token={token}&next=/"))
+        .send()
+        .unwrap();
+    signed
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with("vidforge_session="))
+        .and_then(|v| v.split(';').next())
+        .expect("a session cookie")
+        .to_string()
+}

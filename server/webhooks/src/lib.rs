@@ -36,6 +36,8 @@ use send::Sender;
 /// How often the outbox is read when nothing wakes the loop (a retry falling due, another
 /// node's event).
 const POLL_INTERVAL: Duration = Duration::from_millis(500);
+/// How long a change waits for the changes right behind it before the outbox is read.
+const COALESCE: Duration = Duration::from_millis(50);
 /// The wait after a failed read of the outbox (the store is away).
 const STORE_RETRY: Duration = Duration::from_secs(2);
 /// How long attempts in flight may finish after a stop (the rest are retried after the
@@ -149,6 +151,9 @@ async fn run(ctx: Arc<Ctx>, mut stopped: watch::Receiver<bool>) {
                 if matches!(change, Err(tokio::sync::broadcast::error::RecvError::Closed)) {
                     break;
                 }
+                // Progress comes in bursts: one read of the outbox for all of a burst.
+                tokio::time::sleep(COALESCE).await;
+                while changes.try_recv().is_ok() {}
             }
             _ = tokio::time::sleep(wait) => {}
             _ = stopped.changed() => break,
