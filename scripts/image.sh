@@ -9,8 +9,8 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 
 # mmdebstrap unpacks the packages, buildah commits the image, podman runs it (and reports its
 # size); runc is the runtime scripts/run-image-test.sh uses; netavark its bridge network
-# (published ports); uidmap and slirp4netns let them work rootless.
-PACKAGES=(mmdebstrap buildah podman runc netavark uidmap slirp4netns)
+# (published ports, through iptables); uidmap and slirp4netns let them work rootless.
+PACKAGES=(mmdebstrap buildah podman runc netavark iptables uidmap slirp4netns)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -12,14 +12,25 @@
 #
 # Environment: VIDFORGE_BIN (default target/release/vidforge), VIDFORGE_IMAGE (default
 # localhost/vidforge), VIDFORGE_IMAGE_CACHE (default ~/.cache/vidforge-image),
-# VIDFORGE_IMAGE_MIRROR (default http://deb.debian.org/debian). See docs/deploy.md.
+# VIDFORGE_IMAGE_MIRROR (default: the Debian bookworm mirror this host's apt uses). See
+# docs/deploy.md.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 BIN="${VIDFORGE_BIN:-$ROOT/target/release/vidforge}"
 IMAGE="${VIDFORGE_IMAGE:-localhost/vidforge}"
 CACHE="${VIDFORGE_IMAGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/vidforge-image}"
-MIRROR="${VIDFORGE_IMAGE_MIRROR:-http://deb.debian.org/debian}"
+# The mirror of this host's apt sources that serves Debian bookworm (the image's base), read
+# from apt's package lists (fetched first if there are none yet).
+host_mirror() {
+  apt-get indextargets --format '$(REPO_URI)' \
+    'Created-By: Packages' 'Label: Debian' 'Codename: bookworm' 2>/dev/null | head -n 1
+}
+MIRROR="${VIDFORGE_IMAGE_MIRROR:-$(host_mirror)}"
+if [ -z "$MIRROR" ] && [ "$(id -u)" -eq 0 ]; then
+  apt-get update -q >/dev/null && MIRROR="$(host_mirror)"
+fi
+[ -n "$MIRROR" ] || { echo "image: no Debian bookworm mirror in this host's apt sources; set VIDFORGE_IMAGE_MIRROR" >&2; exit 1; }
 # server.json's name: the OCI label the MCP registry checks the image against.
 MCP_NAME="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["name"])' "$ROOT/server.json")"
 
