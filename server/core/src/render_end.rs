@@ -69,9 +69,8 @@ pub(crate) fn success_outcome(
         video_path: stored,
         video_file_name: crate::uri::final_file_name(rec.args.output_format),
         mime_type: rec.args.output_format.mime_type().to_string(),
-        size_bytes: std::fs::metadata(&plan.output)
-            .map(|m| m.len())
-            .unwrap_or(report.size_bytes),
+        // The engine's stat of the finished file (the local copy may be gone: uploaded).
+        size_bytes: report.size_bytes,
         duration_seconds: report.duration_seconds,
         width: report.width,
         height: report.height,

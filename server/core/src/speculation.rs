@@ -361,6 +361,8 @@ pub(crate) fn abandon(
 
 /// Deletes a render's result files wherever media lives (the speculative output).
 fn remove_output(shared: &Shared, id: &str) {
+    // The local scratch copy (with a bucket), then the stored output: in a directory media
+    // store the two are one directory, and the second removal finds it gone.
     let _ = std::fs::remove_dir_all(shared.result_dir(id));
     if let Err(e) = shared.media.remove_dir_blocking(&format!("results/{id}")) {
         tracing::warn!(render_id = %id, error = %e, "cannot delete a discarded speculative render; the sweeper will");
