@@ -1,6 +1,7 @@
 //! End-to-end renders through the MCP front over real HTTP with real media: the task path
 //! with form-elicitation approval, the fallback tools, rejection with a callable repair,
-//! approval timeout, cancellation, task expiry, idempotency, and `kill -9` recovery.
+//! approval timeout, cancellation, task expiry, idempotency, `kill -9` recovery, and what an
+//! upload says of its colour (SDR, HLG, PQ with its HDR metadata).
 
 use std::time::Duration;
 
@@ -644,4 +645,34 @@ fn a_short_render_never_waits_behind_a_long_one() {
     );
     let ack = alice.call("tasks/cancel", json!({"taskId": long_id}), Caps::TASKS);
     assert_eq!(ack.result()["resultType"], "complete");
+}
+
+/// An upload says what colour its video is in: an HDR10 master (PQ with its mastering display
+/// and content light level), a phone's HLG clip, an SDR clip; a PNG says nothing of colour.
+#[test]
+fn uploads_describe_their_colour() {
+    use vidforge_media::{DynamicRange, fixtures};
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let asset = |path: &std::path::Path| {
+        let (status, asset) = upload_raw(&server, path);
+        assert!((200..300).contains(&status), "{status} {asset}");
+        asset
+    };
+    let pq = asset(&fixtures::hdr_clip(dir.path(), DynamicRange::Pq).unwrap());
+    let (max, min, cll, fall) = fixtures::HDR10_MASTERING;
+    assert_eq!(
+        pq["color"],
+        json!({"primaries": "bt2020", "transfer": "smpte2084", "matrix": "bt2020nc",
+               "range": "tv", "dynamic_range": "pq", "mastering_max_nits": max,
+               "mastering_min_nits": min, "max_cll": cll, "max_fall": fall}),
+        "{pq}"
+    );
+    let hlg = asset(&fixtures::hdr_clip(dir.path(), DynamicRange::Hlg).unwrap());
+    assert_eq!(hlg["color"]["dynamic_range"], "hlg", "{hlg}");
+    assert_eq!(hlg["color"]["transfer"], "arib-std-b67");
+    let sdr = asset(&make_clip(dir.path(), "sdr.mp4", 320, 180, 0.5, false));
+    assert_eq!(sdr["color"]["dynamic_range"], "sdr", "{sdr}");
+    let logo = asset(&make_logo(dir.path()));
+    assert!(logo.get("color").is_none(), "{logo}");
 }

@@ -298,6 +298,74 @@ pub fn oversized_clip(dir: &Path) -> io::Result<PathBuf> {
     Ok(path)
 }
 
+/// The HDR mastering metadata [`hdr_clip`] tags a PQ clip with: a 1000-nit display with a
+/// 0.005-nit black, BT.2020 primaries and D65, MaxCLL 1000 and MaxFALL 400 (HDR10's usual).
+pub const HDR10_MASTERING: (f64, f64, u32, u32) = (1000.0, 0.005, 1000, 400);
+
+/// A 10-bit HEVC test clip (`testsrc2`, 320x180, 1 s) tagged BT.2020 with the `transfer`
+/// given: PQ (`smpte2084`) in Matroska, carrying [`HDR10_MASTERING`] as container metadata
+/// (written by mkvmerge from Debian's mkvtoolnix, which ffmpeg 5.1's CLI cannot do), or HLG
+/// (`arib-std-b67`) in MP4, as a phone records it.
+pub fn hdr_clip(dir: &Path, transfer: crate::DynamicRange) -> io::Result<PathBuf> {
+    let trc = match transfer {
+        crate::DynamicRange::Pq => "smpte2084",
+        crate::DynamicRange::Hlg => "arib-std-b67",
+        crate::DynamicRange::Sdr => {
+            return Err(io::Error::other("hdr_clip makes PQ or HLG clips"));
+        }
+    };
+    let hevc = unique(dir, "hdr", "mp4");
+    let x265 = format!(
+        "log-level=error:colorprim=bt2020:transfer={trc}:colormatrix=bt2020nc:range=limited"
+    );
+    run(Command::new("ffmpeg")
+        .args([
+            "-v",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc2=s=320x180:r=25:d=1",
+        ])
+        .args([
+            "-pix_fmt",
+            "yuv420p10le",
+            "-c:v",
+            "libx265",
+            "-x265-params",
+            &x265,
+        ])
+        .args([
+            "-color_primaries",
+            "bt2020",
+            "-color_trc",
+            trc,
+            "-colorspace",
+            "bt2020nc",
+        ])
+        .arg(&hevc))?;
+    if transfer == crate::DynamicRange::Hlg {
+        return Ok(hevc);
+    }
+    let (max, min, cll, fall) = HDR10_MASTERING;
+    let mkv = unique(dir, "hdr10", "mkv");
+    run(Command::new("mkvmerge")
+        .args(["-q", "-o"])
+        .arg(&mkv)
+        .args(["--max-content-light", &format!("0:{cll}")])
+        .args(["--max-frame-light", &format!("0:{fall}")])
+        .args(["--max-luminance", &format!("0:{max}")])
+        .args(["--min-luminance", &format!("0:{min}")])
+        .args([
+            "--chromaticity-coordinates",
+            "0:0.708,0.292,0.170,0.797,0.131,0.046",
+        ])
+        .args(["--white-colour-coordinates", "0:0.3127,0.3290"])
+        .arg(&hevc))?;
+    Ok(mkv)
+}
+
 /// Writes a `w x h` RGBA PNG filled with one colour (straight alpha) using the png crate.
 pub fn watermark_png(dir: &Path, w: u32, h: u32, rgba: [u8; 4]) -> io::Result<PathBuf> {
     let path = unique(dir, "watermark", "png");

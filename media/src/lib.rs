@@ -50,6 +50,7 @@ pub use hardware::{
     EncoderChoice, H264Encoder, HardwareChoice, HardwareReport, HwDecodeChoice, probe_hardware,
 };
 pub use probe::{AudioStreamInfo, ProbeInfo, VideoStreamInfo, probe, probe_within};
+pub use source::hdr::{ContentLight, DolbyVision, DynamicRange, MasteringDisplay, SourceColor};
 pub use source::{MAX_DIMENSION, SourceLimits};
 pub use tempout::{sync_dir, sync_parent_dirs};
 pub use types::{

@@ -5,6 +5,7 @@ use std::path::Path;
 use ffmpeg_next::Packet;
 
 use crate::error::MediaError;
+use crate::source::hdr::SourceColor;
 use crate::source::{self, Opened, Source, SourceLimits};
 
 /// Read errors in a row after which a scan gives up.
@@ -42,10 +43,8 @@ pub struct VideoStreamInfo {
     pub frames: Option<u64>,
     pub pix_fmt: Option<String>,
     pub bit_depth: Option<u32>,
-    /// Colour matrix tag (`bt709`, `bt470bg`, `unknown`, ...).
-    pub color_matrix: String,
-    /// `tv` (limited), `pc` (full) or `unknown`.
-    pub color_range: String,
+    /// The colour the stream declares: primaries, transfer, matrix, range, HDR metadata.
+    pub color: SourceColor,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -89,13 +88,6 @@ pub fn probe_within(path: &Path, limits: &SourceLimits) -> Result<ProbeInfo, Med
                 src.duration_seconds = scan_video_seconds(&mut src).unwrap_or(0.0);
             }
             let v = &src.video;
-            let color_matrix = v.color_space.name().unwrap_or("unknown").to_string();
-            let color_range = match v.color_range {
-                ffmpeg_next::color::Range::MPEG => "tv",
-                ffmpeg_next::color::Range::JPEG => "pc",
-                _ => "unknown",
-            }
-            .to_string();
             Ok(ProbeInfo {
                 format: src.format_name.clone(),
                 duration_seconds: src.duration_seconds,
@@ -112,8 +104,7 @@ pub fn probe_within(path: &Path, limits: &SourceLimits) -> Result<ProbeInfo, Med
                     frames: v.frames_estimate,
                     pix_fmt: v.pix_fmt.clone(),
                     bit_depth: v.bit_depth,
-                    color_matrix,
-                    color_range,
+                    color: v.declared_color.clone(),
                 }),
                 audio: src.audio.as_ref().map(audio_info),
             })

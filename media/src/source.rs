@@ -3,6 +3,7 @@
 
 mod color;
 mod decoder;
+pub(crate) mod hdr;
 mod limits;
 mod sniff;
 
@@ -61,8 +62,8 @@ pub(crate) struct VideoMeta {
     pub frames_estimate: Option<u64>,
     /// The frame count the container itself declares (not estimated), when it does.
     pub frames_declared: Option<u64>,
-    pub color_space: ffmpeg::color::Space,
-    pub color_range: ffmpeg::color::Range,
+    /// What the stream declares of its colour (tags and HDR metadata).
+    pub declared_color: hdr::SourceColor,
 }
 
 #[derive(Clone, Debug)]
@@ -362,6 +363,16 @@ fn video_meta(
         .filter(|f| *f > 0.0 && *f < 1000.0)
         .unwrap_or(0.0);
     let length = source_length(input, vs, avg_fps);
+    let declared_color = hdr::stream_color(
+        vs,
+        color_space.name().unwrap_or("unknown").to_string(),
+        match color_range {
+            ffmpeg::color::Range::MPEG => "tv",
+            ffmpeg::color::Range::JPEG => "pc",
+            _ => "unknown",
+        }
+        .to_string(),
+    );
     let video = VideoMeta {
         index: vs.index(),
         codec_name: codec_str,
@@ -378,8 +389,7 @@ fn video_meta(
         duration_declared: length.video_declared,
         frames_estimate: length.frames_estimate,
         frames_declared: (vs.frames() > 0).then_some(vs.frames() as u64),
-        color_space,
-        color_range,
+        declared_color,
     };
     Ok((video, length))
 }

@@ -215,7 +215,7 @@ fn colour_is_kept_for_601_709_full_range_and_10_bit_sources() {
         }
         if name == "full-range" {
             assert_eq!(
-                info.video.as_ref().map(|v| v.color_range.as_str()),
+                info.video.as_ref().map(|v| v.color.range.as_str()),
                 Some("pc")
             );
         }
@@ -298,6 +298,52 @@ fn probe_describes_streams() {
     let audio = fixtures::audio_only(dir.path()).expect("audio fixture");
     let info = probe(&audio).expect("probe audio-only");
     assert!(info.video.is_none() && info.audio.is_some());
+}
+
+/// HDR sources say what they are: PQ with its mastering display and content light level
+/// (HDR10 in Matroska), HLG (a phone's MP4); an SDR clip says SDR.
+#[test]
+fn probe_reads_hdr_tags_and_metadata() {
+    use vidforge_media::DynamicRange;
+    let dir = tempdir();
+    let pq = fixtures::hdr_clip(dir.path(), DynamicRange::Pq).expect("PQ fixture (mkvmerge)");
+    let v = probe(&pq).expect("probe").video.expect("video");
+    let c = &v.color;
+    assert_eq!(
+        (
+            c.primaries.as_str(),
+            c.transfer.as_str(),
+            c.matrix.as_str(),
+            c.range.as_str()
+        ),
+        ("bt2020", "smpte2084", "bt2020nc", "tv")
+    );
+    assert_eq!(c.dynamic_range, DynamicRange::Pq);
+    assert!(c.is_hdr());
+    assert_eq!(v.bit_depth, Some(10));
+    let (max, min, cll, fall) = fixtures::HDR10_MASTERING;
+    let m = c.mastering.expect("mastering display");
+    assert_eq!((m.max_nits, m.min_nits), (max, min));
+    let [r, g, b, white] = m.primaries.expect("mastering primaries");
+    let near = |a: (f64, f64), e: (f64, f64)| (a.0 - e.0).abs() < 1e-3 && (a.1 - e.1).abs() < 1e-3;
+    assert!(near(r, (0.708, 0.292)) && near(g, (0.170, 0.797)) && near(b, (0.131, 0.046)));
+    assert!(near(white, (0.3127, 0.3290)), "{white:?}");
+    let l = c.content_light.expect("content light level");
+    assert_eq!((l.max_cll, l.max_fall), (cll, fall));
+    assert!(c.dolby_vision.is_none());
+
+    let hlg = fixtures::hdr_clip(dir.path(), DynamicRange::Hlg).expect("HLG fixture");
+    let c = probe(&hlg).expect("probe").video.expect("video").color;
+    assert_eq!(
+        (c.transfer.as_str(), c.dynamic_range),
+        ("arib-std-b67", DynamicRange::Hlg)
+    );
+    assert!(c.mastering.is_none() && c.content_light.is_none());
+
+    let sdr = clip(dir.path(), ClipSpec::h264(320, 240));
+    let c = probe(&sdr).expect("probe").video.expect("video").color;
+    assert_eq!(c.dynamic_range, DynamicRange::Sdr);
+    assert!(!c.is_hdr());
 }
 
 /// A raw H.264 stream declares no length and its packets carry no timestamps: the probe

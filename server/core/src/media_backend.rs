@@ -9,7 +9,7 @@ use crate::config::Config;
 use crate::engine::{
     EngineError, EngineProgress, EngineReport, HardwareInfo, Prober, RenderPlan, Renderer,
 };
-use crate::store::AssetProbe;
+use crate::store::{AssetColor, AssetProbe};
 
 /// [`Renderer`] backed by `vidforge_media::Engine`.
 pub struct MediaRenderer {
@@ -87,6 +87,23 @@ impl Prober for MediaProber {
             audio_codec: info.audio.as_ref().map(|a| a.codec.clone()),
             format: Some(info.format.clone()),
             fps: video.map(|v| v.fps).filter(|f| f.is_finite() && *f > 0.0),
+            color: video.map(|v| asset_color(&v.color)),
         })
+    }
+}
+
+/// The stored form of a probed video's colour.
+fn asset_color(c: &media::SourceColor) -> AssetColor {
+    AssetColor {
+        primaries: c.primaries.clone(),
+        transfer: c.transfer.clone(),
+        matrix: c.matrix.clone(),
+        range: c.range.clone(),
+        dynamic_range: c.dynamic_range.as_str().to_string(),
+        mastering_max_nits: c.mastering.map(|m| m.max_nits),
+        mastering_min_nits: c.mastering.map(|m| m.min_nits),
+        max_cll: c.content_light.map(|l| l.max_cll),
+        max_fall: c.content_light.map(|l| l.max_fall),
+        dolby_vision_profile: c.dolby_vision.map(|d| d.profile),
     }
 }

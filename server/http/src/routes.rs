@@ -122,7 +122,7 @@ fn service_error(e: &ServiceError) -> Response {
 /// The asset JSON returned by uploads (and printed by `vidforge assets add`); `expires_at`
 /// is Unix ms (`created_at` + the configured asset TTL).
 pub fn asset_json(a: &AssetRecord, expires_at: u64) -> serde_json::Value {
-    json!({
+    let mut v = json!({
         "asset_id": a.id,
         "uri": a.uri,
         "kind": a.kind.as_str(),
@@ -136,7 +136,12 @@ pub fn asset_json(a: &AssetRecord, expires_at: u64) -> serde_json::Value {
         "format": a.probe.format,
         "created_at": rfc3339(a.created_at),
         "expires_at": rfc3339(expires_at),
-    })
+    });
+    // A video's colour: its tags, `dynamic_range` (`sdr`, `hlg`, `pq`) and HDR metadata.
+    if let Some(color) = &a.probe.color {
+        v["color"] = json!(color);
+    }
+    v
 }
 
 async fn healthz(State(service): State<RenderService>) -> Response {

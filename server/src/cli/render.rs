@@ -332,16 +332,15 @@ pub fn run_probe(args: ProbeArgs) -> anyhow::Result<()> {
                 v.frames.map_or("unknown".to_string(), |n| n.to_string())
             );
             println!(
-                "             display {}x{}, rotation {}°, sample aspect {}:{}, {}-bit, colour {} / {} range",
+                "             display {}x{}, rotation {}°, sample aspect {}:{}, {}-bit",
                 v.display_width,
                 v.display_height,
                 v.rotation_degrees,
                 v.sample_aspect_ratio.0,
                 v.sample_aspect_ratio.1,
                 v.bit_depth.map_or("?".to_string(), |b| b.to_string()),
-                v.color_matrix,
-                v.color_range
             );
+            println!("  colour:    {}", color_line(&v.color));
         }
         None => println!("  video:     none"),
     }
@@ -408,4 +407,39 @@ fn list_or_none(items: &[String]) -> String {
     } else {
         items.join(", ")
     }
+}
+
+/// A video's declared colour in one line: `bt2020 primaries, smpte2084 transfer, bt2020nc
+/// matrix, tv range: HDR (PQ), mastered at 1000 nits (0.005 black), MaxCLL 1000, MaxFALL 400`.
+fn color_line(c: &vidforge_media::SourceColor) -> String {
+    let mut line = format!(
+        "{} primaries, {} transfer, {} matrix, {} range: ",
+        c.primaries, c.transfer, c.matrix, c.range
+    );
+    line.push_str(match c.dynamic_range {
+        vidforge_media::DynamicRange::Sdr => "SDR",
+        vidforge_media::DynamicRange::Hlg => "HDR (HLG)",
+        vidforge_media::DynamicRange::Pq => "HDR (PQ)",
+    });
+    if let Some(m) = c.mastering {
+        line.push_str(&format!(
+            ", mastered at {} nits ({} black)",
+            m.max_nits, m.min_nits
+        ));
+    }
+    if let Some(l) = c.content_light {
+        line.push_str(&format!(", MaxCLL {}, MaxFALL {}", l.max_cll, l.max_fall));
+    }
+    if let Some(d) = c.dolby_vision {
+        line.push_str(&format!(
+            ", Dolby Vision profile {} (base layer {})",
+            d.profile,
+            if d.base_layer_usable() {
+                "usable"
+            } else {
+                "not usable alone"
+            }
+        ));
+    }
+    line
 }

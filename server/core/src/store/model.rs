@@ -487,6 +487,36 @@ pub struct AssetProbe {
     /// probed before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fps: Option<f64>,
+    /// The colour a video declares (`None` for images and for assets probed before it was
+    /// recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub color: Option<AssetColor>,
+}
+
+/// The colour a video asset declares: its tags, and whether they make it HDR, with the HDR
+/// metadata that came with it. Names as FFmpeg gives them (`bt2020`, `smpte2084`, ...).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AssetColor {
+    pub primaries: String,
+    pub transfer: String,
+    pub matrix: String,
+    /// `tv` (limited), `pc` (full) or `unknown`.
+    pub range: String,
+    /// `sdr`, `hlg` or `pq`.
+    pub dynamic_range: String,
+    /// The mastering display's peak and black, in nits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mastering_max_nits: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mastering_min_nits: Option<f64>,
+    /// The content light level: brightest pixel, brightest frame average, in nits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cll: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_fall: Option<u32>,
+    /// The Dolby Vision profile, when a configuration record is present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dolby_vision_profile: Option<u8>,
 }
 
 /// An uploaded asset, owned by one principal.

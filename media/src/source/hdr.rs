@@ -1,0 +1,248 @@
+//! What a source says of its colour, read from the stream's tags and side data without
+//! decoding: primaries, transfer, matrix and range, whether that makes it HDR (PQ or HLG),
+//! and the HDR metadata that comes with it (the mastering display, the content light level,
+//! a Dolby Vision configuration record).
+//!
+//! FFmpeg 5.1's side data structures (`AVMasteringDisplayMetadata`,
+//! `AVContentLightMetadata`, `AVDOVIDecoderConfigurationRecord`) are not in ffmpeg-sys-next's
+//! bindings: their public layouts are mirrored here and read only when the side data is at
+//! least that long.
+
+use ffmpeg::codec::packet::side_data::Type as SideDataType;
+use ffmpeg::ffi;
+use ffmpeg::format::stream::Stream;
+use ffmpeg_next as ffmpeg;
+
+/// How a source's light is encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DynamicRange {
+    /// BT.709, sRGB, BT.601, ... or untagged.
+    Sdr,
+    /// Hybrid log-gamma (ARIB STD-B67, BT.2100): phones' HDR.
+    Hlg,
+    /// Perceptual quantizer (SMPTE ST 2084, BT.2100): HDR10 and most HDR masters.
+    Pq,
+}
+
+impl DynamicRange {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DynamicRange::Sdr => "sdr",
+            DynamicRange::Hlg => "hlg",
+            DynamicRange::Pq => "pq",
+        }
+    }
+}
+
+/// The display an HDR master was graded on (SMPTE ST 2086).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MasteringDisplay {
+    /// Its peak and black, in cd/m² (nits).
+    pub max_nits: f64,
+    pub min_nits: f64,
+    /// Red, green, blue and white point, CIE 1931 xy (when the metadata gives them).
+    pub primaries: Option<[(f64, f64); 4]>,
+}
+
+/// The brightest pixel and the brightest frame average of the content (CTA-861.3), in nits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContentLight {
+    pub max_cll: u32,
+    pub max_fall: u32,
+}
+
+/// A Dolby Vision configuration record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DolbyVision {
+    pub profile: u8,
+    pub level: u8,
+    /// Whether a base layer is present and what it is compatible with (0: none — profile 5's
+    /// IPTPQc2, only a Dolby Vision decoder shows it right; 1: HDR10; 2: SDR; 4: HLG).
+    pub base_layer: bool,
+    pub base_layer_compatibility: u8,
+}
+
+impl DolbyVision {
+    /// Whether the base layer alone can be shown correctly (HDR10, SDR or HLG): without the
+    /// Dolby Vision decoder, a profile-5 stream's colours are wrong.
+    pub fn base_layer_usable(&self) -> bool {
+        self.base_layer && matches!(self.base_layer_compatibility, 1 | 2 | 4 | 6)
+    }
+}
+
+/// A source's colour as its stream declares it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SourceColor {
+    /// FFmpeg's names: `bt709`, `bt2020`, `unknown`, ...
+    pub primaries: String,
+    /// `bt709`, `smpte2084` (PQ), `arib-std-b67` (HLG), `iec61966-2-1` (sRGB), `unknown`, ...
+    pub transfer: String,
+    /// `bt709`, `bt2020nc`, `bt470bg`, `unknown`, ...
+    pub matrix: String,
+    /// `tv` (limited), `pc` (full) or `unknown`.
+    pub range: String,
+    pub dynamic_range: DynamicRange,
+    pub mastering: Option<MasteringDisplay>,
+    pub content_light: Option<ContentLight>,
+    pub dolby_vision: Option<DolbyVision>,
+}
+
+impl SourceColor {
+    pub fn is_hdr(&self) -> bool {
+        self.dynamic_range != DynamicRange::Sdr
+    }
+}
+
+/// `AVMasteringDisplayMetadata` (libavutil/mastering_display_metadata.h).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RawMastering {
+    display_primaries: [[ffi::AVRational; 2]; 3],
+    white_point: [ffi::AVRational; 2],
+    min_luminance: ffi::AVRational,
+    max_luminance: ffi::AVRational,
+    has_primaries: i32,
+    has_luminance: i32,
+}
+
+/// `AVContentLightMetadata`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RawContentLight {
+    max_cll: u32,
+    max_fall: u32,
+}
+
+/// `AVDOVIDecoderConfigurationRecord` (libavutil/dovi_meta.h); every field mirrors the C
+/// layout, not all are read.
+#[repr(C)]
+#[derive(Clone, Copy)]
+#[allow(dead_code)]
+struct RawDovi {
+    version_major: u8,
+    version_minor: u8,
+    profile: u8,
+    level: u8,
+    rpu_present: u8,
+    el_present: u8,
+    bl_present: u8,
+    bl_compatibility_id: u8,
+}
+
+/// The side data `bytes` as a `T`, when it is long enough.
+fn read_as<T: Copy>(bytes: &[u8]) -> Option<T> {
+    // SAFETY: `T` is a plain `repr(C)` struct of integers, valid for any bit pattern; the read
+    // is unaligned and within `bytes`.
+    (bytes.len() >= std::mem::size_of::<T>())
+        .then(|| unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<T>()) })
+}
+
+fn ratio(r: ffi::AVRational) -> f64 {
+    if r.den == 0 {
+        0.0
+    } else {
+        f64::from(r.num) / f64::from(r.den)
+    }
+}
+
+/// A luminance in nits, to the 0.0001 cd/m² that SMPTE ST 2086 carries (containers that store
+/// floats give 0.004999999888 for 0.005).
+fn nits(r: ffi::AVRational) -> f64 {
+    (ratio(r) * 10_000.0).round() / 10_000.0
+}
+
+/// Whether `transfer` (an `AVColorTransferCharacteristic`) is HDR.
+pub(crate) fn dynamic_range_of(transfer: ffmpeg::color::TransferCharacteristic) -> DynamicRange {
+    match transfer {
+        ffmpeg::color::TransferCharacteristic::SMPTE2084 => DynamicRange::Pq,
+        ffmpeg::color::TransferCharacteristic::ARIB_STD_B67 => DynamicRange::Hlg,
+        _ => DynamicRange::Sdr,
+    }
+}
+
+/// What `vs` declares of its colour. `matrix` and `range` are the names the caller already
+/// resolved from the codec parameters.
+pub(crate) fn stream_color(vs: &Stream<'_>, matrix: String, range: String) -> SourceColor {
+    // SAFETY: codecpar is valid while the stream's input lives.
+    let (primaries, transfer) = unsafe {
+        let p = vs.parameters().as_ptr();
+        (
+            ffmpeg::color::Primaries::from((*p).color_primaries),
+            ffmpeg::color::TransferCharacteristic::from((*p).color_trc),
+        )
+    };
+    let mut color = SourceColor {
+        primaries: primaries.name().unwrap_or("unknown").to_string(),
+        transfer: transfer.name().unwrap_or("unknown").to_string(),
+        matrix,
+        range,
+        dynamic_range: dynamic_range_of(transfer),
+        mastering: None,
+        content_light: None,
+        dolby_vision: None,
+    };
+    for side in vs.side_data() {
+        match side.kind() {
+            SideDataType::MasteringDisplayMetadata => {
+                if let Some(m) = read_as::<RawMastering>(side.data()) {
+                    color.mastering =
+                        (m.has_luminance != 0 || m.has_primaries != 0).then(|| MasteringDisplay {
+                            max_nits: nits(m.max_luminance),
+                            min_nits: nits(m.min_luminance),
+                            primaries: (m.has_primaries != 0).then(|| {
+                                let p = m.display_primaries;
+                                let xy = |c: [ffi::AVRational; 2]| (ratio(c[0]), ratio(c[1]));
+                                [xy(p[0]), xy(p[1]), xy(p[2]), xy(m.white_point)]
+                            }),
+                        });
+                }
+            }
+            SideDataType::ContentLightLevel => {
+                if let Some(c) = read_as::<RawContentLight>(side.data()) {
+                    color.content_light = Some(ContentLight {
+                        max_cll: c.max_cll,
+                        max_fall: c.max_fall,
+                    });
+                }
+            }
+            SideDataType::DOVI_CONF => {
+                if let Some(d) = read_as::<RawDovi>(side.data()) {
+                    color.dolby_vision = Some(DolbyVision {
+                        profile: d.profile,
+                        level: d.level,
+                        base_layer: d.bl_present != 0,
+                        base_layer_compatibility: d.bl_compatibility_id,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    color
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn side_data_shorter_than_its_struct_is_ignored() {
+        assert!(read_as::<RawContentLight>(&[1, 0, 0, 0]).is_none());
+        let c = read_as::<RawContentLight>(&[0xe8, 3, 0, 0, 0x90, 1, 0, 0]).unwrap();
+        assert_eq!((c.max_cll, c.max_fall), (1000, 400));
+    }
+
+    #[test]
+    fn profile_5_has_no_usable_base_layer() {
+        let dv = |bl, compat| DolbyVision {
+            profile: 5,
+            level: 6,
+            base_layer: bl,
+            base_layer_compatibility: compat,
+        };
+        assert!(!dv(true, 0).base_layer_usable());
+        assert!(dv(true, 1).base_layer_usable());
+        assert!(dv(true, 4).base_layer_usable());
+        assert!(!dv(false, 1).base_layer_usable());
+    }
+}
