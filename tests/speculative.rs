@@ -84,14 +84,6 @@ fn speculative_renders(server: &Server, end: &str) -> u64 {
         .map_or(0, |v| v.trim().parse().unwrap())
 }
 
-fn create(mcp: &mut Mcp, args: &Value) -> String {
-    let created = mcp.tool("vidforge_render_video", args.clone(), Caps::TASKS);
-    created.result()["taskId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no task: {}", created.body))
-        .to_string()
-}
-
 fn decide(mcp: &mut Mcp, id: &str, approved: bool) -> Value {
     let reply = mcp.tool(
         "vidforge_approve_watermark",
@@ -201,7 +193,7 @@ fn speculative_renders_publish_at_approval_and_never_get_in_the_way() {
 
     // 1. Rendered while the person decides; invisible until approved; approval publishes it
     // at once (the decision's own answer and the next tasks/get say completed).
-    let id = create(&mut alice, &watermarked(&clip, "720p"));
+    let id = alice.render_task(&watermarked(&clip, "720p"));
     alice.wait_task(&id, Caps::TASKS, WAIT, |t| status_of(t) == "input_required");
     wait_ahead(&server, &id, "ready");
     let task = alice.task_get(&id, Caps::TASKS).result().clone();
@@ -232,7 +224,7 @@ fn speculative_renders_publish_at_approval_and_never_get_in_the_way() {
     assert_eq!(speculative_renders(&server, "used"), 1);
 
     // 2. Rejected after it was rendered: nothing of it anywhere, the outcome as always.
-    let rejected = create(&mut alice, &watermarked(&clip, "720p"));
+    let rejected = alice.render_task(&watermarked(&clip, "720p"));
     alice.wait_task(&rejected, Caps::TASKS, WAIT, |t| {
         status_of(t) == "input_required"
     });
@@ -257,7 +249,7 @@ fn speculative_renders_publish_at_approval_and_never_get_in_the_way() {
     assert_eq!(gone.status().as_u16(), 404);
     assert_eq!(speculative_renders(&server, "discarded"), 1);
     // Cancelled after it was rendered: the same.
-    let cancelled = create(&mut alice, &watermarked(&clip, "720p"));
+    let cancelled = alice.render_task(&watermarked(&clip, "720p"));
     alice.wait_task(&cancelled, Caps::TASKS, WAIT, |t| {
         status_of(t) == "input_required"
     });
@@ -276,14 +268,13 @@ fn speculative_renders_publish_at_approval_and_never_get_in_the_way() {
 
     // 3. Bob's plain render, queued while Alice's speculative render holds the only slot,
     // takes the slot: the speculative render gives it up and is picked up again later.
-    let long = create(&mut alice, &watermarked(&long_clip, "1080p"));
+    let long = alice.render_task(&watermarked(&long_clip, "1080p"));
     alice.wait_task(&long, Caps::TASKS, WAIT, |t| {
         status_of(t) == "input_required"
     });
     wait_ahead(&server, &long, "rendering");
     let mut bob = server.mcp().with_token(BOB);
-    let plain = create(
-        &mut bob,
+    let plain = bob.render_task(
         &json!({"source_asset_uri": plain_clip, "output_format": "mp4", "resolution": "720p"}),
     );
     bob.wait_task(&plain, Caps::TASKS, WAIT, |t| status_of(t) == "completed");
@@ -311,7 +302,7 @@ fn speculative_renders_publish_at_approval_and_never_get_in_the_way() {
 
     // 5. The same request as 1. with speculation off, rendered after approval: the same
     // video (streams, frame count, pictures).
-    let plain_way = create(&mut alice, &watermarked(&clip, "720p"));
+    let plain_way = alice.render_task(&watermarked(&clip, "720p"));
     alice.wait_task(&plain_way, Caps::TASKS, WAIT, |t| {
         status_of(t) == "input_required"
     });

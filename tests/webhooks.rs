@@ -22,14 +22,6 @@ fn status_of(task: &Value) -> &str {
     task["status"].as_str().unwrap_or_default()
 }
 
-fn create(mcp: &mut Mcp, args: &Value) -> String {
-    let created = mcp.tool("vidforge_render_video", args.clone(), Caps::TASKS);
-    created.result()["taskId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no task: {}", created.body))
-        .to_string()
-}
-
 fn decide(mcp: &mut Mcp, id: &str, approved: bool) {
     let reply = mcp.tool(
         "vidforge_approve_watermark",
@@ -143,7 +135,7 @@ fn every_transition_is_delivered_signed_once_and_survives_outages_and_crashes() 
 
     // 1. Approval asked, then granted: input_required (with the page's URL), then succeeded
     // (with the result's link and figures); each payload is what tasks/get says.
-    let approved = create(&mut alice, &watermarked);
+    let approved = alice.render_task(&watermarked);
     let asked = wait_status(&mut alice, &approved, "input_required");
     let got = hooks.wait_for(&approved, "render.input_required", WAIT);
     // What tasks/get said then (a speculative render may have touched the record since,
@@ -174,7 +166,7 @@ fn every_transition_is_delivered_signed_once_and_survives_outages_and_crashes() 
     );
 
     // 2. Rejected: failed, with the §6 envelope; 3. cancelled while awaiting approval.
-    let rejected = create(&mut alice, &watermarked);
+    let rejected = alice.render_task(&watermarked);
     wait_status(&mut alice, &rejected, "input_required");
     decide(&mut alice, &rejected, false);
     let ended = wait_status(&mut alice, &rejected, "completed");
@@ -199,7 +191,7 @@ fn every_transition_is_delivered_signed_once_and_survives_outages_and_crashes() 
             .unwrap()
             .starts_with("req_")
     );
-    let cancelled = create(&mut alice, &watermarked);
+    let cancelled = alice.render_task(&watermarked);
     wait_status(&mut alice, &cancelled, "input_required");
     alice.call("tasks/cancel", json!({"taskId": cancelled}), Caps::TASKS);
     let gone = wait_status(&mut alice, &cancelled, "cancelled");
@@ -209,8 +201,7 @@ fn every_transition_is_delivered_signed_once_and_survives_outages_and_crashes() 
     );
 
     // 4. Bob's own endpoint, secret and event list: his success there, nothing of his here.
-    let bobs_render = create(
-        &mut bob,
+    let bobs_render = bob.render_task(
         &json!({"source_asset_uri": clip_b, "output_format": "mp4", "resolution": "720p"}),
     );
     wait_status(&mut bob, &bobs_render, "completed");
@@ -221,7 +212,7 @@ fn every_transition_is_delivered_signed_once_and_survives_outages_and_crashes() 
     let failed = "vidforge_webhook_attempts_total{result=\"failed\"}";
     hooks.set_mode("redirect");
     let f0 = metric(&server, failed);
-    let redirected = create(&mut alice, &plain);
+    let redirected = alice.render_task(&plain);
     wait_status(&mut alice, &redirected, "completed");
     wait_metric(&server, failed, f0 + 1.0);
     hooks.set_mode("ok");
@@ -232,10 +223,10 @@ fn every_transition_is_delivered_signed_once_and_survives_outages_and_crashes() 
     // timeout); once it answers, the event arrives.
     hooks.set_mode("hang");
     let f0 = metric(&server, failed);
-    let during_hang = create(&mut alice, &plain);
+    let during_hang = alice.render_task(&plain);
     let started = Instant::now();
     wait_status(&mut alice, &during_hang, "completed");
-    let second = create(&mut alice, &plain);
+    let second = alice.render_task(&plain);
     wait_status(&mut alice, &second, "completed");
     let listed = Instant::now();
     let tools = alice.call("tools/list", json!({}), Caps::TASKS);
@@ -284,7 +275,7 @@ fn every_transition_is_delivered_signed_once_and_survives_outages_and_crashes() 
     // 7. The receiver down for a while, then up: every event arrives.
     hooks.stop();
     let f0 = metric(&server, failed);
-    let while_down = create(&mut alice, &plain);
+    let while_down = alice.render_task(&plain);
     wait_status(&mut alice, &while_down, "completed");
     wait_metric(&server, failed, f0 + 1.0);
     hooks.start_again();
@@ -293,7 +284,7 @@ fn every_transition_is_delivered_signed_once_and_survives_outages_and_crashes() 
     // 8. kill -9 after a transition, before its delivery (the receiver is down, so it cannot
     // have been delivered): after the restart it is.
     hooks.stop();
-    let crashed = create(&mut alice, &plain);
+    let crashed = alice.render_task(&plain);
     wait_status(&mut alice, &crashed, "completed");
     server.kill9();
     hooks.start_again();

@@ -322,33 +322,24 @@ fn webhook_outbox(s: &Store) {
         (old.state != new.state).then(|| OutboxEvent::new(EventKind::Succeeded, new, 10))
     };
     // A write that makes no event, then one that does, then a kept change: one event.
-    s.update_render_emitting(
-        "task_hook",
-        |r| {
-            r.attempts = 1;
-            Ok::<_, StoreError>(Change::Write(()))
-        },
-        &emit,
-    )
-    .unwrap();
-    s.update_render_emitting(
-        "task_hook",
-        |r| {
-            r.state = RenderState::Succeeded;
-            Ok::<_, StoreError>(Change::Write(()))
-        },
-        &emit,
-    )
-    .unwrap();
-    s.update_render_emitting(
-        "task_hook",
-        |r| {
-            r.state = RenderState::Failed;
-            Ok::<_, StoreError>(Change::Keep(()))
-        },
-        &emit,
-    )
-    .unwrap();
+    let change = |f: &dyn Fn(&mut RenderRecord), write: bool| {
+        s.update_render_emitting(
+            "task_hook",
+            |r| {
+                f(r);
+                Ok::<_, StoreError>(if write {
+                    Change::Write(())
+                } else {
+                    Change::Keep(())
+                })
+            },
+            &emit,
+        )
+        .unwrap();
+    };
+    change(&|r| r.attempts = 1, true);
+    change(&|r| r.state = RenderState::Succeeded, true);
+    change(&|r| r.state = RenderState::Failed, false);
     s.flush().unwrap();
     let events = s.recent_webhooks(Some("alice"), 10).unwrap();
     assert_eq!(events.len(), 1, "{events:?}");

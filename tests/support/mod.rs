@@ -560,6 +560,15 @@ impl Mcp {
         )
     }
 
+    /// Calls `vidforge_render_video` with `arguments` on the task path; the new task's id.
+    pub fn render_task(&mut self, arguments: &Value) -> String {
+        let created = self.tool("vidforge_render_video", arguments.clone(), Caps::TASKS);
+        created.result()["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no task: {}", created.body))
+            .to_string()
+    }
+
     pub fn task_get(&mut self, task_id: &str, caps: Caps) -> Reply {
         self.call("tasks/get", json!({ "taskId": task_id }), caps)
     }
