@@ -152,7 +152,7 @@ fn nits(r: ffi::AVRational) -> f64 {
 }
 
 /// Whether `transfer` (an `AVColorTransferCharacteristic`) is HDR.
-pub(crate) fn dynamic_range_of(transfer: ffmpeg::color::TransferCharacteristic) -> DynamicRange {
+fn dynamic_range_of(transfer: ffmpeg::color::TransferCharacteristic) -> DynamicRange {
     match transfer {
         ffmpeg::color::TransferCharacteristic::SMPTE2084 => DynamicRange::Pq,
         ffmpeg::color::TransferCharacteristic::ARIB_STD_B67 => DynamicRange::Hlg,

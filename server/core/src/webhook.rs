@@ -73,8 +73,7 @@ impl RetryPolicy {
             .saturating_mul(1u32 << failures.saturating_sub(1).min(20));
         let base = doubled.min(MAX_RETRY_INTERVAL);
         let wait = base.mul_f64(0.75 + jitter.clamp(0.0, 1.0) / 2.0);
-        let ended = attempt.at + attempt.millis;
-        let next_at = ended + wait.as_millis() as u64;
+        let next_at = attempt.ended_at() + wait.as_millis() as u64;
         let deadline = event.created_at + self.window.as_millis() as u64;
         if next_at > deadline {
             Next::Drop(format!(

@@ -100,9 +100,10 @@ impl VidforgeMcp {
 }
 
 /// The subscribed task ids a change event asks to (re)send, `None` once the broadcast has
-/// closed. [`ANY_TASK`] (changes were missed) asks for all of them. A listener that fell behind the broadcast (`Lagged`) may have missed any change,
-/// the terminal one included, so every subscribed task's current state is sent again
-/// (unchanged ones are then skipped as repeats).
+/// closed. [`ANY_TASK`] (changes were missed) asks for all of them. A listener that fell
+/// behind the broadcast (`Lagged`) may have missed any change, the terminal one included, so
+/// every subscribed task's current state is sent again (unchanged ones are then skipped as
+/// repeats).
 fn to_resend(event: Result<String, RecvError>, task_ids: &[String]) -> Option<Vec<String>> {
     match event {
         Ok(id) if id == ANY_TASK => Some(task_ids.to_vec()),

@@ -21,6 +21,16 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// Calls the same method on whichever backend this is.
+macro_rules! each {
+    ($self:ident, $s:ident => $e:expr) => {
+        match &$self.backend {
+            Backend::Sled($s) => $e,
+            Backend::Postgres($s) => $e,
+        }
+    };
+}
+
 mod model;
 mod outbox;
 mod postgres;
@@ -112,16 +122,6 @@ pub struct Store {
 enum Backend {
     Sled(SledStore),
     Postgres(PgStore),
-}
-
-/// Calls the same method on whichever backend this is.
-macro_rules! each {
-    ($self:ident, $s:ident => $e:expr) => {
-        match &$self.backend {
-            Backend::Sled($s) => $e,
-            Backend::Postgres($s) => $e,
-        }
-    };
 }
 
 impl Store {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{RenderRecord, Store, StoreError};
+use super::{Backend, RenderRecord, Store, StoreError};
 
 /// Prefix of every webhook event id (the `webhook-id` header: stable across retries, so a
 /// receiver can de-duplicate).
@@ -99,6 +99,11 @@ pub struct Attempt {
 }
 
 impl Attempt {
+    /// Unix ms when it ended.
+    pub fn ended_at(&self) -> u64 {
+        self.at + self.millis
+    }
+
     /// A `2xx` answer.
     pub fn succeeded(&self) -> bool {
         self.status.is_some_and(|s| (200..300).contains(&s))
@@ -160,7 +165,7 @@ impl OutboxEvent {
 
     /// Records `attempt` and what follows it.
     pub fn record(&mut self, attempt: Attempt, next: &Next) {
-        let now = attempt.at + attempt.millis;
+        let now = attempt.ended_at();
         self.attempts += 1;
         self.last_attempts.push(attempt);
         if self.last_attempts.len() > KEPT_ATTEMPTS {
@@ -207,8 +212,8 @@ impl Store {
         E: From<StoreError>,
     {
         match &self.backend {
-            super::Backend::Sled(s) => s.update_render(id, f, emit),
-            super::Backend::Postgres(p) => {
+            Backend::Sled(s) => s.update_render(id, f, emit),
+            Backend::Postgres(p) => {
                 // Each PostgreSQL write is durable when it returns: its latency is the flush.
                 let start = std::time::Instant::now();
                 let out = p.update_render(id, f, emit);
@@ -233,8 +238,8 @@ impl Store {
         skip: &[String],
     ) -> Result<Vec<OutboxEvent>, StoreError> {
         match &self.backend {
-            super::Backend::Sled(s) => s.claim_webhooks(node, now, lease, limit, skip),
-            super::Backend::Postgres(p) => p.claim_webhooks(node, lease, limit, skip),
+            Backend::Sled(s) => s.claim_webhooks(node, now, lease, limit, skip),
+            Backend::Postgres(p) => p.claim_webhooks(node, lease, limit, skip),
         }
     }
 
@@ -248,8 +253,8 @@ impl Store {
         next: &Next,
     ) -> Result<bool, StoreError> {
         match &self.backend {
-            super::Backend::Sled(s) => s.finish_webhook_attempt(node, event),
-            super::Backend::Postgres(p) => p.finish_webhook_attempt(node, event, next),
+            Backend::Sled(s) => s.finish_webhook_attempt(node, event),
+            Backend::Postgres(p) => p.finish_webhook_attempt(node, event, next),
         }
     }
 
@@ -259,25 +264,16 @@ impl Store {
         principal: Option<&str>,
         limit: usize,
     ) -> Result<Vec<OutboxEvent>, StoreError> {
-        match &self.backend {
-            super::Backend::Sled(s) => s.recent_webhooks(principal, limit),
-            super::Backend::Postgres(p) => p.recent_webhooks(principal, limit),
-        }
+        each!(self, s => s.recent_webhooks(principal, limit))
     }
 
     /// The event `id`, pending or finished.
     pub fn get_webhook(&self, id: &str) -> Result<Option<OutboxEvent>, StoreError> {
-        match &self.backend {
-            super::Backend::Sled(s) => s.get_webhook(id),
-            super::Backend::Postgres(p) => p.get_webhook(id),
-        }
+        each!(self, s => s.get_webhook(id))
     }
 
     /// Deletes delivered and dropped events finished before `cutoff_ms`; returns how many.
     pub fn remove_finished_webhooks_before(&self, cutoff_ms: u64) -> Result<usize, StoreError> {
-        match &self.backend {
-            super::Backend::Sled(s) => s.remove_finished_webhooks_before(cutoff_ms),
-            super::Backend::Postgres(p) => p.remove_finished_webhooks_before(cutoff_ms),
-        }
+        each!(self, s => s.remove_finished_webhooks_before(cutoff_ms))
     }
 }

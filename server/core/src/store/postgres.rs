@@ -36,6 +36,9 @@ mod records;
 
 pub use migrations::MIGRATIONS;
 
+/// The database's clock in Unix ms: leases and webhook schedules are timed by it alone, so the
+/// nodes' clocks need not agree.
+const DB_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 /// Longest wait for a connection to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 /// Longest a statement may run on the server (`statement_timeout`).

@@ -7,11 +7,8 @@ use std::time::Duration;
 use deadpool_postgres::GenericClient;
 use postgres::types::Json;
 
-use super::{OutboxEvent, PgStore, StoreError, doc, pg_error, to_i64};
+use super::{DB_NOW_MS, OutboxEvent, PgStore, StoreError, doc, pg_error, to_i64};
 use crate::store::{Next, OutboxStatus};
-
-/// The database's clock in Unix ms.
-const DB_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 /// Inserts a new event (due now by the database's clock) within the caller's transaction.
 pub(super) async fn insert_event(

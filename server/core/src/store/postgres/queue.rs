@@ -2,10 +2,8 @@
 
 use std::time::Duration;
 
-use super::{Claim, PgStore, StoreError, pg_error};
+use super::{Claim, DB_NOW_MS, PgStore, StoreError, pg_error};
 
-/// The database's clock in Unix ms (leases are timed by it alone).
-const DB_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 /// When the database (re)started, in Unix ms: a lease that ran out before it ran out while
 /// nobody could renew it.
 const DB_START_MS: &str = "(extract(epoch from pg_postmaster_start_time()) * 1000)::bigint";
