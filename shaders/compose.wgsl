@@ -4,7 +4,9 @@
 //   1. resamples its own plane with a separable filter: exact-coverage box ("area") on
 //      shrinking axes, cubic convolution (B = 0, C = 0.6) on enlarging ones, centre-aligned
 //      (output o covers source [o * r, (o + 1) * r]), rotation folded into the addressing;
-//   2. converts colour between source and output specs (an affine on YUV);
+//   2. converts colour between source and output specs (an affine on YUV), or tone-maps an
+//      HDR source to SDR (`tonemap` below, the twin of gpu/src/frame/tonemap.rs, whose
+//      constants it reads from the uniforms);
 //   3. alpha-blends the prepared watermark with the integer rule shared by every backend:
 //      out = (dst * (255 - a) + wm * a + 127) / 255.
 //
@@ -49,6 +51,22 @@ struct Plane {
     _pad4: u32,
 }
 
+// The constants of the HDR -> SDR chain (`ToneUniforms` in gpu/src/frame/tonemap.rs).
+struct Tone {
+    to_rgb: array<vec4<f32>, 3>,
+    gamut: array<vec4<f32>, 3>,
+    to_yuv: array<vec4<f32>, 3>,
+    // 1/m2, c1, c2, c3.
+    pq: vec4<f32>,
+    // a, b, c, system gamma.
+    hlg: vec4<f32>,
+    hable: array<vec4<f32>, 2>,
+    // 1/m1, display light per unit, 1/hable(peak), signal floor.
+    scale: vec4<f32>,
+    // Transfer (0 PQ, 1 HLG), output signal exponent (1 / 2.4).
+    misc: vec4<f32>,
+}
+
 struct Params {
     planes: array<Plane, 3>,
     // Colour affine rows (Y, U, V): out = m.x * y + m.y * u + m.z * v + m.w.
@@ -60,6 +78,9 @@ struct Params {
     misc: vec4<u32>,
     // Source display chroma width and height, scratch word index, unused.
     misc2: vec4<u32>,
+    // Output chroma (x, y) -> source display luma position (tone mapping).
+    chroma_to_luma: vec4<f32>,
+    tone: Tone,
 }
 
 // Pipeline constants: each (plane group, config) gets its own specialised pipeline, so the
@@ -69,7 +90,7 @@ override IS_CHROMA: bool = false;
 // 16-bit little-endian source samples (P010: the value in the high 10 bits) instead of bytes.
 // Samples are read on the 8-bit code scale (value / 256), so the rest of the pass is shared.
 override SAMPLE16: bool = false;
-// Colour conversion: 0 identity, 1 per-plane scale + offset, 2 full matrix.
+// Colour conversion: 0 identity, 1 per-plane scale + offset, 2 full matrix, 3 HDR tone map.
 override MODE: u32 = 0u;
 override HAS_WATERMARK: bool = false;
 // Kernel per axis (0 area, 1 bicubic) and taps per axis.
@@ -236,10 +257,79 @@ fn chroma_at_luma(x: u32, y: u32) -> vec2<f32> {
     return vec2<f32>(u, v);
 }
 
+// Bilinear source luma at an output chroma position (tone mapping: chroma needs luma too).
+fn luma_at_chroma(x: u32, y: u32) -> f32 {
+    let m = params.chroma_to_luma;
+    let py = params.planes[0];
+    let dims = vec2<i32>(i32(py.src_w), i32(py.src_h));
+    let f = clamp(vec2<f32>(f32(x) * m.x + m.y, f32(y) * m.z + m.w), vec2<f32>(0.0), vec2<f32>(dims - 1));
+    let i0 = vec2<i32>(f);
+    let i1 = min(i0 + 1, dims - 1);
+    let t = f - vec2<f32>(i0);
+    let o = py.src_off;
+    let top = mix(src_byte(o + i0.x * py.src_sx + i0.y * py.src_sy), src_byte(o + i1.x * py.src_sx + i0.y * py.src_sy), t.x);
+    let bottom = mix(src_byte(o + i0.x * py.src_sx + i1.y * py.src_sy), src_byte(o + i1.x * py.src_sx + i1.y * py.src_sy), t.x);
+    return mix(top, bottom, t.y);
+}
+
+fn affine3(rows: array<vec4<f32>, 3>, v: vec3<f32>) -> vec3<f32> {
+    return vec3<f32>(dot(rows[0].xyz, v) + rows[0].w, dot(rows[1].xyz, v) + rows[1].w, dot(rows[2].xyz, v) + rows[2].w);
+}
+
+// pow for x >= 0 (WGSL leaves pow(0, y) undefined).
+fn pow0(x: vec3<f32>, y: f32) -> vec3<f32> {
+    return pow(max(x, vec3<f32>(1e-30)), vec3<f32>(y));
+}
+
+// Non-linear signal to display light (1 = the transfer's nominal peak), odd in x: PQ's EOTF,
+// or HLG's inverse OETF raised to the system gamma.
+fn eotf(x: vec3<f32>) -> vec3<f32> {
+    let t = params.tone;
+    let v = abs(x);
+    var e: vec3<f32>;
+    if (t.misc.x == 0.0) {
+        let p = pow0(v, t.pq.x);
+        let num = max(p - t.pq.y, vec3<f32>(0.0));
+        let den = max(t.pq.z - t.pq.w * p, vec3<f32>(1.17549435e-38));
+        e = pow0(num / den, t.scale.x);
+    } else {
+        let scene = select((exp((v - t.hlg.z) / t.hlg.x) + t.hlg.y) / 12.0, v * v / 3.0, v <= vec3<f32>(0.5));
+        e = pow0(scene, t.hlg.w);
+    }
+    return sign(x) * e;
+}
+
+fn hable(x: f32) -> f32 {
+    let h = params.tone.hable[0];
+    let e = params.tone.hable[1];
+    return (x * (x * h.x + h.y * h.z) + h.w * e.x) / (x * (x * h.x + h.y) + h.w * e.y) - e.z;
+}
+
+// One HDR sample (Y, Cb, Cr on the 8-bit code scale) to output code values: display light
+// (1 = 100 nits), BT.2020 -> BT.709 primaries, Hable on the brightest component, the signal
+// of a BT.1886 display (odd: out-of-gamut values keep their sign), BT.709.
+fn tonemap(yuv: vec3<f32>) -> vec3<f32> {
+    let t = params.tone;
+    let g = affine3(t.gamut, eotf(affine3(t.to_rgb, yuv)) * t.scale.y);
+    let sig = max(max(g.x, g.y), max(g.z, t.scale.w));
+    let mapped = g * (hable(sig) * t.scale.z / sig);
+    return affine3(t.to_yuv, sign(mapped) * pow0(abs(mapped), t.misc.y));
+}
+
 // Colour conversion of one output sample, rounded to a code value.
 fn convert(p: Plane, pi: u32, own: f32, other: f32, x: u32, y: u32) -> u32 {
     var val = own;
-    if (MODE != 0u) {
+    // U and V of a chroma sample, whichever plane this is.
+    let uv = select(vec2<f32>(own, other), vec2<f32>(other, own), pi == 2u);
+    if (MODE == 3u) {
+        var yuv: vec3<f32>;
+        if (IS_CHROMA) {
+            yuv = vec3<f32>(luma_at_chroma(x, y), uv);
+        } else {
+            yuv = vec3<f32>(own, chroma_at_luma(x, y));
+        }
+        val = tonemap(yuv)[pi];
+    } else if (MODE != 0u) {
         let m = params.mat[pi];
         if (MODE == 1u) {
             val = fma(m[pi], own, m.w);
@@ -248,7 +338,6 @@ fn convert(p: Plane, pi: u32, own: f32, other: f32, x: u32, y: u32) -> u32 {
             val = m.x * own + m.y * c.x + m.z * c.y + m.w;
         } else {
             // Chroma never depends on luma (m.x == 0), only on both chroma planes.
-            let uv = select(vec2<f32>(own, other), vec2<f32>(other, own), pi == 2u);
             val = m.y * uv.x + m.z * uv.y + m.w;
         }
     }
@@ -306,9 +395,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let y = min(row, p.out_h - 1u);
     let x = word * 4u;
     let own = filtered4(p, p.src_off, x, y);
-    // The other chroma plane is only needed when the matrix changes.
+    // The other chroma plane is only needed when the matrix changes or for tone mapping.
     var other = vec4<f32>(0.0);
-    if (MODE == 2u && IS_CHROMA) {
+    if (MODE >= 2u && IS_CHROMA) {
         other = filtered4(p, p.oth_off, x, y);
     }
     let last = p.out_w - 1u;

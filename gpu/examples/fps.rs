@@ -71,6 +71,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         out_color: ColorSpec::OUTPUT,
         watermark: Some(prepare_watermark(&logo, placement, 0.6, ColorSpec::OUTPUT)),
         src_format: format,
+        tone_map: None,
     };
     let mut gpu = GpuCompositor::new(&ctx, cfg, 3)?;
     // Two distinct frames so nothing can be cached between submissions.

@@ -186,6 +186,8 @@ pub enum ColorMode {
     Diagonal = 1,
     /// Different matrix: luma also takes chroma, chroma takes both chroma planes.
     Full = 2,
+    /// HDR to SDR ([`crate::frame::tonemap`]): every output sample from all three planes.
+    ToneMap = 3,
 }
 
 /// `out = M * [y, u, v] + o` in code values, as rows `[m0, m1, m2, o]`.
@@ -205,10 +207,7 @@ fn range_scale(range: Range) -> ([f64; 3], [f64; 3]) {
 
 /// Non-linear RGB -> Y Pb Pr for a matrix.
 fn rgb_to_ypbpr(matrix: Matrix) -> [[f64; 3]; 3] {
-    let (kr, kb) = match matrix {
-        Matrix::Bt601 => (0.299, 0.114),
-        Matrix::Bt709 => (0.2126, 0.0722),
-    };
+    let (kr, kb) = matrix.coefficients();
     let kg = 1.0 - kr - kb;
     [
         [kr, kg, kb],
@@ -219,10 +218,7 @@ fn rgb_to_ypbpr(matrix: Matrix) -> [[f64; 3]; 3] {
 
 /// Y Pb Pr -> non-linear RGB for a matrix (closed-form inverse of [`rgb_to_ypbpr`]).
 fn ypbpr_to_rgb(matrix: Matrix) -> [[f64; 3]; 3] {
-    let (kr, kb) = match matrix {
-        Matrix::Bt601 => (0.299, 0.114),
-        Matrix::Bt709 => (0.2126, 0.0722),
-    };
+    let (kr, kb) = matrix.coefficients();
     let kg = 1.0 - kr - kb;
     [
         [1.0, 0.0, 2.0 * (1.0 - kr)],
@@ -243,6 +239,36 @@ fn mat_mul(a: &[[f64; 3]; 3], b: &[[f64; 3]; 3]) -> [[f64; 3]; 3] {
         }
     }
     out
+}
+
+/// The affine taking `spec` code values to non-linear RGB (0..1 for in-range codes).
+pub fn yuv_to_rgb(spec: ColorSpec) -> [[f64; 4]; 3] {
+    let m = ypbpr_to_rgb(spec.matrix);
+    let (off, scale) = range_scale(spec.range);
+    let mut rows = [[0.0; 4]; 3];
+    for (row, m) in rows.iter_mut().zip(m) {
+        let mut offset = 0.0;
+        for j in 0..3 {
+            row[j] = m[j] / scale[j];
+            offset -= row[j] * off[j];
+        }
+        row[3] = offset;
+    }
+    rows
+}
+
+/// The affine taking non-linear RGB (0..1) to `spec` code values (not rounded).
+pub fn rgb_to_yuv(spec: ColorSpec) -> [[f64; 4]; 3] {
+    let m = rgb_to_ypbpr(spec.matrix);
+    let (off, scale) = range_scale(spec.range);
+    std::array::from_fn(|i| {
+        [
+            m[i][0] * scale[i],
+            m[i][1] * scale[i],
+            m[i][2] * scale[i],
+            off[i],
+        ]
+    })
 }
 
 /// The affine taking `src` code values to `out` code values (via RGB, no clipping).

@@ -19,7 +19,7 @@
 //! let cfg = ComposeConfig {
 //!     src_width: 1920, src_height: 1080, src_color: ColorSpec::OUTPUT, rotation: Rotation::None,
 //!     out_width: 1280, out_height: 720, out_color: ColorSpec::OUTPUT, watermark: None,
-//!     src_format: Default::default(),
+//!     src_format: Default::default(), tone_map: None,
 //! };
 //! let mut gpu = GpuCompositor::new(&ctx, cfg, 3)?;
 //! let frame = Yuv420Frame::filled(1920, 1080, [81, 90, 240]);

@@ -7,6 +7,7 @@ use ffmpeg::format::Pixel;
 use ffmpeg::frame;
 use ffmpeg_next as ffmpeg;
 use vidforge_gpu::filter::{ColorAffine, ColorMode, color_affine};
+use vidforge_gpu::frame::tonemap::{ToneMap, ToneMapper};
 use vidforge_gpu::{
     ColorSpec, ComposeConfig, GpuCompositor, GpuContext, Matrix, PreparedWatermark, Range,
     Rotation, SourceFormat, SourceFrame, Yuv420Frame, blend_watermark,
@@ -16,6 +17,7 @@ use crate::area::{self, PlaneScaler};
 use crate::error::MediaError;
 use crate::scale::{self, Sws, SwsKey};
 use crate::source::{FrameColor, frame_color};
+use crate::tonemap::{HDR_WORK_FORMAT, tone_map_frame};
 
 /// What every compositor needs to know about the output.
 #[derive(Clone, Debug, PartialEq)]
@@ -27,6 +29,8 @@ pub struct ComposeSpec {
     pub rotation: Rotation,
     /// Already placed, resampled and converted to [`ColorSpec::OUTPUT`].
     pub watermark: Option<PreparedWatermark>,
+    /// HDR sources: how their frames are tone-mapped to the SDR output (from the probe).
+    pub tone_map: Option<ToneMap>,
 }
 
 /// A compositor backend. Frames come out in the order they went in, possibly delayed (the GPU
@@ -54,6 +58,7 @@ fn sws_space_of(matrix: Matrix) -> i32 {
     match matrix {
         Matrix::Bt601 => ffi::SWS_CS_ITU601,
         Matrix::Bt709 => ffi::SWS_CS_ITU709,
+        Matrix::Bt2020 => ffi::SWS_CS_BT2020,
     }
 }
 
@@ -103,17 +108,20 @@ pub struct CpuCompositor {
     spare: Vec<Yuv420Frame>,
     /// Chroma contributions of one luma row (colour conversion scratch).
     row: Vec<f32>,
+    /// HDR sources: the tone mapper and the 10-bit frame scaled for it.
+    hdr: Option<(ToneMapper, frame::Video)>,
 }
 
 impl CpuCompositor {
     pub fn new(spec: ComposeSpec) -> Self {
         CpuCompositor {
-            spec,
             sws: None,
             area: None,
             scratch: None,
             spare: Vec::new(),
             row: Vec::new(),
+            hdr: spec.tone_map.map(|t| (t.mapper(), frame::Video::empty())),
+            spec,
         }
     }
 
@@ -141,8 +149,11 @@ impl Compositor for CpuCompositor {
         } else {
             ffi::SWS_AREA
         };
-        // Representable colour passes through swscale untouched (scaling only).
+        // Representable colour passes through swscale untouched (scaling only); so does HDR,
+        // scaled at 10 bits for the tone mapper.
+        let hdr = self.hdr.is_some();
         let (dst_space, dst_full, affine) = match color.spec {
+            _ if hdr => (color.sws_space, color.full_range, None),
             Some(spec) => (
                 color.sws_space,
                 color.full_range,
@@ -155,7 +166,7 @@ impl Compositor for CpuCompositor {
             src_fmt: frame.format(),
             src_w: fw,
             src_h: fh,
-            dst_fmt: Pixel::YUV420P,
+            dst_fmt: if hdr { HDR_WORK_FORMAT } else { Pixel::YUV420P },
             dst_w: sw,
             dst_h: sh,
             flags,
@@ -167,7 +178,8 @@ impl Compositor for CpuCompositor {
         // 8-bit 4:2:0 with a matrix we convert ourselves, shrinking or same size on both axes:
         // swscale would only resample, which our area scaler (or a copy) does faster where
         // its SIMD passes run.
-        let fast = matches!(frame.format(), Pixel::YUV420P | Pixel::YUVJ420P)
+        let fast = !hdr
+            && matches!(frame.format(), Pixel::YUV420P | Pixel::YUVJ420P)
             && area::accelerated()
             && color.spec.is_some()
             && sw <= fw
@@ -181,7 +193,13 @@ impl Compositor for CpuCompositor {
             });
         }
         let target = scratch.as_mut().unwrap_or(&mut out);
-        if fast && (sw, sh) == (fw, fh) {
+        if let Some((mapper, work)) = self.hdr.as_mut() {
+            if (work.width(), work.height()) != (sw, sh) {
+                *work = frame::Video::new(HDR_WORK_FORMAT, sw, sh);
+            }
+            Sws::cached(&mut self.sws, key)?.scale_to_frame(frame, work)?;
+            tone_map_frame(work, target, mapper)?;
+        } else if fast && (sw, sh) == (fw, fh) {
             scale::copy_yuv420(frame, target)?;
         } else if fast {
             AreaScaler::cached(&mut self.area, (fw, fh), (sw, sh))?.scale(frame, target)?;
@@ -266,7 +284,8 @@ fn to_code(v: f32) -> u8 {
 pub(crate) fn convert_color(f: &mut Yuv420Frame, a: &ColorAffine, row: &mut Vec<f32>) {
     let r = a.rows.map(|r| r.map(|v| v as f32));
     match a.mode {
-        ColorMode::Identity => {}
+        // Tone mapping is not an affine: `color_affine` never returns it.
+        ColorMode::Identity | ColorMode::ToneMap => {}
         ColorMode::Diagonal => {
             for (i, plane) in [&mut f.y, &mut f.u, &mut f.v].into_iter().enumerate() {
                 let lut: Vec<u8> = (0..256)
@@ -335,6 +354,18 @@ pub(crate) struct SourceConverter {
 }
 
 impl SourceConverter {
+    /// Sized after the first frame of a stream, keeping the colour `spec` (an HDR source's
+    /// own, for the tone mapper).
+    pub fn keeping(frame: &frame::Video, spec: ColorSpec) -> Result<Self, MediaError> {
+        check_frame(frame)?;
+        Ok(SourceConverter {
+            width: frame.width(),
+            height: frame.height(),
+            spec,
+            sws: None,
+        })
+    }
+
     /// Sized and coloured after the first frame of a stream.
     pub fn for_frame(frame: &frame::Video) -> Result<Self, MediaError> {
         check_frame(frame)?;
@@ -347,12 +378,7 @@ impl SourceConverter {
                 Range::Limited
             },
         });
-        Ok(SourceConverter {
-            width: frame.width(),
-            height: frame.height(),
-            spec,
-            sws: None,
-        })
+        Self::keeping(frame, spec)
     }
 
     pub fn size(&self) -> (u32, u32) {
@@ -450,14 +476,15 @@ struct GpuStream {
     format: SourceFormat,
     conv: SourceConverter,
     converted: frame::Video,
+    /// Tone-mapped: the stream's colour is the probe's, whatever each frame's tags say.
+    hdr: bool,
 }
 
 impl GpuStream {
     fn reads_as_is(&self, frame: &frame::Video) -> bool {
-        let color = color_of(frame);
         frame.format() == self.pix
             && (frame.width(), frame.height()) == self.conv.size()
-            && color.spec == Some(self.conv.spec())
+            && (self.hdr || color_of(frame).spec == Some(self.conv.spec()))
     }
 }
 
@@ -483,11 +510,17 @@ impl WgpuCompositor {
 
     /// Builds the GPU compositor for the stream's first frame.
     fn start(&self, frame: &frame::Video) -> Result<GpuStream, MediaError> {
-        let conv = SourceConverter::for_frame(frame)?;
+        let tone_map = self.spec.tone_map;
+        let conv = match &tone_map {
+            Some(t) => SourceConverter::keeping(frame, t.source)?,
+            None => SourceConverter::for_frame(frame)?,
+        };
         let color = color_of(frame);
-        // Read as is when the shader knows the layout and the matrix; else planar 8-bit.
+        // Read as is when the shader knows the layout and the matrix (or tone-maps the
+        // stream); else planar 8-bit, or P010 for HDR so its 10 bits survive.
         let (pix, format) = match gpu_layout(frame.format()) {
-            Some(format) if color.spec.is_some() => (frame.format(), format),
+            Some(format) if color.spec.is_some() || tone_map.is_some() => (frame.format(), format),
+            _ if tone_map.is_some() => (Pixel::P010LE, SourceFormat::P010),
             _ => (Pixel::YUV420P, SourceFormat::Yuv420p),
         };
         let (w, h) = conv.size();
@@ -501,6 +534,7 @@ impl WgpuCompositor {
             out_color: ColorSpec::OUTPUT,
             watermark: self.spec.watermark.clone(),
             src_format: format,
+            tone_map,
         };
         let gpu = GpuCompositor::new(&self.ctx, cfg, self.frames_in_flight)?;
         tracing::debug!(
@@ -515,6 +549,7 @@ impl WgpuCompositor {
             format,
             conv,
             converted: frame::Video::empty(),
+            hdr: tone_map.is_some(),
         })
     }
 }

@@ -178,6 +178,7 @@ impl Engine {
             out_height: h,
             rotation: src.video.rotation,
             watermark: wm,
+            tone_map: src.video.declared_color.tone_map(),
         })
     }
 

@@ -302,11 +302,16 @@ pub fn oversized_clip(dir: &Path) -> io::Result<PathBuf> {
 /// 0.005-nit black, BT.2020 primaries and D65, MaxCLL 1000 and MaxFALL 400 (HDR10's usual).
 pub const HDR10_MASTERING: (f64, f64, u32, u32) = (1000.0, 0.005, 1000, 400);
 
-/// A 10-bit HEVC test clip (`testsrc2`, 320x180, 1 s) tagged BT.2020 with the `transfer`
-/// given: PQ (`smpte2084`) in Matroska, carrying [`HDR10_MASTERING`] as container metadata
-/// (written by mkvmerge from Debian's mkvtoolnix, which ffmpeg 5.1's CLI cannot do), or HLG
-/// (`arib-std-b67`) in MP4, as a phone records it.
+/// A 10-bit HEVC test clip (`testsrc2`: colour bars, gradients, moving shapes; 320x180, 1 s)
+/// tagged BT.2020 with the `transfer` given: PQ (`smpte2084`) in Matroska, carrying
+/// [`HDR10_MASTERING`] as container metadata (written by mkvmerge from Debian's mkvtoolnix,
+/// which ffmpeg 5.1's CLI cannot do), or HLG (`arib-std-b67`) in MP4, as a phone records it.
 pub fn hdr_clip(dir: &Path, transfer: crate::DynamicRange) -> io::Result<PathBuf> {
+    hdr_clip_of(dir, transfer, "testsrc2=s=320x180:r=25:d=1")
+}
+
+/// [`hdr_clip`] of another lavfi source (`color=c=0x808080:s=320x180:d=1`, ...).
+pub fn hdr_clip_of(dir: &Path, transfer: crate::DynamicRange, lavfi: &str) -> io::Result<PathBuf> {
     let trc = match transfer {
         crate::DynamicRange::Pq => "smpte2084",
         crate::DynamicRange::Hlg => "arib-std-b67",
@@ -319,15 +324,7 @@ pub fn hdr_clip(dir: &Path, transfer: crate::DynamicRange) -> io::Result<PathBuf
         "log-level=error:colorprim=bt2020:transfer={trc}:colormatrix=bt2020nc:range=limited"
     );
     run(Command::new("ffmpeg")
-        .args([
-            "-v",
-            "error",
-            "-y",
-            "-f",
-            "lavfi",
-            "-i",
-            "testsrc2=s=320x180:r=25:d=1",
-        ])
+        .args(["-v", "error", "-y", "-f", "lavfi", "-i", lavfi])
         .args([
             "-pix_fmt",
             "yuv420p10le",
@@ -450,6 +447,7 @@ pub fn compose_bench_spec(src_w: u32, src_h: u32, res: crate::Resolution) -> cra
         out_height: h,
         rotation: Rotation::None,
         watermark,
+        tone_map: None,
     }
 }
 

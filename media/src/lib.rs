@@ -34,6 +34,7 @@ mod probe;
 mod scale;
 mod source;
 mod tempout;
+mod tonemap;
 mod types;
 mod video_out;
 mod watermark;

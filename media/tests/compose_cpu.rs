@@ -9,7 +9,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use common::*;
 use vidforge_media::fixtures::ClipSpec;
@@ -17,31 +16,7 @@ use vidforge_media::{OutputFormat, Resolution, Yuv420Frame, decode_frames, outpu
 
 /// `frames` frames of `path` scaled by the ffmpeg CLI with `flags=area`, as yuv420p.
 fn ffmpeg_area(path: &Path, w: u32, h: u32, frames: usize) -> Vec<Yuv420Frame> {
-    let out = Command::new("ffmpeg")
-        .args(["-v", "error", "-i"])
-        .arg(path)
-        .args(["-frames:v", &frames.to_string(), "-vf"])
-        .arg(format!("scale={w}:{h}:flags=area"))
-        .args(["-pix_fmt", "yuv420p", "-f", "rawvideo", "-"])
-        .output()
-        .expect("run ffmpeg");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let (cw, ch) = Yuv420Frame::chroma_size(w, h);
-    let (ys, cs) = ((w * h) as usize, (cw * ch) as usize);
-    out.stdout
-        .chunks_exact(ys + 2 * cs)
-        .map(|f| Yuv420Frame {
-            width: w,
-            height: h,
-            y: f[..ys].to_vec(),
-            u: f[ys..ys + cs].to_vec(),
-            v: f[ys + cs..].to_vec(),
-        })
-        .collect()
+    ffmpeg_yuv420(path, &format!("scale={w}:{h}:flags=area"), w, h, frames)
 }
 
 fn max_diff(a: &Yuv420Frame, b: &Yuv420Frame) -> i32 {

@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use crate::context::AdapterSummary;
 use crate::error::GpuError;
+use crate::frame::tonemap::ToneMap;
 use crate::frame::{
     ColorSpec, PreparedWatermark, Rotation, SourceFormat, SourceFrame, Yuv420Frame,
 };
@@ -71,6 +72,8 @@ pub struct ComposeConfig {
     pub watermark: Option<PreparedWatermark>,
     /// Memory layout of the submitted frames.
     pub src_format: SourceFormat,
+    /// HDR sources: tone-map to `out_color` (SDR) instead of converting from `src_color`.
+    pub tone_map: Option<ToneMap>,
 }
 
 /// Most frames a compositor keeps in flight.

@@ -11,6 +11,7 @@ use super::layout::{InLayout, MAX_ROW_WORDS, OutLayout, plane_addressing};
 use crate::context::PipelineKey;
 use crate::error::GpuError;
 use crate::filter::{self, ColorMode, Kernel};
+use crate::frame::tonemap::ToneUniforms;
 use crate::frame::{PreparedWatermark, Rotation, Yuv420Frame};
 
 /// Must match `@workgroup_size` in compose.wgsl.
@@ -46,10 +47,12 @@ pub(super) struct Params {
     luma_to_chroma: [f32; 4],
     misc: [u32; 4],
     misc2: [u32; 4],
+    chroma_to_luma: [f32; 4],
+    tone: ToneUniforms,
 }
 
-// The WGSL uniform layout: 3 * 80 + 3 * 16 + 3 * 16 bytes, no implicit padding.
-const _: () = assert!(std::mem::size_of::<Params>() == 336);
+// The WGSL uniform layout: 3 * 80 + 3 * 16 + 4 * 16 + 240 bytes, no implicit padding.
+const _: () = assert!(std::mem::size_of::<Params>() == 592);
 
 /// The sizes the pass works with, luma and chroma: the source in display orientation (after
 /// rotation) and the output.
@@ -115,15 +118,18 @@ impl Plan {
         checks::watermark_bytes(wm_bytes.len(), max_binding)?;
         let planes = plane_params(cfg.rotation, &sizes, &in_layout, &out_layout, &wm_rects)?;
         let affine = filter::color_affine(cfg.src_color, cfg.out_color);
+        let mode = match cfg.tone_map {
+            Some(_) => ColorMode::ToneMap,
+            None => affine.mode,
+        };
         debug_assert!(affine.rows[1][0].abs() < 1e-9 && affine.rows[2][0].abs() < 1e-9);
         let (luma_groups, chroma_groups) = workgroups(&out_layout);
         let max_groups = limits.max_compute_workgroups_per_dimension;
         checks::workgroups(luma_groups, chroma_groups, sizes.out, max_groups)?;
 
         let [lx, ly, cx, cy] = sizes.axes();
-        let key = |is_chroma, axes, taps| {
-            pipeline_key(cfg, &in_layout, affine.mode, is_chroma, axes, taps)
-        };
+        let key =
+            |is_chroma, axes, taps| pipeline_key(cfg, &in_layout, mode, is_chroma, axes, taps);
         let (oh, och) = (sizes.out.1, sizes.out_chroma.1);
         let dispatches = [
             (key(false, [lx, ly], [taps[0], taps[1]]), luma_groups, oh),
@@ -138,15 +144,17 @@ impl Plan {
             planes,
             mat: affine.rows.map(|r| r.map(|v| v as f32)),
             luma_to_chroma: luma_to_chroma(&sizes),
-            misc: [oh, affine.mode as u32, chroma_groups, och],
+            misc: [oh, mode as u32, chroma_groups, och],
             misc2: [dcw, dch, out_layout.scratch_word as u32, 0],
+            chroma_to_luma: chroma_to_luma(&sizes),
+            tone: cfg.tone_map.map(|t| t.uniforms()).unwrap_or_default(),
         };
         Ok(Self {
             sizes,
             in_layout,
             out_layout,
             taps,
-            mode: affine.mode,
+            mode,
             params,
             wm_bytes,
             dispatches,
@@ -242,6 +250,20 @@ fn luma_to_chroma(sizes: &Sizes) -> [f32; 4] {
         ((0.5 * rx - 1.0) / 2.0) as f32,
         (ry / 2.0) as f32,
         ((0.5 * ry - 1.0) / 2.0) as f32,
+    ]
+}
+
+/// Output chroma (x, y) -> source display luma position, the centre of the 2x2 output luma
+/// samples it covers: (x * a.x + a.y, y * a.z + a.w). Tone mapping reads luma there.
+fn chroma_to_luma(sizes: &Sizes) -> [f32; 4] {
+    let ((dw, dh), (ow, oh)) = (sizes.display, sizes.out);
+    let rx = dw as f64 / ow as f64;
+    let ry = dh as f64 / oh as f64;
+    [
+        (2.0 * rx) as f32,
+        (rx - 0.5) as f32,
+        (2.0 * ry) as f32,
+        (ry - 0.5) as f32,
     ]
 }
 

@@ -5,6 +5,19 @@
 pub enum Matrix {
     Bt601,
     Bt709,
+    /// BT.2020 non-constant luminance: HDR sources (read by the tone mapper).
+    Bt2020,
+}
+
+impl Matrix {
+    /// Kr, Kb: the red and blue weights of luma.
+    pub fn coefficients(self) -> (f64, f64) {
+        match self {
+            Matrix::Bt601 => (0.299, 0.114),
+            Matrix::Bt709 => (0.2126, 0.0722),
+            Matrix::Bt2020 => (0.2627, 0.0593),
+        }
+    }
 }
 
 /// Code-value range of a YUV signal.
@@ -32,10 +45,8 @@ impl ColorSpec {
 
     /// Kr, Kb of the matrix.
     pub fn coefficients(self) -> (f32, f32) {
-        match self.matrix {
-            Matrix::Bt601 => (0.299, 0.114),
-            Matrix::Bt709 => (0.2126, 0.0722),
-        }
+        let (kr, kb) = self.matrix.coefficients();
+        (kr as f32, kb as f32)
     }
 
     /// Converts non-linear RGB in 0..1 to Y, U, V code values (0..255, not rounded).

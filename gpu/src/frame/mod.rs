@@ -5,12 +5,13 @@
 //! watermark bit for bit: the only difference between backends is the scaler.
 
 // One file per concept, each re-exported here (the public paths are `vidforge_gpu::frame::*`):
-// `planes.rs` the frame types and source layouts, `color.rs` colour specs, `rotation.rs`,
+// `planes.rs` the frame types and source layouts, `color.rs` colour specs, `rotation.rs`, `tonemap.rs` HDR to SDR,
 // `watermark.rs` placement, preparation and the reference blend.
 
 mod color;
 mod planes;
 mod rotation;
+pub mod tonemap;
 mod watermark;
 
 pub use color::{ColorSpec, Matrix, Range};

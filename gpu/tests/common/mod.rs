@@ -46,6 +46,7 @@ pub fn config(sw: u32, sh: u32, ow: u32, oh: u32) -> ComposeConfig {
         out_color: ColorSpec::OUTPUT,
         watermark: None,
         src_format: Default::default(),
+        tone_map: None,
     }
 }
 

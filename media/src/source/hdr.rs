@@ -12,6 +12,8 @@ use ffmpeg::codec::packet::side_data::Type as SideDataType;
 use ffmpeg::ffi;
 use ffmpeg::format::stream::Stream;
 use ffmpeg_next as ffmpeg;
+use vidforge_gpu::frame::tonemap::{Primaries, ToneMap, Transfer};
+use vidforge_gpu::{ColorSpec, Matrix, Range};
 
 /// How a source's light is encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +92,43 @@ pub struct SourceColor {
 impl SourceColor {
     pub fn is_hdr(&self) -> bool {
         self.dynamic_range != DynamicRange::Sdr
+    }
+
+    /// How renders map this source to SDR: `None` for SDR sources. Untagged primaries and
+    /// matrix are taken as BT.2020 (HDR's), the peak as FFmpeg's `tonemap` finds it: MaxCLL,
+    /// else the mastering display's peak, else the transfer's nominal one.
+    pub fn tone_map(&self) -> Option<ToneMap> {
+        let transfer = match self.dynamic_range {
+            DynamicRange::Sdr => return None,
+            DynamicRange::Pq => Transfer::Pq,
+            DynamicRange::Hlg => Transfer::Hlg,
+        };
+        let matrix = match self.matrix.as_str() {
+            "bt709" => Matrix::Bt709,
+            "bt470bg" | "smpte170m" => Matrix::Bt601,
+            _ => Matrix::Bt2020,
+        };
+        let range = match self.range.as_str() {
+            "pc" => Range::Full,
+            _ => Range::Limited,
+        };
+        let primaries = match self.primaries.as_str() {
+            "bt709" => Primaries::Bt709,
+            _ => Primaries::Bt2020,
+        };
+        let cll = self.content_light.map(|c| c.max_cll as f32);
+        let mastering = self.mastering.map(|m| m.max_nits as f32);
+        let peak_nits = [cll, mastering]
+            .into_iter()
+            .flatten()
+            .find(|&n| n > 0.0)
+            .unwrap_or(transfer.nominal_peak_nits());
+        Some(ToneMap {
+            source: ColorSpec { matrix, range },
+            transfer,
+            primaries,
+            peak_nits,
+        })
     }
 }
 

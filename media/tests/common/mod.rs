@@ -153,3 +153,61 @@ pub fn area_scale(f: &Yuv420Frame, ow: u32, oh: u32) -> Yuv420Frame {
         v: area_downscale_reference(&f.v, cw, ch, ocw, och),
     }
 }
+
+/// The wgpu engine (lavapipe in CI); `None`, said loudly, without an adapter unless
+/// VIDFORGE_REQUIRE_GPU=1, which makes that a failure.
+pub fn gpu_engine() -> Option<Engine> {
+    // CI selects lavapipe with WGPU_BACKEND=vulkan (XDG_RUNTIME_DIR=/tmp quiets libwayland).
+    match Engine::new(BackendChoice::Wgpu) {
+        Ok(e) => {
+            let a = e
+                .gpu_context()
+                .expect("wgpu engine has a context")
+                .adapter()
+                .clone();
+            eprintln!(
+                "GPU test running on adapter '{}' ({}, {}, software: {})",
+                a.name, a.backend, a.device_type, a.is_software
+            );
+            assert!(!a.name.is_empty());
+            assert_eq!(e.backend_name(), a.name);
+            Some(e)
+        }
+        Err(err) => {
+            if std::env::var("VIDFORGE_REQUIRE_GPU").as_deref() == Ok("1") {
+                panic!("VIDFORGE_REQUIRE_GPU=1 but no GPU adapter: {err}");
+            }
+            eprintln!("!!!!! SKIPPING GPU TEST: no wgpu adapter ({err}) !!!!!");
+            None
+        }
+    }
+}
+
+/// The first `frames` frames of `path` through the ffmpeg CLI's filter chain `vf`, read back
+/// as `w`x`h` yuv420p.
+pub fn ffmpeg_yuv420(path: &Path, vf: &str, w: u32, h: u32, frames: usize) -> Vec<Yuv420Frame> {
+    let out = std::process::Command::new("ffmpeg")
+        .args(["-v", "error", "-i"])
+        .arg(path)
+        .args(["-frames:v", &frames.to_string(), "-vf", vf])
+        .args(["-pix_fmt", "yuv420p", "-f", "rawvideo", "-"])
+        .output()
+        .expect("run ffmpeg");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (cw, ch) = Yuv420Frame::chroma_size(w, h);
+    let (ys, cs) = ((w * h) as usize, (cw * ch) as usize);
+    out.stdout
+        .chunks_exact(ys + 2 * cs)
+        .map(|f| Yuv420Frame {
+            width: w,
+            height: h,
+            y: f[..ys].to_vec(),
+            u: f[ys..ys + cs].to_vec(),
+            v: f[ys + cs..].to_vec(),
+        })
+        .collect()
+}

@@ -1,0 +1,446 @@
+//! HDR sources (PQ with HDR10 metadata, HLG as phones record it; 10-bit BT.2020) tone-mapped
+//! to SDR BT.709 by both compositors, against FFmpeg's own chain on the same frames:
+//! `zscale=t=linear:npl=100, zscale=p=bt709, tonemap=hable:desat=0:peak=P,
+//! zscale=t=bt709:m=bt709:r=tv`. Colour is compared as CIEDE2000 (the `palette` crate) on
+//! a BT.1886 display; the watermark's opacity is measured on a flat HDR frame.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use palette::color_difference::Ciede2000;
+use palette::{FromColor, Lab, LinSrgb};
+use vidforge_media::ffmpeg::format::Pixel;
+use vidforge_media::ffmpeg::{color, frame};
+use vidforge_media::fixtures::{self, HDR10_MASTERING};
+use vidforge_media::gpu::frame::tonemap::ToneMap;
+use vidforge_media::gpu::{WatermarkImage, place_watermark, prepare_watermark};
+use vidforge_media::{
+    ColorSpec, ComposeSpec, Compositor, CpuCompositor, DynamicRange, Position, Rotation,
+    SourceColor, WgpuCompositor, Yuv420Frame, decode_raw_frames, probe,
+};
+
+const FRAMES: usize = 4;
+/// The issue's bound on the mean colour difference from FFmpeg's chain.
+const MAX_MEAN_DELTA_E: f64 = 3.0;
+/// The wgpu compositor against the CPU one on the same frames.
+const MIN_GPU_PSNR: f64 = 45.0;
+
+struct Source {
+    frames: Vec<frame::Video>,
+    tone_map: ToneMap,
+    size: (u32, u32),
+    path: std::path::PathBuf,
+}
+
+fn source(path: std::path::PathBuf) -> Source {
+    let video = probe(&path).expect("probe").video.expect("a video stream");
+    let tone_map = video.color.tone_map().expect("an HDR source tone-maps");
+    let frames = decode_raw_frames(&path, FRAMES).expect("decode");
+    assert_eq!(frames.len(), FRAMES);
+    Source {
+        frames,
+        tone_map,
+        size: (video.width, video.height),
+        path,
+    }
+}
+
+fn spec(src: &Source, size: (u32, u32), watermark: Option<f32>) -> ComposeSpec {
+    let (w, h) = size;
+    let watermark = watermark.map(|opacity| {
+        let logo = WatermarkImage {
+            width: 64,
+            height: 32,
+            rgba: [255, 255, 255, 255].repeat(64 * 32),
+        };
+        let place = place_watermark(w, h, 64, 32, Position::Center).expect("fits");
+        prepare_watermark(&logo, place, opacity, ColorSpec::OUTPUT)
+    });
+    ComposeSpec {
+        out_width: w,
+        out_height: h,
+        rotation: Rotation::None,
+        watermark,
+        tone_map: Some(src.tone_map),
+    }
+}
+
+fn compose(c: &mut dyn Compositor, frames: &[frame::Video]) -> Vec<Yuv420Frame> {
+    let mut out = Vec::new();
+    for f in frames {
+        out.extend(c.push(f).expect("compose"));
+    }
+    out.extend(c.finish().expect("finish"));
+    assert_eq!(out.len(), frames.len());
+    out
+}
+
+/// FFmpeg's chain on the same frames, with the peak our probe found.
+fn reference(src: &Source) -> Vec<Yuv420Frame> {
+    let peak = src.tone_map.peak_nits / 100.0;
+    let vf = format!(
+        "zscale=t=linear:npl=100,format=gbrpf32le,zscale=p=bt709,\
+         tonemap=tonemap=hable:desat=0:peak={peak},zscale=t=bt709:m=bt709:r=tv,format=yuv420p"
+    );
+    let (w, h) = src.size;
+    ffmpeg_yuv420(&src.path, &vf, w, h, FRAMES)
+}
+
+/// Non-linear BT.709 R'G'B' of pixel (x, y), chroma taken from its own 2x2 block.
+fn rgb(f: &Yuv420Frame, x: usize, y: usize) -> [f64; 3] {
+    let cw = f.width.div_ceil(2) as usize;
+    let c = (y / 2) * cw + x / 2;
+    let yuv = [
+        f.y[y * f.width as usize + x] as f64,
+        f.u[c] as f64,
+        f.v[c] as f64,
+    ];
+    yuv_to_rgb(yuv, true, false)
+}
+
+fn lab(rgb: [f64; 3]) -> Lab {
+    // BT.1886: the display the SDR output is graded for (gamma 2.4).
+    let [r, g, b] = rgb.map(|v| v.clamp(0.0, 1.0).powf(2.4) as f32);
+    Lab::from_color(LinSrgb::new(r, g, b))
+}
+
+/// Blocks the clipping check looks at, in pixels a side.
+const BLOCK: usize = 8;
+
+struct Comparison {
+    mean_delta_e: f64,
+    /// `BLOCK`-sized blocks where a channel is clipped (at 0 or full scale; over 3/4 of the
+    /// block) in ours and not in the reference (under 1/4): clipping FFmpeg's chain has none
+    /// of, as areas (single pixels at colour edges differ with the chroma resampling).
+    clipped_extra: usize,
+}
+
+/// The largest share of a block's samples clipped in one channel.
+fn clipped(rgb: &[[f64; 3]]) -> f64 {
+    (0..3)
+        .map(|c| rgb.iter().filter(|p| p[c] <= 0.0 || p[c] >= 1.0).count())
+        .max()
+        .unwrap_or(0) as f64
+        / rgb.len() as f64
+}
+
+fn compare(ours: &Yuv420Frame, reference: &Yuv420Frame) -> Comparison {
+    let (w, h) = (ours.width as usize, ours.height as usize);
+    let mut sum = 0.0;
+    let mut clipped_extra = 0;
+    for by in (0..h - BLOCK + 1).step_by(BLOCK) {
+        for bx in (0..w - BLOCK + 1).step_by(BLOCK) {
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            for y in by..by + BLOCK {
+                for x in bx..bx + BLOCK {
+                    a.push(rgb(ours, x, y));
+                    b.push(rgb(reference, x, y));
+                }
+            }
+            // Clipped in ours, not in the reference (a margin for blocks that straddle a
+            // clipped area's edge).
+            clipped_extra += usize::from(clipped(&a) > 0.75 && clipped(&b) < 0.25);
+        }
+    }
+    for y in 0..h {
+        for x in 0..w {
+            sum += f64::from(lab(rgb(ours, x, y)).difference(lab(rgb(reference, x, y))));
+        }
+    }
+    Comparison {
+        mean_delta_e: sum / (w * h) as f64,
+        clipped_extra,
+    }
+}
+
+fn check_against_reference(name: &str, outs: &[Yuv420Frame], refs: &[Yuv420Frame]) {
+    for (i, (ours, reference)) in outs.iter().zip(refs).enumerate() {
+        let c = compare(ours, reference);
+        eprintln!(
+            "{name} frame {i}: mean ΔE2000 {:.3}, blocks clipped where FFmpeg's are not: {}",
+            c.mean_delta_e, c.clipped_extra
+        );
+        assert!(
+            c.mean_delta_e <= MAX_MEAN_DELTA_E,
+            "{name} frame {i}: mean ΔE2000 {:.3} > {MAX_MEAN_DELTA_E}",
+            c.mean_delta_e
+        );
+        assert_eq!(
+            c.clipped_extra, 0,
+            "{name} frame {i}: blocks clipped where FFmpeg's are not"
+        );
+    }
+}
+
+fn clips(dir: &Path) -> Vec<(&'static str, Source)> {
+    [("PQ", DynamicRange::Pq), ("HLG", DynamicRange::Hlg)]
+        .into_iter()
+        .map(|(name, dr)| (name, source(fixtures::hdr_clip(dir, dr).expect("clip"))))
+        .collect()
+}
+
+#[test]
+fn hdr_sources_tone_map_like_ffmpegs_reference_chain() {
+    let dir = tempdir();
+    for (name, src) in clips(dir.path()) {
+        // The peak both chains use: HDR10's MaxCLL for PQ, HLG's nominal 1000-nit display.
+        let expected_peak = match name {
+            "PQ" => HDR10_MASTERING.2 as f32,
+            _ => 1000.0,
+        };
+        assert_eq!(src.tone_map.peak_nits, expected_peak, "{name}");
+        let refs = reference(&src);
+        let outs = compose(
+            &mut CpuCompositor::new(spec(&src, src.size, None)),
+            &src.frames,
+        );
+        check_against_reference(&format!("{name} (cpu)"), &outs, &refs);
+        if let Some(engine) = gpu_engine() {
+            let ctx = engine.gpu_context().expect("gpu context");
+            let mut gpu = WgpuCompositor::new(ctx, spec(&src, src.size, None), 2);
+            let on_gpu = compose(&mut gpu, &src.frames);
+            check_against_reference(&format!("{name} (wgpu)"), &on_gpu, &refs);
+            for (g, c) in on_gpu.iter().zip(&outs) {
+                let p = psnr(g, c);
+                assert!(p >= MIN_GPU_PSNR, "{name}: wgpu vs cpu {p:.1} dB");
+            }
+        }
+    }
+}
+
+/// Scaled, the backends resample before mapping in slightly different ways (the CPU maps
+/// area-filtered planes at output size; the GPU maps its filtered samples with bilinear
+/// source chroma for luma and bilinear source luma for chroma), and mapping is far from
+/// linear where colours leave BT.709: they agree in colour, not in PSNR at colour edges.
+#[test]
+fn gpu_and_cpu_tone_map_alike_when_scaling() {
+    let Some(engine) = gpu_engine() else { return };
+    let ctx = engine.gpu_context().expect("gpu context");
+    let dir = tempdir();
+    for (name, src) in clips(dir.path()) {
+        for size in [(160, 90), (640, 360)] {
+            let cpu = compose(
+                &mut CpuCompositor::new(spec(&src, size, Some(0.6))),
+                &src.frames,
+            );
+            let mut gpu = WgpuCompositor::new(ctx, spec(&src, size, Some(0.6)), 2);
+            let gpu = compose(&mut gpu, &src.frames);
+            for (g, c) in gpu.iter().zip(&cpu) {
+                let d = compare(g, c);
+                eprintln!(
+                    "{name} at {size:?}: wgpu vs cpu mean ΔE2000 {:.3}, {:.1} dB",
+                    d.mean_delta_e,
+                    psnr(g, c)
+                );
+                assert!(d.mean_delta_e <= MAX_MEAN_DELTA_E, "{name} at {size:?}");
+                assert_eq!(d.clipped_extra, 0, "{name} at {size:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_watermark_reads_at_its_opacity_over_hdr() {
+    let dir = tempdir();
+    let opacity = 0.6;
+    for dr in [DynamicRange::Pq, DynamicRange::Hlg] {
+        let path = fixtures::hdr_clip_of(dir.path(), dr, "color=c=0x3a6f9c:s=320x180:r=25:d=1")
+            .expect("flat clip");
+        let src = source(path);
+        let mut compositors: Vec<Box<dyn Compositor>> = vec![Box::new(CpuCompositor::new(spec(
+            &src,
+            src.size,
+            Some(opacity),
+        )))];
+        if let Some(engine) = gpu_engine() {
+            let ctx = engine.gpu_context().expect("gpu context");
+            compositors.push(Box::new(WgpuCompositor::new(
+                ctx,
+                spec(&src, src.size, Some(opacity)),
+                2,
+            )));
+        }
+        let logo = spec(&src, src.size, Some(opacity))
+            .watermark
+            .expect("a logo");
+        let p = logo.placement;
+        let (x, y, w, h) = (
+            p.x as usize,
+            p.y as usize,
+            p.width as usize,
+            p.height as usize,
+        );
+        for mut c in compositors {
+            let out = compose(c.as_mut(), &src.frames[..1]).remove(0);
+            // Inner parts of the logo and of the frame's corner, clear of resampled edges.
+            let background = mean_yuv(&out, 8, 8, 32, 32)[0];
+            let covered = mean_yuv(&out, x + w / 4, y + h / 4, w / 2, h / 2)[0];
+            // White is luma 235 in the output's limited range.
+            let measured = (covered - background) / (235.0 - background);
+            eprintln!(
+                "{dr:?} {}: background {background:.1}, under the logo {covered:.1}, opacity {measured:.3}",
+                c.backend()
+            );
+            assert!(
+                (measured - f64::from(opacity)).abs() <= 0.03,
+                "{dr:?} {}: the logo reads at {measured:.3}, asked {opacity}",
+                c.backend()
+            );
+        }
+    }
+}
+
+// SDR untouched: the CPU compositor's output on synthetic SDR frames (BT.709, BT.601 full
+// range, untagged, 10-bit BT.709, 10-bit BT.2020 SDR), enlarged, shrunk and at size, each
+// with a watermark, hashed. The hashes were taken from the commit before HDR support
+// (d155004), so SDR output is bit-identical to what it was.
+
+fn fnv(bytes: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes.iter().flat_map(|s| s.iter()) {
+        h = (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+fn synthetic(pix: Pixel, space: color::Space, range: color::Range, w: u32, h: u32) -> frame::Video {
+    let mut f = frame::Video::new(pix, w, h);
+    f.set_color_space(space);
+    f.set_color_range(range);
+    let wide = pix == Pixel::YUV420P10LE;
+    for plane in 0..3 {
+        let (pw, ph) = if plane == 0 {
+            (w, h)
+        } else {
+            (w.div_ceil(2), h.div_ceil(2))
+        };
+        let stride = f.stride(plane);
+        let data = f.data_mut(plane);
+        for y in 0..ph as usize {
+            for x in 0..pw as usize {
+                let v = (16 + (x * 7 + y * 3 + plane * 50) % 220) as u16;
+                if wide {
+                    let v = (v * 4 + (x as u16 % 4)).to_le_bytes();
+                    data[y * stride + 2 * x..][..2].copy_from_slice(&v);
+                } else {
+                    data[y * stride + x] = v as u8;
+                }
+            }
+        }
+    }
+    f
+}
+
+fn golden_cases() -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    let cases = [
+        (
+            "709",
+            Pixel::YUV420P,
+            color::Space::BT709,
+            color::Range::MPEG,
+        ),
+        (
+            "601full",
+            Pixel::YUVJ420P,
+            color::Space::BT470BG,
+            color::Range::JPEG,
+        ),
+        (
+            "untagged",
+            Pixel::YUV420P,
+            color::Space::Unspecified,
+            color::Range::Unspecified,
+        ),
+        (
+            "709-10bit",
+            Pixel::YUV420P10LE,
+            color::Space::BT709,
+            color::Range::MPEG,
+        ),
+        (
+            "2020-10bit-sdr",
+            Pixel::YUV420P10LE,
+            color::Space::BT2020NCL,
+            color::Range::MPEG,
+        ),
+    ];
+    for (name, pix, space, range) in cases {
+        let src = synthetic(pix, space, range, 640, 360);
+        for (ow, oh) in [(1280u32, 720u32), (320, 180), (640, 360)] {
+            let logo = WatermarkImage {
+                width: 40,
+                height: 20,
+                rgba: [200u8, 30, 90, 180].repeat(800),
+            };
+            let place = place_watermark(ow, oh, 40, 20, Position::BottomRight).expect("fits");
+            let spec = ComposeSpec {
+                out_width: ow,
+                out_height: oh,
+                rotation: Rotation::None,
+                watermark: Some(prepare_watermark(&logo, place, 0.6, ColorSpec::OUTPUT)),
+                tone_map: None,
+            };
+            let f = CpuCompositor::new(spec)
+                .compose_single(&src)
+                .expect("compose");
+            out.push((format!("{name} -> {ow}x{oh}"), fnv(&[&f.y, &f.u, &f.v])));
+        }
+    }
+    out
+}
+
+const SDR_GOLDEN: &[(&str, u64)] = &[
+    ("709 -> 1280x720", 0x1446de5493c61962),
+    ("709 -> 320x180", 0x30bdcdacb660716c),
+    ("709 -> 640x360", 0xe5d3d609035e92ea),
+    ("601full -> 1280x720", 0x3897fa374b6ca290),
+    ("601full -> 320x180", 0x736b110bd82f5058),
+    ("601full -> 640x360", 0xf89976ca43eca84a),
+    ("untagged -> 1280x720", 0xebcf9713644ed270),
+    ("untagged -> 320x180", 0x6a68795c549a4c50),
+    ("untagged -> 640x360", 0x6e39d9305d7e8b9e),
+    ("709-10bit -> 1280x720", 0x366d3b1ac688457b),
+    ("709-10bit -> 320x180", 0x41d225c85bafb81f),
+    ("709-10bit -> 640x360", 0x01b954c70b072f38),
+    ("2020-10bit-sdr -> 1280x720", 0x145eb824761f26be),
+    ("2020-10bit-sdr -> 320x180", 0x5dede717ef862909),
+    ("2020-10bit-sdr -> 640x360", 0x05c9b1169a43800f),
+];
+
+#[test]
+fn sdr_sources_compose_exactly_as_before_hdr_support() {
+    vidforge_media::init();
+    // Shrinking 8-bit 4:2:0 takes the AVX2 area scaler where the CPU has it, swscale where
+    // not: the hashes were taken with it (every machine this project builds on has AVX2).
+    #[cfg(target_arch = "x86_64")]
+    assert!(
+        std::arch::is_x86_feature_detected!("avx2"),
+        "the golden hashes are those of the AVX2 area scaler"
+    );
+    let got = golden_cases();
+    assert_eq!(got.len(), SDR_GOLDEN.len());
+    for ((name, hash), (want_name, want)) in got.iter().zip(SDR_GOLDEN) {
+        assert_eq!(name, want_name);
+        assert_eq!(hash, want, "{name}: SDR output changed");
+    }
+    // And SDR sources never reach the tone mapper: an encoded BT.709 clip as probed, and
+    // every SDR transfer as declared.
+    let dir = tempdir();
+    let sdr = clip(
+        dir.path(),
+        vidforge_media::fixtures::ClipSpec::h264(320, 180),
+    );
+    let color = probe(&sdr).expect("probe").video.expect("video").color;
+    assert_eq!(color.tone_map(), None, "{color:?}");
+    for transfer in ["bt709", "iec61966-2-1", "smpte170m", "bt2020-10", "unknown"] {
+        let declared = SourceColor {
+            transfer: transfer.into(),
+            dynamic_range: DynamicRange::Sdr,
+            ..color.clone()
+        };
+        assert_eq!(declared.tone_map(), None, "{transfer}");
+    }
+}
