@@ -52,13 +52,18 @@ pub(crate) fn tone_map_frame(
         stride: src.stride(i),
     };
     let (py, pu, pv) = (plane(0), plane(1), plane(2));
-    // Luma: chroma at (x/2 - 0.25, y/2 - 0.25), as `convert_color` and the shader read it.
+    // Luma: chroma at (x/2 - 0.25, y/2 - 0.25), as `convert_color` and the shader read it:
+    // each chroma row pair interpolated once per luma row, then 1/4-3/4 across.
+    let (mut us, mut vs) = (vec![0f32; cw], vec![0f32; cw]);
     for y in 0..h {
         let pos = (y as f32 * 0.5 - 0.25).max(0.0);
         let c0 = (pos as usize).min(ch - 1);
         let c1 = (c0 + 1).min(ch - 1);
         let t = pos - c0 as f32;
-        let chroma = |p: &Plane, cx: usize| p.at(cx, c0) + (p.at(cx, c1) - p.at(cx, c0)) * t;
+        for cx in 0..cw {
+            us[cx] = pu.at(cx, c0) + (pu.at(cx, c1) - pu.at(cx, c0)) * t;
+            vs[cx] = pv.at(cx, c0) + (pv.at(cx, c1) - pv.at(cx, c0)) * t;
+        }
         let row = &mut dst.y[y * w..][..w];
         for (x, out) in row.iter_mut().enumerate() {
             let k = x / 2;
@@ -67,8 +72,8 @@ pub(crate) fn tone_map_frame(
             } else {
                 (k, (k + 1).min(cw - 1), 0.75)
             };
-            let u = wa * chroma(&pu, a) + (1.0 - wa) * chroma(&pu, b);
-            let v = wa * chroma(&pv, a) + (1.0 - wa) * chroma(&pv, b);
+            let u = wa * us[a] + (1.0 - wa) * us[b];
+            let v = wa * vs[a] + (1.0 - wa) * vs[b];
             *out = to_code(mapper.map([py.at(x, y), u, v])[0]);
         }
     }

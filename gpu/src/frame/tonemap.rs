@@ -85,6 +85,7 @@ const BT2020_TO_BT709: [[f64; 3]; 3] = [
     [-0.018_150_8, -0.100_578_9, 1.118_729_7],
 ];
 
+#[inline]
 fn hable(x: f32) -> f32 {
     let [a, b, c, d, e, f] = HABLE;
     (x * (x * a + b * c) + d * e) / (x * (x * a + b) + d * f) - e / f
@@ -92,6 +93,7 @@ fn hable(x: f32) -> f32 {
 
 // The transfer curves, on magnitudes: `odd` gives them their sign back.
 
+#[inline]
 fn pq_eotf(x: f32) -> f32 {
     let p = x.powf(1.0 / PQ_M2);
     let num = (p - PQ_C1).max(0.0);
@@ -99,6 +101,7 @@ fn pq_eotf(x: f32) -> f32 {
     (num / den).powf(1.0 / PQ_M1)
 }
 
+#[inline]
 fn hlg_eotf(x: f32) -> f32 {
     let scene = if x <= 0.5 {
         x * x / 3.0
@@ -108,6 +111,7 @@ fn hlg_eotf(x: f32) -> f32 {
     scene.powf(HLG_GAMMA)
 }
 
+#[inline]
 fn bt1886_inverse_eotf(x: f32) -> f32 {
     x.powf(1.0 / BT1886_GAMMA)
 }
@@ -118,6 +122,7 @@ fn odd(f: impl Fn(f32) -> f32, x: f32) -> f32 {
     f(x.abs()).copysign(x)
 }
 
+#[inline]
 fn affine(rows: &[[f32; 4]; 3], v: [f32; 3]) -> [f32; 3] {
     rows.map(|r| r[0] * v[0] + r[1] * v[1] + r[2] * v[2] + r[3])
 }
@@ -204,23 +209,26 @@ impl ToneMap {
     }
 }
 
-/// A curve on 0..=1 sampled for linear interpolation, the exact function outside. Samples
-/// are evenly spaced in the square root of the input, so they crowd towards 0, where the
-/// display curve (x^(1/2.4)) and HLG's gain (x^0.2) are steepest.
+/// A curve on 0..=[`CURVE_MAX`] sampled for linear interpolation, the exact function beyond.
+/// Samples are evenly spaced in the square root of the input, so they crowd towards 0, where
+/// the display curve (x^(1/2.4)) is steepest.
 struct Curve {
     table: Vec<f32>,
     exact: fn(f32) -> f32,
 }
 
 /// Samples per curve: interpolation error stays far below one output code value.
-const CURVE_SAMPLES: usize = 4096;
+const CURVE_SAMPLES: usize = 8192;
+/// The sampled range: signals a little over full scale, and mapped light up to the Hable
+/// curve's asymptote over its normalisation (about 1.3) and the out-of-gamut values beside it.
+const CURVE_MAX: f32 = 4.0;
 
 impl Curve {
     fn new(exact: fn(f32) -> f32) -> Self {
-        let n = CURVE_SAMPLES as f32;
+        let step = CURVE_MAX.sqrt() / CURVE_SAMPLES as f32;
         let table = (0..=CURVE_SAMPLES)
             .map(|i| {
-                let t = i as f32 / n;
+                let t = i as f32 * step;
                 exact(t * t)
             })
             .collect();
@@ -228,13 +236,13 @@ impl Curve {
     }
 
     /// The curve at `x >= 0`.
-    #[inline]
+    #[inline(always)]
     fn eval(&self, x: f32) -> f32 {
-        if x >= 1.0 {
+        if x >= CURVE_MAX {
             return (self.exact)(x);
         }
-        let pos = x.sqrt() * CURVE_SAMPLES as f32;
-        let i = pos as usize;
+        let pos = x.sqrt() * (CURVE_SAMPLES as f32 / CURVE_MAX.sqrt());
+        let i = (pos as usize).min(CURVE_SAMPLES - 1);
         let t = pos - i as f32;
         let (a, b) = (self.table[i], self.table[i + 1]);
         a + (b - a) * t
