@@ -17,8 +17,9 @@ use vidforge_media::fixtures::{self, HDR10_MASTERING};
 use vidforge_media::gpu::frame::tonemap::ToneMap;
 use vidforge_media::gpu::{WatermarkImage, place_watermark, prepare_watermark};
 use vidforge_media::{
-    ColorSpec, ComposeSpec, Compositor, CpuCompositor, DynamicRange, Position, Rotation,
-    SourceColor, WgpuCompositor, Yuv420Frame, decode_raw_frames, probe,
+    ColorSpec, ComposeSpec, Compositor, CpuCompositor, DynamicRange, OutputFormat, Position,
+    Resolution, Rotation, SourceColor, WgpuCompositor, Yuv420Frame, decode_frames,
+    decode_raw_frames, probe,
 };
 
 const FRAMES: usize = 4;
@@ -77,15 +78,24 @@ fn compose(c: &mut dyn Compositor, frames: &[frame::Video]) -> Vec<Yuv420Frame> 
     out
 }
 
-/// FFmpeg's chain on the same frames, with the peak our probe found.
-fn reference(src: &Source) -> Vec<Yuv420Frame> {
-    let peak = src.tone_map.peak_nits / 100.0;
-    let vf = format!(
+/// FFmpeg's chain, with `peak` in units of 100 nits.
+fn chain(peak: f32) -> String {
+    format!(
         "zscale=t=linear:npl=100,format=gbrpf32le,zscale=p=bt709,\
          tonemap=tonemap=hable:desat=0:peak={peak},zscale=t=bt709:m=bt709:r=tv,format=yuv420p"
-    );
+    )
+}
+
+/// FFmpeg's chain on the same frames, with the peak our probe found.
+fn reference(src: &Source) -> Vec<Yuv420Frame> {
     let (w, h) = src.size;
-    ffmpeg_yuv420(&src.path, &vf, w, h, FRAMES)
+    ffmpeg_yuv420(
+        &src.path,
+        &chain(src.tone_map.peak_nits / 100.0),
+        w,
+        h,
+        FRAMES,
+    )
 }
 
 /// Non-linear BT.709 R'G'B' of pixel (x, y), chroma taken from its own 2x2 block.
@@ -155,7 +165,14 @@ fn compare(ours: &Yuv420Frame, reference: &Yuv420Frame) -> Comparison {
     }
 }
 
-fn check_against_reference(name: &str, outs: &[Yuv420Frame], refs: &[Yuv420Frame]) {
+/// Mean ΔE2000 within the bound, and at most `max_clipped` blocks (of `BLOCK`x`BLOCK`)
+/// clipped where FFmpeg's are not.
+fn check_against_reference(
+    name: &str,
+    outs: &[Yuv420Frame],
+    refs: &[Yuv420Frame],
+    max_clipped: usize,
+) {
     for (i, (ours, reference)) in outs.iter().zip(refs).enumerate() {
         let c = compare(ours, reference);
         eprintln!(
@@ -167,9 +184,10 @@ fn check_against_reference(name: &str, outs: &[Yuv420Frame], refs: &[Yuv420Frame
             "{name} frame {i}: mean ΔE2000 {:.3} > {MAX_MEAN_DELTA_E}",
             c.mean_delta_e
         );
-        assert_eq!(
-            c.clipped_extra, 0,
-            "{name} frame {i}: blocks clipped where FFmpeg's are not"
+        assert!(
+            c.clipped_extra <= max_clipped,
+            "{name} frame {i}: {} blocks clipped where FFmpeg's are not",
+            c.clipped_extra
         );
     }
 }
@@ -196,12 +214,12 @@ fn hdr_sources_tone_map_like_ffmpegs_reference_chain() {
             &mut CpuCompositor::new(spec(&src, src.size, None)),
             &src.frames,
         );
-        check_against_reference(&format!("{name} (cpu)"), &outs, &refs);
+        check_against_reference(&format!("{name} (cpu)"), &outs, &refs, 0);
         if let Some(engine) = gpu_engine() {
             let ctx = engine.gpu_context().expect("gpu context");
             let mut gpu = WgpuCompositor::new(ctx, spec(&src, src.size, None), 2);
             let on_gpu = compose(&mut gpu, &src.frames);
-            check_against_reference(&format!("{name} (wgpu)"), &on_gpu, &refs);
+            check_against_reference(&format!("{name} (wgpu)"), &on_gpu, &refs, 0);
             for (g, c) in on_gpu.iter().zip(&outs) {
                 let p = psnr(g, c);
                 assert!(p >= MIN_GPU_PSNR, "{name}: wgpu vs cpu {p:.1} dB");
@@ -238,6 +256,42 @@ fn gpu_and_cpu_tone_map_alike_when_scaling() {
                 assert_eq!(d.clipped_extra, 0, "{name} at {size:?}");
             }
         }
+    }
+}
+
+/// The whole engine: an HDR upload rendered to 720p mp4 comes out SDR, tagged BT.709, looking
+/// like FFmpeg's chain scaled to the same size (x264's loss included).
+#[test]
+fn an_hdr_render_comes_out_tone_mapped_and_tagged_sdr() {
+    let dir = tempdir();
+    for (name, src) in clips(dir.path()) {
+        let out = dir.path().join(format!("{name}.mp4"));
+        let job = job(&src.path, &out, Resolution::P720, OutputFormat::Mp4);
+        render(&cpu(), &job);
+        let color = probe(&out).expect("probe").video.expect("video").color;
+        assert_eq!(
+            (
+                color.primaries.as_str(),
+                color.transfer.as_str(),
+                color.matrix.as_str()
+            ),
+            ("bt709", "bt709", "bt709"),
+            "{name}"
+        );
+        assert_eq!(color.dynamic_range, DynamicRange::Sdr, "{name}");
+        let rendered = decode_frames(&out, 1).expect("decode the render");
+        let peak = src.tone_map.peak_nits / 100.0;
+        let vf = format!("{},scale=1280:720:flags=bicubic", chain(peak));
+        let reference = ffmpeg_yuv420(&src.path, &vf, 1280, 720, 1);
+        // Scaled before mapping (FFmpeg maps, then scales) and through x264: edges of clipped
+        // areas may move by a block, 1 in 1000 of them.
+        let blocks = (1280 / BLOCK) * (720 / BLOCK);
+        check_against_reference(
+            &format!("{name} render"),
+            &rendered,
+            &reference,
+            blocks / 1000,
+        );
     }
 }
 
