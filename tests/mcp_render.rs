@@ -675,4 +675,12 @@ fn uploads_describe_their_colour() {
     assert_eq!(sdr["color"]["dynamic_range"], "sdr", "{sdr}");
     let logo = asset(&make_logo(dir.path()));
     assert!(logo.get("color").is_none(), "{logo}");
+    // Dolby Vision profile 5 has no layer vidforge can show: refused, and says why.
+    let hlg_mp4 = fixtures::hdr_clip(dir.path(), DynamicRange::Hlg).unwrap();
+    let p5 = fixtures::dolby_vision_clip(dir.path(), &hlg_mp4, 5, 0).unwrap();
+    let (status, env) = upload_raw(&server, &p5);
+    assert_eq!(status, 422, "{env}");
+    assert_eq!(env["code"], "asset_invalid", "{env}");
+    let message = env["message"].as_str().unwrap_or_default();
+    assert!(message.contains("Dolby Vision profile 5"), "{env}");
 }

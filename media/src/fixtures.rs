@@ -363,6 +363,64 @@ pub fn hdr_clip_of(dir: &Path, transfer: crate::DynamicRange, lavfi: &str) -> io
     Ok(mkv)
 }
 
+/// `hevc` (an HEVC file, e.g. from [`hdr_clip`]'s MP4) remuxed into an MP4 whose stream
+/// carries a Dolby Vision configuration record (`dvcC`) of `profile`, with a base layer of
+/// `compatibility` (0: none usable, as profile 5; 1: HDR10, as 8.1; 4: HLG, as 8.4). Written with
+/// FFmpeg's libraries: the 5.1 CLI cannot add the record.
+pub fn dolby_vision_clip(
+    dir: &Path,
+    hevc: &Path,
+    profile: u8,
+    compatibility: u8,
+) -> Result<PathBuf, ffmpeg_next::Error> {
+    use ffmpeg_next::{codec, ffi, format, media};
+    let out = unique(dir, &format!("dv{profile}"), "mp4");
+    let mut input = format::input(&hevc)?;
+    let mut output = format::output(&out)?;
+    let (index, in_tb) = {
+        let ist = input
+            .streams()
+            .best(media::Type::Video)
+            .ok_or(ffmpeg_next::Error::StreamNotFound)?;
+        let mut ost = output.add_stream(codec::encoder::find(codec::Id::None))?;
+        ost.set_parameters(ist.parameters());
+        // AVDOVIDecoderConfigurationRecord: version 1.0, profile, level 6, RPU present, no
+        // enhancement layer, the base layer and its compatibility id.
+        let record = [1u8, 0, profile, 6, 1, 0, 1, compatibility];
+        // SAFETY: `ost` is a stream of `output`, not yet written; the side data is allocated by
+        // FFmpeg at the record's size and filled before the header is written.
+        unsafe {
+            (*ost.parameters().as_mut_ptr()).codec_tag = 0;
+            let data = ffi::av_stream_new_side_data(
+                ost.as_mut_ptr(),
+                ffi::AVPacketSideDataType::AV_PKT_DATA_DOVI_CONF,
+                record.len(),
+            );
+            if data.is_null() {
+                return Err(ffmpeg_next::Error::Other { errno: ffi::ENOMEM });
+            }
+            std::ptr::copy_nonoverlapping(record.as_ptr(), data, record.len());
+        }
+        (ist.index(), ist.time_base())
+    };
+    // The MP4 muxer writes `dvcC` only when told unofficial boxes are fine.
+    // SAFETY: a plain field of the output context, set before the header.
+    unsafe { (*output.as_mut_ptr()).strict_std_compliance = ffi::FF_COMPLIANCE_UNOFFICIAL };
+    output.write_header()?;
+    let out_tb = output.stream(0).map(|s| s.time_base()).unwrap_or(in_tb);
+    for (stream, mut packet) in input.packets() {
+        if stream.index() != index {
+            continue;
+        }
+        packet.rescale_ts(in_tb, out_tb);
+        packet.set_stream(0);
+        packet.set_position(-1);
+        packet.write_interleaved(&mut output)?;
+    }
+    output.write_trailer()?;
+    Ok(out)
+}
+
 /// Writes a `w x h` RGBA PNG filled with one colour (straight alpha) using the png crate.
 pub fn watermark_png(dir: &Path, w: u32, h: u32, rgba: [u8; 4]) -> io::Result<PathBuf> {
     let path = unique(dir, "watermark", "png");

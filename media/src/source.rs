@@ -373,6 +373,19 @@ fn video_meta(
         }
         .to_string(),
     );
+    if let Some(dv) = declared_color
+        .dolby_vision
+        .filter(|d| !d.base_layer_usable())
+    {
+        return Err(MediaError::unsupported(format!(
+            "{}: Dolby Vision profile {} without a base layer vidforge can show (base layer \
+             compatibility id {}): only a Dolby Vision decoder renders its colours; export it \
+             as HDR10 or Dolby Vision profile 8",
+            path.display(),
+            dv.profile,
+            dv.base_layer_compatibility
+        )));
+    }
     let video = VideoMeta {
         index: vs.index(),
         codec_name: codec_str,

@@ -368,3 +368,45 @@ fn a_raw_stream_without_a_declared_length_is_measured_by_its_packets() {
         "3,600 frames at 30 fps: {info:?}"
     );
 }
+
+/// Dolby Vision with a base layer vidforge can show (profile 8.4: HLG) is read and rendered
+/// from that layer; profile 5, whose only layer is Dolby's IPTPQc2, is refused when opened
+/// (upload, probe, render) with a typed error that says why, rather than rendered in wrong
+/// colours.
+#[test]
+fn dolby_vision_without_a_usable_base_layer_is_refused() {
+    let dir = tempdir();
+    let hlg = fixtures::hdr_clip(dir.path(), vidforge_media::DynamicRange::Hlg).expect("clip");
+    let p8 = fixtures::dolby_vision_clip(dir.path(), &hlg, 8, 4).expect("profile 8.4 clip");
+    let dv = probe(&p8)
+        .expect("profile 8.4 opens")
+        .video
+        .expect("video")
+        .color;
+    let dv = dv.dolby_vision.expect("the dvcC record is read");
+    assert_eq!((dv.profile, dv.base_layer_usable()), (8, true));
+    let out = dir.path().join("p8.mp4");
+    render(&cpu(), &job(&p8, &out, Resolution::P720, OutputFormat::Mp4));
+
+    let p5 = fixtures::dolby_vision_clip(dir.path(), &hlg, 5, 0).expect("profile 5 clip");
+    let err = probe(&p5).expect_err("profile 5 is refused");
+    assert_eq!(
+        err.kind(),
+        vidforge_media::ErrorKind::UnsupportedCodec,
+        "{err}"
+    );
+    assert!(err.to_string().contains("Dolby Vision profile 5"), "{err}");
+    let out = dir.path().join("p5.mp4");
+    let refused = cpu().render(
+        &job(&p5, &out, Resolution::P720, OutputFormat::Mp4),
+        &mut |_| {},
+        &std::sync::atomic::AtomicBool::new(false),
+    );
+    assert_eq!(
+        refused
+            .expect_err("a render of profile 5 is refused")
+            .kind(),
+        vidforge_media::ErrorKind::UnsupportedCodec
+    );
+    assert!(!out.exists(), "no output for a refused render");
+}
