@@ -671,6 +671,16 @@ fn uploads_describe_their_colour() {
     let hlg = asset(&fixtures::hdr_clip(dir.path(), DynamicRange::Hlg).unwrap());
     assert_eq!(hlg["color"]["dynamic_range"], "hlg", "{hlg}");
     assert_eq!(hlg["color"]["transfer"], "arib-std-b67");
+    // A render of it says it tone-maps.
+    let mut mcp = server.mcp();
+    let task = mcp.render_task(&json!({"source_asset_uri": hlg["uri"], "output_format": "mp4",
+                                        "resolution": "720p"}));
+    let done = mcp.wait_task(&task, Caps::TASKS, WAIT, |t| status_of(t) == "completed");
+    assert_eq!(
+        done["statusMessage"],
+        "Render completed. The source is HDR (HLG): tone-mapped to SDR (BT.709).",
+        "{done}"
+    );
     let sdr = asset(&make_clip(dir.path(), "sdr.mp4", 320, 180, 0.5, false));
     assert_eq!(sdr["color"]["dynamic_range"], "sdr", "{sdr}");
     let logo = asset(&make_logo(dir.path()));

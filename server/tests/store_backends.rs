@@ -52,6 +52,7 @@ fn sample(id: &str, created_at: u64) -> RenderRecord {
         crashes: 0,
         estimated_pixel_frames: 0,
         speculation: None,
+        source_hdr: None,
     }
 }
 

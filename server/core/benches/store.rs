@@ -77,6 +77,7 @@ fn record(i: usize) -> RenderRecord {
         crashes: 0,
         estimated_pixel_frames: 0,
         speculation: None,
+        source_hdr: None,
     }
 }
 

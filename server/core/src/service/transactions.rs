@@ -53,7 +53,13 @@ pub(super) fn create_blocking(
         now,
     )?;
 
-    let rec = new_record(principal, args, original_arguments, now, estimate);
+    let mut rec = new_record(principal, args, original_arguments, now, estimate);
+    rec.source_hdr = source
+        .probe
+        .color
+        .as_ref()
+        .map(|c| c.dynamic_range.clone())
+        .filter(|d| d != "sdr");
     let key = rec.args.idempotency_key.as_deref().map(|key| NewKey {
         principal,
         key,
@@ -235,6 +241,7 @@ fn new_record(
         crashes: 0,
         estimated_pixel_frames: estimate,
         speculation: None,
+        source_hdr: None,
     }
 }
 

@@ -511,6 +511,7 @@ pub(crate) mod tests {
             crashes: 0,
             estimated_pixel_frames: 0,
             speculation: None,
+            source_hdr: None,
         }
     }
 

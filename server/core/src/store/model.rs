@@ -363,6 +363,10 @@ pub struct RenderRecord {
     /// a client; approval makes it the result (see `crate::speculation`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculation: Option<Speculation>,
+    /// The source's HDR transfer (`pq`, `hlg`) when it has one: the render tone-maps it to
+    /// SDR, and its status says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_hdr: Option<String>,
 }
 
 /// A render made ahead of its approval, with exactly the previewed watermark.

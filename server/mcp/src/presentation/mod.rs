@@ -261,7 +261,7 @@ impl Presenter {
         match rec.state {
             RenderState::Queued => "Render queued; encoding starts shortly.".into(),
             RenderState::Previewing => "Preparing the watermark preview.".into(),
-            RenderState::Rendering => Self::progress_text(rec),
+            RenderState::Rendering => Self::progress_text(rec) + &hdr_note(rec),
             RenderState::AwaitingApproval => {
                 let timeout = catalog::human_duration(self.lifetimes.approval_timeout);
                 let base = format!(
@@ -282,7 +282,7 @@ impl Presenter {
                     ),
                 }
             }
-            RenderState::Succeeded => "Render completed.".into(),
+            RenderState::Succeeded => format!("Render completed.{}", hdr_note(rec)),
             RenderState::Failed => match &rec.outcome {
                 Some(Outcome::Error { code, message, .. }) => {
                     format!("Render ended with {code}: {message}")
@@ -475,3 +475,14 @@ fn to_json_text<T: Serialize>(v: &T) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// What a render does with an HDR source, for its status message: nothing for SDR.
+fn hdr_note(rec: &RenderRecord) -> String {
+    match rec.source_hdr.as_deref() {
+        Some(transfer) => format!(
+            " The source is HDR ({}): tone-mapped to SDR (BT.709).",
+            transfer.to_ascii_uppercase()
+        ),
+        None => String::new(),
+    }
+}

@@ -62,6 +62,7 @@ fn record(state: RenderState) -> RenderRecord {
         crashes: 0,
         estimated_pixel_frames: 0,
         speculation: None,
+        source_hdr: None,
     }
 }
 
@@ -321,4 +322,27 @@ fn an_expired_task_names_the_configured_ttls() {
     assert_eq!(env.code, ErrorCode::TaskExpired);
     assert!(env.message.contains("2 hours"), "{}", env.message);
     assert!(env.message.contains("3 days"), "{}", env.message);
+}
+
+#[test]
+fn an_hdr_source_says_it_was_tone_mapped() {
+    let p = presenter();
+    let mut rec = succeeded();
+    assert_eq!(
+        p.status_message(&rec, Elicitation::NONE),
+        "Render completed."
+    );
+    rec.source_hdr = Some("pq".into());
+    assert_eq!(
+        p.status_message(&rec, Elicitation::NONE),
+        "Render completed. The source is HDR (PQ): tone-mapped to SDR (BT.709)."
+    );
+    let mut running = record(RenderState::Rendering);
+    running.source_hdr = Some("hlg".into());
+    assert!(
+        p.status_message(&running, Elicitation::NONE)
+            .ends_with(" The source is HDR (HLG): tone-mapped to SDR (BT.709)."),
+        "{}",
+        p.status_message(&running, Elicitation::NONE)
+    );
 }
