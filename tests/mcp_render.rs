@@ -673,8 +673,10 @@ fn uploads_describe_their_colour() {
     assert_eq!(hlg["color"]["transfer"], "arib-std-b67");
     // A render of it says it tone-maps.
     let mut mcp = server.mcp();
-    let task = mcp.render_task(&json!({"source_asset_uri": hlg["uri"], "output_format": "mp4",
-                                        "resolution": "720p"}));
+    let task = mcp.render_task(
+        &json!({"source_asset_uri": hlg["uri"], "output_format": "mp4",
+                                        "resolution": "720p"}),
+    );
     let done = mcp.wait_task(&task, Caps::TASKS, WAIT, |t| status_of(t) == "completed");
     assert_eq!(
         done["statusMessage"],

@@ -29,8 +29,11 @@ impl Plane<'_> {
     }
 }
 
+/// Rounded to a code value: clamping first makes the cast's truncation a floor, without a
+/// libm call on CPUs that lack SSE4.1's rounding instruction.
+#[inline]
 fn to_code(v: f32) -> u8 {
-    (v + 0.5).floor().clamp(0.0, 255.0) as u8
+    (v + 0.5).clamp(0.0, 255.0) as u8
 }
 
 /// Tone-maps `src` (yuv420p10le, the size of `dst`) into `dst`.

@@ -116,10 +116,25 @@ fn bt1886_inverse_eotf(x: f32) -> f32 {
     x.powf(1.0 / BT1886_GAMMA)
 }
 
-/// `f` made odd: f(-x) = -f(x).
-#[inline(always)]
-fn odd(f: impl Fn(f32) -> f32, x: f32) -> f32 {
-    f(x.abs()).copysign(x)
+/// The chain's two transfer curves, on magnitudes (the chain gives them their sign back).
+trait Curves {
+    fn eotf(&self, x: f32) -> f32;
+    fn encode(&self, x: f32) -> f32;
+}
+
+/// The curves evaluated exactly.
+struct Exact(fn(f32) -> f32);
+
+impl Curves for Exact {
+    #[inline(always)]
+    fn eotf(&self, x: f32) -> f32 {
+        (self.0)(x)
+    }
+
+    #[inline(always)]
+    fn encode(&self, x: f32) -> f32 {
+        bt1886_inverse_eotf(x)
+    }
 }
 
 #[inline]
@@ -218,7 +233,7 @@ struct Curve {
 }
 
 /// Samples per curve: interpolation error stays far below one output code value.
-const CURVE_SAMPLES: usize = 8192;
+const CURVE_SAMPLES: usize = 4096;
 /// The sampled range: signals a little over full scale, and mapped light up to the Hable
 /// curve's asymptote over its normalisation (about 1.3) and the out-of-gamut values beside it.
 const CURVE_MAX: f32 = 4.0;
@@ -269,29 +284,40 @@ impl ToneMapper {
     /// to output code values (not rounded).
     #[inline]
     pub fn map(&self, yuv: [f32; 3]) -> [f32; 3] {
-        chain(&self.u, |v| self.eotf.eval(v), |v| self.encode.eval(v), yuv)
+        chain(&self.u, self, yuv)
     }
 }
 
-/// The chain of the module's doc on one sample, with the given curves (on magnitudes).
+impl Curves for ToneMapper {
+    #[inline(always)]
+    fn eotf(&self, x: f32) -> f32 {
+        self.eotf.eval(x)
+    }
+
+    #[inline(always)]
+    fn encode(&self, x: f32) -> f32 {
+        self.encode.eval(x)
+    }
+}
+
+/// The chain of the module's doc on one sample, with the given curves.
 #[inline(always)]
-fn chain(
-    u: &ToneUniforms,
-    eotf: impl Fn(f32) -> f32,
-    encode: impl Fn(f32) -> f32,
-    yuv: [f32; 3],
-) -> [f32; 3] {
+fn chain(u: &ToneUniforms, curves: &impl Curves, yuv: [f32; 3]) -> [f32; 3] {
     let scale = u.scale[1];
-    let lin = affine(&u.to_rgb, yuv).map(|v| odd(&eotf, v) * scale);
+    let lin = affine(&u.to_rgb, yuv).map(|v| curves.eotf(v.abs()).copysign(v) * scale);
     let lin = affine(&u.gamut, lin);
     let sig = lin[0].max(lin[1]).max(lin[2]).max(u.scale[3]);
     let k = hable(sig) * u.scale[2] / sig;
-    affine(&u.to_yuv, lin.map(|v| odd(&encode, v * k)))
+    let signal = lin.map(|v| {
+        let v = v * k;
+        curves.encode(v.abs()).copysign(v)
+    });
+    affine(&u.to_yuv, signal)
 }
 
 /// The chain evaluated exactly, no tables: what the tables are tested against.
 pub fn map_exact(map: &ToneMap, yuv: [f32; 3]) -> [f32; 3] {
-    chain(&map.uniforms(), map.eotf(), bt1886_inverse_eotf, yuv)
+    chain(&map.uniforms(), &Exact(map.eotf()), yuv)
 }
 
 impl Default for ToneMap {
