@@ -8,7 +8,9 @@
 //! outside, for the display to clip, rather than being clipped here):
 //! 1. Y'CbCr code values to non-linear R'G'B' with the source's matrix and range;
 //! 2. to display light, 1.0 = 100 nits (SDR reference white): the PQ EOTF (SMPTE ST 2084),
-//!    or for HLG its inverse OETF raised to the system gamma 1.2 of a 1000-nit display;
+//!    or for HLG its inverse OETF raised to the system gamma 1.2 of a 1000-nit display, per
+//!    component as zimg does (BT.2100's OOTF applies the gamma to luminance; the two differ
+//!    only in saturated colours);
 //! 3. BT.2020 primaries to BT.709 (a 3x3 matrix in linear light);
 //! 4. Hable's filmic curve on the brightest component, the others scaled alike (hue kept),
 //!    normalised so that `peak` maps to 1.0;
@@ -91,7 +93,7 @@ fn hable(x: f32) -> f32 {
     (x * (x * a + b * c) + d * e) / (x * (x * a + b) + d * f) - e / f
 }
 
-// The transfer curves, on magnitudes: `odd` gives them their sign back.
+// The transfer curves, on magnitudes: the chain gives them their sign back.
 
 #[inline]
 fn pq_eotf(x: f32) -> f32 {
