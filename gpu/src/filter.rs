@@ -241,6 +241,14 @@ fn mat_mul(a: &[[f64; 3]; 3], b: &[[f64; 3]; 3]) -> [[f64; 3]; 3] {
     out
 }
 
+/// A computed sample rounded to an 8-bit code value, as the shader's `convert` rounds it
+/// (`floor(v + 0.5)` clamped to 0..=255): clamping first makes the cast's truncation that
+/// floor, without a libm call on CPUs that lack SSE4.1's rounding instruction.
+#[inline]
+pub fn to_code(v: f32) -> u8 {
+    (v + 0.5).clamp(0.0, 255.0) as u8
+}
+
 /// The affine taking `spec` code values to non-linear RGB (0..1 for in-range codes).
 pub fn yuv_to_rgb(spec: ColorSpec) -> [[f64; 4]; 3] {
     let m = ypbpr_to_rgb(spec.matrix);

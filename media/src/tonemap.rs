@@ -8,6 +8,7 @@ use ffmpeg::format::Pixel;
 use ffmpeg::frame;
 use ffmpeg_next as ffmpeg;
 use vidforge_gpu::Yuv420Frame;
+use vidforge_gpu::filter::to_code;
 use vidforge_gpu::frame::tonemap::ToneMapper;
 
 use crate::error::MediaError;
@@ -27,13 +28,6 @@ impl Plane<'_> {
         let i = y * self.stride + 2 * x;
         f32::from(u16::from_le_bytes([self.data[i], self.data[i + 1]])) * 0.25
     }
-}
-
-/// Rounded to a code value: clamping first makes the cast's truncation a floor, without a
-/// libm call on CPUs that lack SSE4.1's rounding instruction.
-#[inline]
-fn to_code(v: f32) -> u8 {
-    (v + 0.5).clamp(0.0, 255.0) as u8
 }
 
 /// Tone-maps `src` (yuv420p10le, the size of `dst`) into `dst`.
