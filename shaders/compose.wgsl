@@ -236,40 +236,45 @@ fn filtered4(p: Plane, origin: i32, x: u32, y: u32) -> vec4<f32> {
     return acc / (sum_x * sum_y);
 }
 
-// Bilinear source chroma (U, V) at an output luma position. Only used when the colour matrix
-// changes, where chroma enters luma with small coefficients: bilinear is plenty there.
-fn chroma_at_luma(x: u32, y: u32) -> vec2<f32> {
-    let m = params.luma_to_chroma;
-    let dims = vec2<i32>(i32(params.misc2.x), i32(params.misc2.y));
+// Where a bilinear sample of a source plane reads: the display position `pos` (clamped to
+// `dims`) of an output sample, mapped by `m`: (x * m.x + m.y, y * m.z + m.w).
+struct Taps {
+    // Address offsets from the plane origin: (x0, y0), (x1, y0), (x0, y1), (x1, y1).
+    a: vec4<i32>,
+    t: vec2<f32>,
+}
+
+fn bilinear_taps(p: Plane, m: vec4<f32>, dims: vec2<i32>, x: u32, y: u32) -> Taps {
     let f = clamp(vec2<f32>(f32(x) * m.x + m.y, f32(y) * m.z + m.w), vec2<f32>(0.0), vec2<f32>(dims - 1));
     let i0 = vec2<i32>(f);
     let i1 = min(i0 + 1, dims - 1);
-    let t = f - vec2<f32>(i0);
+    let cols = vec2<i32>(i0.x, i1.x) * p.src_sx;
+    let rows = vec2<i32>(i0.y, i1.y) * p.src_sy;
+    return Taps(vec4<i32>(cols.x + rows.x, cols.y + rows.x, cols.x + rows.y, cols.y + rows.y), f - vec2<f32>(i0));
+}
+
+// The bilinear sample at `taps` of the plane whose display origin is `origin`.
+fn bilinear(taps: Taps, origin: i32) -> f32 {
+    let a = taps.a;
+    let t = taps.t;
+    return mix(mix(src_byte(origin + a.x), src_byte(origin + a.y), t.x), mix(src_byte(origin + a.z), src_byte(origin + a.w), t.x), t.y);
+}
+
+// Bilinear source chroma (U, V) at an output luma position. Used when the colour matrix
+// changes, where chroma enters luma with small coefficients (bilinear is plenty there), and
+// for tone mapping.
+fn chroma_at_luma(x: u32, y: u32) -> vec2<f32> {
     let pu = params.planes[1];
-    let a00 = i0.x * pu.src_sx + i0.y * pu.src_sy;
-    let a10 = i1.x * pu.src_sx + i0.y * pu.src_sy;
-    let a01 = i0.x * pu.src_sx + i1.y * pu.src_sy;
-    let a11 = i1.x * pu.src_sx + i1.y * pu.src_sy;
-    let ou = pu.src_off;
-    let ov = pu.oth_off;
-    let u = mix(mix(src_byte(ou + a00), src_byte(ou + a10), t.x), mix(src_byte(ou + a01), src_byte(ou + a11), t.x), t.y);
-    let v = mix(mix(src_byte(ov + a00), src_byte(ov + a10), t.x), mix(src_byte(ov + a01), src_byte(ov + a11), t.x), t.y);
-    return vec2<f32>(u, v);
+    let dims = vec2<i32>(i32(params.misc2.x), i32(params.misc2.y));
+    let taps = bilinear_taps(pu, params.luma_to_chroma, dims, x, y);
+    return vec2<f32>(bilinear(taps, pu.src_off), bilinear(taps, pu.oth_off));
 }
 
 // Bilinear source luma at an output chroma position (tone mapping: chroma needs luma too).
 fn luma_at_chroma(x: u32, y: u32) -> f32 {
-    let m = params.chroma_to_luma;
     let py = params.planes[0];
     let dims = vec2<i32>(i32(py.src_w), i32(py.src_h));
-    let f = clamp(vec2<f32>(f32(x) * m.x + m.y, f32(y) * m.z + m.w), vec2<f32>(0.0), vec2<f32>(dims - 1));
-    let i0 = vec2<i32>(f);
-    let i1 = min(i0 + 1, dims - 1);
-    let t = f - vec2<f32>(i0);
-    let o = py.src_off;
-    let top = mix(src_byte(o + i0.x * py.src_sx + i0.y * py.src_sy), src_byte(o + i1.x * py.src_sx + i0.y * py.src_sy), t.x);
-    let bottom = mix(src_byte(o + i0.x * py.src_sx + i1.y * py.src_sy), src_byte(o + i1.x * py.src_sx + i1.y * py.src_sy), t.x);
-    return mix(top, bottom, t.y);
+    return bilinear(bilinear_taps(py, params.chroma_to_luma, dims, x, y), py.src_off);
 }
 
 fn affine3(rows: array<vec4<f32>, 3>, v: vec3<f32>) -> vec3<f32> {
