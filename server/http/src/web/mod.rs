@@ -22,6 +22,7 @@ mod approval;
 mod dashboard;
 mod oauth_flow;
 mod pages;
+mod query;
 mod sign_in;
 mod state;
 mod view;

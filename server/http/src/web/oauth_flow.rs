@@ -126,7 +126,7 @@ fn failure(status: StatusCode, title: &str, text: &str, next: &str) -> Response 
         csrf: None,
         can_sign_out: false,
     };
-    let back = format!("/signin?next={}", super::state::encode_component(next));
+    let back = format!("/signin?next={}", super::query::encode_component(next));
     html(status, pages::message(&chrome, title, text, &back))
 }
 

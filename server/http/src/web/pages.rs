@@ -66,7 +66,7 @@ pub fn sign_in(next: &str, error: Option<&str>, options: SignInOptions) -> Marku
         csrf: None,
         can_sign_out: false,
     };
-    let login = format!("/oauth/login?next={}", super::state::encode_component(next));
+    let login = format!("/oauth/login?next={}", super::query::encode_component(next));
     layout(
         "Sign in",
         &chrome,

@@ -223,7 +223,7 @@ pub(super) fn sign_out_failed(e: &dyn std::fmt::Display) -> Response {
 
 #[cfg(test)]
 mod tests {
-    use super::super::state::encode_component;
+    use super::super::query::encode_component;
     use super::*;
 
     #[test]

@@ -54,7 +54,11 @@ impl Web {
                 pages::reload(&format!("{path}{sep}reload=1")),
             );
         }
-        Redirect::to(&format!("/signin?next={}", encode_component(path))).into_response()
+        Redirect::to(&format!(
+            "/signin?next={}",
+            super::query::encode_component(path)
+        ))
+        .into_response()
     }
 }
 
@@ -96,18 +100,6 @@ pub(super) fn html(status: StatusCode, markup: Markup) -> Response {
         HeaderValue::from_static("same-origin"),
     );
     r
-}
-
-/// Percent-encodes a query component.
-pub(super) fn encode_component(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'/' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 #[derive(Debug, Default, Deserialize)]
