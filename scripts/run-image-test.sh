@@ -38,6 +38,8 @@ die() {
   if [ -n "$CURRENT" ]; then
     echo "--- log of container $CURRENT:" >&2
     podman logs "$CURRENT" 2>&1 | tail -n 60 >&2 || true
+    # Again after the log, so that a CI tail shows the reason.
+    echo "image-test: FAIL: $*" >&2
   fi
   exit 1
 }
@@ -91,7 +93,10 @@ stop_container() {
   code="$(podman inspect -f '{{.State.ExitCode}}' "$1")"
   [ "$took" -le "$STOP_TIMEOUT_S" ] || die "$1 took $took s to stop after SIGTERM (bound $STOP_TIMEOUT_S s)"
   [ "$code" = 0 ] || die "$1 exited with code $code after SIGTERM"
-  podman logs "$1" 2>&1 | grep -q '^vidforge stopped$' || die "$1 did not log 'vidforge stopped'"
+  # The whole log first: `podman logs | grep -q` under pipefail fails at random when grep
+  # exits on its match while podman is still writing (SIGPIPE).
+  podman logs "$1" >"$WORK/stop.log" 2>&1 || die "podman logs $1 failed"
+  grep -q '^vidforge stopped$' "$WORK/stop.log" || die "$1 did not log 'vidforge stopped'"
   echo "  ok: $1 stopped cleanly on SIGTERM in $took s (exit 0, 'vidforge stopped')"
 }
 
