@@ -44,9 +44,9 @@ pub use compositor::{ComposeConfig, GpuCompositor, KernelTiming, MAX_FRAMES_IN_F
 pub use context::{AdapterPreference, AdapterSummary, GpuContext};
 pub use error::GpuError;
 pub use frame::{
-    ColorSpec, Matrix, Placement, Position, PreparedWatermark, Range, Rotation, SemiPlanarFrame,
-    SourceFormat, SourceFrame, WatermarkImage, Yuv420Frame, blend_watermark, place_watermark,
-    prepare_watermark,
+    ColorSpec, Matrix, Placement, Position, PreparedWatermark, Range, Rotation, SampleDepth,
+    SemiPlanarFrame, SourceFormat, SourceFrame, WatermarkImage, Yuv420Frame, blend_watermark,
+    place_watermark, prepare_watermark,
 };
 
 #[cfg(test)]

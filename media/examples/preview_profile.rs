@@ -54,6 +54,7 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             opacity: 0.6,
         }),
         encoder: EncoderSettings::default(),
+        hdr: Default::default(),
     };
     let mut ms = Vec::with_capacity(iterations);
     for i in 0..iterations {

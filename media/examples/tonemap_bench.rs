@@ -60,6 +60,7 @@ fn main() -> Result<(), BoxError> {
             rotation: Rotation::None,
             watermark: None,
             tone_map: tone,
+            keep_hdr: false,
         };
         let cpu_sdr = median(rounds, || {
             per_frame(&mut CpuCompositor::new(spec(None)), &frames)

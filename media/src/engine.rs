@@ -10,6 +10,7 @@ use ffmpeg::ffi;
 use ffmpeg::format::Pixel;
 use ffmpeg::frame;
 use ffmpeg_next as ffmpeg;
+use vidforge_gpu::frame::HdrSignal;
 use vidforge_gpu::{AdapterPreference, GpuContext, Yuv420Frame};
 
 use truncation::{DeclaredLength, check_complete, check_length};
@@ -18,6 +19,7 @@ use crate::compose::{ComposeSpec, Compositor, CpuCompositor, SourceConverter, Wg
 use crate::error::MediaError;
 use crate::ffutil;
 use crate::hardware::{self, H264Encoder, HardwareChoice};
+use crate::hdr_out::HdrOutput;
 use crate::hwdecode::CudaDevice;
 use crate::muxer::Muxer;
 use crate::pipeline::{self, FrameReader};
@@ -25,9 +27,9 @@ use crate::scale::{Sws, SwsKey};
 use crate::source::{self, Source};
 use crate::tempout::TempOutput;
 use crate::types::{
-    BackendChoice, OutputFormat, Progress, RenderJob, RenderReport, Resolution, Stage,
+    BackendChoice, HdrPolicy, OutputFormat, Progress, RenderJob, RenderReport, Resolution, Stage,
 };
-use crate::video_out::VP9_ENCODER;
+use crate::video_out;
 use crate::watermark;
 
 /// Frames the GPU compositor keeps in flight (overlaps upload, compute and readback).
@@ -144,10 +146,7 @@ impl Engine {
 
     /// The FFmpeg encoder a render to `format` uses.
     pub fn video_encoder_name(&self, format: OutputFormat) -> &'static str {
-        match format {
-            OutputFormat::Mp4 | OutputFormat::Mov => self.h264.ffmpeg_name(),
-            OutputFormat::Webm => VP9_ENCODER,
-        }
+        video_out::video_encoder_name(format, self.h264, false)
     }
 
     /// The GPU context in use, if any.
@@ -157,20 +156,27 @@ impl Engine {
 
     /// A compositor of this engine's backend for `spec`.
     pub fn compositor(&self, spec: ComposeSpec) -> Box<dyn Compositor> {
-        match &self.gpu {
-            Some(ctx) => Box::new(WgpuCompositor::new(ctx, spec, GPU_FRAMES_IN_FLIGHT)),
-            None => Box::new(CpuCompositor::new(spec)),
-        }
+        build_compositor(self.gpu.as_ref(), spec)
     }
 
-    fn compose_spec(&self, job: &RenderJob, src: &Source) -> Result<ComposeSpec, MediaError> {
+    /// What the compositor makes of `src` for `job`. `video`: for the video itself, whose
+    /// HDR may be kept ([`HdrPolicy::Keep`]); previews (PNG) are always SDR.
+    fn compose_spec(
+        &self,
+        job: &RenderJob,
+        src: &Source,
+        video: bool,
+    ) -> Result<ComposeSpec, MediaError> {
         let (w, h) = output_size(
             src.video.display_width,
             src.video.display_height,
             job.resolution,
         );
+        let tone_map = src.video.declared_color.tone_map();
+        let keep_hdr = video && job.hdr == HdrPolicy::Keep && tone_map.is_some();
+        let signal = tone_map.filter(|_| keep_hdr).map(|t| HdrSignal::of(&t));
         let wm = match &job.watermark {
-            Some(spec) => watermark::prepare(spec, w, h)?,
+            Some(spec) => watermark::prepare(spec, w, h, signal.as_ref())?,
             None => None,
         };
         Ok(ComposeSpec {
@@ -178,7 +184,8 @@ impl Engine {
             out_height: h,
             rotation: src.video.rotation,
             watermark: wm,
-            tone_map: src.video.declared_color.tone_map(),
+            tone_map,
+            keep_hdr,
         })
     }
 
@@ -202,7 +209,7 @@ impl Engine {
         }
         let tmp = TempOutput::new(&job.output)?;
         let src = source::open(&job.input)?;
-        let spec = self.compose_spec(job, &src)?;
+        let spec = self.compose_spec(job, &src, true)?;
         let (decoder, nvdec) =
             src.video_decoder_for_output((spec.out_width, spec.out_height), self.cuda.as_ref())?;
         let frames_total = src.video.frames_estimate;
@@ -211,16 +218,25 @@ impl Engine {
             video: src.video.duration_declared,
             container: src.container_duration_declared,
         };
-        let backend = self.backend_name();
+        let keeps_hdr = spec.keeps_hdr();
+        let encoder = video_out::video_encoder_name(job.format, self.h264, keeps_hdr);
+        // 10-bit output is the CPU compositor's alone for now.
+        let backend = if keeps_hdr {
+            "cpu".to_string()
+        } else {
+            self.backend_name()
+        };
         self.log_render_start(job, &src, &spec, &backend, nvdec);
         let muxer = Muxer::open(
             tmp.path(),
             job.format,
             &job.encoder,
             self.h264,
-            spec.out_width,
-            spec.out_height,
+            (spec.out_width, spec.out_height),
             &src,
+            spec.keeps_hdr()
+                .then(|| HdrOutput::of(&src.video.declared_color))
+                .flatten(),
         )?;
         if cancel.load(Ordering::Relaxed) {
             return Err(MediaError::Cancelled);
@@ -263,7 +279,7 @@ impl Engine {
             size_bytes,
             backend,
             decoder: if nvdec { "nvdec" } else { "software" }.to_string(),
-            encoder: self.video_encoder_name(job.format).to_string(),
+            encoder: encoder.to_string(),
             elapsed,
             fps,
             stage_times: outcome.stage_times,
@@ -287,7 +303,8 @@ impl Engine {
             watermark = spec.watermark.is_some(),
             backend = %backend,
             decode = if nvdec { "nvdec" } else { "software" },
-            encoder = self.video_encoder_name(job.format),
+            encoder = video_out::video_encoder_name(job.format, self.h264, spec.keeps_hdr()),
+            keep_hdr = spec.keeps_hdr(),
             "render start"
         );
     }
@@ -298,13 +315,7 @@ impl Engine {
         spec: ComposeSpec,
     ) -> Box<dyn FnOnce() -> Result<Box<dyn Compositor>, MediaError> + Send> {
         let gpu = self.gpu.clone();
-        Box::new(move || {
-            Ok(match gpu {
-                Some(ctx) => Box::new(WgpuCompositor::new(&ctx, spec, GPU_FRAMES_IN_FLIGHT))
-                    as Box<dyn Compositor>,
-                None => Box::new(CpuCompositor::new(spec)),
-            })
-        })
+        Box::new(move || Ok(build_compositor(gpu.as_ref(), spec)))
     }
 
     /// Writes a PNG of one representative frame (about a third into the video) at output
@@ -321,7 +332,7 @@ impl Engine {
         let t0 = Instant::now();
         let tmp = TempOutput::new(png_out)?;
         let src = source::open(&job.input)?;
-        let spec = self.compose_spec(job, &src)?;
+        let spec = self.compose_spec(job, &src, false)?;
         let t_open = t0.elapsed();
         let frame = preview_frame(src, &job.input)?;
         let t_decode = t0.elapsed();
@@ -348,7 +359,7 @@ impl Engine {
         max_frames: usize,
     ) -> Result<Vec<Yuv420Frame>, MediaError> {
         let src = source::open(&job.input)?;
-        let spec = self.compose_spec(job, &src)?;
+        let spec = self.compose_spec(job, &src, true)?;
         let decoder = src.video_decoder()?;
         let mut reader = FrameReader::new(src, decoder, false);
         let mut comp = self.compositor(spec);
@@ -474,6 +485,17 @@ fn output_facts(output: &Path, fallback_seconds: f64) -> (u64, f64) {
         .map(|d| d as f64 / ffi::AV_TIME_BASE as f64)
         .unwrap_or(fallback_seconds);
     (size_bytes, duration_seconds)
+}
+
+/// The compositor for `spec`: the wgpu one when there is a GPU context, except for HDR kept
+/// at 10 bits, which only the CPU compositor writes yet (the shader's output is 8-bit).
+fn build_compositor(gpu: Option<&GpuContext>, spec: ComposeSpec) -> Box<dyn Compositor> {
+    match gpu {
+        Some(ctx) if !spec.keeps_hdr() => {
+            Box::new(WgpuCompositor::new(ctx, spec, GPU_FRAMES_IN_FLIGHT))
+        }
+        _ => Box::new(CpuCompositor::new(spec)),
+    }
 }
 
 #[cfg(test)]

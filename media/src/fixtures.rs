@@ -506,6 +506,7 @@ pub fn compose_bench_spec(src_w: u32, src_h: u32, res: crate::Resolution) -> cra
         rotation: Rotation::None,
         watermark,
         tone_map: None,
+        keep_hdr: false,
     }
 }
 

@@ -9,7 +9,7 @@ use ffmpeg::ffi;
 use ffmpeg::format::Pixel;
 use ffmpeg::frame;
 use ffmpeg_next as ffmpeg;
-use vidforge_gpu::Yuv420Frame;
+use vidforge_gpu::{SampleDepth, Yuv420Frame};
 
 use crate::error::MediaError;
 
@@ -44,7 +44,9 @@ pub(crate) fn lend_frame(
 ) -> Result<frame::Video, Yuv420Frame> {
     let (w, h) = (img.width as usize, img.height as usize);
     let (cw, ch) = Yuv420Frame::chroma_size(img.width, img.height);
-    let (cw, ch) = (cw as usize, ch as usize);
+    // Plane rows in bytes.
+    let b = img.depth.bytes();
+    let (w, cw, ch) = (w * b, cw as usize * b, ch as usize);
     let aligned = |p: *const u8| (p as usize).is_multiple_of(16);
     if !w.is_multiple_of(64)
         || img.y.len() < w * h
@@ -67,6 +69,7 @@ pub(crate) fn lend_frame(
     ];
     let y_len = lent.frame.y.len();
     let (fw, fh) = (lent.frame.width, lent.frame.height);
+    let format = pixel_format(lent.frame.depth);
     let opaque = Box::into_raw(lent);
     // SAFETY: the planes live in `*opaque`, whose heap buffers do not move while it is leaked;
     // the buffer frees it exactly once through `release_lent`.
@@ -82,7 +85,7 @@ pub(crate) fn lend_frame(
     // owning (through the callback) all three planes.
     unsafe {
         let p = f.as_mut_ptr();
-        (*p).format = ffi::AVPixelFormat::AV_PIX_FMT_YUV420P as i32;
+        (*p).format = ffi::AVPixelFormat::from(format) as i32;
         (*p).width = fw as i32;
         (*p).height = fh as i32;
         (*p).buf[0] = buf;
@@ -101,7 +104,8 @@ pub(crate) fn copy_frame<'a>(
     slot: &'a mut Option<frame::Video>,
     img: &Yuv420Frame,
 ) -> Result<&'a mut frame::Video, MediaError> {
-    let f = slot.get_or_insert_with(|| frame::Video::new(Pixel::YUV420P, img.width, img.height));
+    let f = slot
+        .get_or_insert_with(|| frame::Video::new(pixel_format(img.depth), img.width, img.height));
     // SAFETY: the frame was allocated with buffers; make_writable copies them only if the
     // encoder still holds a reference.
     let r = unsafe { ffi::av_frame_make_writable(f.as_mut_ptr()) };
@@ -112,10 +116,12 @@ pub(crate) fn copy_frame<'a>(
         ));
     }
     let (cw, ch) = Yuv420Frame::chroma_size(img.width, img.height);
+    // Rows in bytes.
+    let b = img.depth.bytes();
     let planes: [(&[u8], usize, usize); 3] = [
-        (&img.y, img.width as usize, img.height as usize),
-        (&img.u, cw as usize, ch as usize),
-        (&img.v, cw as usize, ch as usize),
+        (&img.y, img.width as usize * b, img.height as usize),
+        (&img.u, cw as usize * b, ch as usize),
+        (&img.v, cw as usize * b, ch as usize),
     ];
     for (i, (src, w, h)) in planes.into_iter().enumerate() {
         let stride = f.stride(i);
@@ -125,4 +131,12 @@ pub(crate) fn copy_frame<'a>(
         }
     }
     Ok(f)
+}
+
+/// FFmpeg's name for a composed frame's layout.
+fn pixel_format(depth: SampleDepth) -> Pixel {
+    match depth {
+        SampleDepth::Eight => Pixel::YUV420P,
+        SampleDepth::Ten => crate::hdr_out::HDR_OUTPUT_FORMAT,
+    }
 }

@@ -3,7 +3,9 @@
 //!
 //! ```no_run
 //! use std::sync::atomic::AtomicBool;
-//! use vidforge_media::{BackendChoice, Engine, EncoderSettings, OutputFormat, RenderJob, Resolution};
+//! use vidforge_media::{
+//!     BackendChoice, Engine, EncoderSettings, HdrPolicy, OutputFormat, RenderJob, Resolution,
+//! };
 //! let engine = Engine::new(BackendChoice::Auto)?;
 //! let job = RenderJob {
 //!     input: "in.mov".into(),
@@ -12,6 +14,7 @@
 //!     format: OutputFormat::Mp4,
 //!     watermark: None,
 //!     encoder: EncoderSettings::default(),
+//!     hdr: HdrPolicy::ToSdr,
 //! };
 //! let report = engine.render(&job, &mut |p| eprintln!("{p:?}"), &AtomicBool::new(false))?;
 //! println!("{} frames at {:.0} fps", report.frames, report.fps);
@@ -26,6 +29,7 @@ mod error;
 mod ffutil;
 pub mod fixtures;
 mod hardware;
+mod hdr_out;
 mod hwdecode;
 mod lend;
 mod muxer;
@@ -55,7 +59,7 @@ pub use source::hdr::{ContentLight, DolbyVision, DynamicRange, MasteringDisplay,
 pub use source::{MAX_DIMENSION, SourceLimits};
 pub use tempout::{sync_dir, sync_parent_dirs};
 pub use types::{
-    BackendChoice, EncoderSettings, OutputFormat, Progress, RenderJob, RenderReport, Resolution,
-    Stage, StageTimes, WatermarkSpec,
+    BackendChoice, EncoderSettings, HdrPolicy, OutputFormat, Progress, RenderJob, RenderReport,
+    Resolution, Stage, StageTimes, WatermarkSpec,
 };
 pub use watermark::load_watermark_png;

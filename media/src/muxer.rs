@@ -12,6 +12,7 @@ use vidforge_gpu::Yuv420Frame;
 use crate::audio_transcode::AudioTranscoder;
 use crate::error::MediaError;
 use crate::hardware::H264Encoder;
+use crate::hdr_out::HdrOutput;
 use crate::source::{AudioMeta, Source};
 use crate::types::{EncoderSettings, OutputFormat};
 use crate::video_out::{OutputParams, VideoOut};
@@ -122,9 +123,9 @@ impl Muxer {
         format: OutputFormat,
         settings: &EncoderSettings,
         h264: H264Encoder,
-        out_w: u32,
-        out_h: u32,
+        (out_w, out_h): (u32, u32),
         src: &Source,
+        hdr: Option<HdrOutput>,
     ) -> Result<Muxer, MediaError> {
         let mut octx = ffmpeg::format::output_as(path, format.muxer()).map_err(|e| {
             MediaError::failed(format!("cannot create output file {}: {e}", path.display()))
@@ -140,6 +141,7 @@ impl Muxer {
             out_w,
             out_h,
             global_header,
+            hdr,
         };
         let mut video = VideoOut::open(&mut octx, &params, src)?;
         let mut audio = open_audio(&mut octx, &params, src)?;

@@ -7,7 +7,7 @@ use ffmpeg::ffi;
 use ffmpeg::format::Pixel;
 use ffmpeg::frame;
 use ffmpeg_next as ffmpeg;
-use vidforge_gpu::{Rotation, Yuv420Frame};
+use vidforge_gpu::{Rotation, SampleDepth, Yuv420Frame};
 
 use crate::error::MediaError;
 
@@ -122,20 +122,22 @@ impl Sws {
         dst: &mut Yuv420Frame,
     ) -> Result<(), MediaError> {
         check_frame(src, &self.key)?;
-        if self.key.dst_fmt != Pixel::YUV420P
-            || dst.width != self.key.dst_w
-            || dst.height != self.key.dst_h
+        let format = match dst.depth {
+            SampleDepth::Eight => Pixel::YUV420P,
+            SampleDepth::Ten => crate::hdr_out::HDR_OUTPUT_FORMAT,
+        };
+        if self.key.dst_fmt != format || dst.width != self.key.dst_w || dst.height != self.key.dst_h
         {
             return Err(MediaError::failed(
                 "swscale destination does not match its context",
             ));
         }
+        // Rows in bytes.
+        let b = dst.depth.bytes();
         let (cw, ch) = Yuv420Frame::chroma_size(dst.width, dst.height);
-        let (w, h) = (dst.width as usize, dst.height as usize);
-        if dst.y.len() < w * h
-            || dst.u.len() < (cw * ch) as usize
-            || dst.v.len() < (cw * ch) as usize
-        {
+        let (cw, ch) = (cw as usize * b, ch as usize);
+        let (w, h) = (dst.width as usize * b, dst.height as usize);
+        if dst.y.len() < w * h || dst.u.len() < cw * ch || dst.v.len() < cw * ch {
             return Err(MediaError::failed("destination planes too small"));
         }
         // SAFETY: the planes were just checked to hold the destination size at these strides.
@@ -148,7 +150,7 @@ impl Sws {
                     dst.v.as_mut_ptr(),
                     ptr::null_mut(),
                 ],
-                [dst.width as i32, cw as i32, cw as i32, 0],
+                [w as i32, cw as i32, cw as i32, 0],
             );
         }
         Ok(())
@@ -271,8 +273,9 @@ pub(crate) fn copy_yuv420(src: &frame::Video, dst: &mut Yuv420Frame) -> Result<(
     Ok(())
 }
 
-/// Rotates a tight plane `src` (`w x h`) clockwise by `rot` into `dst` (display orientation).
-pub(crate) fn rotate_plane(src: &[u8], w: usize, h: usize, dst: &mut [u8], rot: Rotation) {
+/// Rotates a tight plane `src` (`w x h` samples of any size) clockwise by `rot` into `dst`
+/// (display orientation).
+pub(crate) fn rotate_plane<T: Copy>(src: &[T], w: usize, h: usize, dst: &mut [T], rot: Rotation) {
     const B: usize = 32;
     match rot {
         Rotation::None => dst[..w * h].copy_from_slice(&src[..w * h]),
@@ -304,30 +307,31 @@ pub(crate) fn rotate_plane(src: &[u8], w: usize, h: usize, dst: &mut [u8], rot: 
     }
 }
 
-/// Rotates a whole frame; `dst` must already have the rotated size.
+/// Rotates a whole frame (8- or 10-bit); `dst` must already have the rotated size and the
+/// same depth.
 pub(crate) fn rotate_frame(src: &Yuv420Frame, dst: &mut Yuv420Frame, rot: Rotation) {
     let (cw, ch) = Yuv420Frame::chroma_size(src.width, src.height);
-    rotate_plane(
-        &src.y,
-        src.width as usize,
-        src.height as usize,
-        &mut dst.y,
-        rot,
-    );
-    rotate_plane(&src.u, cw as usize, ch as usize, &mut dst.u, rot);
-    rotate_plane(&src.v, cw as usize, ch as usize, &mut dst.v, rot);
+    let (w, h) = (src.width as usize, src.height as usize);
+    let (cw, ch) = (cw as usize, ch as usize);
+    let planes = [
+        (&src.y, &mut dst.y, w, h),
+        (&src.u, &mut dst.u, cw, ch),
+        (&src.v, &mut dst.v, cw, ch),
+    ];
+    for (s, d, w, h) in planes {
+        match src.depth {
+            SampleDepth::Eight => rotate_plane(s, w, h, d, rot),
+            // Two-byte samples, moved whole.
+            SampleDepth::Ten => {
+                rotate_plane(s.as_chunks::<2>().0, w, h, d.as_chunks_mut::<2>().0, rot)
+            }
+        }
+    }
 }
 
 /// A zeroed frame of the given size (Y 0, chroma 128 is not needed: every sample is written).
 pub(crate) fn blank_frame(width: u32, height: u32) -> Yuv420Frame {
-    let (cw, ch) = Yuv420Frame::chroma_size(width, height);
-    Yuv420Frame {
-        width,
-        height,
-        y: vec![0; (width * height) as usize],
-        u: vec![0; (cw * ch) as usize],
-        v: vec![0; (cw * ch) as usize],
-    }
+    Yuv420Frame::blank(width, height, vidforge_gpu::SampleDepth::Eight)
 }
 
 #[cfg(test)]

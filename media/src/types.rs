@@ -225,6 +225,18 @@ impl Default for EncoderSettings {
     }
 }
 
+/// What a render does with an HDR (PQ or HLG) source. SDR sources are unaffected.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum HdrPolicy {
+    /// Tone-mapped to BT.709 SDR, 8-bit (H.264 or VP9 profile 0): plays right everywhere.
+    #[default]
+    ToSdr,
+    /// Kept HDR: 10-bit in the source's transfer, primaries and matrix, its mastering
+    /// display and content light metadata carried over; HEVC Main10 in mp4/mov (libx265), VP9
+    /// profile 2 in webm. Previews are tone-mapped all the same (browsers show SDR PNGs).
+    Keep,
+}
+
 /// One render: input file to output file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RenderJob {
@@ -234,6 +246,7 @@ pub struct RenderJob {
     pub format: OutputFormat,
     pub watermark: Option<WatermarkSpec>,
     pub encoder: EncoderSettings,
+    pub hdr: HdrPolicy,
 }
 
 /// What a render is doing right now.

@@ -1,5 +1,6 @@
 //! The video side of the output: the H.264 (libx264 or NVENC) or VP9 (libvpx-vp9) encoder,
-//! the timestamps of the frames it gets, and its packets into the muxer.
+//! or for HDR kept 10-bit HEVC (libx265) or VP9 profile 2, the timestamps of the frames it
+//! gets, and its packets into the muxer.
 
 use std::collections::BTreeMap;
 
@@ -8,11 +9,12 @@ use ffmpeg::format::Pixel;
 use ffmpeg::format::context::Output;
 use ffmpeg::{Dictionary, Packet, Rational, codec, encoder, frame};
 use ffmpeg_next as ffmpeg;
-use vidforge_gpu::Yuv420Frame;
+use vidforge_gpu::{SampleDepth, Yuv420Frame};
 
 use crate::error::MediaError;
 use crate::ffutil::{is_eagain, rescale};
 use crate::hardware::H264Encoder;
+use crate::hdr_out::{HDR_OUTPUT_FORMAT, HEVC_ENCODER, HdrOutput};
 use crate::lend::{copy_frame, lend_frame};
 use crate::source::Source;
 use crate::types::{EncoderSettings, OutputFormat};
@@ -30,16 +32,38 @@ pub(crate) struct OutputParams<'a> {
     pub out_h: u32,
     /// The container wants codec headers out of band.
     pub global_header: bool,
+    /// HDR kept: 10-bit frames in this colour, its metadata carried over.
+    pub hdr: Option<HdrOutput>,
+}
+
+/// The video encoder's name for `format`, H.264 through `h264`, HEVC when HDR is kept.
+pub(crate) fn video_encoder_name(
+    format: OutputFormat,
+    h264: H264Encoder,
+    hdr: bool,
+) -> &'static str {
+    match format {
+        OutputFormat::Mp4 | OutputFormat::Mov if hdr => HEVC_ENCODER,
+        OutputFormat::Mp4 | OutputFormat::Mov => h264.ffmpeg_name(),
+        OutputFormat::Webm => VP9_ENCODER,
+    }
 }
 
 /// The video encoder's FFmpeg name and options for `format`.
-fn video_codec_options(
-    format: OutputFormat,
-    settings: &EncoderSettings,
-    h264: H264Encoder,
-) -> (&'static str, Dictionary<'static>) {
-    match format {
-        OutputFormat::Mp4 | OutputFormat::Mov => (h264.ffmpeg_name(), h264.options(settings)),
+fn video_codec_options(p: &OutputParams<'_>) -> (&'static str, Dictionary<'static>) {
+    let settings = p.settings;
+    match p.format {
+        OutputFormat::Mp4 | OutputFormat::Mov => match &p.hdr {
+            // HEVC Main10 with x264's speed preset and quality (the same names and scale).
+            Some(hdr) => {
+                let mut d = Dictionary::new();
+                d.set("preset", &settings.h264_preset);
+                d.set("crf", &settings.h264_crf.min(51).to_string());
+                d.set("x265-params", &hdr.x265_params());
+                (HEVC_ENCODER, d)
+            }
+            None => (p.h264.ffmpeg_name(), p.h264.options(settings)),
+        },
         OutputFormat::Webm => {
             let mut d = Dictionary::new();
             d.set("deadline", &settings.vp9_deadline);
@@ -87,14 +111,25 @@ fn open_video_encoder(
         .map_err(|e| MediaError::ffmpeg("creating the video encoder", e))?;
     enc.set_width(p.out_w);
     enc.set_height(p.out_h);
-    enc.set_format(Pixel::YUV420P);
     enc.set_time_base(enc_tb);
     enc.set_frame_rate(Some(fps));
     enc.set_aspect_ratio(Rational::new(1, 1));
-    enc.set_colorspace(ffmpeg::color::Space::BT709);
     enc.set_color_range(ffmpeg::color::Range::MPEG);
-    enc.set_color_primaries(ffmpeg::color::Primaries::BT709);
-    enc.set_color_transfer_characteristic(ffmpeg::color::TransferCharacteristic::BT709);
+    match &p.hdr {
+        Some(hdr) => {
+            // libvpx-vp9 picks profile 2 from the 10-bit format.
+            enc.set_format(HDR_OUTPUT_FORMAT);
+            enc.set_colorspace(hdr.matrix());
+            enc.set_color_primaries(hdr.primaries());
+            enc.set_color_transfer_characteristic(hdr.transfer());
+        }
+        None => {
+            enc.set_format(Pixel::YUV420P);
+            enc.set_colorspace(ffmpeg::color::Space::BT709);
+            enc.set_color_primaries(ffmpeg::color::Primaries::BT709);
+            enc.set_color_transfer_characteristic(ffmpeg::color::TransferCharacteristic::BT709);
+        }
+    }
     if p.format == OutputFormat::Webm || p.h264 == H264Encoder::Nvenc {
         // Constant quality: a zero target bitrate with crf / cq.
         enc.set_bit_rate(0);
@@ -117,6 +152,8 @@ pub(crate) struct VideoOut {
     offset: i64,
     width: u32,
     height: u32,
+    /// The sample depth the encoder takes (10-bit when HDR is kept).
+    depth: SampleDepth,
     /// Encoder frame for composed frames that cannot be lent in place; allocated on first use.
     frame: Option<frame::Video>,
     packet: Packet,
@@ -131,7 +168,7 @@ pub(crate) struct VideoOut {
 impl VideoOut {
     /// Opens the video encoder and adds the video stream to `octx`.
     pub fn open(octx: &mut Output, p: &OutputParams<'_>, src: &Source) -> Result<Self, MediaError> {
-        let (codec_name, opts) = video_codec_options(p.format, p.settings, p.h264);
+        let (codec_name, opts) = video_codec_options(p);
         let codec = encoder::find_by_name(codec_name).ok_or_else(|| {
             MediaError::failed(format!(
                 "encoder {codec_name} is not available in this FFmpeg build"
@@ -147,6 +184,17 @@ impl VideoOut {
             ost.set_parameters(&venc);
             ost.set_time_base(enc_tb);
             ost.set_avg_frame_rate(fps);
+            if let Some(hdr) = &p.hdr {
+                // SAFETY: the stream was just added to `octx`, whose header is not written.
+                unsafe {
+                    hdr.add_stream_side_data(ost.as_mut_ptr())?;
+                    if p.format != OutputFormat::Webm {
+                        // `hvc1` (parameter sets in the sample entry), which Apple's players
+                        // require, rather than the muxer's default `hev1`.
+                        (*(*ost.as_mut_ptr()).codecpar).codec_tag = u32::from_le_bytes(*b"hvc1");
+                    }
+                }
+            }
             ost.index()
         };
         Ok(VideoOut {
@@ -159,6 +207,11 @@ impl VideoOut {
             offset: src.start_offset(ist_tb),
             width: p.out_w,
             height: p.out_h,
+            depth: if p.hdr.is_some() {
+                SampleDepth::Ten
+            } else {
+                SampleDepth::Eight
+            },
             frame: None,
             packet: Packet::empty(),
             last_pts: None,
@@ -191,10 +244,10 @@ impl VideoOut {
         home: Option<&Sender<Yuv420Frame>>,
     ) -> Result<(), MediaError> {
         let v = self;
-        if img.width != v.width || img.height != v.height {
+        if img.width != v.width || img.height != v.height || img.depth != v.depth {
             return Err(MediaError::failed(format!(
-                "composed frame is {}x{}, encoder expects {}x{}",
-                img.width, img.height, v.width, v.height
+                "composed frame is {}x{} {:?}, encoder expects {}x{} {:?}",
+                img.width, img.height, img.depth, v.width, v.height, v.depth
             )));
         }
         let mut p = match pts {

@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use vidforge_gpu::frame::{HdrSignal, prepare_watermark_hdr};
 use vidforge_gpu::{
     ColorSpec, PreparedWatermark, WatermarkImage, place_watermark, prepare_watermark,
 };
@@ -99,15 +100,21 @@ pub(crate) fn check_opacity(opacity: f32) -> Result<(), MediaError> {
 
 /// Loads, places and prepares the watermark for an `out_w x out_h` output. `None` when the
 /// watermark would be empty at this size.
+/// `hdr`: the output stays HDR in this light (10-bit values), else SDR BT.709.
 pub(crate) fn prepare(
     spec: &WatermarkSpec,
     out_w: u32,
     out_h: u32,
+    hdr: Option<&HdrSignal>,
 ) -> Result<Option<PreparedWatermark>, MediaError> {
     check_opacity(spec.opacity)?;
     let img = load_watermark_png(&spec.image)?;
     Ok(
-        place_watermark(out_w, out_h, img.width, img.height, spec.position)
-            .map(|placement| prepare_watermark(&img, placement, spec.opacity, ColorSpec::OUTPUT)),
+        place_watermark(out_w, out_h, img.width, img.height, spec.position).map(|placement| {
+            match hdr {
+                Some(signal) => prepare_watermark_hdr(&img, placement, spec.opacity, signal),
+                None => prepare_watermark(&img, placement, spec.opacity, ColorSpec::OUTPUT),
+            }
+        }),
     )
 }

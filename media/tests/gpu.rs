@@ -165,6 +165,7 @@ fn nv12_and_p010_frames_compose_like_the_cpu_compositor() {
                 vidforge_media::ColorSpec::OUTPUT,
             )),
             tone_map: None,
+            keep_hdr: false,
         };
         let mut on_gpu = WgpuCompositor::new(&ctx, spec.clone(), 2);
         let mut on_cpu = CpuCompositor::new(spec);

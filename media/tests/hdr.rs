@@ -2,7 +2,9 @@
 //! to SDR BT.709 by both compositors, against FFmpeg's own chain on the same frames:
 //! `zscale=t=linear:npl=100, zscale=p=bt709, tonemap=hable:desat=0:peak=P,
 //! zscale=t=bt709:m=bt709:r=tv`. Colour is compared as CIEDE2000 (the `palette` crate) on
-//! a BT.1886 display; the watermark's opacity is measured on a flat HDR frame.
+//! a BT.1886 display; the watermark's opacity is measured on a flat HDR frame. HDR kept
+//! (`HdrPolicy::Keep`): HEVC Main10 / VP9 profile 2 with the source's tags and metadata,
+//! checked with ffprobe and by PSNR against the source.
 
 mod common;
 
@@ -15,10 +17,11 @@ use vidforge_media::ffmpeg::format::Pixel;
 use vidforge_media::ffmpeg::{color, frame};
 use vidforge_media::fixtures::{self, HDR10_MASTERING};
 use vidforge_media::gpu::frame::tonemap::ToneMap;
-use vidforge_media::gpu::{WatermarkImage, place_watermark, prepare_watermark};
+use vidforge_media::gpu::frame::{HdrSignal, prepare_watermark_hdr};
+use vidforge_media::gpu::{SampleDepth, WatermarkImage, place_watermark, prepare_watermark};
 use vidforge_media::{
-    ColorSpec, ComposeSpec, Compositor, CpuCompositor, DynamicRange, OutputFormat, Position,
-    Resolution, Rotation, SourceColor, WgpuCompositor, Yuv420Frame, decode_frames,
+    ColorSpec, ComposeSpec, Compositor, CpuCompositor, DynamicRange, HdrPolicy, OutputFormat,
+    Position, Resolution, Rotation, SourceColor, WgpuCompositor, Yuv420Frame, decode_frames,
     decode_raw_frames, probe,
 };
 
@@ -65,6 +68,7 @@ fn spec(src: &Source, size: (u32, u32), watermark: Option<f32>) -> ComposeSpec {
         rotation: Rotation::None,
         watermark,
         tone_map: Some(src.tone_map),
+        keep_hdr: false,
     }
 }
 
@@ -436,6 +440,7 @@ fn golden_cases() -> Vec<(String, u64)> {
                 rotation: Rotation::None,
                 watermark: Some(prepare_watermark(&logo, place, 0.6, ColorSpec::OUTPUT)),
                 tone_map: None,
+                keep_hdr: false,
             };
             let f = CpuCompositor::new(spec)
                 .compose_single(&src)
@@ -496,5 +501,240 @@ fn sdr_sources_compose_exactly_as_before_hdr_support() {
             ..color.clone()
         };
         assert_eq!(declared.tone_map(), None, "{transfer}");
+    }
+}
+
+// HDR kept (`HdrPolicy::Keep`): 10-bit output in the source's own colour.
+
+/// A kept-HDR render's video stream, as ffprobe reads it: stream fields and the first
+/// frame's side data.
+fn ffprobe_hdr(path: &Path) -> String {
+    let out = std::process::Command::new("ffprobe")
+        .args(["-v", "error", "-select_streams", "v:0", "-show_streams"])
+        .args(["-show_frames", "-read_intervals", "%+#1", "-of", "flat"])
+        .arg(path)
+        .output()
+        .expect("ffprobe runs");
+    assert!(out.status.success(), "ffprobe {}", path.display());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// PSNR (dB, all planes) of a render against its source scaled by FFmpeg the way the CPU
+/// compositor scales (bicubic when enlarging), both at 10 bits.
+fn psnr_against_source(render: &Path, source: &Path, (w, h): (u32, u32)) -> f64 {
+    let graph = format!(
+        "[1:v]scale={w}:{h}:flags=bicubic,format=yuv420p10le[ref];\
+         [0:v]format=yuv420p10le[out];[out][ref]psnr"
+    );
+    let out = std::process::Command::new("ffmpeg")
+        .args(["-hide_banner", "-i"])
+        .arg(render)
+        .arg("-i")
+        .arg(source)
+        .args(["-lavfi", &graph, "-f", "null", "-"])
+        .output()
+        .expect("ffmpeg runs");
+    let log = String::from_utf8_lossy(&out.stderr);
+    log.split("average:")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no PSNR in: {log}"))
+}
+
+/// The lowest PSNR a kept-HDR render may have against its source at the same size (HEVC or
+/// VP9 at the default quality on synthetic content; measured 48-49 dB).
+const MIN_KEPT_PSNR: f64 = 38.0;
+
+#[test]
+fn hdr_kept_comes_out_10_bit_with_its_tags_and_metadata() {
+    let dir = tempdir();
+    let (max, min, cll, fall) = HDR10_MASTERING;
+    let cases = [
+        (
+            DynamicRange::Pq,
+            OutputFormat::Mp4,
+            "hevc",
+            "Main 10",
+            "smpte2084",
+        ),
+        (
+            DynamicRange::Pq,
+            OutputFormat::Webm,
+            "vp9",
+            "Profile 2",
+            "smpte2084",
+        ),
+        (
+            DynamicRange::Hlg,
+            OutputFormat::Mov,
+            "hevc",
+            "Main 10",
+            "arib-std-b67",
+        ),
+    ];
+    for (dr, format, codec, profile, trc) in cases {
+        let src = fixtures::hdr_clip(dir.path(), dr).expect("clip");
+        let out = dir.path().join(format!("{dr:?}-kept.{format}"));
+        let mut job = job(&src, &out, Resolution::P720, format);
+        job.hdr = HdrPolicy::Keep;
+        let report = render(&cpu(), &job);
+        let name = format!("{dr:?} -> {format}");
+        let probe = ffprobe_hdr(&out);
+        for field in [
+            format!("streams.stream.0.codec_name=\"{codec}\""),
+            format!("streams.stream.0.profile=\"{profile}\""),
+            "streams.stream.0.pix_fmt=\"yuv420p10le\"".to_string(),
+            format!("streams.stream.0.color_transfer=\"{trc}\""),
+            "streams.stream.0.color_primaries=\"bt2020\"".to_string(),
+            "streams.stream.0.color_space=\"bt2020nc\"".to_string(),
+            "streams.stream.0.color_range=\"tv\"".to_string(),
+        ] {
+            assert!(probe.contains(&field), "{name}: no {field} in\n{probe}");
+        }
+        assert_eq!(
+            report.encoder,
+            if codec == "hevc" {
+                "libx265"
+            } else {
+                "libvpx-vp9"
+            }
+        );
+        if dr == DynamicRange::Pq {
+            // The source's HDR10 metadata, where each container keeps it: x265's SEI (frame
+            // side data) for HEVC, Matroska's MasteringMetadata (stream side data) for WebM.
+            let kind = if codec == "hevc" {
+                "frames.frame"
+            } else {
+                "streams.stream"
+            };
+            let side = format!("{kind}.0.side_data_list.side_data.");
+            for kind in ["Mastering display metadata", "Content light level metadata"] {
+                let line = format!("side_data_type=\"{kind}\"");
+                assert!(
+                    probe
+                        .lines()
+                        .any(|l| l.starts_with(&side) && l.ends_with(&line)),
+                    "{name}: no {kind} under {side} in\n{probe}"
+                );
+            }
+            let mut wanted = vec![format!("max_content={cll}"), format!("max_average={fall}")];
+            if codec == "hevc" {
+                // SEI units (1/10000 nit); Matroska stores floats (checked below instead).
+                wanted.push(format!(
+                    "max_luminance=\"{}/10000\"",
+                    (max * 10_000.0) as u64
+                ));
+                wanted.push(format!(
+                    "min_luminance=\"{}/10000\"",
+                    (min * 10_000.0) as u64
+                ));
+            }
+            for want in wanted {
+                assert!(probe.contains(&want), "{name}: no {want} in\n{probe}");
+            }
+            // And vidforge's own probe reads it back as the source's.
+            let color = vidforge_media::probe(&out)
+                .expect("probe")
+                .video
+                .expect("video")
+                .color;
+            assert_eq!(color.dynamic_range, DynamicRange::Pq, "{name}");
+            let source_color = vidforge_media::probe(&src)
+                .expect("probe")
+                .video
+                .expect("video")
+                .color;
+            if codec == "vp9" {
+                // Primaries in ST 2086's 1/50000 steps: the source's floats, rounded.
+                let (m, sm) = (
+                    color.mastering.expect("mastering"),
+                    source_color.mastering.expect("source mastering"),
+                );
+                assert_eq!(
+                    (m.max_nits, m.min_nits),
+                    (sm.max_nits, sm.min_nits),
+                    "{name}"
+                );
+                let (p, sp) = (
+                    m.primaries.expect("primaries"),
+                    sm.primaries.expect("source primaries"),
+                );
+                for (a, b) in p.iter().zip(&sp) {
+                    assert!(
+                        (a.0 - b.0).abs() < 2e-5 && (a.1 - b.1).abs() < 2e-5,
+                        "{name}: {p:?} vs {sp:?}"
+                    );
+                }
+                assert_eq!(color.content_light, source_color.content_light, "{name}");
+            }
+        }
+        let p = psnr_against_source(&out, &src, (1280, 720));
+        eprintln!("{name}: {p:.1} dB against the source at 1280x720");
+        assert!(p >= MIN_KEPT_PSNR, "{name}: {p:.1} dB against the source");
+    }
+}
+
+/// The watermark over kept HDR: a white logo lands at graphics white (BT.2408: PQ 58 %, HLG
+/// 75 %) and blends at its opacity in the output's own signal, at 10 bits.
+#[test]
+fn the_watermark_reads_at_its_opacity_over_hdr_kept() {
+    let dir = tempdir();
+    let opacity = 0.6;
+    for dr in [DynamicRange::Pq, DynamicRange::Hlg] {
+        let path = fixtures::hdr_clip_of(dir.path(), dr, "color=c=0x3a6f9c:s=320x180:r=25:d=1")
+            .expect("flat clip");
+        let src = source(path);
+        let signal = HdrSignal::of(&src.tone_map);
+        let logo = WatermarkImage {
+            width: 64,
+            height: 32,
+            rgba: [255, 255, 255, 255].repeat(64 * 32),
+        };
+        let (w, h) = src.size;
+        let place = place_watermark(w, h, 64, 32, Position::Center).expect("fits");
+        let spec = ComposeSpec {
+            out_width: w,
+            out_height: h,
+            rotation: Rotation::None,
+            watermark: Some(prepare_watermark_hdr(&logo, place, opacity, &signal)),
+            tone_map: Some(src.tone_map),
+            keep_hdr: true,
+        };
+        let out = compose(&mut CpuCompositor::new(spec), &src.frames[..1]).remove(0);
+        assert_eq!(out.depth, SampleDepth::Ten);
+        let luma = |x0: usize, y0: usize, n: usize| -> f64 {
+            let mut sum = 0.0;
+            for y in y0..y0 + n {
+                for x in x0..x0 + n {
+                    sum += f64::from(Yuv420Frame::sample16(&out.y, y * w as usize + x));
+                }
+            }
+            sum / (n * n) as f64
+        };
+        let white = f64::from(signal.graphics_to_yuv([1.0; 3])[0]);
+        let background = luma(8, 8, 16);
+        // The logo's inner quarter, clear of resampled edges.
+        let n = (place.width.min(place.height) / 2) as usize;
+        let (cx, cy) = (
+            (place.x + place.width / 2) as usize - n / 2,
+            (place.y + place.height / 2) as usize - n / 2,
+        );
+        let covered = luma(cx, cy, n);
+        let measured = (covered - background) / (white - background);
+        eprintln!(
+            "{dr:?} kept: background {background:.1}, white {white:.1}, under the logo {covered:.1}, opacity {measured:.3}"
+        );
+        assert!(
+            (measured - f64::from(opacity)).abs() <= 0.03,
+            "{dr:?}: the logo reads at {measured:.3}, asked {opacity}"
+        );
+        // The source's own samples pass at 10 bits: the background is the decoded value.
+        let decoded = &src.frames[0];
+        let raw = u16::from_le_bytes([decoded.data(0)[16], decoded.data(0)[17]]);
+        assert!(
+            (background - f64::from(raw)).abs() <= 1.0,
+            "{dr:?}: {background} vs {raw}"
+        );
     }
 }

@@ -53,6 +53,7 @@ fn sample(id: &str, created_at: u64) -> RenderRecord {
         estimated_pixel_frames: 0,
         speculation: None,
         source_hdr: None,
+        keep_hdr: false,
     }
 }
 

@@ -62,6 +62,11 @@ fn watermark(wm: &PreparedWatermark, out_w: u32, out_h: u32) -> Result<(), GpuEr
             p.width, p.height, p.x, p.y
         )));
     }
+    if wm.depth != crate::SampleDepth::Eight {
+        return Err(invalid(
+            "the wgpu compositor writes 8-bit frames: the watermark is prepared for 10-bit",
+        ));
+    }
     let luma = p.width as usize * p.height as usize;
     let chroma = (p.width / 2) as usize * (p.height / 2) as usize;
     let planes = [
@@ -74,7 +79,7 @@ fn watermark(wm: &PreparedWatermark, out_w: u32, out_h: u32) -> Result<(), GpuEr
     for (name, got, want) in planes {
         if got != want {
             return Err(invalid(format!(
-                "watermark plane {name} has {got} bytes, expected {want} for a {}x{} placement",
+                "watermark plane {name} has {got} samples, expected {want} for a {}x{} placement",
                 p.width, p.height
             )));
         }

@@ -179,7 +179,13 @@ fn pack_watermark(wm: Option<&PreparedWatermark>) -> Result<(Vec<u8>, [[u32; 5];
         for (i, (values, alphas, [x, y, w, h])) in planes.into_iter().enumerate() {
             let off = to_u32(wm_bytes.len() as u64, "watermark size")?;
             wm_rects[i] = [x, y, w, h, off];
-            wm_bytes.extend(values.iter().zip(alphas.iter()).flat_map(|(&v, &a)| [v, a]));
+            // 8-bit output only (`checks::watermark`): every value fits its byte.
+            wm_bytes.extend(
+                values
+                    .iter()
+                    .zip(alphas.iter())
+                    .flat_map(|(&v, &a)| [v as u8, a]),
+            );
         }
     }
     // Whole words, plus the two words a row-end load may read past the last pair.

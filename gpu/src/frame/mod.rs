@@ -5,20 +5,22 @@
 //! watermark bit for bit: the only difference between backends is the scaler.
 
 // One file per concept, each re-exported here (the public paths are `vidforge_gpu::frame::*`):
-// `planes.rs` the frame types and source layouts, `color.rs` colour specs, `rotation.rs`, `tonemap.rs` HDR to SDR,
+// `planes.rs` the frame types and source layouts, `color.rs` colour specs, `rotation.rs`, `tonemap.rs` HDR to SDR, `hdr_signal.rs` SDR graphics into HDR,
 // `watermark.rs` placement, preparation and the reference blend.
 
 mod color;
+mod hdr_signal;
 mod planes;
 mod rotation;
 pub mod tonemap;
 mod watermark;
 
 pub use color::{ColorSpec, Matrix, Range};
-pub use planes::{SemiPlanarFrame, SourceFormat, SourceFrame, Yuv420Frame};
+pub use hdr_signal::HdrSignal;
+pub use planes::{SampleDepth, SemiPlanarFrame, SourceFormat, SourceFrame, Yuv420Frame};
 pub use rotation::Rotation;
 pub use watermark::{
     Placement, Position, PreparedWatermark, WATERMARK_MARGIN_FRACTION, WATERMARK_MAX_FRACTION,
     WATERMARK_REFERENCE_SHORT_SIDE, WatermarkImage, blend_watermark, place_watermark,
-    prepare_watermark,
+    prepare_watermark, prepare_watermark_hdr,
 };

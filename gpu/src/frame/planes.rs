@@ -1,8 +1,38 @@
-//! The frame types: a planar 8-bit frame ([`Yuv420Frame`], what every compositor returns), the
+//! The frame types: a planar frame ([`Yuv420Frame`], 8-bit or 10-bit, what every compositor returns), the
 //! memory layouts decoders hand over ([`SourceFormat`]), a borrowed view of any of them
 //! ([`SourceFrame`]) and an owned semi-planar frame ([`SemiPlanarFrame`]).
 
-/// An 8-bit planar 4:2:0 frame, tightly packed (stride == width of each plane).
+/// Bits per sample of a [`Yuv420Frame`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SampleDepth {
+    /// One byte per sample (`yuv420p`): every SDR output.
+    #[default]
+    Eight,
+    /// Two bytes per sample, little-endian, the value in the low 10 bits (`yuv420p10le`):
+    /// HDR output.
+    Ten,
+}
+
+impl SampleDepth {
+    /// Bytes per sample.
+    pub fn bytes(self) -> usize {
+        match self {
+            SampleDepth::Eight => 1,
+            SampleDepth::Ten => 2,
+        }
+    }
+
+    /// The largest code value.
+    pub fn max_code(self) -> u16 {
+        match self {
+            SampleDepth::Eight => 255,
+            SampleDepth::Ten => 1023,
+        }
+    }
+}
+
+/// A planar 4:2:0 frame, tightly packed (a plane's row is its width in samples), 8-bit or,
+/// for HDR output, 10-bit in little-endian 16-bit samples (`depth`).
 ///
 /// Chroma planes are `ceil(width/2) x ceil(height/2)`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -12,9 +42,48 @@ pub struct Yuv420Frame {
     pub y: Vec<u8>,
     pub u: Vec<u8>,
     pub v: Vec<u8>,
+    pub depth: SampleDepth,
 }
 
 impl Yuv420Frame {
+    /// An 8-bit frame from its three planes.
+    pub fn from_planes(width: u32, height: u32, y: Vec<u8>, u: Vec<u8>, v: Vec<u8>) -> Self {
+        Yuv420Frame {
+            width,
+            height,
+            y,
+            u,
+            v,
+            depth: SampleDepth::Eight,
+        }
+    }
+
+    /// A zeroed frame of this size and depth.
+    pub fn blank(width: u32, height: u32, depth: SampleDepth) -> Self {
+        let (cw, ch) = Self::chroma_size(width, height);
+        let b = depth.bytes();
+        Yuv420Frame {
+            width,
+            height,
+            y: vec![0; width as usize * height as usize * b],
+            u: vec![0; cw as usize * ch as usize * b],
+            v: vec![0; cw as usize * ch as usize * b],
+            depth,
+        }
+    }
+
+    /// Sample `i` of a 10-bit plane (`depth` [`SampleDepth::Ten`]).
+    #[inline]
+    pub fn sample16(plane: &[u8], i: usize) -> u16 {
+        u16::from_le_bytes([plane[2 * i], plane[2 * i + 1]])
+    }
+
+    /// Sets sample `i` of a 10-bit plane.
+    #[inline]
+    pub fn set_sample16(plane: &mut [u8], i: usize, value: u16) {
+        plane[2 * i..2 * i + 2].copy_from_slice(&value.to_le_bytes());
+    }
+
     /// Chroma plane size for a luma size.
     pub fn chroma_size(width: u32, height: u32) -> (u32, u32) {
         (width.div_ceil(2), height.div_ceil(2))
@@ -29,6 +98,7 @@ impl Yuv420Frame {
             y: vec![yuv[0]; (width * height) as usize],
             u: vec![yuv[1]; (cw * ch) as usize],
             v: vec![yuv[2]; (cw * ch) as usize],
+            depth: SampleDepth::Eight,
         }
     }
 

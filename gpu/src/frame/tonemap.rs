@@ -62,26 +62,26 @@ pub struct ToneMap {
 pub const REFERENCE_WHITE_NITS: f32 = 100.0;
 
 // SMPTE ST 2084.
-const PQ_M1: f32 = 2610.0 / 16384.0;
-const PQ_M2: f32 = 2523.0 / 4096.0 * 128.0;
-const PQ_C1: f32 = 3424.0 / 4096.0;
-const PQ_C2: f32 = 2413.0 / 4096.0 * 32.0;
-const PQ_C3: f32 = 2392.0 / 4096.0 * 32.0;
+pub(super) const PQ_M1: f32 = 2610.0 / 16384.0;
+pub(super) const PQ_M2: f32 = 2523.0 / 4096.0 * 128.0;
+pub(super) const PQ_C1: f32 = 3424.0 / 4096.0;
+pub(super) const PQ_C2: f32 = 2413.0 / 4096.0 * 32.0;
+pub(super) const PQ_C3: f32 = 2392.0 / 4096.0 * 32.0;
 // ARIB STD-B67 / BT.2100 HLG: a, b = 1 - 4a, c = 0.5 - a ln(4a); the system gamma of a
 // 1000-nit display.
-const HLG_A: f32 = 0.178_832_77;
-const HLG_B: f32 = 0.284_668_92;
-const HLG_C: f32 = 0.559_910_7;
-const HLG_GAMMA: f32 = 1.2;
+pub(super) const HLG_A: f32 = 0.178_832_77;
+pub(super) const HLG_B: f32 = 0.284_668_92;
+pub(super) const HLG_C: f32 = 0.559_910_7;
+pub(super) const HLG_GAMMA: f32 = 1.2;
 // John Hable's filmic curve (Uncharted 2), with FFmpeg's `tonemap` parameters.
 const HABLE: [f32; 6] = [0.15, 0.50, 0.10, 0.20, 0.02, 0.30];
 // BT.1886's display gamma (black at 0), whose inverse makes the output signal.
-const BT1886_GAMMA: f32 = 2.4;
+pub(super) const BT1886_GAMMA: f32 = 2.4;
 /// The floor of the brightest component, as FFmpeg's `tonemap` keeps it off zero.
 const MIN_SIGNAL: f32 = 1e-6;
 
 /// Linear BT.2020 RGB to linear BT.709 RGB (BT.2087, D65 both).
-const BT2020_TO_BT709: [[f64; 3]; 3] = [
+pub(super) const BT2020_TO_BT709: [[f64; 3]; 3] = [
     [1.660_491_0, -0.587_641_1, -0.072_849_9],
     [-0.124_550_5, 1.132_899_9, -0.008_349_4],
     [-0.018_150_8, -0.100_578_9, 1.118_729_7],

@@ -3,7 +3,8 @@
 //! ([`blend_watermark`]).
 
 use super::color::ColorSpec;
-use super::planes::Yuv420Frame;
+use super::hdr_signal::HdrSignal;
+use super::planes::{SampleDepth, Yuv420Frame};
 
 /// Where the watermark sits in the output frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -130,9 +131,11 @@ pub fn place_watermark(
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PreparedWatermark {
     pub placement: Placement,
-    pub y: Vec<u8>,
-    pub u: Vec<u8>,
-    pub v: Vec<u8>,
+    /// The depth of the frames it blends into; `y`, `u`, `v` are code values of that depth.
+    pub depth: SampleDepth,
+    pub y: Vec<u16>,
+    pub u: Vec<u16>,
+    pub v: Vec<u16>,
     pub alpha_y: Vec<u8>,
     pub alpha_c: Vec<u8>,
 }
@@ -146,10 +149,39 @@ pub fn prepare_watermark(
     opacity: f32,
     color: ColorSpec,
 ) -> PreparedWatermark {
+    prepare_with(image, placement, opacity, SampleDepth::Eight, |r, g, b| {
+        color.rgb_to_yuv(r, g, b)
+    })
+}
+
+/// [`prepare_watermark`] for frames that stay HDR: the watermark's sRGB graphics placed in
+/// `signal`'s light (graphics white at [`HdrSignal::GRAPHICS_WHITE_NITS`]) as 10-bit code
+/// values, so that it blends in the output's own transfer.
+pub fn prepare_watermark_hdr(
+    image: &WatermarkImage,
+    placement: Placement,
+    opacity: f32,
+    signal: &HdrSignal,
+) -> PreparedWatermark {
+    prepare_with(image, placement, opacity, SampleDepth::Ten, |r, g, b| {
+        signal.graphics_to_yuv([r, g, b])
+    })
+}
+
+/// The preparation both depths share; `to_yuv` maps non-premultiplied sRGB (0..=1) to code
+/// values of `depth`.
+fn prepare_with(
+    image: &WatermarkImage,
+    placement: Placement,
+    opacity: f32,
+    depth: SampleDepth,
+    to_yuv: impl Fn(f32, f32, f32) -> [f32; 3],
+) -> PreparedWatermark {
     let opacity = opacity.clamp(0.0, 1.0);
+    let max = f32::from(depth.max_code());
     let (pw, ph) = (placement.width as usize, placement.height as usize);
     let premul = resample_premultiplied(image, pw, ph);
-    let mut y = vec![0u8; pw * ph];
+    let mut y = vec![0u16; pw * ph];
     let mut alpha_y = vec![0u8; pw * ph];
     let mut uf = vec![0f32; pw * ph];
     let mut vf = vec![0f32; pw * ph];
@@ -160,16 +192,17 @@ pub fn prepare_watermark(
         } else {
             (0.0, 0.0, 0.0)
         };
-        let [yy, u, v] = color.rgb_to_yuv(r, g, b);
-        y[i] = yy.round().clamp(0.0, 255.0) as u8;
+        let [yy, u, v] = to_yuv(r, g, b);
+        y[i] = yy.round().clamp(0.0, max) as u16;
         uf[i] = u * a;
         vf[i] = v * a;
         alpha_y[i] = (a * opacity * 255.0).round().clamp(0.0, 255.0) as u8;
     }
     // Chroma: alpha-weighted average of each 2x2 block (placement is even-sized).
     let (cw, ch) = (pw / 2, ph / 2);
-    let mut u = vec![128u8; cw * ch];
-    let mut v = vec![128u8; cw * ch];
+    let neutral = depth.max_code().div_ceil(2);
+    let mut u = vec![neutral; cw * ch];
+    let mut v = vec![neutral; cw * ch];
     let mut alpha_c = vec![0u8; cw * ch];
     for cy in 0..ch {
         for cx in 0..cw {
@@ -187,14 +220,15 @@ pub fn prepare_watermark(
             }
             let j = cy * cw + cx;
             if sa > 0.0 {
-                u[j] = (su / sa).round().clamp(0.0, 255.0) as u8;
-                v[j] = (sv / sa).round().clamp(0.0, 255.0) as u8;
+                u[j] = (su / sa).round().clamp(0.0, max) as u16;
+                v[j] = (sv / sa).round().clamp(0.0, max) as u16;
             }
             alpha_c[j] = ((sa_out + 2) / 4) as u8;
         }
     }
     PreparedWatermark {
         placement,
+        depth,
         y,
         u,
         v,
@@ -292,34 +326,51 @@ fn bilinear_sample(image: &WatermarkImage, ox: usize, oy: usize, sx: f64, sy: f6
 }
 
 /// Blends a prepared watermark into a frame in place, on the CPU. The reference for every
-/// backend's blend; the CPU compositor uses it directly.
+/// backend's blend; the CPU compositor uses it directly. The frame's depth must be the
+/// watermark's (a 10-bit frame blends 10-bit code values, with the same 8-bit alpha rule).
 pub fn blend_watermark(frame: &mut Yuv420Frame, wm: &PreparedWatermark) {
+    debug_assert_eq!(
+        frame.depth, wm.depth,
+        "watermark prepared for another depth"
+    );
     let p = wm.placement;
     let (fw, cw_frame) = (frame.width as usize, frame.width.div_ceil(2) as usize);
     let (pw, ph) = (p.width as usize, p.height as usize);
-    let blend = |dst: u8, src: u8, a: u8| -> u8 {
+    let blend = |dst: u16, src: u16, a: u8| -> u16 {
         let a = a as u32;
-        ((dst as u32 * (255 - a) + src as u32 * a + 127) / 255) as u8
+        ((dst as u32 * (255 - a) + src as u32 * a + 127) / 255) as u16
+    };
+    let depth = frame.depth;
+    // One row of `n` samples from `start` of a plane, blended with `src`/`alpha`.
+    let blend_row = |plane: &mut [u8], start: usize, src: &[u16], alpha: &[u8]| match depth {
+        SampleDepth::Eight => {
+            for (i, d) in plane[start..][..src.len()].iter_mut().enumerate() {
+                *d = blend(u16::from(*d), src[i], alpha[i]) as u8;
+            }
+        }
+        SampleDepth::Ten => {
+            for i in 0..src.len() {
+                let d = Yuv420Frame::sample16(plane, start + i);
+                Yuv420Frame::set_sample16(plane, start + i, blend(d, src[i], alpha[i]));
+            }
+        }
     };
     for row in 0..ph {
-        let dst = &mut frame.y[(p.y as usize + row) * fw + p.x as usize..][..pw];
-        let src = &wm.y[row * pw..][..pw];
-        let alpha = &wm.alpha_y[row * pw..][..pw];
-        for i in 0..pw {
-            dst[i] = blend(dst[i], src[i], alpha[i]);
-        }
+        let start = (p.y as usize + row) * fw + p.x as usize;
+        blend_row(
+            &mut frame.y,
+            start,
+            &wm.y[row * pw..][..pw],
+            &wm.alpha_y[row * pw..][..pw],
+        );
     }
     let (cpw, cph) = (pw / 2, ph / 2);
     let (cx0, cy0) = (p.x as usize / 2, p.y as usize / 2);
     for row in 0..cph {
         let alpha = &wm.alpha_c[row * cpw..][..cpw];
-        for (plane, src_plane) in [(&mut frame.u, &wm.u), (&mut frame.v, &wm.v)] {
-            let dst = &mut plane[(cy0 + row) * cw_frame + cx0..][..cpw];
-            let src = &src_plane[row * cpw..][..cpw];
-            for i in 0..cpw {
-                dst[i] = blend(dst[i], src[i], alpha[i]);
-            }
-        }
+        let start = (cy0 + row) * cw_frame + cx0;
+        blend_row(&mut frame.u, start, &wm.u[row * cpw..][..cpw], alpha);
+        blend_row(&mut frame.v, start, &wm.v[row * cpw..][..cpw], alpha);
     }
 }
 

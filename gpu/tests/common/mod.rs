@@ -134,13 +134,13 @@ fn split_planes(bytes: &[u8], w: u32, h: u32) -> Option<Yuv420Frame> {
     if bytes.len() != y + 2 * c {
         return None;
     }
-    Some(Yuv420Frame {
-        width: w,
-        height: h,
-        y: bytes[..y].to_vec(),
-        u: bytes[y..y + c].to_vec(),
-        v: bytes[y + c..].to_vec(),
-    })
+    Some(Yuv420Frame::from_planes(
+        w,
+        h,
+        bytes[..y].to_vec(),
+        bytes[y..y + c].to_vec(),
+        bytes[y + c..].to_vec(),
+    ))
 }
 
 /// A deterministic "natural-ish" frame (gradients, rings, edges) for when ffmpeg is missing.
@@ -198,13 +198,13 @@ pub fn reference_area(frame: &Yuv420Frame, rot: Rotation, ow: u32, oh: u32) -> Y
     let (y, dw, dh) = rotate_plane(&frame.y, frame.width, frame.height, rot);
     let (u, dcw, dch) = rotate_plane(&frame.u, cw, ch, rot);
     let (v, _, _) = rotate_plane(&frame.v, cw, ch, rot);
-    Yuv420Frame {
-        width: ow,
-        height: oh,
-        y: area_downscale_reference(&y, dw, dh, ow, oh),
-        u: area_downscale_reference(&u, dcw, dch, ocw, och),
-        v: area_downscale_reference(&v, dcw, dch, ocw, och),
-    }
+    Yuv420Frame::from_planes(
+        ow,
+        oh,
+        area_downscale_reference(&y, dw, dh, ow, oh),
+        area_downscale_reference(&u, dcw, dch, ocw, och),
+        area_downscale_reference(&v, dcw, dch, ocw, och),
+    )
 }
 
 pub fn psnr(a: &[u8], b: &[u8]) -> f64 {

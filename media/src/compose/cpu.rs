@@ -1,5 +1,5 @@
 //! The CPU compositor: swscale, our AVX2 area scaler, the colour affine and the tone mapper,
-//! then the watermark blend.
+//! then the watermark blend. HDR kept as HDR is scaled straight to 10-bit frames.
 
 use ffmpeg::ffi;
 use ffmpeg::format::Pixel;
@@ -7,11 +7,12 @@ use ffmpeg::frame;
 use ffmpeg_next as ffmpeg;
 use vidforge_gpu::filter::{ColorAffine, ColorMode, color_affine, to_code};
 use vidforge_gpu::frame::tonemap::ToneMapper;
-use vidforge_gpu::{ColorSpec, Rotation, Yuv420Frame, blend_watermark};
+use vidforge_gpu::{ColorSpec, Rotation, SampleDepth, Yuv420Frame, blend_watermark};
 
 use super::spec::{ComposeSpec, Compositor, check_frame, color_of};
 use crate::area::{self, PlaneScaler};
 use crate::error::MediaError;
+use crate::hdr_out::HDR_OUTPUT_FORMAT;
 use crate::scale::{self, Sws, SwsKey};
 use crate::tonemap::{HDR_WORK_FORMAT, tone_map_frame};
 
@@ -37,8 +38,10 @@ pub struct CpuCompositor {
     spare: Vec<Yuv420Frame>,
     /// Chroma contributions of one luma row (colour conversion scratch).
     row: Vec<f32>,
-    /// HDR sources: the tone mapper and the 10-bit frame scaled for it.
+    /// HDR sources tone-mapped to SDR: the tone mapper and the 10-bit frame scaled for it.
     hdr: Option<(ToneMapper, frame::Video)>,
+    /// The depth of the frames it makes: 10-bit when HDR is kept.
+    depth: SampleDepth,
 }
 
 impl CpuCompositor {
@@ -49,18 +52,26 @@ impl CpuCompositor {
             scratch: None,
             spare: Vec::new(),
             row: Vec::new(),
-            hdr: spec.tone_map.map(|t| (t.mapper(), frame::Video::empty())),
+            hdr: spec
+                .tone_map
+                .filter(|_| !spec.keeps_hdr())
+                .map(|t| (t.mapper(), frame::Video::empty())),
+            depth: if spec.keeps_hdr() {
+                SampleDepth::Ten
+            } else {
+                SampleDepth::Eight
+            },
             spec,
         }
     }
 
     fn take_buffer(&mut self, w: u32, h: u32) -> Yuv420Frame {
         while let Some(f) = self.spare.pop() {
-            if f.width == w && f.height == h {
+            if f.width == w && f.height == h && f.depth == self.depth {
                 return f;
             }
         }
-        scale::blank_frame(w, h)
+        Yuv420Frame::blank(w, h, self.depth)
     }
 }
 
@@ -79,9 +90,12 @@ impl Compositor for CpuCompositor {
             ffi::SWS_AREA
         };
         // Representable colour passes through swscale untouched (scaling only); so does HDR,
-        // scaled at 10 bits for the tone mapper.
+        // scaled at 10 bits for the tone mapper. HDR kept comes out at 10 bits in its own
+        // matrix, limited range.
         let hdr = self.hdr.is_some();
+        let keep = self.depth == SampleDepth::Ten;
         let (dst_space, dst_full, affine) = match color.spec {
+            _ if keep => (color.sws_space, false, None),
             _ if hdr => (color.sws_space, color.full_range, None),
             Some(spec) => (
                 color.sws_space,
@@ -95,7 +109,13 @@ impl Compositor for CpuCompositor {
             src_fmt: frame.format(),
             src_w: fw,
             src_h: fh,
-            dst_fmt: if hdr { HDR_WORK_FORMAT } else { Pixel::YUV420P },
+            dst_fmt: if keep {
+                HDR_OUTPUT_FORMAT
+            } else if hdr {
+                HDR_WORK_FORMAT
+            } else {
+                Pixel::YUV420P
+            },
             dst_w: sw,
             dst_h: sh,
             flags,
@@ -108,6 +128,7 @@ impl Compositor for CpuCompositor {
         // swscale would only resample, which our area scaler (or a copy) does faster where
         // its SIMD passes run.
         let fast = !hdr
+            && !keep
             && matches!(frame.format(), Pixel::YUV420P | Pixel::YUVJ420P)
             && area::accelerated()
             && color.spec.is_some()
@@ -117,8 +138,8 @@ impl Compositor for CpuCompositor {
         let mut scratch = None;
         if rot != Rotation::None {
             scratch = Some(match self.scratch.take() {
-                Some(s) if s.width == sw && s.height == sh => s,
-                _ => scale::blank_frame(sw, sh),
+                Some(s) if s.width == sw && s.height == sh && s.depth == self.depth => s,
+                _ => Yuv420Frame::blank(sw, sh, self.depth),
             });
         }
         let target = scratch.as_mut().unwrap_or(&mut out);

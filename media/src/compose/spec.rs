@@ -23,6 +23,17 @@ pub struct ComposeSpec {
     pub watermark: Option<PreparedWatermark>,
     /// HDR sources: how their frames are tone-mapped to the SDR output (from the probe).
     pub tone_map: Option<ToneMap>,
+    /// With `tone_map` set: keep the source HDR instead, 10-bit frames
+    /// ([`SampleDepth::Ten`](vidforge_gpu::SampleDepth)) in its own colour, the watermark
+    /// prepared in that light. CPU compositor only for now.
+    pub keep_hdr: bool,
+}
+
+impl ComposeSpec {
+    /// Whether frames come out HDR (10-bit, the source's colour).
+    pub fn keeps_hdr(&self) -> bool {
+        self.keep_hdr && self.tone_map.is_some()
+    }
 }
 
 /// A compositor backend. Frames come out in the order they went in, possibly delayed (the GPU

@@ -168,6 +168,41 @@ struct RawDovi {
     bl_compatibility_id: u8,
 }
 
+/// `m` as FFmpeg's `AVMasteringDisplayMetadata` bytes (primaries in 1/50000, luminance in
+/// 1/10000 nit steps, the units of SMPTE ST 2086), for an output stream's side data.
+pub(crate) fn mastering_bytes(m: &MasteringDisplay) -> Vec<u8> {
+    let q = |v: f64, den: i32| ffi::AVRational {
+        num: (v * f64::from(den)).round() as i32,
+        den,
+    };
+    let xy = |(x, y): (f64, f64)| [q(x, 50_000), q(y, 50_000)];
+    let p = m.primaries.unwrap_or([(0.0, 0.0); 4]);
+    let raw = RawMastering {
+        display_primaries: [xy(p[0]), xy(p[1]), xy(p[2])],
+        white_point: xy(p[3]),
+        min_luminance: q(m.min_nits, 10_000),
+        max_luminance: q(m.max_nits, 10_000),
+        has_primaries: i32::from(m.primaries.is_some()),
+        has_luminance: 1,
+    };
+    as_bytes(&raw)
+}
+
+/// `c` as FFmpeg's `AVContentLightMetadata` bytes.
+pub(crate) fn content_light_bytes(c: &ContentLight) -> Vec<u8> {
+    as_bytes(&RawContentLight {
+        max_cll: c.max_cll,
+        max_fall: c.max_fall,
+    })
+}
+
+fn as_bytes<T: Copy>(v: &T) -> Vec<u8> {
+    // SAFETY: `T` is a plain `repr(C)` struct of 32-bit integers (no padding); its bytes are
+    // read within its size.
+    unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
+        .to_vec()
+}
+
 /// The side data `bytes` as a `T`, when it is long enough.
 fn read_as<T: Copy>(bytes: &[u8]) -> Option<T> {
     // SAFETY: `T` is a plain `repr(C)` struct of integers, valid for any bit pattern; the read
@@ -268,6 +303,28 @@ mod tests {
     fn side_data_shorter_than_its_struct_is_ignored() {
         assert!(read_as::<RawContentLight>(&[1, 0, 0, 0]).is_none());
         let c = read_as::<RawContentLight>(&[0xe8, 3, 0, 0, 0x90, 1, 0, 0]).unwrap();
+        assert_eq!((c.max_cll, c.max_fall), (1000, 400));
+    }
+
+    #[test]
+    fn metadata_written_for_an_output_reads_back_the_same() {
+        let m = MasteringDisplay {
+            max_nits: 1000.0,
+            min_nits: 0.005,
+            primaries: Some([(0.68, 0.32), (0.265, 0.69), (0.15, 0.06), (0.3127, 0.329)]),
+        };
+        let raw = read_as::<RawMastering>(&mastering_bytes(&m)).unwrap();
+        assert_eq!(
+            (nits(raw.max_luminance), nits(raw.min_luminance)),
+            (1000.0, 0.005)
+        );
+        assert_eq!(ratio(raw.display_primaries[1][1]), 0.69);
+        assert_eq!(raw.has_primaries, 1);
+        let c = read_as::<RawContentLight>(&content_light_bytes(&ContentLight {
+            max_cll: 1000,
+            max_fall: 400,
+        }))
+        .unwrap();
         assert_eq!((c.max_cll, c.max_fall), (1000, 400));
     }
 

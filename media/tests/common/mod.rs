@@ -35,6 +35,7 @@ pub fn job(input: &Path, output: &Path, resolution: Resolution, format: OutputFo
         format,
         watermark: None,
         encoder: EncoderSettings::default(),
+        hdr: Default::default(),
     }
 }
 
@@ -145,13 +146,13 @@ pub fn num(s: &fixtures::ProbeStream, key: &str) -> i64 {
 pub fn area_scale(f: &Yuv420Frame, ow: u32, oh: u32) -> Yuv420Frame {
     let (cw, ch) = Yuv420Frame::chroma_size(f.width, f.height);
     let (ocw, och) = Yuv420Frame::chroma_size(ow, oh);
-    Yuv420Frame {
-        width: ow,
-        height: oh,
-        y: area_downscale_reference(&f.y, f.width, f.height, ow, oh),
-        u: area_downscale_reference(&f.u, cw, ch, ocw, och),
-        v: area_downscale_reference(&f.v, cw, ch, ocw, och),
-    }
+    Yuv420Frame::from_planes(
+        ow,
+        oh,
+        area_downscale_reference(&f.y, f.width, f.height, ow, oh),
+        area_downscale_reference(&f.u, cw, ch, ocw, och),
+        area_downscale_reference(&f.v, cw, ch, ocw, och),
+    )
 }
 
 /// The wgpu engine (lavapipe in CI); `None`, said loudly, without an adapter unless
@@ -202,12 +203,14 @@ pub fn ffmpeg_yuv420(path: &Path, vf: &str, w: u32, h: u32, frames: usize) -> Ve
     let (ys, cs) = ((w * h) as usize, (cw * ch) as usize);
     out.stdout
         .chunks_exact(ys + 2 * cs)
-        .map(|f| Yuv420Frame {
-            width: w,
-            height: h,
-            y: f[..ys].to_vec(),
-            u: f[ys..ys + cs].to_vec(),
-            v: f[ys + cs..].to_vec(),
+        .map(|f| {
+            Yuv420Frame::from_planes(
+                w,
+                h,
+                f[..ys].to_vec(),
+                f[ys..ys + cs].to_vec(),
+                f[ys + cs..].to_vec(),
+            )
         })
         .collect()
 }

@@ -71,6 +71,7 @@ pub(super) fn run_one(path: &Path) -> anyhow::Result<()> {
             opacity: job.opacity,
         }),
         encoder: EncoderSettings::default(),
+        hdr: Default::default(),
     };
     let r = engine.render(&render, &mut |_| {}, &AtomicBool::new(false))?;
     let report = ChildReport {

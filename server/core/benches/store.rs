@@ -78,6 +78,7 @@ fn record(i: usize) -> RenderRecord {
         estimated_pixel_frames: 0,
         speculation: None,
         source_hdr: None,
+        keep_hdr: false,
     }
 }
 

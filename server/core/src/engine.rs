@@ -16,6 +16,8 @@ pub use vidforge_media::SourceLimits;
 /// `unsupported_codec`; `RenderFailed` → `render_failed` (temporary); `Cancelled`: the cancel
 /// flag was observed.
 pub use vidforge_media::ErrorKind as FailureKind;
+/// What a [`RenderPlan`] does with an HDR source: the media crate's own type.
+pub use vidforge_media::HdrPolicy;
 /// A progress report from the engine: the media crate's own type.
 pub use vidforge_media::Progress as EngineProgress;
 /// One render job (input and output paths, resolution, format, watermark, encoder settings):

@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 use crate::args::watermark_params_hash;
 use crate::catalog::{self};
 use crate::clock::add_ms;
-use crate::engine::{EngineError, EngineProgress, FailureKind, PlanWatermark, RenderPlan};
+use crate::engine::{
+    EngineError, EngineProgress, FailureKind, HdrPolicy, PlanWatermark, RenderPlan,
+};
 use crate::error::ServiceError;
 use crate::render_end::{
     finish_cancelled, finish_error, finish_media_error, finish_stopped, finish_succeeded,
@@ -323,6 +325,11 @@ fn build_plan(shared: &Shared, rec: &RenderRecord) -> Result<RenderPlan, PlanErr
         format: rec.args.output_format,
         watermark,
         encoder: Default::default(),
+        hdr: if rec.keep_hdr {
+            HdrPolicy::Keep
+        } else {
+            HdrPolicy::ToSdr
+        },
     })
 }
 

@@ -10,8 +10,8 @@ use anyhow::{Context, bail};
 use clap::Args;
 use vidforge_core::config::{parse_encoder, parse_hwdecode};
 use vidforge_media::{
-    BackendChoice, EncoderChoice, EncoderSettings, Engine, HardwareChoice, HwDecodeChoice,
-    OutputFormat, Position, Progress, RenderJob, Resolution, Stage, WatermarkSpec,
+    BackendChoice, EncoderChoice, EncoderSettings, Engine, HardwareChoice, HdrPolicy,
+    HwDecodeChoice, OutputFormat, Position, Progress, RenderJob, Resolution, Stage, WatermarkSpec,
 };
 
 fn parse_resolution(s: &str) -> Result<Resolution, String> {
@@ -69,6 +69,10 @@ pub struct RenderArgs {
     /// Watermark opacity, 0..1.
     #[arg(long, default_value = "0.6", value_parser = parse_opacity)]
     pub opacity: f32,
+    /// Keep an HDR (PQ or HLG) source HDR: 10-bit HEVC Main10 (mp4/mov) or VP9 profile 2
+    /// (webm) with its transfer and mastering metadata, instead of tone-mapping it to SDR.
+    #[arg(long)]
+    pub keep_hdr: bool,
     /// Compositor: auto (hardware GPU if any, else CPU), wgpu (any adapter), cpu.
     #[arg(long, default_value = "auto", value_parser = parse_backend)]
     pub backend: BackendChoice,
@@ -243,6 +247,11 @@ pub fn run_render(args: RenderArgs) -> anyhow::Result<()> {
             opacity: args.opacity,
         }),
         encoder,
+        hdr: if args.keep_hdr {
+            HdrPolicy::Keep
+        } else {
+            HdrPolicy::ToSdr
+        },
     };
     let hardware = HardwareChoice {
         decode: args.hwdecode,

@@ -84,6 +84,11 @@ impl Config {
         self.admins.iter().any(|a| a == principal)
     }
 
+    /// True when `principal`'s renders keep HDR sources HDR (`keep_hdr` names it, or `*`).
+    pub fn keeps_hdr_for(&self, principal: &str) -> bool {
+        self.keep_hdr.iter().any(|p| p == principal || p == "*")
+    }
+
     /// Base URL for links (`public_base_url`, or `http://<listen>`), without a trailing slash.
     pub fn base_url(&self) -> String {
         match &self.public_base_url {

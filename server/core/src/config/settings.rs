@@ -349,6 +349,13 @@ declare_settings! {
     admins: Vec<String> = Vec::new(), List,
         help: "Principals who see every render on the dashboard and may read /metrics from anywhere (comma-separated).",
         flag(long = "admin", env = "VIDFORGE_ADMINS", value_delimiter = ','): Vec<String>;
+    /// Principals whose renders of HDR (PQ or HLG) sources stay HDR: 10-bit HEVC Main10 in
+    /// mp4/mov, VP9 profile 2 in webm, the source's transfer and mastering metadata kept.
+    /// Everyone else's are tone-mapped to SDR. `*` stands for every principal.
+    keep_hdr: Vec<String> = Vec::new(), List,
+        help: "Principals whose renders of HDR sources stay HDR (HEVC Main10 in mp4/mov, VP9 profile 2 in webm) instead of being tone-mapped to SDR; * for all (comma-separated).",
+        shown: "none",
+        flag(long = "keep-hdr", env = "VIDFORGE_KEEP_HDR", value_delimiter = ','): Vec<String>;
     /// `/metrics` answers without authentication to any address (default: only to loopback
     /// peers; others need an admin's bearer token).
     metrics_public: bool = false, Switch,

@@ -60,6 +60,7 @@ pub(super) fn create_blocking(
         .as_ref()
         .map(|c| c.dynamic_range.clone())
         .filter(|d| d != "sdr");
+    rec.keep_hdr = rec.source_hdr.is_some() && shared.config.keeps_hdr_for(principal);
     let key = rec.args.idempotency_key.as_deref().map(|key| NewKey {
         principal,
         key,
@@ -242,6 +243,7 @@ fn new_record(
         estimated_pixel_frames: estimate,
         speculation: None,
         source_hdr: None,
+        keep_hdr: false,
     }
 }
 

@@ -512,6 +512,7 @@ pub(crate) mod tests {
             estimated_pixel_frames: 0,
             speculation: None,
             source_hdr: None,
+            keep_hdr: false,
         }
     }
 

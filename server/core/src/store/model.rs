@@ -367,6 +367,10 @@ pub struct RenderRecord {
     /// SDR, and its status says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_hdr: Option<String>,
+    /// The HDR source stays HDR (the operator's `keep_hdr` names the principal), decided at
+    /// creation so that a restart or another node renders it the same.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_hdr: bool,
 }
 
 /// A render made ahead of its approval, with exactly the previewed watermark.

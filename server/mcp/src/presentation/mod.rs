@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use vidforge_core::catalog::{self, ErrorCode, Lifetimes};
-use vidforge_core::store::{Outcome, RenderRecord, RenderState};
+use vidforge_core::store::{Outcome, OutputFormat, RenderRecord, RenderState};
 use vidforge_core::uri;
 use vidforge_http::envelope::{Envelope, RepairContext, default_repair};
 
@@ -478,11 +478,16 @@ mod tests;
 
 /// What a render does with an HDR source, for its status message: nothing for SDR.
 fn hdr_note(rec: &RenderRecord) -> String {
-    match rec.source_hdr.as_deref() {
-        Some(transfer) => format!(
-            " The source is HDR ({}): tone-mapped to SDR (BT.709).",
-            transfer.to_ascii_uppercase()
-        ),
-        None => String::new(),
+    let Some(transfer) = rec.source_hdr.as_deref() else {
+        return String::new();
+    };
+    let transfer = transfer.to_ascii_uppercase();
+    if !rec.keep_hdr {
+        return format!(" The source is HDR ({transfer}): tone-mapped to SDR (BT.709).");
     }
+    let codec = match rec.args.output_format {
+        OutputFormat::Webm => "VP9 profile 2",
+        OutputFormat::Mp4 | OutputFormat::Mov => "HEVC Main10",
+    };
+    format!(" The source is HDR ({transfer}): kept HDR ({codec}, 10-bit, its metadata carried).")
 }

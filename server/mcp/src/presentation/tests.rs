@@ -63,6 +63,7 @@ fn record(state: RenderState) -> RenderRecord {
         estimated_pixel_frames: 0,
         speculation: None,
         source_hdr: None,
+        keep_hdr: false,
     }
 }
 
@@ -344,5 +345,14 @@ fn an_hdr_source_says_it_was_tone_mapped() {
             .ends_with(" The source is HDR (HLG): tone-mapped to SDR (BT.709)."),
         "{}",
         p.status_message(&running, Elicitation::NONE)
+    );
+    // Kept HDR (the operator's `keep_hdr`), named by the codec of the output's container.
+    rec.keep_hdr = true;
+    assert!(
+        p.status_message(&rec, Elicitation::NONE).ends_with(
+            " The source is HDR (PQ): kept HDR (HEVC Main10, 10-bit, its metadata carried)."
+        ),
+        "{}",
+        p.status_message(&rec, Elicitation::NONE)
     );
 }
