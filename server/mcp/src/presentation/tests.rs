@@ -346,11 +346,12 @@ fn an_hdr_source_says_it_was_tone_mapped() {
         "{}",
         p.status_message(&running, Elicitation::NONE)
     );
-    // Kept HDR (the operator's `keep_hdr`), named by the codec of the output's container.
+    // Kept HDR (the operator's `keep_hdr`), named by the codec of the output's container
+    // (webm here).
     rec.keep_hdr = true;
     assert!(
         p.status_message(&rec, Elicitation::NONE).ends_with(
-            " The source is HDR (PQ): kept HDR (HEVC Main10, 10-bit, its metadata carried)."
+            " The source is HDR (PQ): kept HDR (VP9 profile 2, 10-bit, its metadata carried)."
         ),
         "{}",
         p.status_message(&rec, Elicitation::NONE)
