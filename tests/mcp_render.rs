@@ -696,3 +696,63 @@ fn uploads_describe_their_colour() {
     let message = env["message"].as_str().unwrap_or_default();
     assert!(message.contains("Dolby Vision profile 5"), "{env}");
 }
+
+/// The operator's `keep_hdr` keeps the HDR of the principals it names, and only theirs: the
+/// same HLG upload comes out HEVC Main10 tagged HLG for one, tone-mapped H.264 for another.
+#[test]
+fn hdr_is_kept_only_for_the_principals_the_operator_names() {
+    use vidforge_media::{DynamicRange, fixtures};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let args = [
+        "--token",
+        "token-keep=keeper",
+        "--token",
+        "token-sdr=other",
+        "--keep-hdr",
+        "keeper",
+    ];
+    let server = Server::start(&data, &args);
+    let clip = fixtures::hdr_clip(dir.path(), DynamicRange::Hlg).unwrap();
+    for (token, note, codec, pix_fmt, transfer) in [
+        (
+            "token-keep",
+            "kept HDR (HEVC Main10, 10-bit, its metadata carried).",
+            "hevc",
+            "yuv420p10le",
+            "arib-std-b67",
+        ),
+        (
+            "token-sdr",
+            "tone-mapped to SDR (BT.709).",
+            "h264",
+            "yuv420p",
+            "bt709",
+        ),
+    ] {
+        let uri = upload(&server, Some(token), &clip);
+        let mut mcp = server.mcp().with_token(token);
+        let task = mcp.render_task(
+            &json!({"source_asset_uri": uri, "output_format": "mov", "resolution": "720p"}),
+        );
+        let done = mcp.wait_task(&task, Caps::TASKS, WAIT, |t| status_of(t) == "completed");
+        assert_eq!(
+            done["statusMessage"],
+            format!("Render completed. The source is HDR (HLG): {note}"),
+            "{token}: {done}"
+        );
+        let result = data.join("results").join(&task).join("final.mov");
+        let out = std::process::Command::new("ffprobe")
+            .args(["-v", "error", "-select_streams", "v:0", "-show_entries"])
+            .args(["stream=codec_name,pix_fmt,color_transfer", "-of", "csv=p=0"])
+            .arg(&result)
+            .output()
+            .expect("ffprobe runs");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            format!("{codec},{pix_fmt},{transfer}"),
+            "{token}: {}",
+            result.display()
+        );
+    }
+}
