@@ -321,10 +321,14 @@ pub(crate) fn rotate_frame(src: &Yuv420Frame, dst: &mut Yuv420Frame, rot: Rotati
     for (s, d, w, h) in planes {
         match src.depth {
             SampleDepth::Eight => rotate_plane(s, w, h, d, rot),
-            // Two-byte samples, moved whole.
-            SampleDepth::Ten => {
-                rotate_plane(s.as_chunks::<2>().0, w, h, d.as_chunks_mut::<2>().0, rot)
-            }
+            // Two-byte samples, moved whole (`[u8; 2]` has alignment 1: any plane casts).
+            SampleDepth::Ten => rotate_plane::<[u8; 2]>(
+                bytemuck::cast_slice(s),
+                w,
+                h,
+                bytemuck::cast_slice_mut(d),
+                rot,
+            ),
         }
     }
 }

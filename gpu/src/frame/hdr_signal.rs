@@ -140,9 +140,9 @@ mod tests {
     #[test]
     fn the_gamut_matrices_are_inverses() {
         let (a, b) = (BT2020_TO_BT709, bt709_to_bt2020());
-        for i in 0..3 {
+        for (i, row) in a.iter().enumerate() {
             for j in 0..3 {
-                let v: f64 = (0..3).map(|k| a[i][k] * b[k][j]).sum();
+                let v: f64 = row.iter().zip(&b).map(|(x, r)| x * r[j]).sum();
                 assert!((v - f64::from(u8::from(i == j))).abs() < 1e-9);
             }
         }
