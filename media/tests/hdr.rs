@@ -18,7 +18,9 @@ use vidforge_media::ffmpeg::{color, frame};
 use vidforge_media::fixtures::{self, HDR10_MASTERING};
 use vidforge_media::gpu::frame::tonemap::ToneMap;
 use vidforge_media::gpu::frame::{HdrSignal, prepare_watermark_hdr};
-use vidforge_media::gpu::{SampleDepth, WatermarkImage, place_watermark, prepare_watermark};
+use vidforge_media::gpu::{
+    Placement, SampleDepth, WatermarkImage, place_watermark, prepare_watermark,
+};
 use vidforge_media::{
     ColorSpec, ComposeSpec, Compositor, CpuCompositor, DynamicRange, HdrPolicy, OutputFormat,
     Position, Resolution, Rotation, SourceColor, WgpuCompositor, Yuv420Frame, decode_frames,
@@ -51,15 +53,21 @@ fn source(path: std::path::PathBuf) -> Source {
     }
 }
 
+/// An opaque white 64x32 logo and its place at the centre of a `size` frame.
+fn white_logo((w, h): (u32, u32)) -> (WatermarkImage, Placement) {
+    let logo = WatermarkImage {
+        width: 64,
+        height: 32,
+        rgba: [255, 255, 255, 255].repeat(64 * 32),
+    };
+    let place = place_watermark(w, h, 64, 32, Position::Center).expect("fits");
+    (logo, place)
+}
+
 fn spec(src: &Source, size: (u32, u32), watermark: Option<f32>) -> ComposeSpec {
     let (w, h) = size;
     let watermark = watermark.map(|opacity| {
-        let logo = WatermarkImage {
-            width: 64,
-            height: 32,
-            rgba: [255, 255, 255, 255].repeat(64 * 32),
-        };
-        let place = place_watermark(w, h, 64, 32, Position::Center).expect("fits");
+        let (logo, place) = white_logo((w, h));
         prepare_watermark(&logo, place, opacity, ColorSpec::OUTPUT)
     });
     ComposeSpec {
@@ -686,13 +694,8 @@ fn the_watermark_reads_at_its_opacity_over_hdr_kept() {
             .expect("flat clip");
         let src = source(path);
         let signal = HdrSignal::of(&src.tone_map);
-        let logo = WatermarkImage {
-            width: 64,
-            height: 32,
-            rgba: [255, 255, 255, 255].repeat(64 * 32),
-        };
         let (w, h) = src.size;
-        let place = place_watermark(w, h, 64, 32, Position::Center).expect("fits");
+        let (logo, place) = white_logo(src.size);
         let spec = ComposeSpec {
             out_width: w,
             out_height: h,
