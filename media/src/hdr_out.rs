@@ -6,9 +6,9 @@
 use ffmpeg::ffi;
 use ffmpeg::format::Pixel;
 use ffmpeg_next as ffmpeg;
-use vidforge_gpu::Matrix;
 use vidforge_gpu::frame::HdrSignal;
 use vidforge_gpu::frame::tonemap::{Primaries, Transfer};
+use vidforge_gpu::{Matrix, SampleDepth};
 
 use crate::error::MediaError;
 use crate::source::hdr::{ContentLight, MasteringDisplay, SourceColor};
@@ -17,6 +17,14 @@ use crate::source::hdr::{ContentLight, MasteringDisplay, SourceColor};
 pub(crate) const HEVC_ENCODER: &str = "libx265";
 /// The pixel format HDR output is encoded from.
 pub(crate) const HDR_OUTPUT_FORMAT: Pixel = Pixel::YUV420P10LE;
+
+/// FFmpeg's name for the layout of a composed frame of `depth`.
+pub(crate) fn pixel_format(depth: SampleDepth) -> Pixel {
+    match depth {
+        SampleDepth::Eight => Pixel::YUV420P,
+        SampleDepth::Ten => HDR_OUTPUT_FORMAT,
+    }
+}
 
 /// What an HDR output carries over from its source.
 #[derive(Clone, Copy, Debug, PartialEq)]

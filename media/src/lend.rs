@@ -6,12 +6,12 @@ use std::ffi::c_void;
 
 use crossbeam_channel::Sender;
 use ffmpeg::ffi;
-use ffmpeg::format::Pixel;
 use ffmpeg::frame;
 use ffmpeg_next as ffmpeg;
-use vidforge_gpu::{SampleDepth, Yuv420Frame};
+use vidforge_gpu::Yuv420Frame;
 
 use crate::error::MediaError;
+use crate::hdr_out::pixel_format;
 
 /// A composed frame lent to FFmpeg, and where it returns once FFmpeg is done with it.
 struct Lent {
@@ -131,12 +131,4 @@ pub(crate) fn copy_frame<'a>(
         }
     }
     Ok(f)
-}
-
-/// FFmpeg's name for a composed frame's layout.
-fn pixel_format(depth: SampleDepth) -> Pixel {
-    match depth {
-        SampleDepth::Eight => Pixel::YUV420P,
-        SampleDepth::Ten => crate::hdr_out::HDR_OUTPUT_FORMAT,
-    }
 }

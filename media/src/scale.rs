@@ -122,11 +122,9 @@ impl Sws {
         dst: &mut Yuv420Frame,
     ) -> Result<(), MediaError> {
         check_frame(src, &self.key)?;
-        let format = match dst.depth {
-            SampleDepth::Eight => Pixel::YUV420P,
-            SampleDepth::Ten => crate::hdr_out::HDR_OUTPUT_FORMAT,
-        };
-        if self.key.dst_fmt != format || dst.width != self.key.dst_w || dst.height != self.key.dst_h
+        if self.key.dst_fmt != crate::hdr_out::pixel_format(dst.depth)
+            || dst.width != self.key.dst_w
+            || dst.height != self.key.dst_h
         {
             return Err(MediaError::failed(
                 "swscale destination does not match its context",

@@ -307,14 +307,19 @@ fn an_hdr_render_comes_out_tone_mapped_and_tagged_sdr() {
     }
 }
 
+/// A flat HDR field (the watermark tests' background).
+fn flat_source(dir: &Path, dr: DynamicRange) -> Source {
+    let path =
+        fixtures::hdr_clip_of(dir, dr, "color=c=0x3a6f9c:s=320x180:r=25:d=1").expect("flat clip");
+    source(path)
+}
+
 #[test]
 fn the_watermark_reads_at_its_opacity_over_hdr() {
     let dir = tempdir();
     let opacity = 0.6;
     for dr in [DynamicRange::Pq, DynamicRange::Hlg] {
-        let path = fixtures::hdr_clip_of(dir.path(), dr, "color=c=0x3a6f9c:s=320x180:r=25:d=1")
-            .expect("flat clip");
-        let src = source(path);
+        let src = flat_source(dir.path(), dr);
         let mut compositors: Vec<Box<dyn Compositor>> = vec![Box::new(CpuCompositor::new(spec(
             &src,
             src.size,
@@ -690,9 +695,7 @@ fn the_watermark_reads_at_its_opacity_over_hdr_kept() {
     let dir = tempdir();
     let opacity = 0.6;
     for dr in [DynamicRange::Pq, DynamicRange::Hlg] {
-        let path = fixtures::hdr_clip_of(dir.path(), dr, "color=c=0x3a6f9c:s=320x180:r=25:d=1")
-            .expect("flat clip");
-        let src = source(path);
+        let src = flat_source(dir.path(), dr);
         let signal = HdrSignal::of(&src.tone_map);
         let (w, h) = src.size;
         let (logo, place) = white_logo(src.size);
