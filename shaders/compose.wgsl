@@ -1,6 +1,7 @@
 // vidforge compose pass: ONE compute pass turns a YUV 4:2:0 source frame (planar 8-bit, NV12
-// or P010: the planes' byte addressing below covers all three) into the output frame (two dispatches of this entry point, luma then chroma, each specialised by
-// the pipeline constants below). Per output sample it
+// or P010: the planes' byte addressing below covers all three) into the output frame, 8-bit
+// or (OUT16, HDR kept) 10-bit in 16-bit samples (two dispatches of this entry point, luma
+// then chroma, each specialised by the pipeline constants below). Per output sample it
 //   1. resamples its own plane with a separable filter: exact-coverage box ("area") on
 //      shrinking axes, cubic convolution (B = 0, C = 0.6) on enlarging ones, centre-aligned
 //      (output o covers source [o * r, (o + 1) * r]), rotation folded into the addressing;
@@ -8,7 +9,7 @@
 //      HDR source to SDR (`tonemap` below, the twin of gpu/src/frame/tonemap.rs, whose
 //      constants it reads from the uniforms);
 //   3. alpha-blends the prepared watermark with the integer rule shared by every backend:
-//      out = (dst * (255 - a) + wm * a + 127) / 255.
+//      out = (dst * (255 - a) + wm * a + 127) / 255, on code values of the output's depth.
 //
 // Filter weights are computed from the sample position rather than read from tables: on
 // software adapters (lavapipe) every divergent storage load costs a per-lane loop, while
@@ -17,9 +18,10 @@
 //
 // Work layout: every workgroup handles 64 words (256 samples) of ONE row of ONE plane, chosen
 // from the workgroup id alone, so plane parameters and the row's filter are uniform across
-// it. Each invocation writes one u32 = 4 consecutive samples, so writes never race. Output
-// rows are padded to whole words (`row_words`); the host strips the padding. Invocations past
-// a row's end compute clamped samples and store them in a scratch word after the frame.
+// it. Each invocation writes 4 consecutive samples, one u32 (8-bit) or two (16-bit), so
+// writes never race. Output rows are padded to whole words (`row_words`); the host strips
+// the padding. Invocations past a row's end compute clamped samples and store them in the
+// scratch words after the frame.
 
 struct Plane {
     out_w: u32,
@@ -42,7 +44,8 @@ struct Plane {
     _pad2: u32,
     _pad3: u32,
     // Watermark rectangle in this plane's samples (0x0 when none) and the byte offset in `wm`
-    // of its (value, alpha) byte pairs, row-major.
+    // of its (value, alpha) pairs, row-major: byte pairs, or with OUT16 one word per pair
+    // (value | alpha << 16).
     wm_x: u32,
     wm_y: u32,
     wm_w: u32,
@@ -76,7 +79,7 @@ struct Params {
     // Output luma rows, colour mode, workgroups per chroma plane row (used: the U/V split),
     // output chroma rows. Rows and mode are informational: the pipeline constants rule.
     misc: vec4<u32>,
-    // Source display chroma width and height, scratch word index, unused.
+    // Source display chroma width and height, index of the first of two scratch words, unused.
     misc2: vec4<u32>,
     // Output chroma (x, y) -> source display luma position (tone mapping).
     chroma_to_luma: vec4<f32>,
@@ -90,6 +93,10 @@ override IS_CHROMA: bool = false;
 // 16-bit little-endian source samples (P010: the value in the high 10 bits) instead of bytes.
 // Samples are read on the 8-bit code scale (value / 256), so the rest of the pass is shared.
 override SAMPLE16: bool = false;
+// 10-bit output samples, little-endian 16 bits each (HDR kept), instead of bytes. The pass
+// still works on the 8-bit code scale; the 10-bit code of a limited-range value is 4 times
+// its 8-bit one.
+override OUT16: bool = false;
 // Colour conversion: 0 identity, 1 per-plane scale + offset, 2 full matrix, 3 HDR tone map.
 override MODE: u32 = 0u;
 override HAS_WATERMARK: bool = false;
@@ -321,7 +328,7 @@ fn tonemap(yuv: vec3<f32>) -> vec3<f32> {
     return affine3(t.to_yuv, sign(mapped) * pow0(abs(mapped), t.misc.y));
 }
 
-// Colour conversion of one output sample, rounded to a code value.
+// Colour conversion of one output sample, rounded to a code value of the output's depth.
 fn convert(p: Plane, pi: u32, own: f32, other: f32, x: u32, y: u32) -> u32 {
     var val = own;
     // U and V of a chroma sample, whichever plane this is.
@@ -346,6 +353,9 @@ fn convert(p: Plane, pi: u32, own: f32, other: f32, x: u32, y: u32) -> u32 {
             val = m.y * uv.x + m.z * uv.y + m.w;
         }
     }
+    if (OUT16) {
+        return u32(clamp(floor(val * 4.0 + 0.5), 0.0, 1023.0));
+    }
     return u32(clamp(floor(val + 0.5), 0.0, 255.0));
 }
 
@@ -356,8 +366,24 @@ fn wm_pair(w: vec3<u32>, off: u32) -> vec2<u32> {
     return vec2<u32>(pair & 0xffu, (pair >> 8u) & 0xffu);
 }
 
+// n / 255 for any n < 2^18 (10-bit blends reach 1023 * 255 + 127): the 8-bit estimate
+// below is exact up to 255 * 255 + 127 and at most one short beyond.
+fn div255(n: vec4<u32>) -> vec4<u32> {
+    let q = (n + (n >> vec4<u32>(8u)) + 1u) >> vec4<u32>(8u);
+    return q + select(vec4<u32>(0u), vec4<u32>(1u), (q + 1u) * 255u <= n);
+}
+
+// The 10-bit watermark blend: one word per (value, alpha) pair, four contiguous words.
+fn blend4_16(p: Plane, dx: vec4<i32>, dy: u32, inside: vec4<bool>, v: vec4<u32>) -> vec4<u32> {
+    let col = vec4<u32>(clamp(dx, vec4<i32>(0), vec4<i32>(i32(p.wm_w) - 1)));
+    let at = vec4<u32>((p.wm_off >> 2u) + dy * p.wm_w) + col;
+    let w = vec4<u32>(wm[at.x], wm[at.y], wm[at.z], wm[at.w]);
+    let a = select(vec4<u32>(0u), w >> vec4<u32>(16u), inside);
+    return div255(v * (255u - a) + (w & vec4<u32>(0xffffu)) * a + 127u);
+}
+
 // Blends the watermark into the samples x .. x + 3 of row y. Their four (value, alpha) pairs
-// are contiguous in `wm`, so three word loads serve all four.
+// are contiguous in `wm`, so three word loads serve all four (four with OUT16).
 fn blend4(p: Plane, x: u32, y: u32, v: vec4<u32>) -> vec4<u32> {
     if (!HAS_WATERMARK) {
         return v;
@@ -367,7 +393,9 @@ fn blend4(p: Plane, x: u32, y: u32, v: vec4<u32>) -> vec4<u32> {
     let dy = y - p.wm_y;
     let inside = dx >= vec4<i32>(0) & dx < vec4<i32>(i32(p.wm_w)) & vec4<bool>(dy < p.wm_h);
     var out = v;
-    if (any(inside)) {
+    if (OUT16 && any(inside)) {
+        out = blend4_16(p, dx, dy, inside, v);
+    } else if (any(inside)) {
         // Clamped columns keep the four pairs within three words; outside ones get alpha 0.
         let col = vec4<u32>(clamp(dx, vec4<i32>(0), vec4<i32>(i32(p.wm_w) - 1)));
         let bytes = vec4<u32>(p.wm_off + 2u * dy * p.wm_w) + 2u * col;
@@ -396,7 +424,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let word = select(wg.x, wg.x - params.misc.z, is_v) * 64u + lid;
     let p = params.planes[pi];
     let row = wg.y;
-    let valid = row < p.out_h && word < p.row_words;
+    let valid = row < p.out_h && word < p.row_words / select(1u, 2u, OUT16);
     let y = min(row, p.out_h - 1u);
     let x = word * 4u;
     let own = filtered4(p, p.src_off, x, y);
@@ -411,6 +439,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         convert(p, pi, own.y, other.y, min(x + 1u, last), y),
         convert(p, pi, own.z, other.z, min(x + 2u, last), y),
         convert(p, pi, own.w, other.w, min(x + 3u, last), y)));
-    let packed = v.x | (v.y << 8u) | (v.z << 16u) | (v.w << 24u);
-    dst[select(params.misc2.z, p.word_start + row * p.row_words + word, valid)] = packed;
+    if (OUT16) {
+        let at = select(params.misc2.z, p.word_start + row * p.row_words + 2u * word, valid);
+        dst[at] = v.x | (v.y << 16u);
+        dst[at + 1u] = v.z | (v.w << 16u);
+    } else {
+        let packed = v.x | (v.y << 8u) | (v.z << 16u) | (v.w << 24u);
+        dst[select(params.misc2.z, p.word_start + row * p.row_words + word, valid)] = packed;
+    }
 }

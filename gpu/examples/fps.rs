@@ -72,6 +72,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         watermark: Some(prepare_watermark(&logo, placement, 0.6, ColorSpec::OUTPUT)),
         src_format: format,
         tone_map: None,
+        out_depth: Default::default(),
     };
     let mut gpu = GpuCompositor::new(&ctx, cfg, 3)?;
     // Two distinct frames so nothing can be cached between submissions.

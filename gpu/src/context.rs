@@ -50,6 +50,8 @@ pub(crate) struct PipelineKey {
     pub is_chroma: bool,
     /// 16-bit source samples (P010) instead of bytes.
     pub sample16: bool,
+    /// 10-bit output samples in 16 bits (HDR kept) instead of bytes.
+    pub out16: bool,
     pub mode: u32,
     pub has_watermark: bool,
     pub kern_x: u32,
@@ -198,6 +200,7 @@ impl GpuContext {
         let constants = [
             ("IS_CHROMA", b(key.is_chroma)),
             ("SAMPLE16", b(key.sample16)),
+            ("OUT16", b(key.out16)),
             ("MODE", key.mode as f64),
             ("HAS_WATERMARK", b(key.has_watermark)),
             ("KERN_X", key.kern_x as f64),

@@ -2,7 +2,8 @@
 //! output size and alpha-composites the watermark. Knows nothing of FFmpeg, files or tasks.
 //!
 //! - Frames cross the bus as 4:2:0 YUV: in as planar 8-bit, NV12 or P010 (what software and
-//!   hardware decoders give, [`SourceFormat`]), out as planar 8-bit (1.5 B/px).
+//!   hardware decoders give, [`SourceFormat`]), out as planar 8-bit (1.5 B/px) or, for HDR
+//!   kept as HDR, 10-bit in little-endian 16-bit samples ([`SampleDepth`]).
 //! - Per output sample, in one pass: resample its own plane (exact-coverage area filter when
 //!   shrinking, cubic B=0/C=0.6 when enlarging, centre-aligned per plane, i.e. swscale's
 //!   `SWS_AREA` / `SWS_BICUBIC` with default chroma siting), rotate by 90/180/270 (folded into
@@ -19,7 +20,7 @@
 //! let cfg = ComposeConfig {
 //!     src_width: 1920, src_height: 1080, src_color: ColorSpec::OUTPUT, rotation: Rotation::None,
 //!     out_width: 1280, out_height: 720, out_color: ColorSpec::OUTPUT, watermark: None,
-//!     src_format: Default::default(), tone_map: None,
+//!     src_format: Default::default(), tone_map: None, out_depth: Default::default(),
 //! };
 //! let mut gpu = GpuCompositor::new(&ctx, cfg, 3)?;
 //! let frame = Yuv420Frame::filled(1920, 1080, [81, 90, 240]);

@@ -5,10 +5,12 @@ mod common;
 
 use common::*;
 use vidforge_gpu::filter::color_affine;
+use vidforge_gpu::frame::tonemap::{Primaries, ToneMap, Transfer};
+use vidforge_gpu::frame::{HdrSignal, prepare_watermark_hdr};
 use vidforge_gpu::{
     AdapterPreference, ColorSpec, GpuCompositor, GpuContext, GpuError, Matrix, Placement, Position,
-    Range, Rotation, SemiPlanarFrame, SourceFormat, SourceFrame, WatermarkImage, Yuv420Frame,
-    blend_watermark, place_watermark, prepare_watermark,
+    Range, Rotation, SampleDepth, SemiPlanarFrame, SourceFormat, SourceFrame, WatermarkImage,
+    Yuv420Frame, blend_watermark, place_watermark, prepare_watermark,
 };
 
 const COLOUR: [u8; 3] = [81, 90, 240]; // BT.709 limited red-ish
@@ -834,4 +836,120 @@ fn concurrent_compositors_share_one_context() {
             );
         }
     }
+}
+
+/// The 10-bit frame of an 8-bit one: each code `c` as `4c + low` (what
+/// [`SemiPlanarFrame::from_yuv420`] puts in P010).
+fn ten_bit(f: &Yuv420Frame, low: u16) -> Yuv420Frame {
+    let mut out = Yuv420Frame::blank(f.width, f.height, SampleDepth::Ten);
+    for (dst, src) in [(&mut out.y, &f.y), (&mut out.u, &f.u), (&mut out.v, &f.v)] {
+        for (i, &c) in src.iter().enumerate() {
+            Yuv420Frame::set_sample16(dst, i, u16::from(c) * 4 + low);
+        }
+    }
+    out
+}
+
+/// HDR kept (10-bit output): at source size every P010 code comes out as it went in, turned
+/// where the source is rotated, across padded rows and idle invocations; the 10-bit watermark
+/// blends bit for bit like the CPU's [`blend_watermark`]. Configs that mix depths are refused.
+#[test]
+fn ten_bit_output_keeps_every_code_and_blends_like_the_cpu() {
+    let Some(ctx) = context("ten_bit") else {
+        return;
+    };
+    // 70 is not a multiple of 4 (nor is its chroma's 35): rows end mid-invocation.
+    let (w, h) = (70, 46);
+    let src = synthetic_frame(w, h);
+    let hdr = ColorSpec {
+        matrix: Matrix::Bt2020,
+        range: Range::Limited,
+    };
+    let signal = HdrSignal {
+        transfer: Transfer::Pq,
+        primaries: Primaries::Bt2020,
+        output: hdr,
+    };
+    let logo = gradient_watermark(24, 16);
+    for (rot, low) in [
+        (Rotation::None, 3),
+        (Rotation::Cw90, 1),
+        (Rotation::Cw180, 0),
+        (Rotation::Cw270, 2),
+    ] {
+        let (ow, oh) = rot.display_size(w, h);
+        let mut cfg = config(w, h, ow, oh);
+        cfg.rotation = rot;
+        cfg.src_color = hdr;
+        cfg.out_color = hdr;
+        cfg.src_format = SourceFormat::P010;
+        cfg.out_depth = SampleDepth::Ten;
+        let (cw, ch) = Yuv420Frame::chroma_size(w, h);
+        let (y, _, _) = rotate_plane(&src.y, w, h, rot);
+        let (u, _, _) = rotate_plane(&src.u, cw, ch, rot);
+        let (v, _, _) = rotate_plane(&src.v, cw, ch, rot);
+        let want = ten_bit(&Yuv420Frame::from_planes(ow, oh, y, u, v), low);
+        let semi = SemiPlanarFrame::from_yuv420(&src, SourceFormat::P010, low);
+        let what = format!("{rot:?} +{low}");
+        let plain = GpuCompositor::new(&ctx, cfg.clone(), 1)
+            .unwrap()
+            .compose_one(&semi)
+            .unwrap();
+        assert_eq!(plain.depth, SampleDepth::Ten, "{what}");
+        assert!(plain == want, "{what}: the codes changed");
+
+        // Off the word grid in luma (x = 10) and chroma (x = 5).
+        let placement = Placement {
+            x: 10,
+            y: 6,
+            width: 24,
+            height: 16,
+        };
+        let wm = prepare_watermark_hdr(&logo, placement, 0.7, &signal);
+        cfg.watermark = Some(wm.clone());
+        let mut gpu = GpuCompositor::new(&ctx, cfg, 2).unwrap();
+        let mut blended = want.clone();
+        blend_watermark(&mut blended, &wm);
+        assert!(blended != want, "{what}: the watermark shows");
+        // Through the ring too: two frames in flight, then drained.
+        let mut out: Vec<Yuv420Frame> = (0..3).filter_map(|_| gpu.submit(&semi).unwrap()).collect();
+        out.extend(gpu.finish().unwrap());
+        assert_eq!(out.len(), 3);
+        for f in out {
+            assert!(
+                f == blended,
+                "{what}: the 10-bit blend differs from the CPU's"
+            );
+        }
+    }
+
+    let invalid = |cfg| {
+        matches!(
+            GpuCompositor::new(&ctx, cfg, 1),
+            Err(GpuError::InvalidConfig { .. })
+        )
+    };
+    let mut tone = config(64, 64, 32, 32);
+    tone.out_depth = SampleDepth::Ten;
+    tone.tone_map = Some(ToneMap {
+        source: hdr,
+        transfer: Transfer::Pq,
+        primaries: Primaries::Bt2020,
+        peak_nits: 1000.0,
+    });
+    assert!(invalid(tone), "tone mapping into 10-bit output");
+    let placement = Placement {
+        x: 0,
+        y: 0,
+        width: 8,
+        height: 8,
+    };
+    let logo = gradient_watermark(8, 8);
+    let mut sdr_out = config(64, 64, 32, 32);
+    sdr_out.watermark = Some(prepare_watermark_hdr(&logo, placement, 1.0, &signal));
+    assert!(invalid(sdr_out), "a 10-bit watermark over 8-bit output");
+    let mut hdr_out = config(64, 64, 32, 32);
+    hdr_out.out_depth = SampleDepth::Ten;
+    hdr_out.watermark = Some(prepare_watermark(&logo, placement, 1.0, hdr));
+    assert!(invalid(hdr_out), "an 8-bit watermark over 10-bit output");
 }

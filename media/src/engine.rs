@@ -218,14 +218,8 @@ impl Engine {
             video: src.video.duration_declared,
             container: src.container_duration_declared,
         };
-        let keeps_hdr = spec.keeps_hdr();
-        let encoder = video_out::video_encoder_name(job.format, self.h264, keeps_hdr);
-        // 10-bit output is the CPU compositor's alone for now.
-        let backend = if keeps_hdr {
-            "cpu".to_string()
-        } else {
-            self.backend_name()
-        };
+        let encoder = video_out::video_encoder_name(job.format, self.h264, spec.keeps_hdr());
+        let backend = self.backend_name();
         self.log_render_start(job, &src, &spec, &backend, nvdec);
         let muxer = Muxer::open(
             tmp.path(),
@@ -487,14 +481,11 @@ fn output_facts(output: &Path, fallback_seconds: f64) -> (u64, f64) {
     (size_bytes, duration_seconds)
 }
 
-/// The compositor for `spec`: the wgpu one when there is a GPU context, except for HDR kept
-/// at 10 bits, which only the CPU compositor writes yet (the shader's output is 8-bit).
+/// The compositor for `spec`: the wgpu one when there is a GPU context, else the CPU one.
 fn build_compositor(gpu: Option<&GpuContext>, spec: ComposeSpec) -> Box<dyn Compositor> {
     match gpu {
-        Some(ctx) if !spec.keeps_hdr() => {
-            Box::new(WgpuCompositor::new(ctx, spec, GPU_FRAMES_IN_FLIGHT))
-        }
-        _ => Box::new(CpuCompositor::new(spec)),
+        Some(ctx) => Box::new(WgpuCompositor::new(ctx, spec, GPU_FRAMES_IN_FLIGHT)),
+        None => Box::new(CpuCompositor::new(spec)),
     }
 }
 

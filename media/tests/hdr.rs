@@ -80,6 +80,29 @@ fn spec(src: &Source, size: (u32, u32), watermark: Option<f32>) -> ComposeSpec {
     }
 }
 
+/// HDR kept at `size` (display orientation) after `rotation`, with the white logo at
+/// `watermark` opacity placed in the source's light.
+fn kept_spec(
+    src: &Source,
+    size: (u32, u32),
+    rotation: Rotation,
+    watermark: Option<f32>,
+) -> ComposeSpec {
+    let signal = HdrSignal::of(&src.tone_map);
+    let watermark = watermark.map(|opacity| {
+        let (logo, place) = white_logo(size);
+        prepare_watermark_hdr(&logo, place, opacity, &signal)
+    });
+    ComposeSpec {
+        out_width: size.0,
+        out_height: size.1,
+        rotation,
+        watermark,
+        tone_map: Some(src.tone_map),
+        keep_hdr: true,
+    }
+}
+
 fn compose(c: &mut dyn Compositor, frames: &[frame::Video]) -> Vec<Yuv420Frame> {
     let mut out = Vec::new();
     for f in frames {
@@ -266,6 +289,35 @@ fn gpu_and_cpu_tone_map_alike_when_scaling() {
                 );
                 assert!(d.mean_delta_e <= MAX_MEAN_DELTA_E, "{name} at {size:?}");
                 assert_eq!(d.clipped_extra, 0, "{name} at {size:?}");
+            }
+        }
+    }
+}
+
+/// HDR kept: the wgpu compositor's 10-bit frames are the CPU compositor's (swscale at 10
+/// bits, the 10-bit blend), shrunk, enlarged and turned, with the watermark in HDR light.
+#[test]
+fn gpu_and_cpu_keep_hdr_alike() {
+    let Some(engine) = gpu_engine() else { return };
+    let ctx = engine.gpu_context().expect("gpu context");
+    let dir = tempdir();
+    for (name, src) in clips(dir.path()) {
+        for (size, rotation) in [
+            ((160, 90), Rotation::None),
+            ((640, 360), Rotation::None),
+            ((360, 640), Rotation::Cw90),
+        ] {
+            let spec = kept_spec(&src, size, rotation, Some(0.6));
+            let cpu = compose(&mut CpuCompositor::new(spec.clone()), &src.frames);
+            let gpu = compose(&mut WgpuCompositor::new(ctx, spec, 2), &src.frames);
+            for (g, c) in gpu.iter().zip(&cpu) {
+                assert_eq!((g.depth, c.depth), (SampleDepth::Ten, SampleDepth::Ten));
+                let p = psnr(g, c);
+                eprintln!("{name} kept at {size:?} {rotation:?}: wgpu vs cpu {p:.1} dB (10-bit)");
+                assert!(
+                    p >= MIN_GPU_PSNR,
+                    "{name} kept at {size:?} {rotation:?}: {p:.1} dB"
+                );
             }
         }
     }
@@ -586,12 +638,18 @@ fn hdr_kept_comes_out_10_bit_with_its_tags_and_metadata() {
             "arib-std-b67",
         ),
     ];
-    for (dr, format, codec, profile, trc) in cases {
+    // The first case on the CPU compositor, the others on the wgpu one.
+    let engines = [Some(cpu()), gpu_engine()];
+    for (i, (dr, format, codec, profile, trc)) in cases.into_iter().enumerate() {
         let src = fixtures::hdr_clip(dir.path(), dr).expect("clip");
         let out = dir.path().join(format!("{dr:?}-kept.{format}"));
         let mut job = job(&src, &out, Resolution::P720, format);
         job.hdr = HdrPolicy::Keep;
-        let report = render(&cpu(), &job);
+        let Some(engine) = &engines[(i > 0) as usize] else {
+            continue;
+        };
+        let report = render(engine, &job);
+        assert_eq!(report.backend, engine.backend_name());
         let name = format!("{dr:?} -> {format}");
         let probe = ffprobe_hdr(&out);
         for field in [
@@ -689,58 +747,61 @@ fn hdr_kept_comes_out_10_bit_with_its_tags_and_metadata() {
 }
 
 /// The watermark over kept HDR: a white logo lands at graphics white (BT.2408: PQ 58 %, HLG
-/// 75 %) and blends at its opacity in the output's own signal, at 10 bits.
+/// 75 %) and blends at its opacity in the output's own signal, at 10 bits, on both backends.
 #[test]
 fn the_watermark_reads_at_its_opacity_over_hdr_kept() {
     let dir = tempdir();
     let opacity = 0.6;
+    let gpu = gpu_engine();
     for dr in [DynamicRange::Pq, DynamicRange::Hlg] {
         let src = flat_source(dir.path(), dr);
         let signal = HdrSignal::of(&src.tone_map);
-        let (w, h) = src.size;
-        let (logo, place) = white_logo(src.size);
-        let spec = ComposeSpec {
-            out_width: w,
-            out_height: h,
-            rotation: Rotation::None,
-            watermark: Some(prepare_watermark_hdr(&logo, place, opacity, &signal)),
-            tone_map: Some(src.tone_map),
-            keep_hdr: true,
-        };
-        let out = compose(&mut CpuCompositor::new(spec), &src.frames[..1]).remove(0);
-        assert_eq!(out.depth, SampleDepth::Ten);
-        let luma = |x0: usize, y0: usize, n: usize| -> f64 {
-            let mut sum = 0.0;
-            for y in y0..y0 + n {
-                for x in x0..x0 + n {
-                    sum += f64::from(Yuv420Frame::sample16(&out.y, y * w as usize + x));
+        let w = src.size.0;
+        let (_, place) = white_logo(src.size);
+        let spec = kept_spec(&src, src.size, Rotation::None, Some(opacity));
+        let mut compositors: Vec<Box<dyn Compositor>> =
+            vec![Box::new(CpuCompositor::new(spec.clone()))];
+        if let Some(engine) = &gpu {
+            let ctx = engine.gpu_context().expect("gpu context");
+            compositors.push(Box::new(WgpuCompositor::new(ctx, spec, 2)));
+        }
+        for mut c in compositors {
+            let out = compose(c.as_mut(), &src.frames[..1]).remove(0);
+            let backend = c.backend();
+            assert_eq!(out.depth, SampleDepth::Ten, "{backend}");
+            let luma = |x0: usize, y0: usize, n: usize| -> f64 {
+                let mut sum = 0.0;
+                for y in y0..y0 + n {
+                    for x in x0..x0 + n {
+                        sum += f64::from(Yuv420Frame::sample16(&out.y, y * w as usize + x));
+                    }
                 }
-            }
-            sum / (n * n) as f64
-        };
-        let white = f64::from(signal.graphics_to_yuv([1.0; 3])[0]);
-        let background = luma(8, 8, 16);
-        // The logo's inner quarter, clear of resampled edges.
-        let n = (place.width.min(place.height) / 2) as usize;
-        let (cx, cy) = (
-            (place.x + place.width / 2) as usize - n / 2,
-            (place.y + place.height / 2) as usize - n / 2,
-        );
-        let covered = luma(cx, cy, n);
-        let measured = (covered - background) / (white - background);
-        eprintln!(
-            "{dr:?} kept: background {background:.1}, white {white:.1}, under the logo {covered:.1}, opacity {measured:.3}"
-        );
-        assert!(
-            (measured - f64::from(opacity)).abs() <= 0.03,
-            "{dr:?}: the logo reads at {measured:.3}, asked {opacity}"
-        );
-        // The source's own samples pass at 10 bits: the background is the decoded value.
-        let decoded = &src.frames[0];
-        let raw = u16::from_le_bytes([decoded.data(0)[16], decoded.data(0)[17]]);
-        assert!(
-            (background - f64::from(raw)).abs() <= 1.0,
-            "{dr:?}: {background} vs {raw}"
-        );
+                sum / (n * n) as f64
+            };
+            let white = f64::from(signal.graphics_to_yuv([1.0; 3])[0]);
+            let background = luma(8, 8, 16);
+            // The logo's inner quarter, clear of resampled edges.
+            let n = (place.width.min(place.height) / 2) as usize;
+            let (cx, cy) = (
+                (place.x + place.width / 2) as usize - n / 2,
+                (place.y + place.height / 2) as usize - n / 2,
+            );
+            let covered = luma(cx, cy, n);
+            let measured = (covered - background) / (white - background);
+            eprintln!(
+                "{dr:?} kept, {backend}: background {background:.1}, white {white:.1}, under the logo {covered:.1}, opacity {measured:.3}"
+            );
+            assert!(
+                (measured - f64::from(opacity)).abs() <= 0.03,
+                "{dr:?} {backend}: the logo reads at {measured:.3}, asked {opacity}"
+            );
+            // The source's own samples pass at 10 bits: the background is the decoded value.
+            let decoded = &src.frames[0];
+            let raw = u16::from_le_bytes([decoded.data(0)[16], decoded.data(0)[17]]);
+            assert!(
+                (background - f64::from(raw)).abs() <= 1.0,
+                "{dr:?} {backend}: {background} vs {raw}"
+            );
+        }
     }
 }

@@ -8,7 +8,7 @@ use super::MAX_FRAMES_IN_FLIGHT;
 use super::layout::{InLayout, OutLayout};
 use crate::error::GpuError;
 use crate::filter::MAX_TAPS;
-use crate::frame::PreparedWatermark;
+use crate::frame::{PreparedWatermark, SampleDepth};
 
 pub(super) fn invalid(reason: impl Into<String>) -> GpuError {
     GpuError::InvalidConfig {
@@ -46,14 +46,25 @@ pub(super) fn config(cfg: &ComposeConfig, max_dim: u32) -> Result<(), GpuError> 
             return Err(invalid(format!("{name} {v} is outside 1..={max_dim}")));
         }
     }
+    if cfg.out_depth != SampleDepth::Eight && cfg.tone_map.is_some() {
+        return Err(invalid(
+            "tone mapping makes SDR frames: the output depth must be 8-bit",
+        ));
+    }
     if let Some(wm) = &cfg.watermark {
-        watermark(wm, cfg.out_width, cfg.out_height)?;
+        watermark(wm, cfg.out_width, cfg.out_height, cfg.out_depth)?;
     }
     Ok(())
 }
 
-/// The placement fits the `out_w x out_h` output and every plane has its placement's size.
-fn watermark(wm: &PreparedWatermark, out_w: u32, out_h: u32) -> Result<(), GpuError> {
+/// The placement fits the `out_w x out_h` output, the watermark was prepared for the output's
+/// depth, and every plane has its placement's size.
+fn watermark(
+    wm: &PreparedWatermark,
+    out_w: u32,
+    out_h: u32,
+    depth: SampleDepth,
+) -> Result<(), GpuError> {
     let p = wm.placement;
     let fits = |pos: u32, len: u32, max: u32| pos as u64 + len as u64 <= max as u64;
     if !fits(p.x, p.width, out_w) || !fits(p.y, p.height, out_h) {
@@ -62,10 +73,12 @@ fn watermark(wm: &PreparedWatermark, out_w: u32, out_h: u32) -> Result<(), GpuEr
             p.width, p.height, p.x, p.y
         )));
     }
-    if wm.depth != crate::SampleDepth::Eight {
-        return Err(invalid(
-            "the wgpu compositor writes 8-bit frames: the watermark is prepared for 10-bit",
-        ));
+    if wm.depth != depth {
+        return Err(invalid(format!(
+            "the watermark is prepared for {}-bit frames but the output is {}-bit",
+            wm.depth.bits(),
+            depth.bits()
+        )));
     }
     let luma = p.width as usize * p.height as usize;
     let chroma = (p.width / 2) as usize * (p.height / 2) as usize;

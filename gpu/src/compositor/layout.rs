@@ -2,7 +2,7 @@
 //! the output planes in padded rows of whole words, and how display-space addressing walks a
 //! rotated source plane.
 
-use crate::frame::{Rotation, SourceFormat, Yuv420Frame};
+use crate::frame::{Rotation, SampleDepth, SourceFormat, Yuv420Frame};
 
 /// Must match `MAX_ROW_WORDS` in compose.wgsl.
 pub(super) const MAX_ROW_WORDS: u32 = 8;
@@ -75,10 +75,14 @@ impl InLayout {
 }
 
 /// Word layout of the output planes: each row padded to whole u32 words, so one invocation
-/// owns one word; one scratch word after the frame absorbs the stores of idle invocations.
+/// owns its words (one for four 8-bit samples, two for four 16-bit ones); two scratch words
+/// after the frame absorb the stores of idle invocations.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct OutLayout {
+    pub(super) depth: SampleDepth,
     pub(super) dims: [(u32, u32); 3],
+    /// Invocations per row: one per four samples.
+    pub(super) row_quads: [u32; 3],
     pub(super) row_words: [u32; 3],
     pub(super) word_starts: [u64; 3],
     pub(super) scratch_word: u64,
@@ -86,32 +90,36 @@ pub(super) struct OutLayout {
 }
 
 impl OutLayout {
-    pub(super) fn new(w: u32, h: u32) -> Self {
+    pub(super) fn new(w: u32, h: u32, depth: SampleDepth) -> Self {
         let (cw, ch) = Yuv420Frame::chroma_size(w, h);
         let dims = [(w, h), (cw, ch), (cw, ch)];
-        let row_words = dims.map(|(w, _)| w.div_ceil(4));
+        let row_quads = dims.map(|(w, _)| w.div_ceil(4));
+        let row_words = row_quads.map(|q| q * depth.bytes() as u32);
         let words = [0, 1, 2].map(|i| row_words[i] as u64 * dims[i].1 as u64);
         let scratch_word = words.iter().sum::<u64>();
         Self {
+            depth,
             dims,
+            row_quads,
             row_words,
             word_starts: [0, words[0], words[0] + words[1]],
             scratch_word,
-            size: (scratch_word + 1) * 4,
+            size: (scratch_word + 2) * 4,
         }
     }
 
     /// Copies plane `i` out of a mapped readback buffer, dropping the row padding.
     pub(super) fn extract(&self, bytes: &[u8], i: usize) -> Vec<u8> {
         let (w, h) = (self.dims[i].0 as usize, self.dims[i].1 as usize);
+        let row = w * self.depth.bytes();
         let stride = self.row_words[i] as usize * 4;
         let start = self.word_starts[i] as usize * 4;
-        if stride == w {
-            return bytes[start..start + w * h].to_vec();
+        if stride == row {
+            return bytes[start..start + row * h].to_vec();
         }
-        let mut out = Vec::with_capacity(w * h);
-        for row in 0..h {
-            out.extend_from_slice(&bytes[start + row * stride..][..w]);
+        let mut out = Vec::with_capacity(row * h);
+        for r in 0..h {
+            out.extend_from_slice(&bytes[start + r * stride..][..row]);
         }
         out
     }

@@ -1,5 +1,5 @@
-//! The pipelined compositor: 4:2:0 YUV in (planar, NV12 or P010), planar YUV out, one fused
-//! compute pass per frame.
+//! The pipelined compositor: 4:2:0 YUV in (planar, NV12 or P010), planar YUV out (8-bit, or
+//! 10-bit little-endian 16-bit samples for HDR kept), one fused compute pass per frame.
 //!
 //! Per frame: the planes are written into a mapped upload buffer of a ring slot, then one
 //! command buffer copies them to the device input buffer, runs the compose pass (two
@@ -33,7 +33,7 @@ use crate::context::AdapterSummary;
 use crate::error::GpuError;
 use crate::frame::tonemap::ToneMap;
 use crate::frame::{
-    ColorSpec, PreparedWatermark, Rotation, SourceFormat, SourceFrame, Yuv420Frame,
+    ColorSpec, PreparedWatermark, Rotation, SampleDepth, SourceFormat, SourceFrame, Yuv420Frame,
 };
 use ring::{Shared, Slot};
 
@@ -74,6 +74,9 @@ pub struct ComposeConfig {
     pub src_format: SourceFormat,
     /// HDR sources: tone-map to `out_color` (SDR) instead of converting from `src_color`.
     pub tone_map: Option<ToneMap>,
+    /// The output frames' depth: 8-bit, or 10-bit for HDR kept as HDR (`out_color` is then
+    /// the source's matrix in limited range, and `tone_map` is `None`).
+    pub out_depth: SampleDepth,
 }
 
 /// Most frames a compositor keeps in flight.

@@ -12,7 +12,7 @@ use crate::context::PipelineKey;
 use crate::error::GpuError;
 use crate::filter::{self, ColorMode, Kernel};
 use crate::frame::tonemap::ToneUniforms;
-use crate::frame::{PreparedWatermark, Rotation, Yuv420Frame};
+use crate::frame::{PreparedWatermark, Rotation, SampleDepth, Yuv420Frame};
 
 /// Must match `@workgroup_size` in compose.wgsl.
 const WORKGROUP_SIZE: u32 = 64;
@@ -106,7 +106,7 @@ impl Plan {
         checks::config(cfg, limits.max_texture_dimension_2d)?;
         let sizes = Sizes::new(cfg);
         let in_layout = InLayout::new(cfg.src_width, cfg.src_height, cfg.src_format);
-        let out_layout = OutLayout::new(cfg.out_width, cfg.out_height);
+        let out_layout = OutLayout::new(cfg.out_width, cfg.out_height, cfg.out_depth);
         let max_binding = limits
             .max_storage_buffer_binding_size
             .min(limits.max_buffer_size);
@@ -162,9 +162,11 @@ impl Plan {
     }
 }
 
-/// Watermark: per plane, (value, alpha) byte pairs row-major, planes back to back, so four
-/// adjacent samples are 8 contiguous bytes. Also per plane (Y, U, V) its rectangle in output
-/// samples and its byte offset: `[x, y, w, h, offset]` (zeros without a watermark).
+/// Watermark: per plane, (value, alpha) pairs row-major, planes back to back, so four
+/// adjacent samples are contiguous: byte pairs for 8-bit output (8 bytes per four samples),
+/// for 10-bit one little-endian word per pair, `value | alpha << 16`. Also per plane (Y, U,
+/// V) its rectangle in output samples and its byte offset: `[x, y, w, h, offset]` (zeros
+/// without a watermark).
 fn pack_watermark(wm: Option<&PreparedWatermark>) -> Result<(Vec<u8>, [[u32; 5]; 3]), GpuError> {
     let mut wm_bytes = Vec::new();
     let mut wm_rects = [[0u32; 5]; 3];
@@ -179,13 +181,14 @@ fn pack_watermark(wm: Option<&PreparedWatermark>) -> Result<(Vec<u8>, [[u32; 5];
         for (i, (values, alphas, [x, y, w, h])) in planes.into_iter().enumerate() {
             let off = to_u32(wm_bytes.len() as u64, "watermark size")?;
             wm_rects[i] = [x, y, w, h, off];
-            // 8-bit output only (`checks::watermark`): every value fits its byte.
-            wm_bytes.extend(
-                values
-                    .iter()
-                    .zip(alphas.iter())
-                    .flat_map(|(&v, &a)| [v as u8, a]),
-            );
+            let pairs = values.iter().zip(alphas.iter());
+            match wm.depth {
+                // Code values of the watermark's depth: 8-bit ones fit their byte.
+                SampleDepth::Eight => wm_bytes.extend(pairs.flat_map(|(&v, &a)| [v as u8, a])),
+                SampleDepth::Ten => wm_bytes.extend(
+                    pairs.flat_map(|(&v, &a)| (u32::from(v) | u32::from(a) << 16).to_le_bytes()),
+                ),
+            }
         }
     }
     // Whole words, plus the two words a row-end load may read past the last pair.
@@ -273,12 +276,12 @@ fn chroma_to_luma(sizes: &Sizes) -> [f32; 4] {
     ]
 }
 
-/// Two dispatches in one pass, one workgroup row per output row: luma, then chroma with U in
-/// the first half of each row of workgroups and V in the second. Returns the workgroups per
-/// row of luma and of one chroma plane.
+/// Two dispatches in one pass, one workgroup row per output row (an invocation per four
+/// samples): luma, then chroma with U in the first half of each row of workgroups and V in
+/// the second. Returns the workgroups per row of luma and of one chroma plane.
 fn workgroups(out_layout: &OutLayout) -> (u32, u32) {
-    let luma_groups = out_layout.row_words[0].div_ceil(WORKGROUP_SIZE);
-    let chroma_groups = out_layout.row_words[1].div_ceil(WORKGROUP_SIZE);
+    let luma_groups = out_layout.row_quads[0].div_ceil(WORKGROUP_SIZE);
+    let chroma_groups = out_layout.row_quads[1].div_ceil(WORKGROUP_SIZE);
     (luma_groups, chroma_groups)
 }
 
@@ -320,6 +323,7 @@ fn pipeline_key(
     PipelineKey {
         is_chroma,
         sample16: cfg.src_format.sample_bytes() == 2,
+        out16: cfg.out_depth == SampleDepth::Ten,
         mode: mode as u32,
         has_watermark: cfg.watermark.is_some(),
         kern_x: kernel(axes[0].0, axes[0].1),

@@ -255,14 +255,13 @@ impl Shared {
             .readback
             .get_mapped_range(..)
             .map_err(|e| GpuError::Map(format!("readback buffer: {e}")))
-            .map(|view| {
-                Yuv420Frame::from_planes(
-                    self.out_size.0,
-                    self.out_size.1,
-                    self.out_layout.extract(&view, 0),
-                    self.out_layout.extract(&view, 1),
-                    self.out_layout.extract(&view, 2),
-                )
+            .map(|view| Yuv420Frame {
+                width: self.out_size.0,
+                height: self.out_size.1,
+                y: self.out_layout.extract(&view, 0),
+                u: self.out_layout.extract(&view, 1),
+                v: self.out_layout.extract(&view, 2),
+                depth: self.out_layout.depth,
             });
         // Unmap even on failure, so the slot can be submitted again.
         slot.readback.unmap();

@@ -22,6 +22,14 @@ impl SampleDepth {
         }
     }
 
+    /// Bits per sample value.
+    pub fn bits(self) -> u32 {
+        match self {
+            SampleDepth::Eight => 8,
+            SampleDepth::Ten => 10,
+        }
+    }
+
     /// The largest code value.
     pub fn max_code(self) -> u16 {
         match self {

@@ -47,6 +47,7 @@ pub fn config(sw: u32, sh: u32, ow: u32, oh: u32) -> ComposeConfig {
         watermark: None,
         src_format: Default::default(),
         tone_map: None,
+        out_depth: Default::default(),
     }
 }
 

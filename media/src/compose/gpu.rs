@@ -4,8 +4,10 @@
 use ffmpeg::format::Pixel;
 use ffmpeg::frame;
 use ffmpeg_next as ffmpeg;
+use vidforge_gpu::frame::HdrSignal;
 use vidforge_gpu::{
-    ColorSpec, ComposeConfig, GpuCompositor, GpuContext, SourceFormat, SourceFrame, Yuv420Frame,
+    ColorSpec, ComposeConfig, GpuCompositor, GpuContext, SampleDepth, SourceFormat, SourceFrame,
+    Yuv420Frame,
 };
 
 use super::convert::SourceConverter;
@@ -49,7 +51,8 @@ struct GpuStream {
     format: SourceFormat,
     conv: SourceConverter,
     converted: frame::Video,
-    /// Tone-mapped: the stream's colour is the probe's, whatever each frame's tags say.
+    /// HDR (tone-mapped or kept): the stream's colour is the probe's, whatever each frame's
+    /// tags say.
     hdr: bool,
 }
 
@@ -62,8 +65,9 @@ impl GpuStream {
 }
 
 /// The wgpu compositor: decoded frames in the layouts the shader reads (yuv420p, NV12,
-/// P010) go to the GPU as they are, other formats are converted to 8-bit yuv420p at source
-/// size first; then they are scaled, rotated, colour-converted and watermarked on the GPU.
+/// P010) go to the GPU as they are, other formats are converted to 8-bit yuv420p (HDR: P010)
+/// at source size first; then they are scaled, rotated, colour-converted (or tone-mapped) and
+/// watermarked on the GPU. HDR kept comes back as 10-bit frames.
 pub struct WgpuCompositor {
     ctx: GpuContext,
     spec: ComposeSpec,
@@ -97,6 +101,8 @@ impl WgpuCompositor {
             _ => (Pixel::YUV420P, SourceFormat::Yuv420p),
         };
         let (w, h) = conv.size();
+        // HDR kept: 10-bit frames in the source's own matrix (limited range), no tone map.
+        let keep = tone_map.filter(|_| self.spec.keeps_hdr());
         let cfg = ComposeConfig {
             src_width: w,
             src_height: h,
@@ -104,10 +110,15 @@ impl WgpuCompositor {
             rotation: self.spec.rotation,
             out_width: self.spec.out_width,
             out_height: self.spec.out_height,
-            out_color: ColorSpec::OUTPUT,
+            out_color: keep.map_or(ColorSpec::OUTPUT, |t| HdrSignal::of(&t).output),
             watermark: self.spec.watermark.clone(),
             src_format: format,
-            tone_map,
+            tone_map: tone_map.filter(|_| keep.is_none()),
+            out_depth: if keep.is_some() {
+                SampleDepth::Ten
+            } else {
+                SampleDepth::Eight
+            },
         };
         let gpu = GpuCompositor::new(&self.ctx, cfg, self.frames_in_flight)?;
         tracing::debug!(

@@ -25,7 +25,7 @@ pub struct ComposeSpec {
     pub tone_map: Option<ToneMap>,
     /// With `tone_map` set: keep the source HDR instead, 10-bit frames
     /// ([`SampleDepth::Ten`](vidforge_gpu::SampleDepth)) in its own colour, the watermark
-    /// prepared in that light. CPU compositor only for now.
+    /// prepared in that light.
     pub keep_hdr: bool,
 }
 

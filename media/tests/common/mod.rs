@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
+use vidforge_gpu::SampleDepth;
 use vidforge_gpu::filter::area_downscale_reference;
 use vidforge_media::fixtures::{self, ClipSpec};
 use vidforge_media::{
@@ -80,23 +81,33 @@ pub fn mean_yuv(f: &Yuv420Frame, x0: usize, y0: usize, w: usize, h: usize) -> [f
     ]
 }
 
-/// PSNR over all three planes.
+/// PSNR over all three planes, against the largest code value of their depth.
 pub fn psnr(a: &Yuv420Frame, b: &Yuv420Frame) -> f64 {
     assert_eq!((a.width, a.height), (b.width, b.height));
+    assert_eq!(a.depth, b.depth);
+    let samples = |plane: &[u8]| -> Vec<f64> {
+        match a.depth {
+            SampleDepth::Eight => plane.iter().map(|&v| f64::from(v)).collect(),
+            SampleDepth::Ten => (0..plane.len() / 2)
+                .map(|i| f64::from(Yuv420Frame::sample16(plane, i)))
+                .collect(),
+        }
+    };
     let mut se = 0f64;
     let mut n = 0usize;
     for (pa, pb) in [(&a.y, &b.y), (&a.u, &b.u), (&a.v, &b.v)] {
-        for (x, y) in pa.iter().zip(pb.iter()) {
-            let d = *x as f64 - *y as f64;
-            se += d * d;
+        let (sa, sb) = (samples(pa), samples(pb));
+        for (x, y) in sa.iter().zip(&sb) {
+            se += (x - y) * (x - y);
         }
-        n += pa.len();
+        n += sa.len();
     }
     let mse = se / n as f64;
     if mse == 0.0 {
         return f64::INFINITY;
     }
-    10.0 * (255.0f64 * 255.0 / mse).log10()
+    let peak = f64::from(a.depth.max_code());
+    10.0 * (peak * peak / mse).log10()
 }
 
 /// YUV code values -> non-linear RGB 0..1 for a (matrix, full range) pair.
