@@ -351,9 +351,11 @@ declare_settings! {
         flag(long = "admin", env = "VIDFORGE_ADMINS", value_delimiter = ','): Vec<String>;
     /// Principals whose renders of HDR (PQ or HLG) sources stay HDR: 10-bit HEVC Main10 in
     /// mp4/mov, VP9 profile 2 in webm, the source's transfer and mastering metadata kept.
-    /// Everyone else's are tone-mapped to SDR. `*` stands for every principal.
+    /// Everyone else's are tone-mapped to SDR. `*` stands for every principal. Their 10-bit
+    /// encoders are slower, so such renders weigh 6.5 times (mp4/mov) or 1.5 times (webm)
+    /// their pixel-frames in the work estimate (`max_render_seconds`, the render budget).
     keep_hdr: Vec<String> = Vec::new(), List,
-        help: "Principals whose renders of HDR sources stay HDR (HEVC Main10 in mp4/mov, VP9 profile 2 in webm) instead of being tone-mapped to SDR; * for all (comma-separated).",
+        help: "Principals whose renders of HDR sources stay HDR (HEVC Main10 in mp4/mov, VP9 profile 2 in webm) instead of being tone-mapped to SDR, weighing 6.5x (mp4/mov) or 1.5x (webm) in the work estimate; * for all (comma-separated).",
         shown: "none",
         flag(long = "keep-hdr", env = "VIDFORGE_KEEP_HDR", value_delimiter = ','): Vec<String>;
     /// `/metrics` answers without authentication to any address (default: only to loopback

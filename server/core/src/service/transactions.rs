@@ -18,6 +18,7 @@ use crate::store::{
 use crate::sync::lock;
 use crate::telemetry::{SpeculationEnd, speculation_ended};
 
+use super::work::WorkCost;
 use super::{CreateOutcome, DecisionOutcome};
 
 pub(super) fn create_blocking(
@@ -39,28 +40,25 @@ pub(super) fn create_blocking(
     shared.disk.check()?;
 
     let source = check_source(shared, principal, &args)?;
-    // Bound the work, not the bytes: a tiny upload may declare a long duration, and any
-    // source may be asked for at 4k.
-    let estimate = super::work::check_size(&shared.config, &source.probe, args.resolution)?;
-    check_watermark(shared, principal, &args)?;
-    check_capacity(shared, principal)?;
-    super::work::check_budget(
-        shared,
-        principal,
-        &source.probe,
-        args.resolution,
-        estimate,
-        now,
-    )?;
-
-    let mut rec = new_record(principal, args, original_arguments, now, estimate);
-    rec.source_hdr = source
+    let source_hdr = source
         .probe
         .color
         .as_ref()
         .map(|c| c.dynamic_range.clone())
         .filter(|d| d != "sdr");
-    rec.keep_hdr = rec.source_hdr.is_some() && shared.config.keeps_hdr_for(principal);
+    let keep_hdr = source_hdr.is_some() && shared.config.keeps_hdr_for(principal);
+    // Bound the work, not the bytes: a tiny upload may declare a long duration, and any
+    // source may be asked for at 4k. Kept HDR weighs more (slower 10-bit encoders).
+    let cost = WorkCost::of(keep_hdr, args.output_format);
+    let (probe, resolution) = (&source.probe, args.resolution);
+    let estimate = super::work::check_size(&shared.config, probe, resolution, cost)?;
+    check_watermark(shared, principal, &args)?;
+    check_capacity(shared, principal)?;
+    super::work::check_budget(shared, principal, (probe, resolution, cost), estimate, now)?;
+
+    let mut rec = new_record(principal, args, original_arguments, now, estimate);
+    rec.source_hdr = source_hdr;
+    rec.keep_hdr = keep_hdr;
     let key = rec.args.idempotency_key.as_deref().map(|key| NewKey {
         principal,
         key,
