@@ -699,12 +699,15 @@ fn uploads_describe_their_colour() {
 
 /// The operator's `keep_hdr` keeps the HDR of the principals it names, and only theirs: the
 /// same HLG upload comes out HEVC Main10 tagged HLG for one, tone-mapped H.264 for another.
+/// On the wgpu compositor (lavapipe in CI), which makes both: 10-bit and tone-mapped frames.
 #[test]
 fn hdr_is_kept_only_for_the_principals_the_operator_names() {
     use vidforge_media::{DynamicRange, fixtures};
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let args = [
+        "--backend",
+        "wgpu",
         "--token",
         "token-keep=keeper",
         "--token",
