@@ -42,23 +42,11 @@ check:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(TEST_ENV) $(CARGO) test --workspace --lib --bins
 
+# Every test against the release build `make serve` uses (one dependency tree): the cargo tests,
+# then the script suites (SDK clients, OAuth, cluster, browser UI + Prometheus, container image,
+# conformance). Prints the wall time of each phase and test binary. See scripts/test.sh.
 test: deps
-	$(CARGO) build --workspace --all-targets
-	$(TEST_ENV) $(CARGO) test --workspace --no-fail-fast -- --test-threads=2
-	# Official SDK clients (Python fallback path, TypeScript task path) against a fresh server,
-	# then the same clients through nginx against a three-node cluster on PostgreSQL.
-	./scripts/run-clients.sh
-	# The Python SDK's own OAuth client against vidforge with a real authorization server
-	# (oidc-provider): no token to start with, discovery, registration, PKCE, then a render.
-	./scripts/run-oauth-clients.sh
-	./scripts/run-cluster-clients.sh
-	# The browser UI (headless Chromium via Selenium) and /metrics scraped by a real Prometheus.
-	./scripts/run-ui-tests.sh
-	# The container image: built, run with podman, the contract (upload, render with approval,
-	# download) from the host, a clean stop on SIGTERM, its data kept across a new container.
-	./scripts/run-image-test.sh
-	# The pinned official conformance suite, against conformance/expected-failures.yml.
-	./scripts/run-conformance.sh
+	./scripts/test.sh
 
 # What CI runs: a bare clone of HEAD, `make serve` and the commands of the README and its docs pages there, then
 # `make test` in that clone (see scripts/first-contact.sh). Only committed work is checked.
@@ -83,11 +71,14 @@ chaos: deps
 fuzz: deps
 	$(TEST_ENV) VIDFORGE_FUZZ_CASES=$${VIDFORGE_FUZZ_CASES:-200000} $(CARGO) test -p vidforge --release --test fuzz -- --nocapture
 
+# In the release profile, like `make serve` and `make test`: the check build shares their build
+# scripts and proc macros (FFmpeg's bindings are generated once), and rustdoc shares clippy's
+# checked dependencies.
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 	# Docs that cannot rot: broken intra-doc links and other rustdoc warnings fail the lint.
-	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --workspace
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --release --no-deps --workspace
 	# The domain knows no HTTP and no MCP: nothing of axum, hyper, tower or rmcp below it.
 	! $(CARGO) tree -e normal -p vidforge-core --prefix none | grep -E '^(axum|hyper|tower|rmcp)'
 	@echo "vidforge-core depends on no axum, hyper, tower or rmcp"

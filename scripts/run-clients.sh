@@ -7,7 +7,7 @@
 #   - the MCP Inspector CLI in its default (legacy) protocol era: list, render, poll:
 #     clients/inspector/
 # (The rmcp client scenarios are a cargo test: tests/rmcp_client.rs.)
-# Builds nothing: expects target/debug/vidforge (or $VIDFORGE_BIN). Installs the clients from their
+# Builds nothing: expects target/release/vidforge (or $VIDFORGE_BIN). Installs the clients from their
 # lockfiles, starts `vidforge serve` on a free loopback port with a temp data dir, runs each client
 # and exits non-zero if any fails.
 # With VIDFORGE_URL set (a running server's base URL, e.g. the cluster gateway
@@ -16,9 +16,9 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BIN="${VIDFORGE_BIN:-$ROOT/target/debug/vidforge}"
+BIN="${VIDFORGE_BIN:-$ROOT/target/release/vidforge}"
 if [ -z "${VIDFORGE_URL:-}" ]; then
-  [ -x "$BIN" ] || { echo "run-clients: $BIN is missing; build it first (cargo build --bin vidforge)" >&2; exit 2; }
+  [ -x "$BIN" ] || { echo "run-clients: $BIN is missing; build it first (make build)" >&2; exit 2; }
 fi
 command -v npm >/dev/null || { echo "run-clients: npm is required (the Node clients run on a project-local Node 22)" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "run-clients: python3 (>= 3.10) is required" >&2; exit 2; }

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The official SDK clients (scripts/run-clients.sh) through the nginx gateway of a fresh
 # three-node cluster on PostgreSQL (scripts/cluster.sh), on loopback, in a temp state dir that
-# is removed afterwards. Builds nothing: expects target/debug/vidforge (or $VIDFORGE_BIN).
+# is removed afterwards. Builds nothing: expects target/release/vidforge (or $VIDFORGE_BIN).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-export VIDFORGE_BIN="${VIDFORGE_BIN:-$ROOT/target/debug/vidforge}"
+export VIDFORGE_BIN="${VIDFORGE_BIN:-$ROOT/target/release/vidforge}"
 STATE="$(mktemp -d)/cluster"
 export VIDFORGE_CLUSTER_DIR="$STATE"
 # A free gateway port (the cluster's own ports are picked free by cluster.sh).

@@ -12,18 +12,17 @@
 # each fails the run on unexpected failures and on stale entries (listed failures that pass).
 # The suite needs Node >= 22; the machines have Node 20, so Node 22 comes from the npm `node`
 # package installed project-locally from conformance/package-lock.json.
-# Builds target/debug/vidforge-conformance unless $VIDFORGE_CONFORMANCE_BIN names a prebuilt one.
-# It builds the way `make test` does (`--workspace --all-targets`, a no-op right after it): a
-# `-p` build unifies other features and would recompile dozens of crates.
+# Builds target/release/vidforge-conformance unless $VIDFORGE_CONFORMANCE_BIN names a prebuilt one
+# (a no-op after `make build` or `make test`: one dependency tree for the whole workspace).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CONF="$ROOT/conformance"
 if [ -z "${VIDFORGE_CONFORMANCE_BIN:-}" ]; then
-  (cd "$ROOT" && cargo build --quiet --workspace --all-targets) \
+  (cd "$ROOT" && cargo build --quiet --release -p vidforge-conformance) \
     || { echo "run-conformance: cannot build vidforge-conformance" >&2; exit 2; }
 fi
-BIN="${VIDFORGE_CONFORMANCE_BIN:-$ROOT/target/debug/vidforge-conformance}"
+BIN="${VIDFORGE_CONFORMANCE_BIN:-$ROOT/target/release/vidforge-conformance}"
 [ -x "$BIN" ] || { echo "run-conformance: $BIN is missing" >&2; exit 2; }
 command -v npm >/dev/null || { echo "run-conformance: npm is required (Node 20 is fine; Node 22 is installed locally)" >&2; exit 2; }
 

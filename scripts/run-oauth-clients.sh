@@ -10,13 +10,13 @@
 #   - headless Chromium signing in to the approval page through the same authorization server
 #     (vidforge's `vidforge-browser` client, authorization code + PKCE) and approving:
 #     tests/browser/oauth_sign_in.py (Debian's chromium, chromium-driver, python3-selenium).
-# Builds nothing: expects target/debug/vidforge (or $VIDFORGE_BIN). Exits non-zero on failure,
+# Builds nothing: expects target/release/vidforge (or $VIDFORGE_BIN). Exits non-zero on failure,
 # printing both servers' logs.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BIN="${VIDFORGE_BIN:-$ROOT/target/debug/vidforge}"
-[ -x "$BIN" ] || { echo "run-oauth-clients: $BIN is missing; build it first (cargo build --bin vidforge)" >&2; exit 2; }
+BIN="${VIDFORGE_BIN:-$ROOT/target/release/vidforge}"
+[ -x "$BIN" ] || { echo "run-oauth-clients: $BIN is missing; build it first (make build)" >&2; exit 2; }
 command -v npm >/dev/null || { echo "run-oauth-clients: npm is required (the authorization server runs on a project-local Node 22)" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "run-oauth-clients: python3 (>= 3.10) is required" >&2; exit 2; }
 started=$SECONDS

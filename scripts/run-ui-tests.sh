@@ -4,19 +4,19 @@
 # tests/browser/ui_test.py against it with a real headless Chromium (Selenium, Debian's
 # chromium-driver) and a real Prometheus scraping it. Nothing is downloaded: the browser, the
 # driver, Selenium and Prometheus are the Debian packages scripts/install-deps.sh installs.
-# Builds nothing: expects target/debug/vidforge (or $VIDFORGE_BIN).
+# Builds nothing: expects target/release/vidforge (or $VIDFORGE_BIN).
 # VIDFORGE_SCREENSHOTS=docs/screenshots refreshes the committed screenshots (approval.png,
 # approval-done.png, dashboard.png); otherwise they go to the temp dir. On failure the
 # screenshots and logs are kept in a /tmp/vidforge-ui-failure.* dir, whose path is printed.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BIN="${VIDFORGE_BIN:-$ROOT/target/debug/vidforge}"
+BIN="${VIDFORGE_BIN:-$ROOT/target/release/vidforge}"
 # Selenium is the Debian package, importable only by the system interpreter (not a pyenv/venv
 # python3 that may come first on PATH).
 PY=/usr/bin/python3
 
-[ -x "$BIN" ] || { echo "run-ui-tests: $BIN is missing; build it first (cargo build --bin vidforge)" >&2; exit 2; }
+[ -x "$BIN" ] || { echo "run-ui-tests: $BIN is missing; build it first (make build)" >&2; exit 2; }
 missing=()
 for exe in /usr/bin/chromium /usr/bin/chromedriver /usr/bin/prometheus "$PY"; do
   [ -x "$exe" ] || missing+=("$exe")
