@@ -66,10 +66,10 @@ load: build
 # 100 `kill -9` cycles against the real binary; 200,000 mutation-fuzz cases. A failing run
 # prints its seed: replay it with VIDFORGE_CHAOS_SEED / VIDFORGE_FUZZ_SEED.
 chaos: deps
-	$(TEST_ENV) VIDFORGE_CHAOS_CYCLES=$${VIDFORGE_CHAOS_CYCLES:-100} $(CARGO) test --test chaos -- --nocapture
+	$(TEST_ENV) VIDFORGE_CHAOS_CYCLES=$${VIDFORGE_CHAOS_CYCLES:-100} $(CARGO) test --release --test e2e chaos:: -- --nocapture
 
 fuzz: deps
-	$(TEST_ENV) VIDFORGE_FUZZ_CASES=$${VIDFORGE_FUZZ_CASES:-200000} $(CARGO) test -p vidforge --release --test fuzz -- --nocapture
+	$(TEST_ENV) VIDFORGE_FUZZ_CASES=$${VIDFORGE_FUZZ_CASES:-200000} $(CARGO) test -p vidforge --release --test in_process fuzz:: -- --nocapture
 
 # In the release profile, like `make serve` and `make test`: the check build shares their build
 # scripts and proc macros (FFmpeg's bindings are generated once), and rustdoc shares clippy's

@@ -91,7 +91,7 @@ tests=$OUT/gpu-tests.log
 echo "### gpu crate (compose tests)" > "$tests"
 step "gpu crate tests (compose pass vs CPU references)" 180 "$tests" "$BIN/gpu-compose-tests" --test-threads=1
 echo "### media crate GPU tests (wgpu vs CPU compositor, NV12/P010)" >> "$tests"
-step "media crate GPU tests (wgpu vs CPU compositor, NV12/P010)" 240 "$tests" "$BIN/media-gpu-tests" --test-threads=1
+step "media crate GPU tests (wgpu vs CPU compositor, NV12/P010)" 240 "$tests" "$BIN/media-gpu-tests" gpu:: --test-threads=1
 grep -E "^test result" "$tests" | sed 's/^/    /' | tee -a "$summary"
 
 say ""

@@ -25,7 +25,8 @@ for line in sys.stdin:
 cp target/release/vidforge .device/bin/vidforge
 cp target/release/examples/fps .device/bin/fps
 cp "$(test_binary vidforge-gpu compose)" .device/bin/gpu-compose-tests
-cp "$(test_binary vidforge-media gpu)" .device/bin/media-gpu-tests
+# The media engine's test binary; device-check.sh runs its `gpu::` module.
+cp "$(test_binary vidforge-media engine)" .device/bin/media-gpu-tests
 
 scripts/device/bundle.sh .device/vf.tar.xz .device/bin/* "$(command -v ffmpeg)" "$(command -v ffprobe)"
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # First contact: what a newcomer does, checked the way a newcomer does it.
 #
-#   scripts/first-contact.sh [--then-test] [REV]        (REV defaults to HEAD)
+#   scripts/first-contact.sh [--then-test] [--then-lint] [REV]        (REV defaults to HEAD)
 #
 #  1. `git clone` of REV into an empty temporary folder: nothing beside it (no reference folders), no
 #     build directory (only the cargo registry cache in ~/.cargo is reused).
@@ -15,17 +15,25 @@
 #  4. SIGTERM to make: the server must stop cleanly ("vidforge stopped") within a bound; then
 #     `make serve` again on the same data dir, stopped with Ctrl-C (SIGINT to its process group).
 #  5. With --then-test: `make test` in the same clone (CI's `.ci/run` does this), so the whole
-#     suite runs with nothing beside the repository.
+#     suite runs with nothing beside the repository, on the dependencies `make serve` compiled.
+#  6. With --then-lint: `make lint` in the same clone (CI does this too; its check build shares
+#     the build scripts and proc macros of the release build).
+#
+# Each phase's wall time goes to $VIDFORGE_TIMINGS when set (scripts/lib/timing.sh).
 #
 # Only committed work is checked (it is a clone). Exits non-zero, saying why, on any failure.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=lib/timing.sh
+source "$ROOT/scripts/lib/timing.sh"
 THEN_TEST=0
+THEN_LINT=0
 REV=HEAD
 for arg in "$@"; do
   case "$arg" in
     --then-test) THEN_TEST=1 ;;
+    --then-lint) THEN_LINT=1 ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     -*) echo "first-contact: unknown option $arg" >&2; exit 2 ;;
     *) REV="$arg" ;;
@@ -130,7 +138,7 @@ await_stop() {
 
 step "make serve (release build from scratch; up to $BUILD_TIMEOUT_S s)"
 start=$SECONDS
-start_serve
+timed "first contact: make serve (cold release build, until it serves)" start_serve
 step "serving after $((SECONDS - start)) s:"
 sed -n '/^vidforge listening on /,/^Ready\./p' "$LOG"
 
@@ -170,13 +178,15 @@ for block in "$BLOCKS"/*.sh; do
   sed 's/^/    $ /' "$block"
   # The README speaks of the default port.
   [ "$PORT" = 8080 ] || sed -i "s/127\.0\.0\.1:8080/127.0.0.1:$PORT/g" "$block"
-  timeout "$BLOCK_TIMEOUT_S" bash -euo pipefail "$block" || die "block $(basename "$block" .sh) failed (exit $?)"
+  timed "first contact: block $(basename "$block" .sh)" timeout "$BLOCK_TIMEOUT_S" bash -euo pipefail "$block" \
+    || die "block $(basename "$block" .sh) failed (exit $?)"
 done
 
 step "server/discover and one small render through tasks/*"
 [ -f clip.mp4 ] || die "the README's blocks did not make clip.mp4"
 SOURCE="$(curl -fsS -H 'Content-Type: application/octet-stream' --data-binary @clip.mp4 "$BASE/assets?name=clip.mp4" | python3 -c 'import json,sys; print(json.load(sys.stdin)["uri"])')"
-python3 scripts/lib/task_render.py "$BASE" "$SOURCE" "$WORK/task-result.mp4" || die "the render through tasks/* failed"
+timed "first contact: a render through tasks/*" python3 scripts/lib/task_render.py "$BASE" "$SOURCE" "$WORK/task-result.mp4" \
+  || die "the render through tasks/* failed"
 size="$(ffprobe -v error -select_streams v:0 -show_entries stream=width,height -of csv=p=0 "$WORK/task-result.mp4")"
 [ "$size" = "1280,720" ] || die "the rendered video is '$size', expected 1280,720"
 echo "  ok: the result decodes at 1280x720"
@@ -200,5 +210,9 @@ step "PASS: make serve works from a bare clone of ${COMMIT:0:12}"
 # 5. The whole test suite in the same bare clone.
 if [ "$THEN_TEST" = 1 ]; then
   step "make test in the bare clone"
-  make test
+  make test # times its own phases
+fi
+if [ "$THEN_LINT" = 1 ]; then
+  step "make lint in the bare clone"
+  timed "make lint (rustfmt, clippy, rustdoc; release profile)" make lint
 fi

@@ -6,7 +6,7 @@
 #     reading the result with resources/read and cancelling a render: clients/python-legacy/
 #   - the MCP Inspector CLI in its default (legacy) protocol era: list, render, poll:
 #     clients/inspector/
-# (The rmcp client scenarios are a cargo test: tests/rmcp_client.rs.)
+# (The rmcp client scenarios are a cargo test: tests/e2e/rmcp_client.rs.)
 # Builds nothing: expects target/release/vidforge (or $VIDFORGE_BIN). Installs the clients from their
 # lockfiles, starts `vidforge serve` on a free loopback port with a temp data dir, runs each client
 # and exits non-zero if any fails.

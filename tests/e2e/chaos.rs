@@ -12,8 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-mod support;
-use support::*;
+use crate::support::*;
 
 /// A number in `0..n` (0 when `n` is 0).
 fn below(rng: &mut fastrand::Rng, n: u64) -> u64 {

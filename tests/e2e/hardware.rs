@@ -7,8 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-mod support;
-use support::*;
+use crate::support::*;
 
 fn vidforge(args: &[&str], dir: &Path) -> Output {
     Command::new(vidforge_bin())

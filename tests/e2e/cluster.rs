@@ -18,9 +18,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-mod support;
-use support::webhooks::{self, Receiver};
-use support::*;
+use crate::support::webhooks::{self, Receiver};
+use crate::support::*;
+use crate::support;
 
 const ALICE: &str = "alice-cluster-token";
 const BOB: &str = "bob-cluster-token-2";

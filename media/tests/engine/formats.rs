@@ -1,9 +1,8 @@
 //! Every output format, every resolution class, audio handling: the output decodes with the
 //! right codecs, size, frame count and duration.
 
-mod common;
 
-use common::*;
+use crate::common::*;
 use vidforge_media::fixtures::{self, ClipSpec};
 use vidforge_media::{OutputFormat, Resolution, probe};
 

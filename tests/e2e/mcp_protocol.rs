@@ -3,8 +3,7 @@
 //! principal isolation. Every response is validated against the official JSON Schemas.
 
 use serde_json::{Value, json};
-mod support;
-use support::*;
+use crate::support::*;
 
 fn server() -> (tempfile::TempDir, Server) {
     let dir = tempfile::tempdir().unwrap();

@@ -6,8 +6,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-mod support;
-use support::*;
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(120);
 

@@ -14,8 +14,7 @@ use rmcp::model::{
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::{Value, json};
-mod support;
-use support::*;
+use crate::support::*;
 
 type Client = RunningService<RoleClient, ClientConfig>;
 

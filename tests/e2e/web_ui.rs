@@ -8,8 +8,8 @@ use std::time::Duration;
 use reqwest::blocking::{Client, Response};
 use reqwest::header::{CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE};
 use serde_json::json;
-mod support;
-use support::*;
+use crate::support::*;
+use crate::support;
 
 const FORM: &str = "application/x-www-form-urlencoded";
 

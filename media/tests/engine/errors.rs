@@ -1,12 +1,11 @@
 //! Every bad input gets its typed error, never a panic, hang or partial file; cancellation
 //! stops a render and cleans up.
 
-mod common;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::*;
+use crate::common::*;
 use vidforge_media::fixtures::{self, ClipSpec};
 use vidforge_media::{Engine, ErrorKind, MediaError, OutputFormat, Resolution, Stage, probe};
 

@@ -4,15 +4,14 @@
 //! what `tasks/get` says; a receiver that is down, then up, gets everything; `kill -9` between
 //! a transition and its delivery loses nothing; a receiver that hangs or redirects slows no
 //! render and no MCP call; a principal's own endpoint, secret and event list are honoured;
-//! bad settings are refused at start. The three-node case is in `tests/cluster.rs`.
+//! bad settings are refused at start. The three-node case is in `tests/e2e/cluster.rs`.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-mod support;
-use support::webhooks::{OTHER_SECRET, Receiver, SECRET};
-use support::*;
+use crate::support::webhooks::{OTHER_SECRET, Receiver, SECRET};
+use crate::support::*;
 
 const ALICE: &str = "alice-hook-token";
 const BOB: &str = "bob-hook-token";

@@ -1,11 +1,10 @@
 //! The HTTP surface over a real bound port: auth, uploads, Range and conditional downloads,
 //! HEAD, previews, expiry.
 
-mod common;
 
 use std::time::Duration;
 
-use common::{Harness, ScriptedRenderer, fixtures, render_args};
+use crate::common::{Harness, ScriptedRenderer, fixtures, render_args};
 use reqwest::StatusCode;
 use serde_json::Value;
 use vidforge_core::catalog;

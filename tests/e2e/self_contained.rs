@@ -3,10 +3,10 @@
 
 use std::process::Command;
 
-mod support;
-use support::repo_root;
+use crate::support::repo_root;
 
 use sha2::{Digest, Sha256};
+use crate::support;
 
 /// The vendored schemas are the byte copies `spec/schemas/SOURCES.md` describes.
 #[test]

@@ -6,11 +6,10 @@
 //! (`HdrPolicy::Keep`): HEVC Main10 / VP9 profile 2 with the source's tags and metadata,
 //! checked with ffprobe and by PSNR against the source.
 
-mod common;
 
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 use palette::color_difference::Ciede2000;
 use palette::{FromColor, Lab, LinSrgb};
 use vidforge_media::ffmpeg::format::Pixel;

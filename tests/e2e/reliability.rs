@@ -5,8 +5,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-mod support;
-use support::*;
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(120);
 

@@ -1,9 +1,8 @@
 //! The watermark lands in the requested corner with the requested opacity; nothing else
 //! changes. Previews show the same composition.
 
-mod common;
 
-use common::*;
+use crate::common::*;
 use vidforge_media::fixtures::{self, ClipSpec, Pattern};
 use vidforge_media::gpu::{
     ColorSpec, Placement, WatermarkImage, place_watermark, prepare_watermark,

@@ -4,8 +4,7 @@
 //! by `make load`, not by a timed test.
 
 use serde_json::Value;
-mod support;
-use support::*;
+use crate::support::*;
 
 #[test]
 fn pollers_see_no_errors_while_a_render_runs() {

@@ -1,12 +1,11 @@
 //! One real render through the whole service: media engine (CPU compositor), watermark preview,
 //! approval, encode, and the output probed back.
 
-mod common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{fixtures, render_args, test_config};
+use crate::common::{fixtures, render_args, test_config};
 use vidforge_core::clock::SystemClock;
 use vidforge_core::config::BackendSetting;
 use vidforge_core::media_backend::{MediaProber, MediaRenderer};

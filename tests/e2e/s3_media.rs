@@ -6,16 +6,15 @@
 //! frozen past the retry window (the render fails cleanly, temporary, nothing kept); uploads
 //! refused with `retry_after_ms` meanwhile; `kill -9` mid-upload (the restarted node aborts
 //! its orphaned multipart upload); an upload far larger than the memory bound, with the
-//! server's peak RSS. The farm without a shared directory is in tests/cluster.rs.
+//! server's peak RSS. The farm without a shared directory is in tests/e2e/cluster.rs.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-mod support;
-use support::s3::{ENV, S3};
-use support::*;
+use crate::support::s3::{ENV, S3};
+use crate::support::*;
 
 const ALICE: &str = "alice-s3-token";
 const BOB: &str = "bob-s3-token-22";
@@ -448,7 +447,7 @@ fn stream_upload(base: &str, path: &Path) -> (u16, Value) {
 }
 
 /// The media store's cost, media on S3 beside media on local disk in one run (not run by
-/// `make test`: `cargo test --test s3_media -- --ignored --nocapture`; the figures
+/// `make test`: `cargo test --release --test e2e s3_media:: -- --ignored --nocapture`; the figures
 /// are in docs/bench/media-store.md). Per mode: upload throughput of a large file, download
 /// throughput of a result through `GET /videos/…` (a redirect to the bucket on S3), and the
 /// end-to-end time of upload + render + download of a short clip; medians of

@@ -6,11 +6,10 @@
 //! different SIMD rounding on x86); ours filters vertically first and rounds each step. Both
 //! compute the same exact-coverage box filter, so they differ by at most a code or so.
 
-mod common;
 
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 use vidforge_media::fixtures::ClipSpec;
 use vidforge_media::{OutputFormat, Resolution, Yuv420Frame, decode_frames, output_size};
 

@@ -10,8 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-mod support;
-use support::*;
+use crate::support::*;
 
 const ALICE: &str = "alice-spec-token";
 const BOB: &str = "bob-spec-token";

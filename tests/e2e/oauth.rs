@@ -21,9 +21,8 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{Value, json};
 
-mod support;
-use support::oauth::*;
-use support::*;
+use crate::support::oauth::*;
+use crate::support::*;
 
 const WAIT: Duration = Duration::from_secs(120);
 /// vidforge's minimum interval between two fetches of an issuer's keys (30 s), plus margin.
@@ -675,7 +674,7 @@ fn authorization_server_down() {
 /// The cost of validating a JWT per request: `tools/list` with a static token and with an
 /// OAuth access token (cached key), alternating on one server, 3 rounds of 2000 requests from
 /// 8 keep-alive clients. Prints req/s and the median ratio. A measurement, not a check:
-/// `cargo test -p vidforge --test oauth -- --ignored --nocapture auth_throughput`.
+/// `cargo test --release --test e2e oauth::auth_throughput -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn auth_throughput() {

@@ -15,8 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-mod support;
-use support::*;
+use crate::support::*;
 
 const EVIL: &str = "http://evil.example.com";
 

@@ -6,7 +6,7 @@
 //! PostgreSQL's binaries come from Debian's `postgresql` package (`scripts/install-deps.sh`);
 //! when they are missing the test fails rather than skipping.
 
-#[path = "../core/tests/pg/mod.rs"]
+#[path = "../../core/tests/pg/mod.rs"]
 mod pg;
 
 use std::sync::Arc;
@@ -390,7 +390,7 @@ fn webhook_outbox(s: &Store) {
     assert_eq!((stored.attempts, stored.status), (1, OutboxStatus::Pending));
     assert_eq!(stored.last_attempts[0].outcome(), "503");
     // Due again (an hour on, by this node's clock: sled; the database's clock schedules a
-    // shared store, and tests/cluster.rs delivers there): delivered, never claimed again,
+    // shared store, and tests/e2e/cluster.rs delivers there): delivered, never claimed again,
     // swept after retention.
     if s.is_shared() {
         return;
@@ -610,7 +610,7 @@ fn postgres_store_passes_the_shared_suite_and_runs_the_work_queue() {
         "a write on another connection is announced"
     );
     // A PostgreSQL restart (`pg_ctl -w` returns once it is up again; calls while it is down
-    // are tests/cluster.rs's part): the feed re-opens with a Resync, and everything works
+    // are tests/e2e/cluster.rs's part): the feed re-opens with a Resync, and everything works
     // again. The pool's connections sat idle through the restart: each is checked before its
     // next use, so not one call fails once it is back.
     //

@@ -1,12 +1,11 @@
 //! RenderService behaviour with a scripted renderer: durability, idempotency, isolation, quota,
 //! approvals, cancel, boot recovery, sweeping and upload limits.
 
-mod common;
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::{Harness, ScriptedRenderer, fixtures, render_args};
+use crate::common::{Harness, ScriptedRenderer, fixtures, render_args};
 use serde_json::Value;
 use vidforge_core::ServiceError;
 use vidforge_core::catalog::{self, ErrorCode};
