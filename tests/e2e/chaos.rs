@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
 use crate::support::*;
+use serde_json::{Value, json};
 
 /// A number in `0..n` (0 when `n` is 0).
 fn below(rng: &mut fastrand::Rng, n: u64) -> u64 {

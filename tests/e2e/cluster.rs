@@ -17,10 +17,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use crate::support;
 use crate::support::webhooks::{self, Receiver};
 use crate::support::*;
-use crate::support;
+use serde_json::{Value, json};
 
 const ALICE: &str = "alice-cluster-token";
 const BOB: &str = "bob-cluster-token-2";

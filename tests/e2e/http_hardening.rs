@@ -14,8 +14,8 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
 use crate::support::*;
+use serde_json::{Value, json};
 
 const EVIL: &str = "http://evil.example.com";
 

@@ -3,8 +3,8 @@
 //! errors. Its figures (req/s, latencies, RSS) are printed, never asserted: speed is measured
 //! by `make load`, not by a timed test.
 
-use serde_json::Value;
 use crate::support::*;
+use serde_json::Value;
 
 #[test]
 fn pollers_see_no_errors_while_a_render_runs() {

@@ -2,8 +2,8 @@
 //! discovery, tool listing, header and `_meta` errors, argument errors, unknown ids, auth and
 //! principal isolation. Every response is validated against the official JSON Schemas.
 
-use serde_json::{Value, json};
 use crate::support::*;
+use serde_json::{Value, json};
 
 fn server() -> (tempfile::TempDir, Server) {
     let dir = tempfile::tempdir().unwrap();

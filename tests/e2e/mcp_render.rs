@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
 use crate::support::*;
+use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(120);
 

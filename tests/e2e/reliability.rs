@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
 use crate::support::*;
+use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(120);
 

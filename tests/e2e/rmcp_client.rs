@@ -7,6 +7,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities, ClientConfig,
     GetTaskParams, Implementation, ProtocolVersion, TaskPayload, TaskStatus, UpdateTaskParams,
@@ -14,7 +15,6 @@ use rmcp::model::{
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::{Value, json};
-use crate::support::*;
 
 type Client = RunningService<RoleClient, ClientConfig>;
 

@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
 use crate::support::s3::{ENV, S3};
 use crate::support::*;
+use serde_json::{Value, json};
 
 const ALICE: &str = "alice-s3-token";
 const BOB: &str = "bob-s3-token-22";

@@ -5,8 +5,8 @@ use std::process::Command;
 
 use crate::support::repo_root;
 
-use sha2::{Digest, Sha256};
 use crate::support;
+use sha2::{Digest, Sha256};
 
 /// The vendored schemas are the byte copies `spec/schemas/SOURCES.md` describes.
 #[test]

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
 use crate::support::*;
+use serde_json::{Value, json};
 
 const ALICE: &str = "alice-spec-token";
 const BOB: &str = "bob-spec-token";

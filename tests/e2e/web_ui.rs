@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
+use crate::support;
+use crate::support::*;
 use reqwest::blocking::{Client, Response};
 use reqwest::header::{CONTENT_TYPE, COOKIE, LOCATION, SET_COOKIE};
 use serde_json::json;
-use crate::support::*;
-use crate::support;
 
 const FORM: &str = "application/x-www-form-urlencoded";
 

@@ -9,9 +9,9 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
 use crate::support::webhooks::{OTHER_SECRET, Receiver, SECRET};
 use crate::support::*;
+use serde_json::{Value, json};
 
 const ALICE: &str = "alice-hook-token";
 const BOB: &str = "bob-hook-token";

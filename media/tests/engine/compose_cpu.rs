@@ -6,7 +6,6 @@
 //! different SIMD rounding on x86); ours filters vertically first and rounds each step. Both
 //! compute the same exact-coverage box filter, so they differ by at most a code or so.
 
-
 use std::path::Path;
 
 use crate::common::*;

@@ -1,7 +1,6 @@
 //! Every bad input gets its typed error, never a panic, hang or partial file; cancellation
 //! stops a render and cleans up.
 
-
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 

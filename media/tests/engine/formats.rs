@@ -1,7 +1,6 @@
 //! Every output format, every resolution class, audio handling: the output decodes with the
 //! right codecs, size, frame count and duration.
 
-
 use crate::common::*;
 use vidforge_media::fixtures::{self, ClipSpec};
 use vidforge_media::{OutputFormat, Resolution, probe};

@@ -2,7 +2,6 @@
 //! 40 dB PSNR, flat colours kept end to end. Skips loudly without an adapter unless
 //! VIDFORGE_REQUIRE_GPU=1.
 
-
 use crate::common::*;
 use vidforge_media::fixtures::{self, ClipSpec, Pattern};
 use vidforge_media::{OutputFormat, Position, Resolution, WatermarkSpec, decode_frames};

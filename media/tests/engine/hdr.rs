@@ -6,7 +6,6 @@
 //! (`HdrPolicy::Keep`): HEVC Main10 / VP9 profile 2 with the source's tags and metadata,
 //! checked with ffprobe and by PSNR against the source.
 
-
 use std::path::Path;
 
 use crate::common::*;

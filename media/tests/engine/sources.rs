@@ -1,7 +1,6 @@
 //! Awkward sources: odd sizes, rotation, anamorphic pixels, 10-bit, full range, untagged
 //! colour, variable frame rate. Output must be upright, the right size and the same colour.
 
-
 use crate::common::*;
 use vidforge_media::fixtures::{self, ClipSpec, Pattern};
 use vidforge_media::{OutputFormat, Resolution, decode_frames, probe};

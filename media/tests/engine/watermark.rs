@@ -1,7 +1,6 @@
 //! The watermark lands in the requested corner with the requested opacity; nothing else
 //! changes. Previews show the same composition.
 
-
 use crate::common::*;
 use vidforge_media::fixtures::{self, ClipSpec, Pattern};
 use vidforge_media::gpu::{

@@ -1,7 +1,6 @@
 //! The HTTP surface over a real bound port: auth, uploads, Range and conditional downloads,
 //! HEAD, previews, expiry.
 
-
 use std::time::Duration;
 
 use crate::common::{Harness, ScriptedRenderer, fixtures, render_args};

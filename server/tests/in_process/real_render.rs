@@ -1,7 +1,6 @@
 //! One real render through the whole service: media engine (CPU compositor), watermark preview,
 //! approval, encode, and the output probed back.
 
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

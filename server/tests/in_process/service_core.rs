@@ -1,7 +1,6 @@
 //! RenderService behaviour with a scripted renderer: durability, idempotency, isolation, quota,
 //! approvals, cancel, boot recovery, sweeping and upload limits.
 
-
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
