@@ -783,6 +783,24 @@ fn legacy_clients_get_a_session_on_the_same_endpoint() {
     assert_eq!(reply.result()["tools"].as_array().unwrap().len(), 5);
     assert_eq!(modern.call("tools/list", json!({}), Caps::NONE).status, 200);
 
+    // `initialize` carrying the modern claim in `_meta` is a 2026-07-28 request (classified by
+    // body, protocol reference §2.11) for a method that revision removed: 404 -32601 and no
+    // session, whether or not it also names a legacy `protocolVersion` in its params.
+    for params in [json!({}), json!({ "protocolVersion": "2025-11-25" })] {
+        let body = modern.envelope("initialize", params, Caps::NONE);
+        let reply = post_wire(
+            &modern.url,
+            None,
+            &[
+                ("MCP-Protocol-Version", PROTOCOL),
+                ("Mcp-Method", "initialize"),
+            ],
+            &body,
+        );
+        reply.error(404, -32601);
+        assert!(reply.header("mcp-session-id").is_none());
+    }
+
     // A crash loses the sessions, not the renders: the old session is 404 (initialize
     // again), and the new session finds the render from before.
     server.kill9();

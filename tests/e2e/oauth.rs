@@ -576,6 +576,63 @@ fn resource_server_end_to_end() {
     let tampered = format!("{header}.{}.{signature}", B64.encode(c.to_string()));
     site.assert_refused("tampered payload", &tampered, "signature does not verify");
     site.assert_accepted("the render token, still", &render);
+    // Subjects that would forge log lines, reach the operator's terminal or make an absurd
+    // principal, each properly signed: refused, and nothing of them reaches the log.
+    for (what, subject) in [
+        ("an empty subject", String::new()),
+        ("a newline in the subject", "alice\nINFO forged line".to_string()),
+        ("ESC in the subject", "alice\u{1b}[31mred".to_string()),
+        ("NUL in the subject", "alice\u{0}".to_string()),
+        ("a right-to-left override in the subject", "alice\u{202e}ecila".to_string()),
+        ("a 20,000-character subject", "a".repeat(20_000)),
+    ] {
+        let mut c = claims.clone();
+        c["sub"] = json!(subject);
+        site.assert_refused(
+            what,
+            &forge(&c, Algorithm::RS256, &key, &kid),
+            "subject is not acceptable",
+        );
+    }
+    let mut c = claims.clone();
+    c["sub"] = json!("a".repeat(255));
+    site.assert_accepted(
+        "a 255-character subject",
+        &forge(&c, Algorithm::RS256, &key, &kid),
+    );
+    let log = site.server.log();
+    for forged in ["INFO forged line", "ecila"] {
+        assert!(!log.contains(forged), "{forged:?} reached the log");
+    }
+    // A log that is no terminal carries no escape sequences at all (no colours either).
+    assert!(!log.contains('\u{1b}'), "an escape sequence in the log file");
+
+    // 5b. One address, many users (a NAT, a gateway): a guesser there spends the address's
+    // budget of wrong tokens (20), but a token whose signature verifies is no guess. A new
+    // principal's valid token is served at once while the address is limited, an expired
+    // signed token is told it expired (not 429), and only unverifiable tokens wait.
+    let mut limited = 0;
+    for i in 0..30 {
+        let reply = site.list_tools(Some(&format!("guess-{i}")));
+        assert!(matches!(reply.status, 401 | 429), "{}", brief(&reply));
+        limited += usize::from(reply.status == 429);
+    }
+    assert!(limited >= 5, "the guesser was never limited ({limited} × 429)");
+    let mut c = claims.clone();
+    c["sub"] = json!("someone-new-behind-the-same-address");
+    site.assert_accepted(
+        "a new principal's signed token while its address is limited",
+        &forge(&c, Algorithm::RS256, &key, &kid),
+    );
+    let mut c = claims.clone();
+    c["iat"] = json!(now() - 900);
+    c["exp"] = json!(now() - 600);
+    site.assert_refused(
+        "an expired signed token while its address is limited",
+        &forge(&c, Algorithm::RS256, &key, &kid),
+        "expired",
+    );
+    assert_eq!(site.list_tools(Some("guess-again")).status, 429);
 
     // 6. Key rotation, once vidforge may fetch keys again (30 s after its start-up fetch).
     let wait = (site.keys_fetched + REFETCH_GAP).saturating_duration_since(Instant::now());
@@ -727,4 +784,129 @@ fn auth_throughput() {
         "median JWT/static throughput ratio over 3 rounds of {REQUESTS} tools/list from {CLIENTS} clients: {:.3}",
         ratios[1]
     );
+}
+
+/// A trusted issuer that answers its key set with a huge, close-delimited body (no
+/// `Content-Length`: a faulty or compromised issuer, or a man in the middle of an `http://`
+/// one) costs vidforge the document cap (256 KiB), not the body: it stops reading as soon as
+/// the cap is passed, at start-up and at every refetch, its peak memory stays where it was, and
+/// it goes on serving (the token that needed the keys is a clean `401`).
+#[test]
+fn a_huge_key_set_is_cut_at_the_cap_while_it_arrives() {
+    const BODY: usize = 100 << 20;
+    let issuer = HugeKeySet::start(BODY);
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("data"),
+        &[
+            "--oauth-issuer",
+            &issuer.url,
+            "--token",
+            &format!("{STATIC_TOKEN}=static"),
+        ],
+    );
+    let failed = wait_for_log(&server, "cannot fetch the OAuth issuer's keys");
+    let site_mcp = format!("{}/mcp", server.base());
+    // A token naming a key nobody published makes vidforge fetch the key set again (at most
+    // every 5 s after a failed fetch).
+    let header = B64.encode(json!({"alg": "RS256", "typ": "at+jwt", "kid": "k-1"}).to_string());
+    let claims = B64.encode(
+        json!({"iss": issuer.url, "sub": "s", "aud": site_mcp, "exp": 4_000_000_000u64})
+            .to_string(),
+    );
+    let token = format!("{header}.{claims}.c2lnbmF0dXJl");
+    std::thread::sleep((failed + Duration::from_secs(6)).saturating_duration_since(Instant::now()));
+    let body = Mcp::new(&server.base()).envelope("tools/list", json!({}), Caps::NONE);
+    let reply = post_wire(
+        &site_mcp,
+        Some(&token),
+        &[
+            ("MCP-Protocol-Version", PROTOCOL),
+            ("Mcp-Method", "tools/list"),
+        ],
+        &body,
+    );
+    assert_eq!(reply.status, 401, "{}", brief(&reply));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while issuer.served().len() < 2 {
+        assert!(Instant::now() < deadline, "no refetch: {:?}", issuer.served());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let served = issuer.served();
+    let peak_mib = server.peak_rss_kib() / 1024;
+    eprintln!("oauth: key-set bodies sent before vidforge hung up: {served:?} bytes; server peak RSS {peak_mib} MiB");
+    // What the sender could write before the reader hung up: the cap plus socket buffers.
+    for sent in &served {
+        assert!(*sent < 16 << 20, "vidforge read on past the cap: {served:?}");
+    }
+    assert!(peak_mib < 160, "peak RSS {peak_mib} MiB");
+    // Still serving, static tokens included.
+    let ok = post_wire(
+        &site_mcp,
+        Some(STATIC_TOKEN),
+        &[
+            ("MCP-Protocol-Version", PROTOCOL),
+            ("Mcp-Method", "tools/list"),
+        ],
+        &body,
+    );
+    assert_eq!(ok.status, 200, "{}", brief(&ok));
+}
+
+/// An issuer on loopback whose metadata is sound and whose key set is `body_len` bytes of JSON
+/// whitespace, close-delimited, written until the reader hangs up. Records how many bytes of
+/// each key-set answer were accepted by the socket.
+struct HugeKeySet {
+    url: String,
+    served: std::sync::Arc<std::sync::Mutex<Vec<usize>>>,
+}
+
+impl HugeKeySet {
+    fn start(body_len: usize) -> HugeKeySet {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://127.0.0.1:{}", listener.local_addr().unwrap().port());
+        let served = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (issuer, log) = (url.clone(), served.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming().take(64) {
+                let Ok(mut stream) = stream else { continue };
+                let mut line = String::new();
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                if reader.read_line(&mut line).is_err() {
+                    continue;
+                }
+                // The rest of the request head.
+                let mut header = String::new();
+                while reader.read_line(&mut header).is_ok_and(|n| n > 2) {
+                    header.clear();
+                }
+                let path = line.split(' ').nth(1).unwrap_or_default().to_string();
+                if path.ends_with("/jwks") {
+                    let _ = stream.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{\"keys\": [",
+                    );
+                    let chunk = vec![b' '; 64 * 1024];
+                    let mut sent = 0;
+                    while sent < body_len && stream.write_all(&chunk).is_ok() {
+                        sent += chunk.len();
+                    }
+                    log.lock().unwrap().push(sent);
+                } else {
+                    let doc = json!({"issuer": issuer, "jwks_uri": format!("{issuer}/jwks")})
+                        .to_string();
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{doc}",
+                        doc.len()
+                    );
+                }
+            }
+        });
+        HugeKeySet { url, served }
+    }
+
+    fn served(&self) -> Vec<usize> {
+        self.served.lock().unwrap().clone()
+    }
 }

@@ -271,6 +271,7 @@ fn the_contract_with_media_in_a_bucket() {
     assert_eq!(refused["code"], "service_unavailable", "{refused}");
     assert_eq!(refused["temporary"], true);
     assert!(refused["retry_after_ms"].as_u64().unwrap() > 0);
+    assert_no_bucket_internals(&s3, &refused);
     let refused = mcp.tool("vidforge_render_video", plain.clone(), Caps::FULL);
     assert_eq!(
         refused.result()["structuredContent"]["code"],
@@ -278,6 +279,7 @@ fn the_contract_with_media_in_a_bucket() {
         "{}",
         refused.body
     );
+    assert_no_bucket_internals(&s3, &refused.result()["structuredContent"]);
     std::thread::sleep(Duration::from_secs(2));
     s3.resume();
     let done = mcp.wait_task(&id, Caps::FULL, WAIT, |t| status_of(t) == "completed");
@@ -291,6 +293,7 @@ fn the_contract_with_media_in_a_bucket() {
     let sc = &done["result"]["structuredContent"];
     assert_eq!(sc["code"], "service_unavailable", "{done}");
     assert_eq!(sc["temporary"], true);
+    assert_no_bucket_internals(&s3, sc);
     // A request that timed out here may still land once the bucket thaws: the sweeper
     // deletes what no record claims.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -542,4 +545,18 @@ fn bench_media_store_side_by_side() {
         bucket.peak_rss_kib() / 1024
     ));
     println!("{report}");
+}
+
+/// A client is told the contract's temporary error, never how the media store is laid out: no
+/// endpoint, bucket, key prefix or object key in what it reads (the operator's log has them).
+fn assert_no_bucket_internals(s3: &S3, answer: &Value) {
+    let text = answer.to_string();
+    let endpoint = s3.endpoint();
+    let host = endpoint.trim_start_matches("http://");
+    for internal in [host, "s3://", "media/", "results/", "/final."] {
+        assert!(
+            !text.contains(internal),
+            "{internal:?} reached the client: {text}"
+        );
+    }
 }

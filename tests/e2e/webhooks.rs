@@ -315,11 +315,12 @@ fn dashboard(server: &Server) -> String {
     page.text().unwrap()
 }
 
-/// Bad endpoints stop the server at start with a message naming the setting.
+/// Bad endpoints (and other bad settings) stop the server at start with one plain line naming
+/// the setting: no Rust debug output or backtrace, even with `RUST_BACKTRACE=1`.
 #[test]
 fn bad_webhook_settings_are_refused_at_start() {
     let dir = tempfile::tempdir().unwrap();
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
         (
             &[
                 "--webhook-url",
@@ -345,8 +346,9 @@ fn bad_webhook_settings_are_refused_at_start() {
                 "--webhook-secret",
                 "hunter2",
             ],
-            "whsec_",
+            "webhook_secret: the secret must be a Standard Webhooks secret: whsec_",
         ),
+        (&["--token", "short=alice"], "every token needs at least 8 characters"),
         (&["--webhook-url", "http://127.0.0.1/h"], "webhook_secret"),
         (
             &[
@@ -366,11 +368,16 @@ fn bad_webhook_settings_are_refused_at_start() {
             .args(["--listen", "127.0.0.1:0", "--data-dir"])
             .arg(dir.path().join("d"))
             .args(args)
+            .env("RUST_BACKTRACE", "1")
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} was accepted");
         assert!(err.contains(says), "{args:?}: {err}");
+        assert!(err.contains("vidforge: error: "), "{args:?}: {err}");
+        for debug in ["backtrace", "Stack", "panicked", "Invalid {"] {
+            assert!(!err.contains(debug), "{args:?}: {debug:?} in {err}");
+        }
         assert!(!err.contains(SECRET), "the secret is never printed: {err}");
     }
 }

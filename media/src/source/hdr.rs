@@ -53,6 +53,19 @@ pub struct ContentLight {
     pub max_fall: u32,
 }
 
+impl ContentLight {
+    /// As read from a source: the values are clamped to 65,535 nits, the most the SEI message
+    /// and the container boxes a kept render writes can carry (16 bits, CTA-861.3 / H.265
+    /// D.2.35), so an absurd source value clamps instead of wrapping.
+    pub fn clamped(max_cll: u32, max_fall: u32) -> Self {
+        let cap = u32::from(u16::MAX);
+        ContentLight {
+            max_cll: max_cll.min(cap),
+            max_fall: max_fall.min(cap),
+        }
+    }
+}
+
 /// A Dolby Vision configuration record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DolbyVision {
@@ -273,10 +286,7 @@ pub(crate) fn stream_color(vs: &Stream<'_>, matrix: String, range: String) -> So
             }
             SideDataType::ContentLightLevel => {
                 if let Some(c) = read_as::<RawContentLight>(side.data()) {
-                    color.content_light = Some(ContentLight {
-                        max_cll: c.max_cll,
-                        max_fall: c.max_fall,
-                    });
+                    color.content_light = Some(ContentLight::clamped(c.max_cll, c.max_fall));
                 }
             }
             SideDataType::DOVI_CONF => {
@@ -298,6 +308,24 @@ pub(crate) fn stream_color(vs: &Stream<'_>, matrix: String, range: String) -> So
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_light_over_16_bits_clamps_instead_of_wrapping() {
+        assert_eq!(
+            ContentLight::clamped(70_000, u32::MAX),
+            ContentLight {
+                max_cll: 65_535,
+                max_fall: 65_535
+            }
+        );
+        assert_eq!(
+            ContentLight::clamped(1000, 400),
+            ContentLight {
+                max_cll: 1000,
+                max_fall: 400
+            }
+        );
+    }
 
     #[test]
     fn side_data_shorter_than_its_struct_is_ignored() {

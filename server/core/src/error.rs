@@ -162,7 +162,18 @@ impl ServiceError {
         }
     }
 
-    /// A machine-oriented reason for `details.reason`.
+    /// What only the operator may read (logged, never sent): an internal fault's text, or why
+    /// a store could not be reached (its endpoint, bucket, key).
+    pub fn internal_detail(&self) -> Option<&str> {
+        match self {
+            ServiceError::Internal(detail)
+            | ServiceError::Unavailable { reason: detail }
+            | ServiceError::MediaUnavailable { reason: detail } => Some(detail),
+            _ => None,
+        }
+    }
+
+    /// A machine-oriented reason for `details.reason`: nothing internal.
     pub fn reason(&self) -> Option<String> {
         match self {
             ServiceError::InvalidArguments { reason, .. }
@@ -199,9 +210,13 @@ impl ServiceError {
                 "used by unfinished renders: {}",
                 renders.join(", ")
             )),
-            ServiceError::StorageFull { reason }
-            | ServiceError::Unavailable { reason }
-            | ServiceError::MediaUnavailable { reason } => Some(reason.clone()),
+            ServiceError::StorageFull { reason } => Some(reason.clone()),
+            // What failed inside (addresses, buckets, keys) is for the operator's log
+            // ([`ServiceError::internal_detail`]), never for the client.
+            ServiceError::Unavailable { .. } => Some("the task store cannot be reached".into()),
+            ServiceError::MediaUnavailable { .. } => {
+                Some("the media store cannot be reached or failed the request".into())
+            }
             ServiceError::RenderTooLarge(w) => Some(format!(
                 "estimated {} pixel-frames (output width x height x frames), limit {} per render",
                 w.estimated_pixel_frames, w.limit_pixel_frames

@@ -256,12 +256,12 @@ pub(crate) fn finish_media_error(
         return finish_stopped(shared, rec);
     }
     let outcome = match e {
-        ServiceError::MediaUnavailable { reason } => Outcome::Error {
+        ServiceError::MediaUnavailable { .. } => Outcome::Error {
             code: ErrorCode::ServiceUnavailable,
             message: "The media store could not be reached, so the render's media could not \
                       be stored; nothing was kept. Retry later."
                 .into(),
-            reason: Some(reason.clone()),
+            reason: e.reason(),
             field: None,
             retry_after_ms: Some(crate::error::STORE_RETRY_AFTER_MS),
             temporary: None,
@@ -272,7 +272,7 @@ pub(crate) fn finish_media_error(
         )),
     };
     write_failed(shared, rec, outcome)?;
-    tracing::warn!(render_id = %rec.id, error = %e, "render failed: media store");
+    tracing::warn!(render_id = %rec.id, error = %e, detail = e.internal_detail().unwrap_or_default(), "render failed: media store");
     Ok(())
 }
 

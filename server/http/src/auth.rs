@@ -46,6 +46,9 @@ impl Principal {
 pub struct Grant {
     pub principal: Principal,
     pub scopes: Scopes,
+    /// An OAuth access token whose signature verified: it cannot have been guessed, so it is
+    /// never judged against the peer's failure budget (static tokens and sessions: `false`).
+    pub signed: bool,
 }
 
 /// Why authentication failed.
@@ -100,9 +103,14 @@ impl Auth {
     }
 
     /// Judges a token's outcome from `peer` against the peer's failure budget
-    /// ([`crate::auth_limit`]): a request without a credential is not judged.
+    /// ([`crate::auth_limit`]): a request without a credential is not judged, and neither is an
+    /// OAuth access token whose signature verified, valid or not (expired, for another
+    /// resource, ...): nobody guesses a signature, so it is no guess, and a user behind the same
+    /// address as a guesser is never slowed by one.
     pub fn judge(&self, peer: Option<IpAddr>, outcome: &Result<Grant, AuthError>) -> Verdict {
         match outcome {
+            Ok(g) if g.signed => Verdict::Proceed,
+            Err(AuthError::Refused(why)) if why.signature_verified() => Verdict::Proceed,
             Ok(g) if self.required() => self.failures.judge(peer, Some(g.principal.as_str())),
             Err(AuthError::Invalid | AuthError::Refused(_)) => self.failures.judge(peer, None),
             _ => Verdict::Proceed,
@@ -130,6 +138,7 @@ impl Auth {
         Grant {
             principal: Principal(principal),
             scopes: Scopes::static_token(admin),
+            signed: false,
         }
     }
 
@@ -159,6 +168,7 @@ impl Auth {
             Ok(v) => Ok(Grant {
                 principal: Principal(v.principal),
                 scopes: v.scopes,
+                signed: true,
             }),
             Err(why) => {
                 match why {

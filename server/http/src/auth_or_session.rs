@@ -31,6 +31,7 @@ pub async fn require_auth_or_session(
             let grant = Grant {
                 scopes: s.scopes,
                 principal: s.principal,
+                signed: false,
             };
             admit_grant(sessions.auth(), grant, req, next).await
         }

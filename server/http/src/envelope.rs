@@ -261,6 +261,9 @@ impl Envelope {
             return env;
         }
         let mut env = Envelope::new(e.code(), e.to_string());
+        if let Some(detail) = e.internal_detail() {
+            tracing::warn!(request_id = %env.request_id, detail = %detail, "a store is unavailable; the client was told to retry");
+        }
         if let Some(f) = e.field() {
             env = env.field(f);
         }

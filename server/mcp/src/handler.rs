@@ -71,7 +71,7 @@ impl ServerHandler for VidforgeMcp {
                 RpcCode::INVALID_PARAMS,
                 "Unsupported protocol version",
                 Some(
-                    json!({ "supported": capabilities::LEGACY_REVISIONS, "requested": requested }),
+                    json!({ "supported": capabilities::LEGACY_REVISIONS, "requested": super::legacy::echo_requested(&json!(requested)) }),
                 ),
             ));
         }

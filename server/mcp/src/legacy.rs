@@ -39,23 +39,25 @@ pub const SESSION_NOT_FOUND: ErrorCode = ErrorCode(-32001);
 /// How long a refused `initialize` is told to wait before trying again.
 const RETRY_AFTER: Duration = Duration::from_secs(5);
 
-/// Whether rmcp will route this message to its legacy session path, by the rule it applies
-/// (`is_legacy_request` in rmcp's tower service), which is the reference's classification by
-/// body: an `initialize` always is; a request carrying the full modern `_meta` claim
-/// (protocol version and client capabilities) never is; otherwise the version named in
-/// `_meta`, else the `MCP-Protocol-Version` header, else 2025-03-26, decides (legacy when it
-/// predates 2026-07-28). Pass `Value::Null` for a GET or DELETE.
+/// Whether this message belongs to the legacy (`initialize`-based) era, by the reference's
+/// classification by body (protocol reference §2.11), which rmcp's routing
+/// (`is_legacy_request` in its tower service) follows: an `initialize` is legacy unless its
+/// `_meta` claims 2026-07-28 or later (then it is a modern request for a removed method, which
+/// the wire layer answers `404` `-32601` before rmcp sees it); a request carrying the full
+/// modern `_meta` claim (protocol version and client capabilities) never is; otherwise the
+/// version named in `_meta`, else the `MCP-Protocol-Version` header, else 2025-03-26, decides
+/// (legacy when it predates 2026-07-28). Pass `Value::Null` for a GET or DELETE.
 pub fn is_legacy(message: &Value, headers: &HeaderMap) -> bool {
     let is_request = message.get("id").is_some() && message.get("method").is_some();
-    if is_request && message["method"] == "initialize" {
-        return true;
-    }
     let meta = if is_request {
         &message["params"]["_meta"]
     } else {
         &Value::Null
     };
     let version = meta["io.modelcontextprotocol/protocolVersion"].as_str();
+    if is_request && message["method"] == "initialize" {
+        return !version.is_some_and(|v| v >= PROTOCOL_REVISION);
+    }
     if version.is_some() && meta["io.modelcontextprotocol/clientCapabilities"].is_object() {
         return false;
     }
@@ -75,6 +77,20 @@ pub fn in_legacy_session(ctx: &rmcp::service::RequestContext<rmcp::RoleServer>) 
     ctx.extensions
         .get::<http::request::Parts>()
         .is_some_and(|parts| parts.extensions.get::<LegacyEra>().is_some())
+}
+
+/// The longest requested revision echoed back in a refusal (a revision is 10 characters).
+const MAX_ECHOED_VERSION: usize = 64;
+
+/// The `requested` of an unsupported-version refusal: what the client sent when it is short
+/// (a string of at most 64 bytes, a number, `null`), else `null`: a refusal never carries
+/// back kilobytes of what the client wrote.
+pub fn echo_requested(requested: &Value) -> Value {
+    match requested {
+        Value::String(s) if s.len() <= MAX_ECHOED_VERSION => requested.clone(),
+        Value::Number(_) | Value::Bool(_) => requested.clone(),
+        _ => Value::Null,
+    }
 }
 
 /// Whether `version` is a revision a legacy session may be opened with.
@@ -141,7 +157,7 @@ impl LegacySessions {
                 "Unsupported protocol version",
                 json!({
                     "supported": LEGACY_REVISIONS,
-                    "requested": requested,
+                    "requested": echo_requested(requested),
                     "modern": [PROTOCOL_REVISION],
                 }),
                 None,
@@ -289,6 +305,18 @@ mod tests {
         headers.insert("mcp-protocol-version", "2025-06-18".parse().unwrap());
         assert!(is_legacy(&bare, &headers));
         assert!(is_legacy(&Value::Null, &none), "a bare GET or DELETE");
+        // An `initialize` claiming the modern revision is a modern request (for a removed
+        // method), whatever the header says; one claiming a legacy revision stays legacy.
+        for claim in ["2026-07-28", "2027-01-01"] {
+            let modern_init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"_meta":{
+                "io.modelcontextprotocol/protocolVersion": claim}}});
+            assert!(!is_legacy(&modern_init, &none), "{claim}");
+            assert!(!is_legacy(&modern_init, &headers), "{claim}");
+        }
+        let old_claim = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
+            "protocolVersion":"2025-11-25",
+            "_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}});
+        assert!(is_legacy(&old_claim, &none));
     }
 
     #[tokio::test]
@@ -313,6 +341,19 @@ mod tests {
             assert_eq!(body["error"]["code"], -32602);
             assert_eq!(body["error"]["data"]["supported"], json!(LEGACY_REVISIONS));
             assert_eq!(body["error"]["data"]["requested"], version);
+        }
+        // A huge or structured one is not echoed back.
+        for version in [json!("9".repeat(10_000)), json!({"a": [1, 2]})] {
+            let init = json!({"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":version}});
+            let Admission::Refuse(response) = sessions.admit_initialize(&init, "a").await else {
+                panic!("admitted");
+            };
+            let body = axum::body::to_bytes(response.into_body(), 1 << 16)
+                .await
+                .unwrap();
+            let body: Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(body["error"]["data"]["requested"], Value::Null);
+            assert!(body.to_string().len() < 1024, "{body}");
         }
         for version in LEGACY_REVISIONS {
             let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":version}});

@@ -38,6 +38,7 @@ mod handler;
 pub mod inputs;
 pub mod jsonrpc;
 pub mod legacy;
+mod legacy_streams;
 mod listen;
 mod notify;
 pub mod presentation;
@@ -119,6 +120,9 @@ pub fn router(
     );
     let wire = Arc::new(Wire {
         sessions: legacy,
+        streams: legacy_streams::LegacyStreams::new(legacy_streams::StreamLimits::for_connections(
+            config.max_connections,
+        )),
         auth: auth.clone(),
     });
     axum::Router::new()
@@ -169,6 +173,7 @@ fn caller(request: &Request) -> String {
 /// challenges).
 struct Wire {
     sessions: legacy::LegacySessions,
+    streams: Arc<legacy_streams::LegacyStreams>,
     auth: vidforge_http::auth::Auth,
 }
 
@@ -218,12 +223,27 @@ async fn wire_layer(State(wire): State<Arc<Wire>>, request: Request, next: Next)
             return refusal;
         }
         let is_delete = request.method() == Method::DELETE;
+        // A GET is the session's server-message stream: one per session, bounded per
+        // principal and per node, ended with its session (`legacy_streams`).
+        let stream = match (&session, request.method() == Method::GET) {
+            (Some(session), true) => match wire.streams.open(session, &principal) {
+                Ok(stream) => Some(stream),
+                Err(refusal) => return refusal,
+            },
+            _ => None,
+        };
         let mut response = next.run(request).await;
+        if let Some(stream) = stream
+            && response.status().is_success()
+        {
+            return stream.attach(response, sessions.manager());
+        }
         if is_delete
             && response.status().is_success()
             && let Some(session) = session
         {
             sessions.ended(&session);
+            wire.streams.end(&session);
             // rmcp answers 202; the SDKs' clients expect 200 or 204 for an ended session (the
             // Python SDK 1.x logs "Session termination failed: 202"), and the TypeScript
             // SDK's own server answers 200.
@@ -288,6 +308,17 @@ async fn wire_layer(State(wire): State<Arc<Wire>>, request: Request, next: Next)
         return refusal;
     }
     let is_legacy = legacy::is_legacy(&message, &parts.headers);
+    if !is_legacy && message["method"] == "initialize" {
+        // A 2026-07-28 request for `initialize`, a method that revision removed (rmcp would
+        // take any `initialize` for a legacy handshake).
+        return rpc_error_response(
+            StatusCode::NOT_FOUND,
+            id,
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            "Method not found",
+            json!({ "method": "initialize", "removed_in": capabilities::PROTOCOL_REVISION }),
+        );
+    }
     let session = session_id(&parts.headers);
     let opens_session = is_legacy && message["method"] == "initialize" && session.is_none();
     if is_legacy {

@@ -32,12 +32,15 @@ pub enum Command {
     Load(vidforge_bench::load::LoadArgs),
 }
 
-/// Logs to stderr; `RUST_LOG` overrides the default `info` level.
+/// Logs to stderr; `RUST_LOG` overrides the default `info` level. Colours only when stderr is a
+/// terminal: a log file or journal gets plain text, no escape sequences.
 pub fn init_tracing() {
+    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .try_init();
 }

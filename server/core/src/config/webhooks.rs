@@ -49,17 +49,28 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
+/// The settings of the shared endpoint, as a refusal names them.
+const SHARED_FIELDS: (&str, &str) = ("webhook_url", "webhook_secret");
+
 impl Endpoint {
-    /// Checks and resolves an endpoint; `field` names it in the refusal.
+    /// Checks and resolves an endpoint; `fields` name its URL and its secret in a refusal
+    /// (the shared endpoint's are two settings, a principal's table is one).
     pub fn parse(
-        field: &'static str,
+        fields: (&'static str, &'static str),
         url: &str,
         secret: &str,
         events: Option<&[String]>,
     ) -> Result<Endpoint, ConfigError> {
-        let bad = |reason: String| ConfigError::Invalid { field, reason };
+        let (url_field, secret_field) = fields;
+        let bad = |reason: String| ConfigError::Invalid {
+            field: url_field,
+            reason,
+        };
         check_url(url).map_err(bad)?;
-        check_secret(secret).map_err(bad)?;
+        check_secret(secret).map_err(|reason| ConfigError::Invalid {
+            field: secret_field,
+            reason,
+        })?;
         let events = match events {
             None => EventKind::ALL.to_vec(),
             Some([]) => EventKind::ALL.to_vec(),
@@ -93,7 +104,7 @@ pub(super) fn endpoints_from_file(
 ) -> Result<BTreeMap<String, Endpoint>, ConfigError> {
     v.into_iter()
         .map(|(principal, w)| {
-            Endpoint::parse("webhooks", &w.url, &w.secret, w.events.as_deref())
+            Endpoint::parse(("webhooks", "webhooks"), &w.url, &w.secret, w.events.as_deref())
                 .map(|e| (principal, e))
         })
         .collect()
@@ -145,7 +156,7 @@ impl Config {
         }
         let (url, secret) = (self.webhook_url.as_ref()?, self.webhook_secret.as_ref()?);
         Endpoint::parse(
-            "webhook_url",
+            SHARED_FIELDS,
             url,
             secret,
             Some(self.webhook_events.as_slice()),
@@ -162,7 +173,7 @@ impl Config {
     pub(super) fn validate_webhooks(&self) -> Result<(), ConfigError> {
         match (&self.webhook_url, &self.webhook_secret) {
             (Some(url), Some(secret)) => {
-                Endpoint::parse("webhook_url", url, secret, Some(&self.webhook_events))?;
+                Endpoint::parse(SHARED_FIELDS, url, secret, Some(&self.webhook_events))?;
             }
             (Some(_), None) => {
                 return Err(ConfigError::Invalid {
@@ -213,10 +224,10 @@ mod tests {
 
     #[test]
     fn endpoints_are_checked() {
-        let ok = Endpoint::parse("f", "https://hooks.example/x?y=1", SECRET, None).unwrap();
+        let ok = Endpoint::parse(("f", "g"), "https://hooks.example/x?y=1", SECRET, None).unwrap();
         assert_eq!(ok.events, EventKind::ALL.to_vec());
         let some = ["succeeded".to_string(), "render.failed".to_string()];
-        let e = Endpoint::parse("f", "http://127.0.0.1:9/h", SECRET, Some(&some)).unwrap();
+        let e = Endpoint::parse(("f", "g"), "http://127.0.0.1:9/h", SECRET, Some(&some)).unwrap();
         assert!(e.wants(EventKind::Failed) && !e.wants(EventKind::InputRequired));
         for (url, secret) in [
             ("ftp://x/y", SECRET),
@@ -228,12 +239,19 @@ mod tests {
             ("https://x/y", "whsec_c2hvcnQ="),
         ] {
             assert!(
-                Endpoint::parse("f", url, secret, None).is_err(),
+                Endpoint::parse(("f", "g"), url, secret, None).is_err(),
                 "{url} {secret}"
             );
         }
+        // A bad secret is named as the secret's setting, a bad URL as the URL's.
+        let field = |url, secret| match Endpoint::parse(("f", "g"), url, secret, None) {
+            Err(ConfigError::Invalid { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(field("ftp://x/y", SECRET), "f");
+        assert_eq!(field("https://x/y", "whsec_c2hvcnQ="), "g");
         let unknown = ["render.started".to_string()];
-        assert!(Endpoint::parse("f", "https://x/y", SECRET, Some(&unknown)).is_err());
+        assert!(Endpoint::parse(("f", "g"), "https://x/y", SECRET, Some(&unknown)).is_err());
         assert!(
             !format!("{ok:?}").contains("MfKQ"),
             "Debug hides the secret"

@@ -162,15 +162,9 @@ impl OAuth {
                 .await
                 .map_err(|e| BrowserError::Unavailable(format!("{url}: {e}")))?;
             let status = response.status();
-            let bytes = response
-                .bytes()
+            let bytes = super::capped::body(response, MAX_TOKEN_RESPONSE_BYTES)
                 .await
                 .map_err(|e| BrowserError::Unavailable(format!("{url}: {e}")))?;
-            if bytes.len() > MAX_TOKEN_RESPONSE_BYTES {
-                return Err(BrowserError::Unavailable(format!(
-                    "{url}: answer too large"
-                )));
-            }
             let body: Option<TokenResponse> = serde_json::from_slice(&bytes).ok();
             if status.is_server_error() {
                 return Err(BrowserError::Unavailable(format!("{url}: {status}")));

@@ -249,19 +249,14 @@ impl IssuerKeys {
             .await
             .and_then(|r| r.error_for_status())
             .map_err(|e| FetchError::Http(format!("{url}: {e}")))?;
-        if response
-            .content_length()
-            .is_some_and(|n| n as usize > MAX_DOCUMENT_BYTES)
-        {
-            return Err(FetchError::Metadata(format!("{url}: document too large")));
-        }
-        let bytes = response
-            .bytes()
+        let bytes = super::capped::body(response, MAX_DOCUMENT_BYTES)
             .await
-            .map_err(|e| FetchError::Http(format!("{url}: {e}")))?;
-        if bytes.len() > MAX_DOCUMENT_BYTES {
-            return Err(FetchError::Metadata(format!("{url}: document too large")));
-        }
+            .map_err(|e| match e {
+                super::capped::CappedError::TooLarge(_) => {
+                    FetchError::Metadata(format!("{url}: document too large"))
+                }
+                super::capped::CappedError::Http(e) => FetchError::Http(format!("{url}: {e}")),
+            })?;
         serde_json::from_slice(&bytes).map_err(|e| FetchError::Metadata(format!("{url}: {e}")))
     }
 }

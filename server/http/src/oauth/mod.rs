@@ -15,6 +15,7 @@
 //! The token itself is never stored, logged or sent anywhere.
 
 pub mod browser;
+pub mod capped;
 pub mod keys;
 pub mod metadata;
 
@@ -70,6 +71,36 @@ pub enum Rejection {
     NotYetValid,
     #[error("the token lacks a required claim")]
     MissingClaim,
+    #[error("the token's subject is not acceptable (empty, over 255 characters, or with control or direction characters)")]
+    Subject,
+}
+
+impl Rejection {
+    /// Whether the token's signature verified before it was refused (its claims did not pass:
+    /// expired, not yet valid, another audience, an unacceptable subject: jsonwebtoken checks
+    /// the claims only once the signature verified). Such
+    /// a token was issued by a trusted issuer, so it was not guessed.
+    pub fn signature_verified(self) -> bool {
+        matches!(
+            self,
+            Rejection::Expired | Rejection::NotYetValid | Rejection::Audience | Rejection::Subject
+        )
+    }
+}
+
+/// The longest subject accepted (OpenID Connect Core §2 bounds `sub` to 255 ASCII characters).
+pub const MAX_SUBJECT_CHARS: usize = 255;
+
+/// Whether a token's `sub` may become (part of) a principal: not empty, at most
+/// [`MAX_SUBJECT_CHARS`], and no control characters (a newline would forge a log line, ESC or
+/// NUL reach the operator's terminal) nor bidirectional overrides and isolates (which make
+/// one principal read as another).
+pub fn acceptable_subject(sub: &str) -> bool {
+    !sub.is_empty()
+        && sub.chars().count() <= MAX_SUBJECT_CHARS
+        && !sub.chars().any(|c| {
+            c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+        })
 }
 
 /// The claims vidforge reads (the rest are checked by [`Validation`] or ignored).
@@ -216,6 +247,9 @@ impl OAuth {
         let data = jsonwebtoken::decode::<Claims>(token, &key.decoding, &validation)
             .map_err(|e| rejection(e.kind()))?;
         let claims = data.claims;
+        if !acceptable_subject(&claims.sub) {
+            return Err(Rejection::Subject);
+        }
         let scopes = match (&claims.scope, &claims.scp) {
             (Some(s), _) => Scopes::parse(s.split(' ')),
             (None, Some(list)) => Scopes::parse(list.iter().map(String::as_str)),
@@ -250,5 +284,32 @@ fn rejection(kind: &ErrorKind) -> Rejection {
         ErrorKind::InvalidAlgorithm | ErrorKind::InvalidAlgorithmName => Rejection::Algorithm,
         ErrorKind::MissingRequiredClaim(_) => Rejection::MissingClaim,
         _ => Rejection::Malformed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subjects_that_could_forge_logs_or_principals_are_not_acceptable() {
+        for ok in ["alice", "248289761001", "ü-sub|auth0", &"a".repeat(255)] {
+            assert!(acceptable_subject(ok), "{ok:?}");
+        }
+        for bad in [
+            "",
+            "a\nb",
+            "a\rb",
+            "a\u{1b}[31m",
+            "a\u{0}",
+            "a\u{7f}",
+            "a\u{85}",
+            "a\u{202e}b",
+            "a\u{2066}b",
+            "a\u{200f}",
+            &"a".repeat(256),
+        ] {
+            assert!(!acceptable_subject(bad), "{bad:?}");
+        }
     }
 }

@@ -112,6 +112,7 @@ pub(super) async fn sign_in(
         .map(|principal| crate::auth::Grant {
             principal,
             scopes: crate::scope::Scopes::static_token(false),
+            signed: false,
         })
         .ok_or(AuthError::Invalid);
     if let Verdict::Limited(wait) = auth.judge(peer.map(|p| p.0.0), &outcome) {
