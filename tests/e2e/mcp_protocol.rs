@@ -910,3 +910,166 @@ fn legacy_sessions_belong_to_their_principal_and_are_bounded() {
     assert_eq!(init.status, 200, "{}", init.body);
     assert_eq!(carol.request("ping", json!({})).status, 200);
 }
+
+/// Reads a legacy server-message stream in a thread until its body ends (or the client's
+/// 10 s bound); the receiver gets the moment it ended.
+fn watch_stream_end(
+    mut stream: reqwest::blocking::Response,
+) -> std::sync::mpsc::Receiver<std::time::Instant> {
+    use std::io::Read;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 1024];
+        while matches!(stream.read(&mut buf), Ok(n) if n > 0) {}
+        let _ = tx.send(std::time::Instant::now());
+    });
+    rx
+}
+
+/// A legacy session has one server-message stream at a time, and it ends with the session: a
+/// second `GET` replaces the first (which ends at once), `DELETE` ends it within a second, and
+/// so does the session's idle timeout, whatever keep-alives flowed on the stream.
+#[test]
+fn legacy_streams_are_one_per_session_and_end_with_it() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("data"),
+        &["--legacy-session-idle-timeout", "2s"],
+    );
+    let mut client = Legacy::new(&server, None);
+    assert_eq!(client.initialize("2025-11-25", json!({})).status, 200);
+    let first = watch_stream_end(client.stream());
+    let replaced_at = Instant::now();
+    let second = watch_stream_end(client.stream());
+    let ended = first
+        .recv_timeout(Duration::from_secs(2))
+        .expect("the first stream still open after a second GET");
+    assert!(
+        ended - replaced_at < Duration::from_secs(1),
+        "{:?}",
+        ended - replaced_at
+    );
+    assert!(second.try_recv().is_err(), "the new stream stays open");
+    // Keep the session busy past its idle timeout: it is the requests that count.
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(800));
+        assert_eq!(client.request("ping", json!({})).status, 200);
+    }
+    assert!(
+        second.try_recv().is_err(),
+        "the stream of a live session stays open"
+    );
+    let deleted_at = Instant::now();
+    assert_eq!(client.delete(), 200);
+    let ended = second
+        .recv_timeout(Duration::from_secs(2))
+        .expect("the stream outlived its session's DELETE");
+    assert!(
+        ended - deleted_at < Duration::from_secs(1),
+        "{:?}",
+        ended - deleted_at
+    );
+
+    // Left idle, the session expires after 2 s, and its stream with it within a second.
+    let mut idle = Legacy::new(&server, None);
+    assert_eq!(idle.initialize("2025-11-25", json!({})).status, 200);
+    let opened_at = Instant::now();
+    let stream = watch_stream_end(idle.stream());
+    let ended = stream
+        .recv_timeout(Duration::from_secs(6))
+        .expect("the stream outlived its session's idle timeout");
+    assert!(
+        ended - opened_at < Duration::from_secs(4),
+        "ended {:?} after it opened (idle timeout 2 s)",
+        ended - opened_at
+    );
+    idle.request("ping", json!({})).error(404, -32001);
+}
+
+/// At default settings, one principal opening 32 legacy sessions and 33 streams on each
+/// (1,056 `GET`s, what an SDK that reopens streams does at scale) holds one stream per session,
+/// so another principal's `tools/list` and `/healthz` are answered within a second, and the
+/// flood's own requests still work.
+#[test]
+fn a_legacy_stream_flood_leaves_room_for_everyone_else() {
+    use std::io::Write;
+    use std::time::{Duration, Instant};
+    // The test holds a socket per GET, the server one per connection: raise the soft limit.
+    // SAFETY: getrlimit/setrlimit with a valid struct.
+    unsafe {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < 4096 {
+            lim.rlim_cur = lim.rlim_max.min(4096);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &TWO_PRINCIPALS);
+    let mut sessions = Vec::new();
+    for _ in 0..32 {
+        let mut alice = Legacy::new(&server, Some("token-alice-1"));
+        assert_eq!(alice.initialize("2025-11-25", json!({})).status, 200);
+        sessions.push(alice);
+    }
+    let mut sockets = Vec::new();
+    let started = Instant::now();
+    for _ in 0..33 {
+        for alice in &sessions {
+            let mut socket = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+            write!(
+                socket,
+                "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAccept: text/event-stream\r\n\
+                 Authorization: Bearer token-alice-1\r\nMcp-Session-Id: {}\r\n\
+                 MCP-Protocol-Version: 2025-11-25\r\n\r\n",
+                server.port,
+                alice.session.as_deref().unwrap()
+            )
+            .unwrap();
+            sockets.push(socket);
+        }
+    }
+    eprintln!(
+        "mcp_protocol: {} GETs sent in {:.2} s",
+        sockets.len(),
+        started.elapsed().as_secs_f64()
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let client = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    for round in 0..5 {
+        let asked = Instant::now();
+        let health = client.get(format!("{}/healthz", server.base())).send();
+        assert!(
+            health.as_ref().is_ok_and(|r| r.status() == 200),
+            "round {round}: /healthz not answered within 1 s: {health:?}"
+        );
+        let mut bob = Mcp::new(&server.base()).with_token("token-bob-22");
+        let body = bob.envelope("tools/list", json!({}), Caps::NONE);
+        let reply = client
+            .post(format!("{}/mcp", server.base()))
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", PROTOCOL)
+            .header("Mcp-Method", "tools/list")
+            .bearer_auth("token-bob-22")
+            .body(body.to_string())
+            .send();
+        assert!(
+            reply.as_ref().is_ok_and(|r| r.status() == 200),
+            "round {round}: bob's tools/list not answered within 1 s: {reply:?}"
+        );
+        eprintln!(
+            "mcp_protocol: round {round}: /healthz and bob's tools/list in {} ms",
+            asked.elapsed().as_millis()
+        );
+    }
+    // The flood's own sessions still work.
+    assert_eq!(sessions[0].request("ping", json!({})).status, 200);
+    drop(sockets);
+}

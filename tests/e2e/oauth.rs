@@ -580,10 +580,16 @@ fn resource_server_end_to_end() {
     // principal, each properly signed: refused, and nothing of them reaches the log.
     for (what, subject) in [
         ("an empty subject", String::new()),
-        ("a newline in the subject", "alice\nINFO forged line".to_string()),
+        (
+            "a newline in the subject",
+            "alice\nINFO forged line".to_string(),
+        ),
         ("ESC in the subject", "alice\u{1b}[31mred".to_string()),
         ("NUL in the subject", "alice\u{0}".to_string()),
-        ("a right-to-left override in the subject", "alice\u{202e}ecila".to_string()),
+        (
+            "a right-to-left override in the subject",
+            "alice\u{202e}ecila".to_string(),
+        ),
         ("a 20,000-character subject", "a".repeat(20_000)),
     ] {
         let mut c = claims.clone();
@@ -605,7 +611,10 @@ fn resource_server_end_to_end() {
         assert!(!log.contains(forged), "{forged:?} reached the log");
     }
     // A log that is no terminal carries no escape sequences at all (no colours either).
-    assert!(!log.contains('\u{1b}'), "an escape sequence in the log file");
+    assert!(
+        !log.contains('\u{1b}'),
+        "an escape sequence in the log file"
+    );
 
     // 5b. One address, many users (a NAT, a gateway): a guesser there spends the address's
     // budget of wrong tokens (20), but a token whose signature verifies is no guess. A new
@@ -617,7 +626,10 @@ fn resource_server_end_to_end() {
         assert!(matches!(reply.status, 401 | 429), "{}", brief(&reply));
         limited += usize::from(reply.status == 429);
     }
-    assert!(limited >= 5, "the guesser was never limited ({limited} × 429)");
+    assert!(
+        limited >= 5,
+        "the guesser was never limited ({limited} × 429)"
+    );
     let mut c = claims.clone();
     c["sub"] = json!("someone-new-behind-the-same-address");
     site.assert_accepted(
@@ -829,15 +841,24 @@ fn a_huge_key_set_is_cut_at_the_cap_while_it_arrives() {
     assert_eq!(reply.status, 401, "{}", brief(&reply));
     let deadline = Instant::now() + Duration::from_secs(10);
     while issuer.served().len() < 2 {
-        assert!(Instant::now() < deadline, "no refetch: {:?}", issuer.served());
+        assert!(
+            Instant::now() < deadline,
+            "no refetch: {:?}",
+            issuer.served()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let served = issuer.served();
     let peak_mib = server.peak_rss_kib() / 1024;
-    eprintln!("oauth: key-set bodies sent before vidforge hung up: {served:?} bytes; server peak RSS {peak_mib} MiB");
+    eprintln!(
+        "oauth: key-set bodies sent before vidforge hung up: {served:?} bytes; server peak RSS {peak_mib} MiB"
+    );
     // What the sender could write before the reader hung up: the cap plus socket buffers.
     for sent in &served {
-        assert!(*sent < 16 << 20, "vidforge read on past the cap: {served:?}");
+        assert!(
+            *sent < 16 << 20,
+            "vidforge read on past the cap: {served:?}"
+        );
     }
     assert!(peak_mib < 160, "peak RSS {peak_mib} MiB");
     // Still serving, static tokens included.
@@ -893,8 +914,8 @@ impl HugeKeySet {
                     }
                     log.lock().unwrap().push(sent);
                 } else {
-                    let doc = json!({"issuer": issuer, "jwks_uri": format!("{issuer}/jwks")})
-                        .to_string();
+                    let doc =
+                        json!({"issuer": issuer, "jwks_uri": format!("{issuer}/jwks")}).to_string();
                     let _ = write!(
                         stream,
                         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{doc}",

@@ -348,7 +348,10 @@ fn bad_webhook_settings_are_refused_at_start() {
             ],
             "webhook_secret: the secret must be a Standard Webhooks secret: whsec_",
         ),
-        (&["--token", "short=alice"], "every token needs at least 8 characters"),
+        (
+            &["--token", "short=alice"],
+            "every token needs at least 8 characters",
+        ),
         (&["--webhook-url", "http://127.0.0.1/h"], "webhook_secret"),
         (
             &[

@@ -786,6 +786,24 @@ impl Legacy {
         (resp.status().as_u16(), content_type)
     }
 
+    /// Opens the session's server-message stream (`GET` with its header) and hands it over
+    /// open, unread (reads are bounded by the client's 10 s).
+    pub fn stream(&self) -> reqwest::blocking::Response {
+        let mut req = stream_client()
+            .get(&self.url)
+            .header("Accept", "text/event-stream")
+            .header("MCP-Protocol-Version", "2025-11-25");
+        if let Some(session) = &self.session {
+            req = req.header("Mcp-Session-Id", session);
+        }
+        if let Some(token) = &self.token {
+            req = req.bearer_auth(token);
+        }
+        let resp = req.send().expect("GET /mcp");
+        assert_eq!(resp.status(), 200, "GET /mcp");
+        resp
+    }
+
     /// Ends the session (`DELETE` with its header); the HTTP status.
     pub fn delete(&self) -> u16 {
         let mut req = stream_client().delete(&self.url);

@@ -56,7 +56,7 @@ pub fn is_legacy(message: &Value, headers: &HeaderMap) -> bool {
     };
     let version = meta["io.modelcontextprotocol/protocolVersion"].as_str();
     if is_request && message["method"] == "initialize" {
-        return !version.is_some_and(|v| v >= PROTOCOL_REVISION);
+        return version.is_none_or(|v| v < PROTOCOL_REVISION);
     }
     if version.is_some() && meta["io.modelcontextprotocol/clientCapabilities"].is_object() {
         return false;

@@ -73,36 +73,23 @@ impl LegacyStreams {
         })
     }
 
-    /// Streams open now.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Registers a new stream of `session` for `principal`, ending the session's previous one;
     /// or the refusal when the principal or the node holds as many as it may.
-    pub fn open(self: &Arc<Self>, session: &str, principal: &str) -> Result<Stream, Response> {
+    pub fn open(self: &Arc<Self>, session: &str, principal: &str) -> Result<Stream, Refused> {
         let mut open = self.lock();
         if let Some(previous) = open.remove(session) {
             previous.cancel.cancel();
         }
         let held = open.values().filter(|e| e.principal == principal).count();
         if held >= self.limits.per_principal {
-            return Err(refusal(
-                StatusCode::TOO_MANY_REQUESTS,
-                "This principal holds as many legacy server-message streams as it may; close one (or end its session).",
-                json!({ "code": "rate_limited", "max_streams_per_principal": self.limits.per_principal }),
-            ));
+            return Err(Refused::Principal(self.limits.per_principal));
         }
         if open.len() >= self.limits.per_node {
-            return Err(refusal(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Too many legacy server-message streams are open on this server; try again shortly.",
-                json!({ "code": "service_unavailable", "max_streams": self.limits.per_node }),
-            ));
+            return Err(Refused::Node(self.limits.per_node));
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let cancel = CancellationToken::new();
@@ -130,17 +117,40 @@ impl LegacyStreams {
     }
 }
 
-fn refusal(status: StatusCode, message: &str, mut data: Value) -> Response {
-    data["temporary"] = json!(true);
-    data["retry_after_ms"] = json!(RETRY_AFTER.as_millis() as u64);
-    rpc_error(
-        status,
-        Value::Null,
-        ErrorCode::INVALID_REQUEST,
-        message,
-        data,
-        Some(RETRY_AFTER),
-    )
+/// Why a stream was not opened (each a temporary refusal with `Retry-After`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// The principal holds this many streams already (`429`).
+    Principal(usize),
+    /// The node holds this many streams already (`503`).
+    Node(usize),
+}
+
+impl Refused {
+    pub fn into_response(self) -> Response {
+        let (status, message, mut data) = match self {
+            Refused::Principal(max) => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "This principal holds as many legacy server-message streams as it may; close one (or end its session).",
+                json!({ "code": "rate_limited", "max_streams_per_principal": max }),
+            ),
+            Refused::Node(max) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Too many legacy server-message streams are open on this server; try again shortly.",
+                json!({ "code": "service_unavailable", "max_streams": max }),
+            ),
+        };
+        data["temporary"] = json!(true);
+        data["retry_after_ms"] = json!(RETRY_AFTER.as_millis() as u64);
+        rpc_error(
+            status,
+            Value::Null,
+            ErrorCode::INVALID_REQUEST,
+            message,
+            data,
+            Some(RETRY_AFTER),
+        )
+    }
 }
 
 /// One registered stream; removes its entry when dropped (if it is still the session's).
@@ -162,9 +172,15 @@ impl Drop for Stream {
 
 impl Stream {
     /// `response`'s body, ending when this stream is cancelled (replaced, its session
-    /// deleted) or its session no longer exists in `manager` (checked every [`WATCH`]).
+    /// deleted) or its session no longer exists in `manager` (checked every [`WATCH`]). The
+    /// connection closes with the stream (`Connection: close`): an ended stream gives its
+    /// connection back at once instead of idling on it.
     pub fn attach(self, response: Response, manager: Arc<LocalSessionManager>) -> Response {
-        let (parts, body) = response.into_parts();
+        let (mut parts, body) = response.into_parts();
+        parts.headers.insert(
+            axum::http::header::CONNECTION,
+            axum::http::HeaderValue::from_static("close"),
+        );
         let cancel = self.cancel.clone();
         let session = self.session.clone();
         let ended = async move {
@@ -179,11 +195,52 @@ impl Stream {
                 }
             }
         };
-        let data = body.into_data_stream().take_until(Box::pin(ended)).map(move |chunk| {
-            // The entry lives as long as the body does.
-            let _held = &self;
-            chunk
-        });
+        let data = body
+            .into_data_stream()
+            .take_until(Box::pin(ended))
+            .map(move |chunk| {
+                // The entry lives as long as the body does.
+                let _held = &self;
+                chunk
+            });
         Response::from_parts(parts, Body::from_stream(data))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_stream_per_session_and_bounds_per_principal_and_node() {
+        let streams = LegacyStreams::new(StreamLimits {
+            per_principal: 2,
+            per_node: 3,
+        });
+        let first = streams.open("s1", "alice").unwrap();
+        let second = streams.open("s1", "alice").unwrap();
+        assert!(
+            first.cancel.is_cancelled(),
+            "a new stream replaces the session's old one"
+        );
+        assert!(!second.cancel.is_cancelled());
+        drop(first);
+        assert_eq!(
+            streams.lock().len(),
+            1,
+            "the old stream's drop leaves the new entry"
+        );
+        let _a2 = streams.open("s2", "alice").unwrap();
+        assert_eq!(
+            streams.open("s3", "alice").err(),
+            Some(Refused::Principal(2))
+        );
+        let _b1 = streams.open("s4", "bob").unwrap();
+        assert_eq!(streams.open("s5", "carol").err(), Some(Refused::Node(3)));
+        streams.end("s1");
+        assert!(second.cancel.is_cancelled(), "DELETE ends the stream");
+        assert!(streams.open("s5", "carol").is_ok());
+        assert_eq!(StreamLimits::for_connections(1024).per_principal, 64);
+        assert_eq!(StreamLimits::for_connections(1024).per_node, 256);
     }
 }

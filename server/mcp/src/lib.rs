@@ -228,7 +228,7 @@ async fn wire_layer(State(wire): State<Arc<Wire>>, request: Request, next: Next)
         let stream = match (&session, request.method() == Method::GET) {
             (Some(session), true) => match wire.streams.open(session, &principal) {
                 Ok(stream) => Some(stream),
-                Err(refusal) => return refusal,
+                Err(refused) => return refused.into_response(),
             },
             _ => None,
         };

@@ -104,8 +104,13 @@ pub(super) fn endpoints_from_file(
 ) -> Result<BTreeMap<String, Endpoint>, ConfigError> {
     v.into_iter()
         .map(|(principal, w)| {
-            Endpoint::parse(("webhooks", "webhooks"), &w.url, &w.secret, w.events.as_deref())
-                .map(|e| (principal, e))
+            Endpoint::parse(
+                ("webhooks", "webhooks"),
+                &w.url,
+                &w.secret,
+                w.events.as_deref(),
+            )
+            .map(|e| (principal, e))
         })
         .collect()
 }

@@ -71,7 +71,9 @@ pub enum Rejection {
     NotYetValid,
     #[error("the token lacks a required claim")]
     MissingClaim,
-    #[error("the token's subject is not acceptable (empty, over 255 characters, or with control or direction characters)")]
+    #[error(
+        "the token's subject is not acceptable (empty, over 255 characters, or with control or direction characters)"
+    )]
     Subject,
 }
 
