@@ -8,11 +8,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 DIR="$ROOT/tests/registry"
 VENV="$DIR/.venv"
-if [ ! -x "$VENV/bin/python" ] || [ "$DIR/requirements.txt" -nt "$VENV/.installed" ]; then
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check -r "$DIR/requirements.txt"
-  touch "$VENV/.installed"
-fi
+# shellcheck source=lib/test_deps.sh
+source "$ROOT/scripts/lib/test_deps.sh"
+py_venv "$DIR"
 exec "$VENV/bin/python" - "$ROOT" <<'PY'
 import json, pathlib, sys, tomllib
 import jsonschema

@@ -17,7 +17,8 @@
 #  5. With --then-test: `make test` in the same clone (CI's `.ci/run` does this), so the whole
 #     suite runs with nothing beside the repository, on the dependencies `make serve` compiled.
 #  6. With --then-lint: `make lint` in the same clone (CI does this too; its check build shares
-#     the build scripts and proc macros of the release build).
+#     the build scripts and proc macros of the release build), beside make test's script suites
+#     when both are asked for.
 #
 # Each phase's wall time goes to $VIDFORGE_TIMINGS when set (scripts/lib/timing.sh).
 #
@@ -209,10 +210,10 @@ step "PASS: make serve works from a bare clone of ${COMMIT:0:12}"
 
 # 5. The whole test suite in the same bare clone.
 if [ "$THEN_TEST" = 1 ]; then
+  # With --then-lint, make test runs `make lint` beside its script suites (VIDFORGE_TEST_LINT).
   step "make test in the bare clone"
-  make test # times its own phases
-fi
-if [ "$THEN_LINT" = 1 ]; then
+  VIDFORGE_TEST_LINT="$THEN_LINT" make test # times its own phases
+elif [ "$THEN_LINT" = 1 ]; then
   step "make lint in the bare clone"
   timed "make lint (rustfmt, clippy, rustdoc; release profile)" make lint
 fi

@@ -24,31 +24,21 @@ command -v npm >/dev/null || { echo "run-clients: npm is required (the Node clie
 command -v python3 >/dev/null || { echo "run-clients: python3 (>= 3.10) is required" >&2; exit 2; }
 
 # Client dependencies, from lockfiles, only when missing or stale.
+# shellcheck source=lib/test_deps.sh
+source "$ROOT/scripts/lib/test_deps.sh"
 TS="$ROOT/clients/ts"
-if [ ! -f "$TS/node_modules/.package-lock.json" ] || [ "$TS/package-lock.json" -nt "$TS/node_modules/.package-lock.json" ]; then
-  (cd "$TS" && npm ci --no-audit --no-fund --loglevel=error)
-fi
+npm_install "$TS"
 # Node 22 from the npm `node` package in the lockfile, whatever the system Node is.
 NODE="$TS/node_modules/.bin/node"
 # The inspector brings its own Node 22 the same way (legacy_render.sh puts it first on PATH).
 INSPECTOR="$ROOT/clients/inspector"
-if [ ! -f "$INSPECTOR/node_modules/.package-lock.json" ] || [ "$INSPECTOR/package-lock.json" -nt "$INSPECTOR/node_modules/.package-lock.json" ]; then
-  (cd "$INSPECTOR" && npm ci --no-audit --no-fund --loglevel=error)
-fi
+npm_install "$INSPECTOR"
 # One venv per Python client folder, from its requirements.txt (exact pins).
-venv() {
-  local dir="$1"
-  if [ ! -x "$dir/.venv/bin/python" ] || [ "$dir/requirements.txt" -nt "$dir/.venv/.installed" ]; then
-    python3 -m venv "$dir/.venv"
-    "$dir/.venv/bin/pip" install --quiet --disable-pip-version-check -r "$dir/requirements.txt"
-    touch "$dir/.venv/.installed"
-  fi
-}
 PY="$ROOT/clients/python"
 VENV="$PY/.venv"
-venv "$PY"
+py_venv "$PY"
 PYL="$ROOT/clients/python-legacy"
-venv "$PYL"
+py_venv "$PYL"
 
 AUTH=()
 if [ -n "${VIDFORGE_URL:-}" ]; then

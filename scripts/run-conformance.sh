@@ -26,13 +26,11 @@ BIN="${VIDFORGE_CONFORMANCE_BIN:-$ROOT/target/release/vidforge-conformance}"
 [ -x "$BIN" ] || { echo "run-conformance: $BIN is missing" >&2; exit 2; }
 command -v npm >/dev/null || { echo "run-conformance: npm is required (Node 20 is fine; Node 22 is installed locally)" >&2; exit 2; }
 
-if [ ! -f "$CONF/node_modules/.package-lock.json" ] || [ "$CONF/package-lock.json" -nt "$CONF/node_modules/.package-lock.json" ]; then
-  (cd "$CONF" && npm ci --no-audit --no-fund --loglevel=error)
-fi
+# shellcheck source=lib/test_deps.sh
+source "$ROOT/scripts/lib/test_deps.sh"
+npm_install "$CONF"
 LEGACY="$CONF/legacy"
-if [ ! -f "$LEGACY/node_modules/.package-lock.json" ] || [ "$LEGACY/package-lock.json" -nt "$LEGACY/node_modules/.package-lock.json" ]; then
-  (cd "$LEGACY" && npm ci --no-audit --no-fund --loglevel=error)
-fi
+npm_install "$LEGACY"
 NODE="$CONF/node_modules/.bin/node"
 SUITE="$CONF/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 "$NODE" -e 'process.exit(Number(process.versions.node.split(".")[0]) < 22 ? 1 : 0)' \

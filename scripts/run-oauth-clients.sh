@@ -22,17 +22,13 @@ command -v python3 >/dev/null || { echo "run-oauth-clients: python3 (>= 3.10) is
 started=$SECONDS
 
 # Dependencies, from lockfiles, only when missing or stale.
+# shellcheck source=lib/test_deps.sh
+source "$ROOT/scripts/lib/test_deps.sh"
 AS_DIR="$ROOT/tests/oauth"
-if [ ! -f "$AS_DIR/node_modules/.package-lock.json" ] || [ "$AS_DIR/package-lock.json" -nt "$AS_DIR/node_modules/.package-lock.json" ]; then
-  (cd "$AS_DIR" && npm ci --no-audit --no-fund --loglevel=error)
-fi
+npm_install "$AS_DIR"
 NODE="$AS_DIR/node_modules/.bin/node"
 PY="$ROOT/clients/python"
-if [ ! -x "$PY/.venv/bin/python" ] || [ "$PY/requirements.txt" -nt "$PY/.venv/.installed" ]; then
-  python3 -m venv "$PY/.venv"
-  "$PY/.venv/bin/pip" install --quiet --disable-pip-version-check -r "$PY/requirements.txt"
-  touch "$PY/.venv/.installed"
-fi
+py_venv "$PY"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 AS_PORT="$(free_port)"

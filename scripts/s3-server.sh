@@ -18,13 +18,9 @@ VENV="$S3/.venv"
 
 die() { echo "s3-server: $*" >&2; exit 1; }
 
-install() {
-  if [ ! -x "$VENV/bin/moto_server" ] || [ "$S3/requirements.txt" -nt "$VENV/.installed" ]; then
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install --quiet --disable-pip-version-check -r "$S3/requirements.txt"
-    touch "$VENV/.installed"
-  fi
-}
+# shellcheck source=lib/test_deps.sh
+source "$ROOT/scripts/lib/test_deps.sh"
+install() { py_venv "$S3"; }
 
 case "${1:-}" in
   install)

@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
 # `make test`: every test of the project, against the release build that `make serve` uses.
 #
-#  1. `cargo build --release --workspace --all-targets`: the test binaries, the benches and the
-#     conformance build, on the same compiled dependencies as `make serve` (one dependency tree:
-#     the workspace-hack crate gives every member the same features, see docs/development.md).
-#     Then a check that this is so: `cargo build --release -p vidforge` must compile nothing.
+#  1. `cargo test --release --workspace --no-run`: the test binaries and the conformance build,
+#     on the same compiled dependencies as `make serve` (one dependency tree: the workspace-hack
+#     crate gives every member the same features, see docs/development.md); meanwhile, beside
+#     it, the suites' Node and Python packages (scripts/install-test-deps.sh: network and disk,
+#     while the build has the CPUs). Then a check that the tree is one: `cargo build --release
+#     -p vidforge` must compile nothing.
 #  2. `cargo test --release --workspace`: unit, in-process, GPU (lavapipe) and end-to-end tests;
 #     the end-to-end tests drive target/release/vidforge, the binary users run.
 #  3. The script suites against that binary: the official SDK clients, OAuth with a real
 #     authorization server, the clients through a three-node cluster, the browser UI and
 #     Prometheus, the container image, the official conformance suite.
 #
+# With VIDFORGE_TEST_LINT=1 (CI), `make lint` runs too, beside the script suites of step 3 (they
+# mostly wait on servers, browsers and containers).
+#
 # A failing build stops here; a failing test or suite does not stop the others (every failure
-# shows in one run). At the end: the wall time of each phase and of each test binary, and the
-# list of what failed. Exits non-zero if anything failed.
+# shows in one run). At the end: the wall time of each phase and of each test binary (work
+# done beside a phase is marked ∥ and not added to the total), and the list of what failed.
+# Exits non-zero if anything failed.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -50,11 +56,37 @@ finish() {
   echo "make test: all passed"
 }
 
-step "build (release: workspace, all targets)"
-if ! timed "make test: build (release, all targets)" "$CARGO" build --release --workspace --all-targets; then
+# Runs "$@" in the background, its output in a file, timed as a row beside the phases; sets
+# BESIDE_PID and BESIDE_LOG. `joined NAME` waits for it and shows its output.
+beside() {
+  local name="$1"
+  shift
+  BESIDE_LOG="$(mktemp -t vidforge-test-beside.XXXXXX)"
+  (timed "  ∥ make test: $name" "$@") >"$BESIDE_LOG" 2>&1 &
+  BESIDE_PID=$!
+}
+joined() {
+  local name="$1" pid="$2" log="$3"
+  if wait "$pid"; then
+    step "$name (beside): done"
+    tail -n 5 "$log"
+  else
+    step "$name (beside): FAILED"
+    cat "$log"
+    failed+=("$name")
+  fi
+  rm -f "$log"
+}
+
+step "build (release: the test binaries) and, beside it, the suites' packages"
+beside "test packages (npm, pip)" ./scripts/install-test-deps.sh
+deps_pid=$BESIDE_PID deps_log=$BESIDE_LOG
+if ! timed "make test: build (release, test binaries)" "$CARGO" test --release --workspace --no-run; then
   failed+=("build")
+  joined "test packages" "$deps_pid" "$deps_log"
   finish
 fi
+joined "test packages" "$deps_pid" "$deps_log"
 
 # One dependency tree: what `make serve` builds is part of what was just built.
 one_tree() {
@@ -76,6 +108,11 @@ cargo_tests() {
 }
 phase "cargo test (release)" cargo_tests
 
+if [ "${VIDFORGE_TEST_LINT:-0}" = 1 ]; then
+  step "make lint, beside the script suites"
+  beside "make lint (rustfmt, clippy, rustdoc; release profile)" make lint
+  lint_pid=$BESIDE_PID lint_log=$BESIDE_LOG
+fi
 # Official SDK clients (Python fallback path, TypeScript task path, the legacy-era Python SDK
 # and the Inspector) against a fresh server.
 phase "sdk clients" ./scripts/run-clients.sh
@@ -91,5 +128,8 @@ phase "browser ui + prometheus" ./scripts/run-ui-tests.sh
 phase "container image" ./scripts/run-image-test.sh
 # The pinned official conformance suite, against conformance/expected-failures.yml.
 phase "conformance" ./scripts/run-conformance.sh
+if [ -n "${lint_pid:-}" ]; then
+  joined "make lint" "$lint_pid" "$lint_log"
+fi
 
 finish

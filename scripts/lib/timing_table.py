@@ -1,8 +1,8 @@
 """Prints the phase timings that scripts/lib/timing.sh collected (one "name<TAB>seconds<TAB>rc"
 line each) as a table: wall time, share of the whole and status, in the order the phases ended.
-An optional number skips that many rows first (the rows of an enclosing run). Rows whose name starts with
-spaces are parts of the phase printed after them (the test binaries of `cargo test`): they are
-shown indented and not counted in the total a second time."""
+An optional number skips that many rows first (the rows of an enclosing run). Rows whose name
+starts with spaces are not added to the total: the test binaries of `cargo test` (printed before
+that phase's own row) and work that ran beside other phases (marked ∥)."""
 import sys
 
 
