@@ -16,7 +16,7 @@ py_venv() {
   local dir="$1"
   if [ ! -f "$dir/.venv/.installed" ] || [ "$dir/requirements.txt" -nt "$dir/.venv/.installed" ]; then
     python3 -m venv "$dir/.venv"
-    "$dir/.venv/bin/pip" install --quiet --disable-pip-version-check -r "$dir/requirements.txt"
+    "$dir/.venv/bin/pip" install --quiet --no-compile --disable-pip-version-check -r "$dir/requirements.txt"
     touch "$dir/.venv/.installed"
   fi
 }

@@ -600,6 +600,14 @@ fn resource_server_end_to_end() {
             "subject is not acceptable",
         );
     }
+    // A token minted to last for years is refused (oauth_max_token_lifetime, 24 h).
+    let mut c = claims.clone();
+    c["exp"] = json!(now() + 400 * 24 * 3600);
+    site.assert_refused(
+        "a token valid for 400 days",
+        &forge(&c, Algorithm::RS256, &key, &kid),
+        "valid for longer than this server accepts",
+    );
     let mut c = claims.clone();
     c["sub"] = json!("a".repeat(255));
     site.assert_accepted(

@@ -1,8 +1,12 @@
 //! `vidforge load`: a load benchmark of the MCP front, loopback only. It starts its own
 //! `vidforge serve` (this binary, a temporary data dir, a free port), keeps a render running,
-//! and has `--clients` concurrent clients poll `tasks/get` and `tools/list` over keep-alive
-//! connections for `--seconds`. It reports requests per second, p50/p99/max latency, errors
-//! and the server's peak RSS (`VmHWM`). Figures come from here, never from a timed test.
+//! and either has `--clients` concurrent clients poll `tasks/get` and `tools/list` over
+//! keep-alive connections for `--seconds` (closed loop: as fast as answers come), or, with
+//! `--rate N`, sends `tasks/get` at a fixed N per second whatever the answers do (open loop:
+//! each latency counts from the request's scheduled send time, so a stalled server shows as
+//! latency instead of fewer requests). It reports requests per second, p50/p99/max latency,
+//! errors, the renders finished meanwhile and their median time, and the server's peak RSS
+//! (`VmHWM`). Figures come from here, never from a timed test.
 
 use std::net::TcpListener;
 use std::path::Path;
@@ -29,6 +33,12 @@ pub struct LoadArgs {
     /// Compositor backend of the server under load (auto, wgpu, cpu).
     #[arg(long, default_value = "auto")]
     pub backend: String,
+    /// Open loop: `tasks/get` at this fixed rate per second (`--clients` is then ignored).
+    #[arg(long)]
+    pub rate: Option<u32>,
+    /// The server's `--render-nice` (the render threads' nice value; its default when unset).
+    #[arg(long)]
+    pub render_nice: Option<u8>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -38,6 +48,9 @@ pub struct LoadArgs {
 #[derive(Debug, serde::Serialize)]
 pub struct LoadReport {
     pub clients: usize,
+    /// The fixed rate of an open-loop run.
+    pub rate: Option<u32>,
+    pub render_nice: Option<u8>,
     pub seconds: f64,
     pub requests: u64,
     pub errors: u64,
@@ -45,30 +58,46 @@ pub struct LoadReport {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
-    /// Renders that finished while the load ran (one is always running).
+    /// Renders that finished while the load ran (one is always running), and the median of
+    /// their times from call to completion.
     pub renders_completed: u64,
+    pub render_seconds_median: Option<f64>,
     pub server_peak_rss_mib: f64,
 }
 
 pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
-    if args.clients == 0 || args.seconds == 0 {
-        bail!("--clients and --seconds must be at least 1");
+    if args.clients == 0 || args.seconds == 0 || args.rate == Some(0) {
+        bail!("--clients, --seconds and --rate must be at least 1");
     }
     let dir = tempfile::tempdir().context("creating a temporary directory")?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let mut server = ServerChild::start(dir.path(), &args.backend, &[])?;
+    let nice = args.render_nice.map(|n| n.to_string());
+    let extra: Vec<&str> = match &nice {
+        Some(n) => vec!["--render-nice", n],
+        None => Vec::new(),
+    };
+    let mut server = ServerChild::start(dir.path(), &args.backend, &extra)?;
     let report = runtime.block_on(measure(&server, dir.path(), &args));
     server.stop();
     let report = report?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
+        let load = match report.rate {
+            Some(rate) => format!("{rate} req/s fixed"),
+            None => format!("{} clients", report.clients),
+        };
+        let nice = report
+            .render_nice
+            .map_or(String::new(), |n| format!(", render nice {n}"));
+        let renders = report
+            .render_seconds_median
+            .map_or(String::new(), |s| format!(" (median {s:.1} s each)"));
         println!(
-            "{} clients, {:.1} s: {} requests ({:.0} req/s), {} errors, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; {} renders completed meanwhile; server peak RSS {:.0} MiB",
-            report.clients,
+            "{load}{nice}, {:.1} s: {} requests ({:.0} req/s), {} errors, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; {} renders completed meanwhile{renders}; server peak RSS {:.0} MiB",
             report.seconds,
             report.requests,
             report.requests_per_second,
@@ -267,7 +296,11 @@ async fn measure(server: &ServerChild, dir: &Path, args: &LoadArgs) -> anyhow::R
     let deadline = Instant::now() + Duration::from_secs(args.seconds);
     let started = Instant::now();
     let mut workers = Vec::new();
-    for c in 0..args.clients {
+    if let Some(rate) = args.rate {
+        let (client, base, task) = (client.clone(), base.clone(), task.clone());
+        workers.push(tokio::spawn(open_loop(client, base, task, rate, deadline)));
+    }
+    for c in 0..args.clients * usize::from(args.rate.is_none()) {
         let (client, base, task) = (client.clone(), base.clone(), task.clone());
         workers.push(tokio::spawn(async move {
             let mut latencies = Vec::new();
@@ -291,15 +324,18 @@ async fn measure(server: &ServerChild, dir: &Path, args: &LoadArgs) -> anyhow::R
         }));
     }
     // Keep a render running while the clients poll.
-    let mut renders_completed = 0;
+    let mut render_times = Vec::new();
+    let mut render_started = Instant::now();
     while Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(250)).await;
         let t = call(&client, &base, 1, "tasks/get", json!({"taskId": task})).await?;
         if t["status"] != "working" {
-            renders_completed += 1;
+            render_times.push(render_started.elapsed().as_secs_f64());
+            render_started = Instant::now();
             task = start_render(&client, &base, &clip, &args.resolution).await?;
         }
     }
+    render_times.sort_by(f64::total_cmp);
     let mut latencies = Vec::new();
     let mut errors = 0;
     for w in workers {
@@ -318,6 +354,8 @@ async fn measure(server: &ServerChild, dir: &Path, args: &LoadArgs) -> anyhow::R
     };
     Ok(LoadReport {
         clients: args.clients,
+        rate: args.rate,
+        render_nice: args.render_nice,
         seconds,
         requests: latencies.len() as u64,
         errors,
@@ -325,7 +363,54 @@ async fn measure(server: &ServerChild, dir: &Path, args: &LoadArgs) -> anyhow::R
         p50_ms: pct(0.50),
         p99_ms: pct(0.99),
         max_ms: pct(1.0),
-        renders_completed,
+        renders_completed: render_times.len() as u64,
+        render_seconds_median: render_times.get(render_times.len() / 2).copied(),
         server_peak_rss_mib: server.peak_rss_mib(),
     })
+}
+
+/// `tasks/get` at a fixed `rate` per second until `deadline`, each on its own task so a slow
+/// answer delays no later request; latencies (µs) count from each request's scheduled time.
+async fn open_loop(
+    client: reqwest::Client,
+    base: String,
+    task: String,
+    rate: u32,
+    deadline: Instant,
+) -> (Vec<u32>, u64) {
+    let period = Duration::from_secs(1) / rate;
+    let start = tokio::time::Instant::now();
+    let end = tokio::time::Instant::from_std(deadline);
+    let mut sent = Vec::new();
+    for k in 0u32.. {
+        let scheduled = start + period * k;
+        if scheduled >= end {
+            break;
+        }
+        tokio::time::sleep_until(scheduled).await;
+        let (client, base, task) = (client.clone(), base.clone(), task.clone());
+        sent.push(tokio::spawn(async move {
+            let ok = call(
+                &client,
+                &base,
+                u64::from(k),
+                "tasks/get",
+                json!({"taskId": task}),
+            )
+            .await;
+            (scheduled.elapsed().as_micros() as u32, ok.is_ok())
+        }));
+    }
+    let mut latencies = Vec::with_capacity(sent.len());
+    let mut errors = 0;
+    for request in sent {
+        match request.await {
+            Ok((latency, ok)) => {
+                latencies.push(latency);
+                errors += u64::from(!ok);
+            }
+            Err(_) => errors += 1,
+        }
+    }
+    (latencies, errors)
 }

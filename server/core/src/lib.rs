@@ -27,6 +27,7 @@ pub mod maintenance;
 pub mod malloc;
 pub mod media_backend;
 pub mod media_store;
+pub mod priority;
 pub mod render_end;
 pub mod render_metrics;
 pub mod service;

@@ -41,7 +41,10 @@ pub(crate) fn spawn_workers(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>,
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name(format!("vidforge-render-{i}"))
-                .spawn(move || worker_loop(&shared))
+                .spawn(move || {
+                    crate::priority::lower_this_thread(shared.config.render_nice);
+                    worker_loop(&shared)
+                })
                 .map_err(ServiceError::from)
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -49,7 +52,10 @@ pub(crate) fn spawn_workers(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>,
     workers.push(
         std::thread::Builder::new()
             .name("vidforge-render-short".into())
-            .spawn(move || short_lane_loop(&shared))?,
+            .spawn(move || {
+                crate::priority::lower_this_thread(shared.config.render_nice);
+                short_lane_loop(&shared)
+            })?,
     );
     Ok(workers)
 }

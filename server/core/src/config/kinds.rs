@@ -67,7 +67,7 @@ pub(super) trait Show {
 macro_rules! show_display {
     ($($t:ty),*) => { $(impl Show for $t { fn show(&self) -> String { self.to_string() } })* };
 }
-show_display!(usize, u32, u64, String);
+show_display!(u8, usize, u32, u64, String);
 impl Show for PathBuf {
     fn show(&self) -> String {
         self.display().to_string()

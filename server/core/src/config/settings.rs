@@ -76,6 +76,13 @@ declare_settings! {
         help: "Renders that run at once.",
         shown: "1 (2 with 8 or more cores)",
         flag(long, env = "VIDFORGE_RENDER_SLOTS"): Option<usize>;
+    /// The nice value (0–19) of the render threads: decode, compose and encode, and the
+    /// encoders' own threads, which inherit it. Above the front's 0, so MCP requests, uploads
+    /// and `/healthz` are scheduled first when both want the CPUs; a render on an otherwise
+    /// idle machine runs as fast as at 0. `0` keeps renders at the front's priority.
+    render_nice: u8 = 10, Plain<u8>,
+        help: "Nice value (0-19) of the render threads, so the front is scheduled first; 0: the front's priority.",
+        flag(long, env = "VIDFORGE_RENDER_NICE"): Option<u8>;
     /// Speculative rendering: while a watermarked render waits for its approval and a render
     /// slot would otherwise sit idle, render it in full with the previewed settings, so that
     /// approving publishes it at once. Real work always takes the slot first (the speculative
@@ -333,6 +340,12 @@ declare_settings! {
     oauth_issuers: Vec<String> = Vec::new(), List,
         help: "Trusted OAuth authorization server (issuer URL; repeat or comma-separate); its JWT access tokens for this server's resource are accepted.",
         flag(long = "oauth-issuer", env = "VIDFORGE_OAUTH_ISSUERS", value_delimiter = ','): Vec<String>;
+    /// The longest an access token may still be valid when it is presented (`exp` at most this
+    /// far in the future): a token minted to last for years (a mistake, or a stolen signing
+    /// key's work) is refused (`401` `invalid_token`) instead of trusted for as long as it says.
+    oauth_max_token_lifetime: Duration = secs(24 * 60 * 60), Dur,
+        help: "Refuse OAuth access tokens valid for longer than this from now, e.g. 24h.",
+        flag(long, env = "VIDFORGE_OAUTH_MAX_TOKEN_LIFETIME"): Option<String>;
     /// The OAuth client vidforge's pages sign in with (authorization code + PKCE), registered
     /// at the first of `oauth_issuers` with the redirect URI `{public_base_url}/oauth/callback`.
     oauth_browser_client_id: Option<String> = None, Maybe<String>,

@@ -20,6 +20,12 @@ impl Config {
         if self.render_slots == 0 || self.render_slots > 64 {
             return bad("render_slots", "must be between 1 and 64");
         }
+        if self.oauth_max_token_lifetime.is_zero() {
+            return bad("oauth_max_token_lifetime", "must be positive");
+        }
+        if self.render_nice > 19 {
+            return bad("render_nice", "must be between 0 and 19");
+        }
         if self.per_principal_concurrent == 0 {
             return bad("per_principal_concurrent", "must be at least 1");
         }

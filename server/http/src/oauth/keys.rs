@@ -1,8 +1,9 @@
 //! One trusted issuer's signing keys: found through its RFC 8414 authorization-server
 //! metadata (falling back to OpenID discovery), fetched from its `jwks_uri`, cached, and
-//! fetched again on an unknown `kid` at most once per [`REFETCH_INTERVAL`]. The same discovery
-//! keeps the issuer's `authorization_endpoint` and `token_endpoint` ([`IssuerKeys::endpoints`]),
-//! for the pages' browser sign-in.
+//! fetched again on an unknown `kid` at most once per [`REFETCH_INTERVAL`]. The metadata is
+//! read again with every key fetch (an issuer may move its `jwks_uri`), and the
+//! `authorization_endpoint` and `token_endpoint` it names ([`IssuerKeys::endpoints`], for the
+//! pages' browser sign-in) are kept at most [`METADATA_MAX_AGE`].
 //!
 //! A request never waits longer than [`FETCH_TIMEOUT`] on a fetch, and requests whose key is
 //! cached never wait at all: when the issuer is down, tokens signed with known keys keep
@@ -24,6 +25,8 @@ pub const REFETCH_INTERVAL: Duration = Duration::from_secs(30);
 pub const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 /// The longest a request waits on the issuer (metadata and key set together).
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(3);
+/// The longest the pages' sign-in uses metadata without reading it again.
+pub const METADATA_MAX_AGE: Duration = Duration::from_secs(60 * 60);
 /// Largest metadata document or key set read.
 const MAX_DOCUMENT_BYTES: usize = 256 * 1024;
 
@@ -57,8 +60,8 @@ pub struct Endpoints {
 #[derive(Default)]
 struct Cache {
     keys: HashMap<String, Arc<Key>>,
-    /// The discovered metadata (kept for the life of the process).
-    endpoints: Option<Endpoints>,
+    /// The discovered metadata, and when it was read.
+    endpoints: Option<(Endpoints, Instant)>,
     /// When the last fetch was tried, and whether it failed.
     tried: Option<(Instant, bool)>,
 }
@@ -142,23 +145,25 @@ impl IssuerKeys {
         self.cache
             .write()
             .unwrap_or_else(|e| e.into_inner())
-            .endpoints = Some(found.clone());
+            .endpoints = Some((found.clone(), Instant::now()));
         Ok(found)
     }
 
+    /// The metadata, when read less than [`METADATA_MAX_AGE`] ago.
     fn cached_endpoints(&self) -> Option<Endpoints> {
         self.cache
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .endpoints
-            .clone()
+            .as_ref()
+            .filter(|(_, read)| read.elapsed() < METADATA_MAX_AGE)
+            .map(|(e, _)| e.clone())
     }
 
-    /// Fetches the key set now (at start-up, and for an unknown `kid`), replacing the cache
-    /// when it works; a failure keeps the keys already known.
+    /// Reads the metadata and fetches the key set now (at start-up, and for an unknown `kid`),
+    /// replacing the cache when it works; a failure keeps what is already known.
     pub async fn refresh(&self) -> Result<(), FetchError> {
-        let known = self.cached_endpoints();
-        let fetched = tokio::time::timeout(FETCH_TIMEOUT, self.fetch(known))
+        let fetched = tokio::time::timeout(FETCH_TIMEOUT, self.fetch())
             .await
             .unwrap_or(Err(FetchError::Timeout(FETCH_TIMEOUT)));
         let mut cache = self.cache.write().unwrap_or_else(|e| e.into_inner());
@@ -166,7 +171,7 @@ impl IssuerKeys {
         match fetched {
             Ok((endpoints, keys)) => {
                 tracing::info!(issuer = %self.issuer, keys = keys.len(), "OAuth issuer keys fetched");
-                cache.endpoints = Some(endpoints);
+                cache.endpoints = Some((endpoints, Instant::now()));
                 cache.keys = keys;
                 Ok(())
             }
@@ -177,14 +182,8 @@ impl IssuerKeys {
         }
     }
 
-    async fn fetch(
-        &self,
-        known: Option<Endpoints>,
-    ) -> Result<(Endpoints, HashMap<String, Arc<Key>>), FetchError> {
-        let endpoints = match known {
-            Some(e) => e,
-            None => self.discover().await?,
-        };
+    async fn fetch(&self) -> Result<(Endpoints, HashMap<String, Arc<Key>>), FetchError> {
+        let endpoints = self.discover().await?;
         let uri = endpoints.jwks_uri.clone();
         let set: JwkSet = serde_json::from_value(self.get_json(uri.clone()).await?)
             .map_err(|e| FetchError::Metadata(format!("jwks_uri {uri}: {e}")))?;

@@ -71,6 +71,8 @@ pub enum Rejection {
     NotYetValid,
     #[error("the token lacks a required claim")]
     MissingClaim,
+    #[error("the token is valid for longer than this server accepts")]
+    Lifetime,
     #[error(
         "the token's subject is not acceptable (empty, over 255 characters, or with control or direction characters)"
     )]
@@ -85,7 +87,11 @@ impl Rejection {
     pub fn signature_verified(self) -> bool {
         matches!(
             self,
-            Rejection::Expired | Rejection::NotYetValid | Rejection::Audience | Rejection::Subject
+            Rejection::Expired
+                | Rejection::NotYetValid
+                | Rejection::Audience
+                | Rejection::Subject
+                | Rejection::Lifetime
         )
     }
 }
@@ -109,6 +115,8 @@ pub fn acceptable_subject(sub: &str) -> bool {
 #[derive(Deserialize)]
 struct Claims {
     sub: String,
+    /// Seconds since the epoch (required by the validation).
+    exp: u64,
     #[serde(default)]
     scope: Option<String>,
     /// Some issuers send scopes as an array.
@@ -137,6 +145,8 @@ pub struct OAuth {
     client: reqwest::Client,
     /// The pages' sign-in client (`oauth_browser_client_id`).
     browser: Option<browser::BrowserClient>,
+    /// `oauth_max_token_lifetime`.
+    max_token_lifetime: Duration,
 }
 
 impl std::fmt::Debug for OAuth {
@@ -172,6 +182,7 @@ impl OAuth {
                 .map(|i| IssuerKeys::new(i.clone(), client.clone()))
                 .collect(),
             client,
+            max_token_lifetime: config.oauth_max_token_lifetime,
             browser: config
                 .oauth_browser_client_id
                 .as_ref()
@@ -251,6 +262,12 @@ impl OAuth {
         let claims = data.claims;
         if !acceptable_subject(&claims.sub) {
             return Err(Rejection::Subject);
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        if claims.exp.saturating_sub(now.as_secs()) > (self.max_token_lifetime + LEEWAY).as_secs() {
+            return Err(Rejection::Lifetime);
         }
         let scopes = match (&claims.scope, &claims.scp) {
             (Some(s), _) => Scopes::parse(s.split(' ')),
