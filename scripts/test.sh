@@ -110,7 +110,8 @@ phase "cargo test (release)" cargo_tests
 
 if [ "${VIDFORGE_TEST_LINT:-0}" = 1 ]; then
   step "make lint, beside the script suites"
-  beside "make lint (rustfmt, clippy, rustdoc; release profile)" make lint
+  # At nice 19: the suites' renders run at the server's render_nice (10) and must not wait on it.
+  beside "make lint (rustfmt, clippy, rustdoc; release profile)" nice -n 19 make lint
   lint_pid=$BESIDE_PID lint_log=$BESIDE_LOG
 fi
 # Official SDK clients (Python fallback path, TypeScript task path, the legacy-era Python SDK

@@ -39,6 +39,9 @@ pub struct LoadArgs {
     /// The server's `--render-nice` (the render threads' nice value; its default when unset).
     #[arg(long)]
     pub render_nice: Option<u8>,
+    /// The server's `--render-sched` (normal, batch, idle; its default when unset).
+    #[arg(long)]
+    pub render_sched: Option<String>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -51,6 +54,7 @@ pub struct LoadReport {
     /// The fixed rate of an open-loop run.
     pub rate: Option<u32>,
     pub render_nice: Option<u8>,
+    pub render_sched: Option<String>,
     pub seconds: f64,
     pub requests: u64,
     pub errors: u64,
@@ -75,10 +79,13 @@ pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     let nice = args.render_nice.map(|n| n.to_string());
-    let extra: Vec<&str> = match &nice {
-        Some(n) => vec!["--render-nice", n],
-        None => Vec::new(),
-    };
+    let mut extra: Vec<&str> = Vec::new();
+    if let Some(n) = &nice {
+        extra.extend(["--render-nice", n]);
+    }
+    if let Some(s) = &args.render_sched {
+        extra.extend(["--render-sched", s]);
+    }
     let mut server = ServerChild::start(dir.path(), &args.backend, &extra)?;
     let report = runtime.block_on(measure(&server, dir.path(), &args));
     server.stop();
@@ -93,6 +100,10 @@ pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
         let nice = report
             .render_nice
             .map_or(String::new(), |n| format!(", render nice {n}"));
+        let nice = match &report.render_sched {
+            Some(s) => format!("{nice}, render sched {s}"),
+            None => nice,
+        };
         let renders = report
             .render_seconds_median
             .map_or(String::new(), |s| format!(" (median {s:.1} s each)"));
@@ -356,6 +367,7 @@ async fn measure(server: &ServerChild, dir: &Path, args: &LoadArgs) -> anyhow::R
         clients: args.clients,
         rate: args.rate,
         render_nice: args.render_nice,
+        render_sched: args.render_sched.clone(),
         seconds,
         requests: latencies.len() as u64,
         errors,

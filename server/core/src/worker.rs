@@ -42,7 +42,10 @@ pub(crate) fn spawn_workers(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>,
             std::thread::Builder::new()
                 .name(format!("vidforge-render-{i}"))
                 .spawn(move || {
-                    crate::priority::lower_this_thread(shared.config.render_nice);
+                    crate::priority::lower_this_thread(
+                        shared.config.render_sched,
+                        shared.config.render_nice,
+                    );
                     worker_loop(&shared)
                 })
                 .map_err(ServiceError::from)
@@ -53,7 +56,10 @@ pub(crate) fn spawn_workers(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>,
         std::thread::Builder::new()
             .name("vidforge-render-short".into())
             .spawn(move || {
-                crate::priority::lower_this_thread(shared.config.render_nice);
+                crate::priority::lower_this_thread(
+                    shared.config.render_sched,
+                    shared.config.render_nice,
+                );
                 short_lane_loop(&shared)
             })?,
     );

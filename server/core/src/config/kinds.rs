@@ -400,6 +400,23 @@ impl MediaChoice for super::Speculative {
     }
 }
 
+impl MediaChoice for super::RenderSched {
+    const CHOICES: &'static [(Self, &'static str)] = &[
+        (Self::Normal, "SCHED_OTHER at render_nice"),
+        (
+            Self::Batch,
+            "SCHED_BATCH at render_nice: never preempts the front when it wakes",
+        ),
+        (
+            Self::Idle,
+            "SCHED_IDLE: only CPU time nothing else wants (renders stall on a busy machine)",
+        ),
+    ];
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
 /// The clap parser of a media choice: its names (each with its help) and nothing else.
 pub(super) fn choice_parser<E: MediaChoice>() -> impl clap::builder::TypedValueParser<Value = E> {
     use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};

@@ -129,6 +129,28 @@ impl Speculative {
     }
 }
 
+/// The scheduling policy of the render threads (`render_sched`; see `crate::priority`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RenderSched {
+    /// `SCHED_OTHER` at `render_nice`.
+    Normal,
+    /// `SCHED_BATCH` at `render_nice`: as `normal`, and never preempts the front on wakeup.
+    #[default]
+    Batch,
+    /// `SCHED_IDLE`: renders run only on CPU time nothing else on the machine wants.
+    Idle,
+}
+
+impl RenderSched {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RenderSched::Normal => "normal",
+            RenderSched::Batch => "batch",
+            RenderSched::Idle => "idle",
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum MediaStoreSetting {
     /// `assets/`, `previews/`, `results/` under the data directory.

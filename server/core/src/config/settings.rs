@@ -17,7 +17,7 @@ use super::kinds::{
 };
 use super::parse::ConfigError;
 use super::sources::{SettingInfo, declare_settings, flag_value, shown};
-use super::{MediaStoreSetting, Speculative, StoreSetting, default_render_slots};
+use super::{MediaStoreSetting, RenderSched, Speculative, StoreSetting, default_render_slots};
 use crate::catalog;
 use crate::engine::SourceLimits;
 
@@ -83,6 +83,14 @@ declare_settings! {
     render_nice: u8 = 10, Plain<u8>,
         help: "Nice value (0-19) of the render threads, so the front is scheduled first; 0: the front's priority.",
         flag(long, env = "VIDFORGE_RENDER_NICE"): Option<u8>;
+    /// The render threads' scheduling policy: `batch` (the default) keeps `render_nice` and
+    /// tells the scheduler they are batch work, so they never preempt the front when they wake;
+    /// `idle` runs them only on CPU time nothing else on the machine wants (the front's p99 is
+    /// lowest, but a render stalls while other programs keep the CPUs busy); `normal` is
+    /// `render_nice` alone.
+    render_sched: RenderSched = RenderSched::Batch, Choice<RenderSched>,
+        help: "Scheduling policy of the render threads: batch (default), idle or normal.",
+        flag(long, env = "VIDFORGE_RENDER_SCHED", value_parser = choice_parser::<RenderSched>()): Option<RenderSched>;
     /// Speculative rendering: while a watermarked render waits for its approval and a render
     /// slot would otherwise sit idle, render it in full with the previewed settings, so that
     /// approving publishes it at once. Real work always takes the slot first (the speculative
