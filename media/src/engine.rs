@@ -1,6 +1,6 @@
 //! The engine: backend selection, renders, previews.
 
-mod truncation;
+pub(crate) mod truncation;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -85,7 +85,21 @@ pub fn probe_within(path: &Path, limits: &SourceLimits) -> Result<ProbeInfo, Med
             if src.duration_seconds <= 0.0 {
                 // A container that declares no length (a browser's MediaRecorder webm): read
                 // its packets (no decoding) so that what a render of it costs is known.
-                src.duration_seconds = scan_video_seconds(&mut src).unwrap_or(0.0);
+                src.duration_seconds = scan(&mut src).video.unwrap_or(0.0);
+            } else if src.format_name.contains("matroska") {
+                // Matroska/WebM declares its length in the segment header, which a file cut
+                // short keeps, and has no index to check it against: read its packets (no
+                // decoding), and refuse it now, naming the truncation, rather than fail its
+                // render later.
+                let declared = src.duration_seconds;
+                if let Some(got) = scan(&mut src).any
+                    && crate::engine::truncation::far_short(got, declared)
+                {
+                    return Err(MediaError::invalid(format!(
+                        "the file is truncated or damaged: its container declares {declared:.2} s \
+                         but its data ends at {got:.2} s; upload the complete file"
+                    )));
+                }
             }
             let v = &src.video;
             Ok(ProbeInfo {
@@ -112,19 +126,34 @@ pub fn probe_within(path: &Path, limits: &SourceLimits) -> Result<ProbeInfo, Med
     }
 }
 
-/// The video's length in seconds from its packets, read without decoding: first timestamp
-/// to last end, or, for a raw stream without timestamps, the packet count at the stream's
-/// frame rate; `None` when neither is known. Bounded by the file: it stops at the end, at an
-/// I/O error, or after [`SCAN_MAX_ERRORS`] unreadable packets in a row.
-fn scan_video_seconds(src: &mut Source) -> Option<f64> {
+/// What reading a source's packets (without decoding) found, in seconds.
+struct Scanned {
+    /// The video's length: first timestamp to last end, or, for a raw stream without
+    /// timestamps, the packet count at the stream's frame rate.
+    video: Option<f64>,
+    /// The end of the last packet of any stream (video or audio), from the file's start.
+    any: Option<f64>,
+}
+
+/// Reads `src`'s packets to the end. Bounded by the file: it stops at the end, at an I/O
+/// error, or after [`SCAN_MAX_ERRORS`] unreadable packets in a row.
+fn scan(src: &mut Source) -> Scanned {
     let (index, time_base, fps) = (src.video.index, src.video.time_base, src.video.avg_fps);
     let (mut first, mut end): (Option<i64>, Option<i64>) = (None, None);
+    let mut any: Option<f64> = None;
     let (mut packets, mut errors) = (0u64, 0);
     loop {
         let mut pkt = Packet::empty();
         match pkt.read(&mut src.input) {
             Ok(()) => {
                 errors = 0;
+                if let (Some(ts), Some(stream)) =
+                    (pkt.pts().or(pkt.dts()), src.input.stream(pkt.stream()))
+                {
+                    let e = ts.saturating_add(pkt.duration().max(0)) as f64
+                        * f64::from(stream.time_base());
+                    any = Some(any.map_or(e, |a| a.max(e)));
+                }
                 if pkt.stream() != index {
                     continue;
                 }
@@ -140,9 +169,13 @@ fn scan_video_seconds(src: &mut Source) -> Option<f64> {
         }
     }
     let seconds = match (first, end) {
-        (Some(first), Some(end)) => end.saturating_sub(first) as f64 * f64::from(time_base),
-        _ if fps > 0.0 => packets as f64 / fps,
-        _ => return None,
+        (Some(first), Some(end)) => Some(end.saturating_sub(first) as f64 * f64::from(time_base)),
+        _ if fps > 0.0 => Some(packets as f64 / fps),
+        _ => None,
     };
-    (seconds.is_finite() && seconds > 0.0).then_some(seconds)
+    let positive = |s: f64| (s.is_finite() && s > 0.0).then_some(s);
+    Scanned {
+        video: seconds.and_then(positive),
+        any: any.and_then(positive),
+    }
 }

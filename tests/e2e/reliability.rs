@@ -548,7 +548,8 @@ fn render_fails_as_truncated(
 }
 
 /// A webm (VP9/Opus) and an mkv (H.264) cut at half keep their declared duration but
-/// declare no frame count: each render is an error naming both lengths, not a short video.
+/// declare no frame count: the upload is refused, naming both lengths (a render of such a
+/// file fails the same way: `media/tests/engine/errors.rs`).
 #[test]
 fn a_truncated_webm_or_mkv_fails_instead_of_passing_off_a_short_video() {
     let dir = tempfile::tempdir().unwrap();
@@ -585,10 +586,28 @@ fn a_truncated_webm_or_mkv_fails_instead_of_passing_off_a_short_video() {
         "ultrafast",
         mkv.to_str().unwrap(),
     ]);
+    // Matroska declares its length in a header a cut file keeps, and has no index: the
+    // upload reads its packets and refuses it, naming the truncation, instead of accepting a
+    // file whose every render would fail.
     for (full, cut) in [(&webm, "cut.webm"), (&mkv, "cut.mkv")] {
         let cut = cut_copy(full, dir.path().join(cut), 0.5);
-        let reason = render_fails_as_truncated(&server, dir.path(), &cut);
-        assert!(reason.contains("declares 4.0"), "{reason}");
+        let (status, env) = upload_raw(&server, &cut);
+        assert_eq!(status, 422, "{}: {env}", cut.display());
+        assert_eq!(env["code"], "asset_invalid", "{env}");
+        let said = env.to_string();
+        assert!(
+            said.contains("truncated") && said.contains("declares 4.0"),
+            "{env}"
+        );
+    }
+    // The complete files are accepted.
+    for full in [&webm, &mkv] {
+        let (status, env) = upload_raw(&server, full);
+        assert!(
+            (200..300).contains(&status),
+            "{}: {status} {env}",
+            full.display()
+        );
     }
 }
 

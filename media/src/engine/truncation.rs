@@ -8,6 +8,12 @@ use crate::pipeline::DecodedExtent;
 /// or damaged (an mp4 cut short keeps its index): its render is an error, not a short video
 /// passed off as complete. A tenth of slack covers edit lists and decoders that drop a few
 /// frames.
+/// Whether `got` falls more than a tenth short of `declared` (the slack every truncation check
+/// allows: edit lists, decoders that drop a few frames).
+pub(crate) fn far_short(got: f64, declared: f64) -> bool {
+    got * 10.0 < declared * 9.0
+}
+
 pub(super) fn check_complete(frames: u64, declared: Option<u64>) -> Result<(), MediaError> {
     match declared {
         Some(declared) if frames.saturating_mul(10) < declared.saturating_mul(9) => {
@@ -48,7 +54,7 @@ pub(super) fn check_length(
     };
     // No timestamps at all: nothing to compare (the frame count check still applies).
     let Some(got) = got else { return Ok(()) };
-    if got * 10.0 < declared * 9.0 {
+    if far_short(got, declared) {
         return Err(MediaError::invalid(format!(
             "the source is truncated or damaged: its container declares {declared:.2} s but \
              only {:.2} s could be decoded; upload the complete file",

@@ -230,6 +230,15 @@ fn truncated_matroska_files_are_errors_but_long_audio_is_not() {
     );
     for full in [&webm, &mkv] {
         let cut = fixtures::truncated_copy(dir.path(), full, 0.5).expect("truncate");
+        // Refused when probed (an upload), naming the truncation...
+        let err = vidforge_media::probe(&cut).expect_err("a truncated file probes");
+        assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("truncated") && msg.contains("declares 2.0"),
+            "{msg}"
+        );
+        // ...and by a render of it all the same.
         let err = render_err(&engine, &cut, &out_dir);
         assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
         let msg = err.to_string();
@@ -238,8 +247,9 @@ fn truncated_matroska_files_are_errors_but_long_audio_is_not() {
             "{msg}"
         );
     }
-    // Complete files render.
+    // Complete files probe and render.
     for full in [&webm, &mkv] {
+        vidforge_media::probe(full).expect("a complete file probes");
         let out = out_dir.join("full.mp4");
         render(
             &engine,
@@ -257,6 +267,7 @@ fn truncated_matroska_files_are_errors_but_long_audio_is_not() {
             ..ClipSpec::vp9(320, 240)
         },
     );
+    vidforge_media::probe(&long_audio).expect("video shorter than its audio probes");
     let out = out_dir.join("long-audio.mp4");
     let report = render(
         &engine,
