@@ -31,6 +31,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use serde_json::{Value, json};
 
 use super::capabilities::{LEGACY_REVISIONS, PROTOCOL_REVISION};
+use super::legacy_streams::{LegacyStreams, Refused, Stream, StreamLimits};
 
 /// The session header (both eras' clients spell it this way; header names are case-insensitive).
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -104,11 +105,15 @@ pub struct Limits {
     pub idle_timeout: Duration,
     pub max_sessions: usize,
     pub max_per_principal: usize,
+    /// The bounds of the sessions' server-message streams.
+    pub streams: StreamLimits,
 }
 
-/// This node's legacy sessions: rmcp's session manager plus who owns each session.
+/// This node's legacy sessions: rmcp's session manager plus who owns each session and its
+/// server-message stream.
 pub struct LegacySessions {
     manager: Arc<LocalSessionManager>,
+    streams: Arc<LegacyStreams>,
     /// Session id → the principal that opened it. Entries of sessions rmcp has closed (idle,
     /// DELETE) are swept on the next `initialize`.
     owners: Mutex<HashMap<String, String>>,
@@ -129,6 +134,7 @@ impl LegacySessions {
         manager.session_config.keep_alive = Some(limits.idle_timeout);
         Self {
             manager: Arc::new(manager),
+            streams: LegacyStreams::new(limits.streams),
             owners: Mutex::new(HashMap::new()),
             limits,
         }
@@ -215,9 +221,17 @@ impl LegacySessions {
             .insert(session.to_string(), principal.to_string());
     }
 
-    /// Forgets a session the client ended (DELETE answered 2xx).
+    /// Forgets a session the client ended (DELETE answered 2xx), ending its stream.
     pub fn ended(&self, session: &str) {
         self.owners.lock().expect("owners lock").remove(session);
+        self.streams.end(session);
+    }
+
+    /// A new server-message stream (`GET`) of `session` for `principal`: it replaces the
+    /// session's previous one, and is refused past the principal's or the node's bound
+    /// ([`crate::legacy_streams`]).
+    pub fn open_stream(&self, session: &str, principal: &str) -> Result<Stream, Refused> {
+        self.streams.open(session, principal)
     }
 
     /// A request naming `session`: served only for the principal that opened it and only while
@@ -286,6 +300,7 @@ mod tests {
             idle_timeout: Duration::from_secs(60),
             max_sessions: 2,
             max_per_principal: 1,
+            streams: StreamLimits::for_connections(64),
         }
     }
 

@@ -38,7 +38,7 @@ mod handler;
 pub mod inputs;
 pub mod jsonrpc;
 pub mod legacy;
-mod legacy_streams;
+pub mod legacy_streams;
 mod listen;
 mod notify;
 pub mod presentation;
@@ -94,6 +94,7 @@ pub fn router(
         idle_timeout: config.legacy_session_idle_timeout,
         max_sessions: config.max_legacy_sessions,
         max_per_principal: config.max_legacy_sessions_per_principal,
+        streams: legacy_streams::StreamLimits::for_connections(config.max_connections),
     });
     // Host and Origin: decided by vidforge_http::policy for every route (this one included), from
     // the one list RequestPolicy::from_config builds; rmcp's duplicate check stays off. Modern
@@ -120,9 +121,6 @@ pub fn router(
     );
     let wire = Arc::new(Wire {
         sessions: legacy,
-        streams: legacy_streams::LegacyStreams::new(legacy_streams::StreamLimits::for_connections(
-            config.max_connections,
-        )),
         auth: auth.clone(),
     });
     axum::Router::new()
@@ -173,7 +171,6 @@ fn caller(request: &Request) -> String {
 /// challenges).
 struct Wire {
     sessions: legacy::LegacySessions,
-    streams: Arc<legacy_streams::LegacyStreams>,
     auth: vidforge_http::auth::Auth,
 }
 
@@ -226,7 +223,7 @@ async fn wire_layer(State(wire): State<Arc<Wire>>, request: Request, next: Next)
         // A GET is the session's server-message stream: one per session, bounded per
         // principal and per node, ended with its session (`legacy_streams`).
         let stream = match (&session, request.method() == Method::GET) {
-            (Some(session), true) => match wire.streams.open(session, &principal) {
+            (Some(session), true) => match sessions.open_stream(session, &principal) {
                 Ok(stream) => Some(stream),
                 Err(refused) => return refused.into_response(),
             },
@@ -243,7 +240,6 @@ async fn wire_layer(State(wire): State<Arc<Wire>>, request: Request, next: Next)
             && let Some(session) = session
         {
             sessions.ended(&session);
-            wire.streams.end(&session);
             // rmcp answers 202; the SDKs' clients expect 200 or 204 for an ended session (the
             // Python SDK 1.x logs "Session termination failed: 202"), and the TypeScript
             // SDK's own server answers 200.
