@@ -16,7 +16,6 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -55,12 +54,16 @@ pub(crate) fn spawn(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>, Service
 /// local queue's entries are hints to look now); while there is work it claims at once.
 pub(crate) fn claim_next(shared: &Shared, idle: bool) -> Option<String> {
     if idle {
-        let _hint = shared.queue.pop_timeout(CLAIM_POLL);
+        let _hint = shared.pool.queue.pop_timeout(CLAIM_POLL);
     }
-    if shared.shutdown.load(Ordering::SeqCst) {
+    if shared.pool.stopping() {
         return None;
     }
-    match shared.store.claim(&shared.node, shared.config.lease_ttl) {
+    match shared
+        .ledger
+        .store
+        .claim(&shared.pool.node, shared.config.lease_ttl)
+    {
         Ok(claim) => claim.map(|c| c.id),
         Err(e) => {
             tracing::warn!(error = %e, "claiming work from the store failed; retrying");
@@ -73,8 +76,8 @@ pub(crate) fn claim_next(shared: &Shared, idle: bool) -> Option<String> {
 /// The short lane's next render in a cluster: one whose estimated work is short, claimed from
 /// the shared queue (waiting up to [`CLAIM_POLL`] between looks).
 pub(crate) fn claim_short(shared: &Shared) -> Option<String> {
-    match shared.store.claim_short(
-        &shared.node,
+    match shared.ledger.store.claim_short(
+        &shared.pool.node,
         shared.config.lease_ttl,
         shared.config.long_render_pixel_frames(),
     ) {
@@ -93,8 +96,8 @@ pub(crate) fn claim_short(shared: &Shared) -> Option<String> {
 
 /// Gives up this node's lease once its worker is done with a render.
 pub(crate) fn release(shared: &Shared, id: &str) {
-    lock(&shared.lost).remove(id);
-    if let Err(e) = shared.store.release_lease(&shared.node, id) {
+    lock(&shared.pool.lost).remove(id);
+    if let Err(e) = shared.ledger.store.release_lease(&shared.pool.node, id) {
         // It runs out by itself; another node may then claim a finished render, which its
         // claim step sees as terminal and leaves alone.
         tracing::warn!(render_id = %id, error = %e, "releasing the lease failed");
@@ -104,28 +107,27 @@ pub(crate) fn release(shared: &Shared, id: &str) {
 fn keep_leases(shared: &Shared) {
     let every = shared.config.lease_ttl / 3;
     let mut last = Instant::now();
-    while !shared.shutdown.load(Ordering::SeqCst) {
+    while !shared.pool.stopping() {
         std::thread::sleep(Duration::from_millis(100).min(every));
         if last.elapsed() < every {
             continue;
         }
         last = Instant::now();
-        let ids: Vec<String> = lock(&shared.running).keys().cloned().collect();
+        let ids: Vec<String> = lock(&shared.pool.running).keys().cloned().collect();
         if ids.is_empty() {
             continue;
         }
-        match shared
-            .store
-            .renew_leases(&shared.node, ids.clone(), shared.config.lease_ttl)
-        {
+        match shared.ledger.store.renew_leases(
+            &shared.pool.node,
+            ids.clone(),
+            shared.config.lease_ttl,
+        ) {
             Ok(held) => {
                 let held: HashSet<String> = held.into_iter().collect();
                 for id in ids.into_iter().filter(|id| !held.contains(id)) {
                     tracing::warn!(render_id = %id, "lost the lease of a running render to another node; stopping it here");
-                    lock(&shared.lost).insert(id.clone());
-                    if let Some(flag) = lock(&shared.running).get(&id) {
-                        flag.store(true, Ordering::SeqCst);
-                    }
+                    lock(&shared.pool.lost).insert(id.clone());
+                    shared.pool.cancel_running(&id);
                 }
             }
             Err(e) => tracing::warn!(error = %e, "renewing leases failed; retrying"),
@@ -134,36 +136,34 @@ fn keep_leases(shared: &Shared) {
 }
 
 fn follow_changes(shared: &Shared) {
-    let result = shared.store.watch(&shared.shutdown, |event| match event {
+    let result = shared.ledger.store.watch(shared.pool.shutdown_flag(), |event| match event {
         StoreEvent::Changed(id) => {
-            match shared.store.get_render(&id) {
+            match shared.ledger.store.get_render(&id) {
                 Ok(Some(rec)) => {
-                    shared.index(&rec);
+                    shared.ledger.index(&rec);
                     // A cancel, or an end reached elsewhere (a speculative render's
                     // rejection or timeout).
-                    if (rec.cancel_requested || rec.is_terminal())
-                        && let Some(flag) = lock(&shared.running).get(&id)
-                    {
-                        flag.store(true, Ordering::SeqCst);
+                    if rec.cancel_requested || rec.is_terminal() {
+                        shared.pool.cancel_running(&id);
                     }
                 }
                 Ok(None) => {
-                    lock(&shared.active).remove(&id);
+                    lock(&shared.ledger.active).remove(&id);
                 }
                 Err(e) => tracing::warn!(render_id = %id, error = %e, "re-reading a changed render failed"),
             }
-            shared.notify(&id);
+            shared.ledger.notify(&id);
         }
-        StoreEvent::Resync => match shared.store.unfinished_renders() {
+        StoreEvent::Resync => match shared.ledger.store.unfinished_renders() {
             Ok(records) => {
-                lock(&shared.active).clear();
+                lock(&shared.ledger.active).clear();
                 for rec in &records {
-                    shared.index(rec);
+                    shared.ledger.index(rec);
                 }
                 // Every listener sends its tasks again, not only the unfinished ones: a
                 // render created and ended while the feed was down (a speculative render is
                 // published in one write) would otherwise never reach its listeners here.
-                shared.notify_all();
+                shared.ledger.notify_all();
             }
             Err(e) => tracing::warn!(error = %e, "rebuilding the render index failed"),
         },

@@ -8,7 +8,6 @@
 //! injected clock.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -45,12 +44,12 @@ pub struct SweepReport {
 const ORPHAN_MIN_AGE: Duration = Duration::from_secs(3600);
 
 pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
-    if shared.store.is_shared() {
+    if shared.ledger.store.is_shared() {
         return recover_node(shared);
     }
-    let mut records = shared.store.renders()?;
+    let mut records = shared.ledger.store.renders()?;
     records.sort_by_key(|r| r.created_at);
-    let now = shared.now();
+    let now = shared.ledger.now();
     let mut requeue = Vec::new();
     let mut awaiting = 0usize;
     for rec in records.into_iter().filter(|r| !r.is_terminal()) {
@@ -62,12 +61,12 @@ pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
         };
         if !restart {
             awaiting += 1;
-            shared.index(&rec);
+            shared.ledger.index(&rec);
             crate::speculation::forget_interrupted(shared, &rec)?;
             continue;
         }
         let max_crashes = shared.config.max_render_crashes;
-        let updated = shared.update(&rec.id, |r| {
+        let updated = shared.ledger.update(&rec.id, |r| {
             if r.is_terminal() {
                 return Ok(Change::Keep(()));
             }
@@ -92,9 +91,9 @@ pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
             }
             Ok(Change::Write(()))
         })?;
-        let _ = std::fs::remove_dir_all(shared.result_dir(&rec.id));
+        let _ = std::fs::remove_dir_all(shared.media.result_dir(&rec.id));
         if !approved {
-            let _ = std::fs::remove_dir_all(shared.preview_dir(&rec.id));
+            let _ = std::fs::remove_dir_all(shared.media.preview_dir(&rec.id));
         }
         if let Some(u) = updated
             && u.record.state == RenderState::Queued
@@ -102,7 +101,7 @@ pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
             requeue.push((u.record.principal, u.record.id));
         }
     }
-    shared.store.flush()?;
+    shared.ledger.store.flush()?;
     for (principal, id) in &requeue {
         shared.enqueue(principal, id);
     }
@@ -121,13 +120,13 @@ pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
 /// This node only builds its index and ends the leases of its previous life, so its
 /// interrupted renders are taken over at once rather than when those leases run out.
 fn recover_node(shared: &Shared) -> Result<(), ServiceError> {
-    let unfinished = shared.store.unfinished_renders()?;
+    let unfinished = shared.ledger.store.unfinished_renders()?;
     for rec in &unfinished {
-        shared.index(rec);
+        shared.ledger.index(rec);
     }
-    let released = shared.store.release_node_leases(&shared.node)?;
+    let released = shared.ledger.store.release_node_leases(&shared.pool.node)?;
     tracing::info!(
-        node = %shared.node,
+        node = %shared.pool.node,
         unfinished = unfinished.len(),
         released_leases = released,
         "node joined the cluster"
@@ -170,7 +169,7 @@ pub(crate) fn spawn_maintenance(shared: &Arc<Shared>) -> Result<JoinHandle<()>, 
             loop {
                 let tick_start = Instant::now();
                 while tick_start.elapsed() < shared.config.tick_interval {
-                    if shared.shutdown.load(Ordering::SeqCst) {
+                    if shared.pool.stopping() {
                         return;
                     }
                     std::thread::sleep(Duration::from_millis(50));
@@ -201,8 +200,8 @@ pub(crate) fn spawn_maintenance(shared: &Arc<Shared>) -> Result<JoinHandle<()>, 
 }
 
 pub(crate) fn expire_due_approvals(shared: &Shared) -> Result<usize, ServiceError> {
-    let now = shared.now();
-    let due: Vec<String> = lock(&shared.active)
+    let now = shared.ledger.now();
+    let due: Vec<String> = lock(&shared.ledger.active)
         .iter()
         .filter(|(_, a)| {
             a.state == RenderState::AwaitingApproval && a.deadline.is_some_and(|d| now >= d)
@@ -212,7 +211,7 @@ pub(crate) fn expire_due_approvals(shared: &Shared) -> Result<usize, ServiceErro
     let timeout = human_duration(shared.config.approval_timeout);
     let mut expired = 0;
     for id in due {
-        let updated = shared.update_durable(&id, |r| {
+        let updated = shared.ledger.update_durable(&id, |r| {
             let deadline = match &r.approval {
                 Some(a) if a.decision.is_none() => a.deadline,
                 _ => return Ok(Change::Keep(false)),
@@ -255,8 +254,8 @@ pub(crate) fn expire_due_approvals(shared: &Shared) -> Result<usize, ServiceErro
 fn remove_orphan_media(shared: &Shared) -> Result<usize, ServiceError> {
     let mut removed = 0;
     for root in ["results", "previews"] {
-        for (name, _) in shared.media.list_dirs_blocking(root)? {
-            let unclaimed = match shared.store.get_render(&name)? {
+        for (name, _) in shared.media.store.list_dirs_blocking(root)? {
+            let unclaimed = match shared.ledger.store.get_render(&name)? {
                 None => true,
                 Some(r) if !r.is_terminal() => false,
                 Some(r) if root == "results" => {
@@ -267,6 +266,7 @@ fn remove_orphan_media(shared: &Shared) -> Result<usize, ServiceError> {
             if unclaimed
                 && shared
                     .media
+                    .store
                     .remove_dir_blocking(&format!("{root}/{name}"))
                     .is_ok()
             {
@@ -274,7 +274,7 @@ fn remove_orphan_media(shared: &Shared) -> Result<usize, ServiceError> {
             }
         }
     }
-    Ok(removed + shared.media.abort_orphan_uploads_blocking(false)?)
+    Ok(removed + shared.media.store.abort_orphan_uploads_blocking(false)?)
 }
 
 /// Deletes a render's result and preview wherever media lives; false if any stays (the next
@@ -282,7 +282,7 @@ fn remove_orphan_media(shared: &Shared) -> Result<usize, ServiceError> {
 fn remove_files(shared: &Shared, id: &str) -> bool {
     let mut all = true;
     for dir in [format!("results/{id}"), format!("previews/{id}")] {
-        if let Err(e) = shared.media.remove_dir_blocking(&dir) {
+        if let Err(e) = shared.media.store.remove_dir_blocking(&dir) {
             tracing::warn!(%dir, error = %e, "cannot delete expired files");
             all = false;
         }
@@ -291,23 +291,23 @@ fn remove_files(shared: &Shared, id: &str) -> bool {
 }
 
 pub(crate) fn sweep(shared: &Shared) -> Result<SweepReport, ServiceError> {
-    let now = shared.now();
+    let now = shared.ledger.now();
     let cfg = &shared.config;
     let mut report = SweepReport::default();
-    let records = shared.store.renders()?;
+    let records = shared.ledger.store.renders()?;
     for rec in records.iter().filter(|r| r.is_terminal()) {
         let expires = rec.result_expires_at(cfg.result_ttl);
         if now >= add_ms(expires, cfg.tombstone_grace) {
             if !remove_files(shared, &rec.id) {
                 continue;
             }
-            shared.store.delete_render(&rec.id)?;
+            shared.ledger.store.delete_render(&rec.id)?;
             report.records_deleted += 1;
         } else if now >= expires && !rec.result_deleted {
             if !remove_files(shared, &rec.id) {
                 continue;
             }
-            shared.update(&rec.id, |r: &mut RenderRecord| {
+            shared.ledger.update(&rec.id, |r: &mut RenderRecord| {
                 r.result_deleted = true;
                 Ok(Change::Write(()))
             })?;
@@ -320,35 +320,38 @@ pub(crate) fn sweep(shared: &Shared) -> Result<SweepReport, ServiceError> {
         matches!(r.state, RenderState::Failed | RenderState::Cancelled) && r.preview_path.is_some()
     }) {
         let dir = format!("previews/{}", rec.id);
-        if let Err(e) = shared.media.remove_dir_blocking(&dir) {
+        if let Err(e) = shared.media.store.remove_dir_blocking(&dir) {
             tracing::warn!(%dir, error = %e, "cannot delete a preview");
             continue;
         }
-        shared.update(&rec.id, |r: &mut RenderRecord| {
+        shared.ledger.update(&rec.id, |r: &mut RenderRecord| {
             r.preview_path = None;
             Ok(Change::Write(()))
         })?;
         report.previews_deleted += 1;
     }
     // Serialised with render creation: no render starts using an asset being deleted.
-    let creating = lock(&shared.create_lock);
-    let in_use = shared.assets_in_use()?;
-    for asset in shared.store.assets()? {
+    let creating = lock(&shared.ledger.create_lock);
+    let in_use = shared.ledger.assets_in_use()?;
+    for asset in shared.ledger.store.assets()? {
         if now >= add_ms(asset.created_at, cfg.asset_ttl) && !in_use.contains_key(&asset.id) {
-            shared.assets.remove(&asset)?;
+            shared.media.assets.remove(&asset)?;
             report.assets_deleted += 1;
         }
     }
     drop(creating);
-    match shared.assets.remove_orphans(ORPHAN_MIN_AGE) {
+    match shared.media.assets.remove_orphans(ORPHAN_MIN_AGE) {
         Ok(n) => report.orphans_deleted += n,
         Err(e) => tracing::warn!(error = %e, "orphaned assets not swept"),
     }
     let cutoff = now.saturating_sub(cfg.idempotency_ttl.as_millis() as u64);
-    report.idempotency_deleted = shared.store.remove_idempotency_before(cutoff)?;
+    report.idempotency_deleted = shared.ledger.store.remove_idempotency_before(cutoff)?;
     let cutoff = now.saturating_sub(crate::webhook::FINISHED_RETENTION.as_millis() as u64);
-    report.webhook_events_deleted = shared.store.remove_finished_webhooks_before(cutoff)?;
-    for sweeper in lock(&shared.sweepers).iter() {
+    report.webhook_events_deleted = shared
+        .ledger
+        .store
+        .remove_finished_webhooks_before(cutoff)?;
+    for sweeper in lock(&shared.ledger.sweepers).iter() {
         report.extension_records_deleted += sweeper()?;
     }
 
@@ -358,7 +361,7 @@ pub(crate) fn sweep(shared: &Shared) -> Result<SweepReport, ServiceError> {
         Err(e) => tracing::warn!(error = %e, "orphaned media not swept"),
     }
     if report != SweepReport::default() {
-        shared.store.flush()?;
+        shared.ledger.store.flush()?;
     }
     Ok(report)
 }

@@ -3,7 +3,6 @@
 //! worker writes (succeeded, cancelled, failed, or handed back on shutdown).
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::catalog::ErrorCode;
@@ -23,7 +22,7 @@ pub(crate) fn finish_succeeded(
     let Some(stored) = store_output(shared, rec, plan)? else {
         return Ok(());
     };
-    let now = shared.now();
+    let now = shared.ledger.now();
     let outcome = success_outcome(rec, plan, report, stored, now);
     update_final(shared, &rec.id, |r| {
         if r.is_terminal() || taken_over(r, rec) {
@@ -44,8 +43,8 @@ pub(crate) fn store_output(
     rec: &RenderRecord,
     plan: &RenderPlan,
 ) -> Result<Option<PathBuf>, ServiceError> {
-    let stop = || shared.shutdown.load(Ordering::SeqCst);
-    match shared.media.publish_blocking(&plan.output, &stop) {
+    let stop = || shared.pool.stopping();
+    match shared.media.store.publish_blocking(&plan.output, &stop) {
         Ok(stored) => Ok(Some(stored)),
         Err(e) => {
             if let Some(dir) = plan.output.parent() {
@@ -135,10 +134,11 @@ pub(crate) fn record_finished(rec: &RenderRecord, report: &EngineReport) {
 pub(crate) fn finish_stopped(shared: &Shared, rec: &RenderRecord) -> Result<(), ServiceError> {
     let id = rec.id.as_str();
     let user_cancel = shared
+        .ledger
         .store
         .get_render(id)?
         .is_some_and(|r| r.cancel_requested);
-    if shared.shutdown.load(Ordering::SeqCst) && !user_cancel {
+    if shared.pool.stopping() && !user_cancel {
         // Handed back durably, so boot recovery does not count a crash.
         update_final(shared, id, |r| {
             if r.state != RenderState::Rendering || taken_over(r, rec) {
@@ -155,7 +155,7 @@ pub(crate) fn finish_stopped(shared: &Shared, rec: &RenderRecord) -> Result<(), 
 }
 
 pub(crate) fn finish_cancelled(shared: &Shared, rec: &RenderRecord) -> Result<(), ServiceError> {
-    let now = shared.now();
+    let now = shared.ledger.now();
     update_final(shared, &rec.id, |r| {
         if r.is_terminal() || taken_over(r, rec) {
             return Ok(Change::Keep(()));
@@ -187,9 +187,9 @@ pub(crate) fn update_final<T>(
 ) -> Result<Option<crate::store::Updated<RenderRecord, T>>, ServiceError> {
     let deadline = Instant::now() + FINAL_WRITE_PATIENCE;
     loop {
-        match shared.update_durable(id, &mut f) {
+        match shared.ledger.update_durable(id, &mut f) {
             Err(ServiceError::Unavailable { reason })
-                if Instant::now() < deadline && !shared.shutdown.load(Ordering::SeqCst) =>
+                if Instant::now() < deadline && !shared.pool.stopping() =>
             {
                 tracing::warn!(render_id = %id, %reason, "the store cannot be reached; retrying the render's write");
                 std::thread::sleep(FINAL_WRITE_RETRY);
@@ -251,7 +251,7 @@ pub(crate) fn finish_media_error(
     rec: &RenderRecord,
     e: &ServiceError,
 ) -> Result<(), ServiceError> {
-    if shared.shutdown.load(Ordering::SeqCst) {
+    if shared.pool.stopping() {
         // Handed back: the next start (or another node) runs it again.
         return finish_stopped(shared, rec);
     }
@@ -278,7 +278,7 @@ pub(crate) fn finish_media_error(
 
 /// Ends the render `Failed` with `outcome` (unless it ended meanwhile or was taken over).
 fn write_failed(shared: &Shared, rec: &RenderRecord, outcome: Outcome) -> Result<(), ServiceError> {
-    let now = shared.now();
+    let now = shared.ledger.now();
     update_final(shared, &rec.id, |r| {
         if r.is_terminal() || taken_over(r, rec) {
             return Ok(Change::Keep(()));

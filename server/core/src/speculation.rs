@@ -50,23 +50,24 @@ pub(crate) fn enabled(shared: &Shared) -> bool {
 /// releases it). `None` when speculation is off, the disk is under its floor, or there is
 /// none.
 pub(crate) fn next_candidate(shared: &Shared) -> Option<String> {
-    if !enabled(shared) || shared.shutdown.load(Ordering::SeqCst) {
+    if !enabled(shared) || shared.pool.stopping() {
         return None;
     }
-    let mut candidates: Vec<(u64, String)> = lock(&shared.active)
+    let mut candidates: Vec<(u64, String)> = lock(&shared.ledger.active)
         .iter()
         .filter(|(_, a)| a.speculate)
         .map(|(id, a)| (a.created_at, id.clone()))
         .collect();
-    if candidates.is_empty() || !shared.disk.has_room() {
+    if candidates.is_empty() || !shared.media.disk.has_room() {
         return None;
     }
-    if shared.store.is_shared() {
+    if shared.ledger.store.is_shared() {
         // The index says there may be one (running ones count: the lease tells whether
         // their node still lives).
         return match shared
+            .ledger
             .store
-            .claim_speculative(&shared.node, shared.config.lease_ttl)
+            .claim_speculative(&shared.pool.node, shared.config.lease_ttl)
         {
             Ok(claim) => claim.map(|c| c.id),
             Err(e) => {
@@ -76,7 +77,7 @@ pub(crate) fn next_candidate(shared: &Shared) -> Option<String> {
         };
     }
     candidates.sort();
-    let running = lock(&shared.running);
+    let running = lock(&shared.pool.running);
     candidates
         .into_iter()
         .map(|(_, id)| id)
@@ -86,9 +87,9 @@ pub(crate) fn next_candidate(shared: &Shared) -> Option<String> {
 /// Marks `id` as being rendered speculatively by this worker (durably, counting an
 /// attempt). The record as claimed, or `None` when it is no longer a candidate.
 pub(crate) fn claim(shared: &Shared, id: &str) -> Result<Option<RenderRecord>, ServiceError> {
-    let now = shared.now();
-    let clustered = shared.store.is_shared();
-    let claimed = shared.update_durable(id, |r| {
+    let now = shared.ledger.now();
+    let clustered = shared.ledger.store.is_shared();
+    let claimed = shared.ledger.update_durable(id, |r| {
         let stale_running = clustered
             && matches!(
                 r.speculation.as_ref().map(|s| &s.state),
@@ -119,19 +120,19 @@ pub(crate) fn claim(shared: &Shared, id: &str) -> Result<Option<RenderRecord>, S
 /// queued renders than idle workers; in a cluster a render queued for longer than
 /// [`CLUSTER_QUEUED_GRACE`] anywhere.
 pub(crate) fn work_waiting(shared: &Shared) -> bool {
-    if shared.store.is_shared() {
-        return lock(&shared.active).values().any(|a| {
+    if shared.ledger.store.is_shared() {
+        return lock(&shared.ledger.active).values().any(|a| {
             a.state == RenderState::Queued
                 && a.queued_since
                     .is_some_and(|t| t.elapsed() >= CLUSTER_QUEUED_GRACE)
         });
     }
-    shared.queue.len() > shared.idle_workers.load(Ordering::SeqCst)
+    shared.pool.queue.len() > shared.pool.idle_workers.load(Ordering::SeqCst)
 }
 
 /// Whether `id` is still only speculative in this node's index (not approved since).
 pub(crate) fn still_speculative(shared: &Shared, id: &str) -> bool {
-    lock(&shared.active)
+    lock(&shared.ledger.active)
         .get(id)
         .is_some_and(|a| a.state == RenderState::AwaitingApproval)
 }
@@ -184,9 +185,7 @@ pub(crate) fn discard(shared: &Shared, rec: &RenderRecord) {
     };
     match &spec.state {
         SpeculationState::Running => {
-            if let Some(flag) = lock(&shared.running).get(&rec.id) {
-                flag.store(true, Ordering::SeqCst);
-            }
+            shared.pool.cancel_running(&rec.id);
         }
         SpeculationState::Done { seconds, .. } => {
             remove_output(shared, &rec.id);
@@ -207,8 +206,8 @@ pub(crate) fn forget_interrupted(shared: &Shared, rec: &RenderRecord) -> Result<
     {
         return Ok(());
     }
-    let _ = std::fs::remove_dir_all(shared.result_dir(&rec.id));
-    shared.update(&rec.id, |r| {
+    let _ = std::fs::remove_dir_all(shared.media.result_dir(&rec.id));
+    shared.ledger.update(&rec.id, |r| {
         if r.state != RenderState::AwaitingApproval
             || !matches!(
                 r.speculation.as_ref().map(|s| &s.state),
@@ -239,7 +238,7 @@ pub(crate) fn finish(
         return Ok(());
     };
     let seconds = started.elapsed().as_secs_f64();
-    let now = shared.now();
+    let now = shared.ledger.now();
     let outcome = success_outcome(rec, plan, report, stored, now);
     let written = update_final(shared, &rec.id, |r| {
         if taken_over(r, rec) {
@@ -301,7 +300,7 @@ pub(crate) fn abandon(
     stop: Stop,
     started: Instant,
 ) -> Result<bool, ServiceError> {
-    let now = shared.now();
+    let now = shared.ledger.now();
     let updated = update_final(shared, &rec.id, |r| {
         if taken_over(r, rec) {
             return Ok(Change::Keep(()));
@@ -344,13 +343,13 @@ pub(crate) fn abandon(
         (Some(r), _) if r.is_terminal() => SpeculationEnd::Discarded,
         (_, Stop::Failed) => SpeculationEnd::Failed,
         (_, Stop::Preempted) => SpeculationEnd::Preempted,
-        (_, Stop::Ended) if shared.shutdown.load(Ordering::SeqCst) => SpeculationEnd::Interrupted,
+        (_, Stop::Ended) if shared.pool.stopping() => SpeculationEnd::Interrupted,
         (_, Stop::Ended) => SpeculationEnd::Discarded,
     };
     speculation_ended(end, started.elapsed().as_secs_f64());
     if let Some(r) = record
         && r.state == RenderState::Queued
-        && !shared.shutdown.load(Ordering::SeqCst)
+        && !shared.pool.stopping()
     {
         // Approved just as it stopped: the real render runs anew.
         shared.enqueue(&r.principal, &r.id);
@@ -363,8 +362,12 @@ pub(crate) fn abandon(
 fn remove_output(shared: &Shared, id: &str) {
     // The local scratch copy (with a bucket), then the stored output: in a directory media
     // store the two are one directory, and the second removal finds it gone.
-    let _ = std::fs::remove_dir_all(shared.result_dir(id));
-    if let Err(e) = shared.media.remove_dir_blocking(&format!("results/{id}")) {
+    let _ = std::fs::remove_dir_all(shared.media.result_dir(id));
+    if let Err(e) = shared
+        .media
+        .store
+        .remove_dir_blocking(&format!("results/{id}"))
+    {
         tracing::warn!(render_id = %id, error = %e, "cannot delete a discarded speculative render; the sweeper will");
     }
 }

@@ -72,14 +72,14 @@ struct LongGuard<'a>(&'a Shared);
 
 impl<'a> LongGuard<'a> {
     fn new(shared: &'a Shared) -> Self {
-        shared.long_running.fetch_add(1, Ordering::SeqCst);
+        shared.pool.long_running.fetch_add(1, Ordering::SeqCst);
         LongGuard(shared)
     }
 }
 
 impl Drop for LongGuard<'_> {
     fn drop(&mut self) {
-        self.0.long_running.fetch_sub(1, Ordering::SeqCst);
+        self.0.pool.long_running.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -87,21 +87,21 @@ impl Drop for LongGuard<'_> {
 /// ones) so they do not wait for it: from the local fair queue, or in a cluster from the
 /// shared queue by their stored estimate. Idle otherwise.
 fn short_lane_loop(shared: &Shared) {
-    let clustered = shared.store.is_shared();
-    while !shared.shutdown.load(Ordering::SeqCst) {
-        if shared.long_running.load(Ordering::SeqCst) == 0 {
+    let clustered = shared.ledger.store.is_shared();
+    while !shared.pool.stopping() {
+        if shared.pool.long_running.load(Ordering::SeqCst) == 0 {
             std::thread::sleep(IDLE_POLL);
             continue;
         }
         let next = if clustered {
             crate::cluster::claim_short(shared)
         } else {
-            shared.queue.pop_short_timeout(IDLE_POLL)
+            shared.pool.queue.pop_short_timeout(IDLE_POLL)
         };
         let Some(id) = next else {
             continue;
         };
-        if shared.shutdown.load(Ordering::SeqCst) {
+        if shared.pool.stopping() {
             if clustered {
                 crate::cluster::release(shared, &id);
             }
@@ -119,27 +119,27 @@ fn short_lane_loop(shared: &Shared) {
 }
 
 fn worker_loop(shared: &Shared) {
-    let clustered = shared.store.is_shared();
+    let clustered = shared.ledger.store.is_shared();
     let mut idle = true;
-    while !shared.shutdown.load(Ordering::SeqCst) {
+    while !shared.pool.stopping() {
         let next = if clustered {
             crate::cluster::claim_next(shared, idle)
         } else {
-            shared.idle_workers.fetch_add(1, Ordering::SeqCst);
-            let next = shared.queue.pop_timeout(IDLE_POLL);
-            shared.idle_workers.fetch_sub(1, Ordering::SeqCst);
+            shared.pool.idle_workers.fetch_add(1, Ordering::SeqCst);
+            let next = shared.pool.queue.pop_timeout(IDLE_POLL);
+            shared.pool.idle_workers.fetch_sub(1, Ordering::SeqCst);
             next
         };
         idle = next.is_none();
         if let Some(id) = next {
-            if shared.shutdown.load(Ordering::SeqCst) {
+            if shared.pool.stopping() {
                 // Left queued in the store: boot recovery (or another node) picks it up.
                 if clustered {
                     crate::cluster::release(shared, &id);
                 }
                 break;
             }
-            let _long = shared.is_long(&id).then(|| LongGuard::new(shared));
+            let _long = shared.ledger.is_long(&id).then(|| LongGuard::new(shared));
             if let Err(e) = process(shared, &id) {
                 tracing::error!(render_id = %id, error = %e, "render processing failed");
             }
@@ -169,7 +169,7 @@ struct RunningGuard<'a> {
 
 impl Drop for RunningGuard<'_> {
     fn drop(&mut self) {
-        lock(&self.shared.running).remove(self.id);
+        lock(&self.shared.pool.running).remove(self.id);
     }
 }
 
@@ -178,7 +178,7 @@ impl<'a> RunningGuard<'a> {
     /// always finds it (see `cancel_blocking`).
     fn register(shared: &'a Shared, id: &'a str) -> (Self, Arc<AtomicBool>) {
         let flag = Arc::new(AtomicBool::new(false));
-        lock(&shared.running).insert(id.to_string(), flag.clone());
+        lock(&shared.pool.running).insert(id.to_string(), flag.clone());
         (RunningGuard { shared, id }, flag)
     }
 }
@@ -208,12 +208,12 @@ fn speculate(shared: &Shared, id: &str) -> Result<(), ServiceError> {
 fn process(shared: &Shared, id: &str) -> Result<(), ServiceError> {
     let (_guard, flag) = RunningGuard::register(shared, id);
 
-    let now = shared.now();
+    let now = shared.ledger.now();
     // In a cluster this node holds the render's lease: one still running was being run by
     // a node that stopped renewing its lease, i.e. died.
-    let takeover = shared.store.is_shared();
+    let takeover = shared.ledger.store.is_shared();
     let max_crashes = shared.config.max_render_crashes;
-    let claimed = shared.update_durable(id, |r| {
+    let claimed = shared.ledger.update_durable(id, |r| {
         let orphaned = matches!(r.state, RenderState::Rendering | RenderState::Previewing);
         if takeover && orphaned {
             r.crashes += 1;
@@ -294,6 +294,7 @@ fn build_plan(shared: &Shared, rec: &RenderRecord) -> Result<RenderPlan, PlanErr
     // of the object (downloaded once, retried while the bucket is away, until shutdown).
     let owned_asset = |asset_id: &str| -> Result<Option<PathBuf>, PlanError> {
         let asset = shared
+            .ledger
             .store
             .get_asset(asset_id)
             .map_err(|e| EngineError::new(FailureKind::RenderFailed, e.to_string()))?;
@@ -301,7 +302,8 @@ fn build_plan(shared: &Shared, rec: &RenderRecord) -> Result<RenderPlan, PlanErr
             None => Ok(None),
             Some(a) => shared
                 .media
-                .local_copy_blocking(&a.path, &|| shared.shutdown.load(Ordering::SeqCst))
+                .store
+                .local_copy_blocking(&a.path, &|| shared.pool.stopping())
                 .map(Some)
                 .map_err(PlanError::Media),
         }
@@ -331,6 +333,7 @@ fn build_plan(shared: &Shared, rec: &RenderRecord) -> Result<RenderPlan, PlanErr
     Ok(RenderPlan {
         input,
         output: shared
+            .media
             .result_dir(&rec.id)
             .join(crate::uri::final_file_name(rec.args.output_format)),
         resolution: rec.args.resolution,
@@ -346,7 +349,7 @@ fn build_plan(shared: &Shared, rec: &RenderRecord) -> Result<RenderPlan, PlanErr
 }
 
 fn run_preview(shared: &Shared, rec: &RenderRecord, plan: &RenderPlan) -> Result<(), ServiceError> {
-    let dir = shared.preview_dir(&rec.id);
+    let dir = shared.media.preview_dir(&rec.id);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     let png = dir.join(PREVIEW_FILE_NAME);
@@ -360,15 +363,15 @@ fn run_preview(shared: &Shared, rec: &RenderRecord, plan: &RenderPlan) -> Result
             "the engine panicked",
         ))
     });
-    let stop = || shared.shutdown.load(Ordering::SeqCst);
-    let result = result.map(|size| (size, shared.media.publish_blocking(&png, &stop)));
+    let stop = || shared.pool.stopping();
+    let result = result.map(|size| (size, shared.media.store.publish_blocking(&png, &stop)));
     match result {
         Ok((_, Err(e))) => {
             let _ = std::fs::remove_dir_all(&dir);
             finish_media_error(shared, rec, &e)
         }
         Ok(((w, h), Ok(stored))) => {
-            let now = shared.now();
+            let now = shared.ledger.now();
             let deadline = add_ms(now, shared.config.approval_timeout);
             let updated = update_final(shared, &rec.id, |r| {
                 if r.state != RenderState::Previewing || taken_over(r, rec) {
@@ -417,7 +420,7 @@ fn run_render(
     cancel: &AtomicBool,
     speculative: Option<Instant>,
 ) -> Result<(), ServiceError> {
-    let dir = shared.result_dir(&rec.id);
+    let dir = shared.media.result_dir(&rec.id);
     // A previous attempt may have left partial files.
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
@@ -457,13 +460,13 @@ fn run_render(
     });
 
     let id = rec.id.as_str();
-    let lost = || lock(&shared.lost).contains(id);
+    let lost = || shared.pool.is_lost(id);
     match (result, speculative) {
         (Err(e), _) if e.kind == FailureKind::Cancelled && lost() => {
             // Another node holds the lease now. With a shared directory it renders into the
             // same one: leave both the record and the files to it. With a bucket, this
             // node's scratch files are its own.
-            if shared.media.is_object() {
+            if shared.media.store.is_object() {
                 let _ = std::fs::remove_dir_all(&dir);
             }
             tracing::warn!(render_id = %id, "render abandoned here: another node took it over");
@@ -527,7 +530,7 @@ fn progress_publisher<'a>(
         };
         let snap = ProgressSnapshot::new(p.stage.into(), p.frames_done, p.frames_total)
             .with_rate(fps, backend.clone());
-        let res = shared.update(id, |r| {
+        let res = shared.ledger.update(id, |r| {
             if r.cancel_requested {
                 // Cancelled on another node: the flag reaches this worker here too.
                 cancel.store(true, Ordering::SeqCst);
@@ -539,7 +542,7 @@ fn progress_publisher<'a>(
             Ok(Change::Write(()))
         });
         match res {
-            Ok(_) => shared.notify(id),
+            Ok(_) => shared.ledger.notify(id),
             Err(e) => tracing::warn!(render_id = %id, error = %e, "progress write failed"),
         }
     }

@@ -5,9 +5,7 @@
 //! (`create_render`, `decide_approval`, `cancel`, asset uploads) are `async` and run their
 //! store work on tokio's blocking pool; each returns only after its write is durable.
 
-use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -22,8 +20,8 @@ use crate::config::Config;
 use crate::engine::{Prober, Renderer};
 use crate::error::ServiceError;
 use crate::maintenance::{self, SweepReport};
-use crate::shared::Shared;
 pub use crate::shared::Sweeper;
+use crate::shared::{Ledger, MediaSide, Pool, Shared};
 use crate::store::{
     AssetRecord, Outcome, RenderArgs, RenderRecord, RenderState, Store, StoreError,
 };
@@ -82,19 +80,14 @@ struct Lifecycle {
 
 impl Lifecycle {
     fn stop(&self) {
-        self.shared.shutdown.store(true, Ordering::SeqCst);
-        // Running renders stop at their next frame; their records stay non-terminal and boot
-        // recovery restarts them.
-        for flag in lock(&self.shared.running).values() {
-            flag.store(true, Ordering::SeqCst);
-        }
+        self.shared.pool.stop();
         let threads: Vec<_> = lock(&self.threads).drain(..).collect();
         for t in threads {
             if t.join().is_err() {
                 tracing::error!("a service thread panicked");
             }
         }
-        if let Err(e) = self.shared.store.flush() {
+        if let Err(e) = self.shared.ledger.store.flush() {
             tracing::error!(error = %e, "final flush failed");
         }
     }
@@ -182,30 +175,26 @@ impl RenderService {
             (config.media_root().to_path_buf(), config.min_free_bytes);
         let node = config.node_name();
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
-        let shared = Arc::new(Shared {
-            config,
-            store,
-            clock: parts.clock,
-            renderer: parts.renderer,
-            assets,
-            events,
-            sweepers: Mutex::new(Vec::new()),
-            queue: Default::default(),
-            create_lock: Mutex::new(()),
-            active: Mutex::new(HashMap::new()),
-            running: Mutex::new(HashMap::new()),
-            lost: Mutex::new(HashSet::new()),
-            node,
-            shutdown: AtomicBool::new(false),
-            long_running: Default::default(),
-            idle_workers: Default::default(),
-            disk: crate::disk::DiskGuard::new(&media_dir, min_free_bytes),
+        let disk = crate::disk::DiskGuard::new(&media_dir, min_free_bytes);
+        let media = MediaSide::new(
             media,
+            assets,
+            disk,
+            config.results_dir(),
+            config.previews_dir(),
+        );
+        let config = Arc::new(config);
+        let shared = Arc::new(Shared {
+            ledger: Ledger::new(config.clone(), store, parts.clock, events),
+            pool: Pool::new(node),
+            media,
+            config,
+            renderer: parts.renderer,
         });
         maintenance::recover(&shared)?;
         let mut threads = worker::spawn_workers(&shared)?;
         threads.push(maintenance::spawn_maintenance(&shared)?);
-        if shared.store.is_shared() {
+        if shared.ledger.store.is_shared() {
             threads.extend(crate::cluster::spawn(&shared)?);
         }
         Ok(RenderService {
@@ -229,17 +218,17 @@ impl RenderService {
     }
 
     pub fn clock(&self) -> &SharedClock {
-        &self.shared.clock
+        &self.shared.ledger.clock
     }
 
     /// Direct store access (diagnostics and tests).
     pub fn store(&self) -> &Store {
-        &self.shared.store
+        &self.shared.ledger.store
     }
 
     /// This node's name in work leases (cluster mode).
     pub fn node(&self) -> &str {
-        &self.shared.node
+        &self.shared.pool.node
     }
 
     /// The render engine's backend name.
@@ -254,26 +243,26 @@ impl RenderService {
 
     /// Current time in unix ms, from the injected clock.
     pub fn now_ms(&self) -> u64 {
-        self.shared.now()
+        self.shared.ledger.now()
     }
 
     /// Task ids fired on every state, progress or decision change: render ids, the ids an
     /// MCP extension announces with [`RenderService::publish_task_change`], and
     /// [`crate::shared::ANY_TASK`] when any task may have changed unannounced.
     pub fn subscribe(&self) -> broadcast::Receiver<String> {
-        self.shared.events.subscribe()
+        self.shared.ledger.subscribe()
     }
 
     /// Announces a change of task `id` to [`RenderService::subscribe`]rs (the
     /// `notifications/tasks` of `subscriptions/listen`), for tasks an MCP extension owns.
     pub fn publish_task_change(&self, id: &str) {
-        self.shared.notify(id);
+        self.shared.ledger.notify(id);
     }
 
     /// Adds a step to every later sweep (the maintenance thread runs one every
     /// `sweep_interval`): an MCP extension deleting its own expired records.
     pub fn add_sweeper(&self, sweeper: Sweeper) {
-        lock(&self.shared.sweepers).push(sweeper);
+        lock(&self.shared.ledger.sweepers).push(sweeper);
     }
 
     // ---- renders ----
@@ -287,7 +276,7 @@ impl RenderService {
         args: RenderArgs,
         original_arguments: Value,
     ) -> Result<CreateOutcome, ServiceError> {
-        self.shared.media.check_available().await?;
+        self.shared.media.store.check_available().await?;
         let shared = self.shared.clone();
         let principal = principal.to_string();
         blocking(move || create_blocking(&shared, &principal, args, original_arguments)).await
@@ -297,7 +286,7 @@ impl RenderService {
     /// stay readable until their result retention ends (plus a tombstone grace); decide task
     /// expiry with [`RenderService::task_expired`].
     pub fn get(&self, principal: &str, id: &str) -> Result<RenderRecord, ServiceError> {
-        self.shared.load_owned(principal, id)
+        self.shared.ledger.load_owned(principal, id)
     }
 
     /// The newest `limit` renders of `principal` (every principal's with `None`), newest
@@ -309,6 +298,7 @@ impl RenderService {
     ) -> Result<Vec<RenderRecord>, ServiceError> {
         Ok(self
             .shared
+            .ledger
             .store
             .recent_renders(principal, limit)?
             .into_iter()
@@ -320,12 +310,12 @@ impl RenderService {
     /// which in cluster mode follows the whole cluster), and this node's busy workers.
     pub fn load_snapshot(&self) -> LoadSnapshot {
         let mut by_state = std::collections::BTreeMap::new();
-        for a in lock(&self.shared.active).values() {
+        for a in lock(&self.shared.ledger.active).values() {
             *by_state.entry(a.state).or_insert(0usize) += 1;
         }
         LoadSnapshot {
             by_state,
-            workers_busy: lock(&self.shared.running).len(),
+            workers_busy: lock(&self.shared.pool.running).len(),
             render_slots: self.shared.config.render_slots,
         }
     }
@@ -359,7 +349,7 @@ impl RenderService {
     /// The finished video of a render: `NotFound` (unknown / other principal), `NotReady`
     /// (not succeeded), `ResultExpired` (past retention or deleted).
     pub fn resolve_result(&self, principal: &str, id: &str) -> Result<ResultFile, ServiceError> {
-        let rec = self.shared.load_owned(principal, id)?;
+        let rec = self.shared.ledger.load_owned(principal, id)?;
         if rec.state != RenderState::Succeeded {
             return Err(ServiceError::NotReady { state: rec.state });
         }
@@ -374,7 +364,8 @@ impl RenderService {
             }) => {
                 // A local file is checked (a shared directory can lose it); an object is as
                 // its record says until the sweeper marks it deleted.
-                let size_bytes = if self.shared.media.is_object() && video_path.is_relative() {
+                let size_bytes = if self.shared.media.store.is_object() && video_path.is_relative()
+                {
                     *size_bytes
                 } else {
                     std::fs::metadata(video_path)
@@ -401,7 +392,7 @@ impl RenderService {
         principal: &str,
         id: &str,
     ) -> Result<(RenderRecord, PathBuf), ServiceError> {
-        let rec = self.shared.load_owned(principal, id)?;
+        let rec = self.shared.ledger.load_owned(principal, id)?;
         self.check_retention(&rec)?;
         match &rec.preview_path {
             Some(p) if p.is_relative() || p.is_file() => {
@@ -414,7 +405,7 @@ impl RenderService {
 
     fn check_retention(&self, rec: &RenderRecord) -> Result<(), ServiceError> {
         let expires = self.result_expires_at(rec);
-        if rec.result_deleted || self.shared.now() >= expires {
+        if rec.result_deleted || self.shared.ledger.now() >= expires {
             return Err(ServiceError::ResultExpired {
                 expired_at: expires,
             });
@@ -429,7 +420,7 @@ impl RenderService {
 
     /// Whether `tasks/*` should answer `task_expired` for this record now.
     pub fn task_expired(&self, rec: &RenderRecord) -> bool {
-        task_expired(rec, self.shared.now(), &self.shared.config)
+        task_expired(rec, self.shared.ledger.now(), &self.shared.config)
     }
 
     /// Unix ms when the result and status expire.
@@ -439,12 +430,12 @@ impl RenderService {
 
     /// Whether the result (and the fallback status) has expired now.
     pub fn result_expired(&self, rec: &RenderRecord) -> bool {
-        result_expired(rec, self.shared.now(), &self.shared.config)
+        result_expired(rec, self.shared.ledger.now(), &self.shared.config)
     }
 
     /// Where media lives.
     pub fn media(&self) -> &crate::media_store::MediaStore {
-        &self.shared.media
+        &self.shared.media.store
     }
 
     // ---- assets ----
@@ -462,9 +453,10 @@ impl RenderService {
         S: Stream<Item = Result<Bytes, E>> + Send,
         E: std::fmt::Display,
     {
-        self.shared.disk.check()?;
-        self.shared.media.check_available().await?;
+        self.shared.media.disk.check()?;
+        self.shared.media.store.check_available().await?;
         self.shared
+            .media
             .assets
             .add_stream(principal, file_name, stream)
             .await
@@ -478,15 +470,16 @@ impl RenderService {
         let (principal, id) = (principal.to_string(), uri_or_id.to_string());
         blocking(move || {
             let shared = &service.shared;
-            let _creating = lock(&shared.create_lock);
+            let _creating = lock(&shared.ledger.create_lock);
             let rec = shared
+                .media
                 .assets
                 .lookup(&principal, &id)?
                 .ok_or(ServiceError::AssetNotFound)?;
-            if let Some(renders) = shared.assets_in_use()?.remove(&rec.id) {
+            if let Some(renders) = shared.ledger.assets_in_use()?.remove(&rec.id) {
                 return Err(ServiceError::AssetInUse { renders });
             }
-            shared.assets.remove(&rec)
+            shared.media.assets.remove(&rec)
         })
         .await
     }
@@ -503,8 +496,9 @@ impl RenderService {
         path: &Path,
         file_name: Option<&str>,
     ) -> Result<AssetRecord, ServiceError> {
-        self.shared.media.check_available().await?;
+        self.shared.media.store.check_available().await?;
         self.shared
+            .media
             .assets
             .add_path(principal, path, file_name)
             .await
@@ -518,6 +512,7 @@ impl RenderService {
         uri_or_id: &str,
     ) -> Result<AssetRecord, ServiceError> {
         self.shared
+            .media
             .assets
             .lookup(principal, uri_or_id)?
             .ok_or_else(|| ServiceError::SourceNotFound {

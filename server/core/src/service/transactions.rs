@@ -2,8 +2,6 @@
 //! shared state's locks: create (validation, idempotency, ownership, quota, the durable write),
 //! decide (the watermark approval, bound to the watermark's hash) and cancel.
 
-use std::sync::atomic::Ordering;
-
 use serde_json::Value;
 
 use crate::args::{canonical_args_hash, watermark_params_hash};
@@ -29,15 +27,15 @@ pub(super) fn create_blocking(
 ) -> Result<CreateOutcome, ServiceError> {
     args.validate()?;
     let args_hash = canonical_args_hash(&args);
-    let _guard = lock(&shared.create_lock);
-    let now = shared.now();
+    let _guard = lock(&shared.ledger.create_lock);
+    let now = shared.ledger.now();
 
     let stale_before = match key_state(shared, principal, &args, &args_hash, now)? {
         KeyState::Replay(outcome) => return Ok(*outcome),
         KeyState::New { stale_before } => stale_before,
     };
     // A replay above costs nothing; a new render needs room to finish.
-    shared.disk.check()?;
+    shared.media.disk.check()?;
 
     let source = check_source(shared, principal, &args)?;
     let source_hdr = source
@@ -71,12 +69,12 @@ pub(super) fn create_blocking(
     });
     // Atomic with the key: of concurrent creators with one key (on any node) one writes; the
     // others replay its render.
-    if let Inserted::KeyTaken(entry) = shared.store.insert_render(&rec, key.as_ref())? {
+    if let Inserted::KeyTaken(entry) = shared.ledger.store.insert_render(&rec, key.as_ref())? {
         return replay(shared, principal, &entry, &args_hash)?.ok_or_else(|| {
             ServiceError::Internal("an idempotency key names a missing render".into())
         });
     }
-    shared.store.flush()?;
+    shared.ledger.store.flush()?;
     start_new(shared, &rec);
     Ok(CreateOutcome {
         record: rec,
@@ -105,7 +103,7 @@ fn key_state(
     // An entry created before this is past its TTL: the key starts a new render.
     let mut stale_before = now.saturating_sub(ttl_ms).saturating_add(1);
     if let Some(key) = &args.idempotency_key
-        && let Some(entry) = shared.store.get_idempotency(principal, key)?
+        && let Some(entry) = shared.ledger.store.get_idempotency(principal, key)?
         && entry.created_at >= stale_before
     {
         match replay(shared, principal, &entry, args_hash)? {
@@ -126,6 +124,7 @@ fn check_source(
     args: &RenderArgs,
 ) -> Result<AssetRecord, ServiceError> {
     let source = shared
+        .media
         .assets
         .lookup(principal, &args.source_asset)?
         .ok_or_else(|| ServiceError::SourceNotFound {
@@ -161,6 +160,7 @@ fn check_watermark(
         return Ok(());
     };
     let image = shared
+        .media
         .assets
         .lookup(principal, &w.image_asset)?
         .ok_or_else(|| ServiceError::SourceNotFound {
@@ -179,7 +179,7 @@ fn check_watermark(
 /// Room for one more render: the principal's concurrent renders, then the queue (a
 /// cluster's shared queue, or this node's slots plus queue).
 fn check_capacity(shared: &Shared, principal: &str) -> Result<(), ServiceError> {
-    let active = lock(&shared.active);
+    let active = lock(&shared.ledger.active);
     let limit = shared.config.per_principal_concurrent;
     let mine = active.values().filter(|a| a.principal == principal).count();
     if mine >= limit {
@@ -187,7 +187,7 @@ fn check_capacity(shared: &Shared, principal: &str) -> Result<(), ServiceError> 
             "this credential has {mine} renders in progress (limit {limit})"
         )));
     }
-    if shared.store.is_shared() {
+    if shared.ledger.store.is_shared() {
         // A cluster's running renders are bounded by its nodes' slots; what is bounded
         // here is the shared queue (the index holds every node's renders).
         let capacity = shared.config.queue_capacity;
@@ -248,9 +248,9 @@ fn new_record(
 /// A durably created render: counted, indexed, queued, announced.
 fn start_new(shared: &Shared, rec: &RenderRecord) {
     crate::telemetry::render_created();
-    shared.index(rec);
+    shared.ledger.index(rec);
     shared.enqueue(&rec.principal, &rec.id);
-    shared.notify(&rec.id);
+    shared.ledger.notify(&rec.id);
     tracing::info!(
         render_id = %rec.id,
         principal = %rec.principal,
@@ -274,6 +274,7 @@ fn replay(
         return Err(ServiceError::IdempotencyConflict);
     }
     Ok(shared
+        .ledger
         .store
         .get_render(&entry.render_id)?
         .filter(|rec| rec.principal == principal)
@@ -294,14 +295,15 @@ pub(super) fn decide_blocking(
     approved: bool,
     note: Option<String>,
 ) -> Result<DecisionOutcome, ServiceError> {
-    let rec = shared.load_owned(principal, id)?;
+    let rec = shared.ledger.load_owned(principal, id)?;
     let Some(watermark) = rec.args.watermark.clone() else {
         return Err(ServiceError::ApprovalNotPending { state: rec.state });
     };
     let params_hash = watermark_params_hash(&watermark);
     let note = note.map(|n| n.trim().to_string()).filter(|n| !n.is_empty());
-    let now = shared.now();
+    let now = shared.ledger.now();
     let updated = shared
+        .ledger
         .update_durable(id, |r| {
             if let Some(d) = r.decision() {
                 return if d.approved == approved {
@@ -375,9 +377,10 @@ pub(super) fn cancel_blocking(
     principal: &str,
     id: &str,
 ) -> Result<RenderRecord, ServiceError> {
-    shared.load_owned(principal, id)?;
-    let now = shared.now();
+    shared.ledger.load_owned(principal, id)?;
+    let now = shared.ledger.now();
     let updated = shared
+        .ledger
         .update_durable(id, |r| {
             if r.is_terminal() {
                 return Ok(Change::Keep(()));
@@ -398,9 +401,7 @@ pub(super) fn cancel_blocking(
         })?
         .ok_or(ServiceError::NotFound)?;
     if updated.written {
-        if let Some(flag) = lock(&shared.running).get(id) {
-            flag.store(true, Ordering::SeqCst);
-        }
+        shared.pool.cancel_running(id);
         if updated.record.is_terminal() {
             crate::speculation::discard(shared, &updated.record);
         }

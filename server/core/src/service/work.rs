@@ -139,6 +139,7 @@ pub(super) fn check_budget(
     let window_ms = config.render_budget_window.as_millis() as u64;
     let since = now.saturating_sub(window_ms);
     let mut recent: Vec<(u64, u64)> = shared
+        .ledger
         .store
         .recent_renders(Some(principal), BUDGET_SCAN_LIMIT)?
         .iter()

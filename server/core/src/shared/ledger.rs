@@ -1,31 +1,23 @@
-//! The state the service, the worker pool and the maintenance loop share: the store, the
-//! clock, the render queue, the in-memory index of non-terminal renders and the change
-//! broadcast, with the compare-and-swap update every state transition goes through.
-//!
-//! Dependencies point one way: `service` starts `worker` and `maintenance`, and all three use
-//! this module; none of them imports the service (so this module links to none of them).
+//! The ledger: the store (the truth), the clock, the in-memory index of unfinished renders
+//! and the change broadcast, with the one compare-and-swap update every record transition
+//! goes through (`crate::transitions` names them).
 
-use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use tokio::sync::broadcast;
 
-use crate::assets::AssetCatalog;
 use crate::clock::SharedClock;
 use crate::config::Config;
-use crate::engine::Renderer;
 use crate::error::ServiceError;
 use crate::ids;
 use crate::store::{Change, RenderRecord, RenderState, Store, Updated};
 use crate::sync::lock;
 
-/// The change event that stands for every task: changes were missed (the cluster's change
-/// feed was down), so every subscriber sends its tasks' current state again.
-pub const ANY_TASK: &str = "*";
+use super::{ANY_TASK, Sweeper};
 
+/// An unfinished render as the index holds it.
 #[derive(Clone, Debug)]
 pub(crate) struct Active {
     pub principal: String,
@@ -43,48 +35,45 @@ pub(crate) struct Active {
     pub queued_since: Option<Instant>,
 }
 
-pub(crate) struct Shared {
-    pub config: Config,
+/// Records and their events (see the module documentation).
+pub(crate) struct Ledger {
+    config: Arc<Config>,
     pub store: Store,
     pub clock: SharedClock,
-    pub renderer: Arc<dyn Renderer>,
-    pub assets: AssetCatalog,
-    pub events: broadcast::Sender<String>,
-    /// Extra sweep steps (an MCP extension's own expired records), run with every sweep.
-    pub sweepers: Mutex<Vec<Sweeper>>,
-    /// Renders waiting for a worker, fair between principals.
-    pub queue: crate::fair_queue::FairQueue,
-    /// Serialises creation: idempotency lookup, quota check and the durable write are one step.
-    pub create_lock: Mutex<()>,
+    events: broadcast::Sender<String>,
     /// Non-terminal renders (rebuilt from the store at boot).
     pub active: Mutex<HashMap<String, Active>>,
-    /// Cancel flags of renders a worker is running.
-    pub running: Mutex<HashMap<String, Arc<AtomicBool>>>,
-    /// Renders this node was running when another node took their lease over (cluster mode):
-    /// their workers stop without writing anything.
-    pub lost: Mutex<HashSet<String>>,
-    /// This node's name in work leases ([`Config::node_name`]).
-    pub node: String,
-    pub shutdown: AtomicBool,
-    /// Long renders this node's workers are running (the worker's short lane works
-    /// only while there is one).
-    pub long_running: AtomicUsize,
-    /// Workers waiting on the local queue right now (a speculative render gives its slot up
-    /// when more renders are queued than this).
-    pub idle_workers: AtomicUsize,
-    /// Refuses new uploads and renders under the free-space floor.
-    pub disk: crate::disk::DiskGuard,
-    /// Where assets, previews and results live (a directory or a bucket).
-    pub media: crate::media_store::MediaStore,
+    /// Serialises creation: idempotency lookup, quota check and the durable write are one step.
+    pub create_lock: Mutex<()>,
+    /// Extra sweep steps (an MCP extension's own expired records), run with every sweep.
+    pub sweepers: Mutex<Vec<Sweeper>>,
 }
 
-/// An extra sweep step registered with `RenderService::add_sweeper`: deletes what has
-/// expired and returns how many records it removed.
-pub type Sweeper = Box<dyn Fn() -> Result<usize, ServiceError> + Send + Sync>;
+impl Ledger {
+    pub fn new(
+        config: Arc<Config>,
+        store: Store,
+        clock: SharedClock,
+        events: broadcast::Sender<String>,
+    ) -> Self {
+        Ledger {
+            config,
+            store,
+            clock,
+            events,
+            active: Mutex::new(HashMap::new()),
+            create_lock: Mutex::new(()),
+            sweepers: Mutex::new(Vec::new()),
+        }
+    }
 
-impl Shared {
     pub fn now(&self) -> u64 {
         self.clock.now_ms()
+    }
+
+    /// A new receiver of the change broadcast.
+    pub fn subscribe(&self) -> broadcast::Receiver<String> {
+        self.events.subscribe()
     }
 
     /// Keeps the in-memory index of non-terminal renders in step with a stored record.
@@ -149,12 +138,6 @@ impl Shared {
         self.notify(ANY_TASK);
     }
 
-    /// Queues a render for this node's workers. With a shared store the entry is only a
-    /// hint to look now: workers claim renders from the store (the `cluster` module).
-    pub fn enqueue(&self, principal: &str, id: &str) {
-        self.queue.push(principal, id, self.is_long(id));
-    }
-
     /// Whether an unfinished render's estimated work is above `long_render_seconds` (from the
     /// index; false for renders it does not hold).
     pub fn is_long(&self, id: &str) -> bool {
@@ -162,8 +145,9 @@ impl Shared {
     }
 
     /// Compare-and-swap update that stamps `updated_at`, re-indexes, and writes the webhook
-    /// event the change makes (`crate::webhook`) in the same transaction. Not flushed.
-    pub fn update<T>(
+    /// event the change makes (`crate::webhook`) in the same transaction. Not flushed. Only
+    /// `crate::transitions` calls it.
+    pub(crate) fn update<T>(
         &self,
         id: &str,
         mut f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, ServiceError>,
@@ -203,8 +187,8 @@ impl Shared {
         Ok(out)
     }
 
-    /// [`Shared::update`], then flush, then notify subscribers.
-    pub fn update_durable<T>(
+    /// [`Ledger::update`], then flush, then notify subscribers.
+    pub(crate) fn update_durable<T>(
         &self,
         id: &str,
         f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, ServiceError>,
@@ -229,13 +213,5 @@ impl Shared {
             Some(r) if r.principal == principal => Ok(r),
             _ => Err(ServiceError::NotFound),
         }
-    }
-
-    pub fn result_dir(&self, id: &str) -> PathBuf {
-        self.config.results_dir().join(id)
-    }
-
-    pub fn preview_dir(&self, id: &str) -> PathBuf {
-        self.config.previews_dir().join(id)
     }
 }
