@@ -37,6 +37,7 @@ mod speculation;
 pub mod store;
 mod sync;
 pub mod telemetry;
+mod transitions;
 pub mod uri;
 pub mod webhook;
 pub mod worker;

@@ -11,12 +11,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::catalog::{ErrorCode, human_duration};
-use crate::clock::{add_ms, rfc3339};
+use crate::catalog::human_duration;
+use crate::clock::add_ms;
 use crate::error::ServiceError;
 use crate::shared::Shared;
-use crate::store::{Change, Outcome, RenderRecord, RenderState};
+use crate::store::RenderState;
 use crate::sync::lock;
+use crate::transitions;
 
 /// What one sweep removed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -49,7 +50,6 @@ pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
     }
     let mut records = shared.ledger.store.renders()?;
     records.sort_by_key(|r| r.created_at);
-    let now = shared.ledger.now();
     let mut requeue = Vec::new();
     let mut awaiting = 0usize;
     for rec in records.into_iter().filter(|r| !r.is_terminal()) {
@@ -66,31 +66,7 @@ pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
             continue;
         }
         let max_crashes = shared.config.max_render_crashes;
-        let updated = shared.ledger.update(&rec.id, |r| {
-            if r.is_terminal() {
-                return Ok(Change::Keep(()));
-            }
-            // Claimed by a worker and never finished nor handed back at a clean shutdown: the
-            // attempt ended with the process.
-            let crashed = matches!(r.state, RenderState::Rendering | RenderState::Previewing);
-            if crashed {
-                r.crashes += 1;
-            }
-            if r.cancel_requested {
-                r.state = RenderState::Cancelled;
-                r.finished_at = Some(now);
-            } else if crashed && r.crashes >= max_crashes {
-                fail_crash_loop(r, now);
-            } else {
-                r.state = RenderState::Queued;
-                r.progress = None;
-                if !approved {
-                    r.preview_path = None;
-                    r.approval = None;
-                }
-            }
-            Ok(Change::Write(()))
-        })?;
+        let updated = transitions::upkeep::restart(shared, &rec.id, approved, max_crashes)?;
         let _ = std::fs::remove_dir_all(shared.media.result_dir(&rec.id));
         if !approved {
             let _ = std::fs::remove_dir_all(shared.media.preview_dir(&rec.id));
@@ -134,30 +110,6 @@ fn recover_node(shared: &Shared) -> Result<(), ServiceError> {
     expire_due_approvals(shared)?;
     sweep(shared)?;
     Ok(())
-}
-
-/// Ends a render whose attempts keep dying with their process (or node): `render_failed`,
-/// not temporary (the same attempt would end the same way). No crash loops.
-pub(crate) fn fail_crash_loop(r: &mut RenderRecord, now: u64) {
-    let crashes = r.crashes;
-    tracing::error!(render_id = %r.id, crashes, "render ended its server process too often; failing it instead of restarting it");
-    r.state = RenderState::Failed;
-    r.progress = None;
-    r.finished_at = Some(now);
-    r.outcome = Some(Outcome::Error {
-        code: ErrorCode::RenderFailed,
-        message: format!(
-            "The render was stopped: {crashes} attempts ended the server process before they \
-             finished (a crash, an abort, an out-of-memory kill or a node lost), so it is not \
-             restarted again."
-        ),
-        reason: Some(format!(
-            "{crashes} attempts were found unfinished, at server start or by another node"
-        )),
-        field: None,
-        retry_after_ms: None,
-        temporary: Some(false),
-    });
 }
 
 pub(crate) fn spawn_maintenance(shared: &Arc<Shared>) -> Result<JoinHandle<()>, ServiceError> {
@@ -211,31 +163,7 @@ pub(crate) fn expire_due_approvals(shared: &Shared) -> Result<usize, ServiceErro
     let timeout = human_duration(shared.config.approval_timeout);
     let mut expired = 0;
     for id in due {
-        let updated = shared.ledger.update_durable(&id, |r| {
-            let deadline = match &r.approval {
-                Some(a) if a.decision.is_none() => a.deadline,
-                _ => return Ok(Change::Keep(false)),
-            };
-            if r.state != RenderState::AwaitingApproval || now < deadline {
-                return Ok(Change::Keep(false));
-            }
-            r.state = RenderState::Failed;
-            r.finished_at = Some(now);
-            r.outcome = Some(Outcome::Error {
-                code: ErrorCode::WatermarkApprovalTimeout,
-                message: format!(
-                    "No watermark decision arrived within {timeout}; the render was not finalized."
-                ),
-                reason: Some(format!(
-                    "The approval deadline {} passed.",
-                    rfc3339(deadline)
-                )),
-                field: Some("watermark".into()),
-                retry_after_ms: None,
-                temporary: None,
-            });
-            Ok(Change::Write(true))
-        })?;
+        let updated = transitions::decisions::time_out_approval(shared, &id, &timeout)?;
         if let Some(u) = updated
             && u.value
         {
@@ -307,10 +235,7 @@ pub(crate) fn sweep(shared: &Shared) -> Result<SweepReport, ServiceError> {
             if !remove_files(shared, &rec.id) {
                 continue;
             }
-            shared.ledger.update(&rec.id, |r: &mut RenderRecord| {
-                r.result_deleted = true;
-                Ok(Change::Write(()))
-            })?;
+            transitions::upkeep::result_deleted(shared, &rec.id)?;
             report.results_deleted += 1;
         }
     }
@@ -324,10 +249,7 @@ pub(crate) fn sweep(shared: &Shared) -> Result<SweepReport, ServiceError> {
             tracing::warn!(%dir, error = %e, "cannot delete a preview");
             continue;
         }
-        shared.ledger.update(&rec.id, |r: &mut RenderRecord| {
-            r.preview_path = None;
-            Ok(Change::Write(()))
-        })?;
+        transitions::upkeep::preview_deleted(shared, &rec.id)?;
         report.previews_deleted += 1;
     }
     // Serialised with render creation: no render starts using an asset being deleted.

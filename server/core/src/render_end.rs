@@ -1,15 +1,14 @@
-//! How a step of a render ends in the store: the final writes (tried again while the store
-//! cannot be reached), the fencing check against a take-over, and the terminal outcomes a
-//! worker writes (succeeded, cancelled, failed, or handed back on shutdown).
+//! How a step of a render ends: its output stored, the outcome it ends with (succeeded,
+//! cancelled, failed, or handed back on shutdown) written through `crate::transitions::run`,
+//! its metrics and log line.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 use crate::catalog::ErrorCode;
 use crate::engine::{EngineError, EngineReport, FailureKind, RenderPlan};
 use crate::error::ServiceError;
 use crate::shared::Shared;
-use crate::store::{Change, Outcome, ProgressSnapshot, ProgressStage, RenderRecord, RenderState};
+use crate::store::{Outcome, RenderRecord};
 
 /// A finished render: its output stored, its outcome written (unless it ended meanwhile or
 /// was taken over), its metrics recorded.
@@ -22,15 +21,8 @@ pub(crate) fn finish_succeeded(
     let Some(stored) = store_output(shared, rec, plan)? else {
         return Ok(());
     };
-    let now = shared.ledger.now();
-    let outcome = success_outcome(rec, plan, report, stored, now);
-    update_final(shared, &rec.id, |r| {
-        if r.is_terminal() || taken_over(r, rec) {
-            return Ok(Change::Keep(()));
-        }
-        mark_succeeded(r, outcome.clone(), now);
-        Ok(Change::Write(()))
-    })?;
+    let outcome = success_outcome(rec, plan, report, stored, shared.ledger.now());
+    crate::transitions::run::succeeded(shared, rec, &outcome)?;
     record_finished(rec, report);
     Ok(())
 }
@@ -82,27 +74,6 @@ pub(crate) fn success_outcome(
     }
 }
 
-/// `r` succeeded with `outcome` (a `Success`) at `now`.
-pub(crate) fn mark_succeeded(r: &mut RenderRecord, mut outcome: Outcome, now: u64) {
-    if let Outcome::Success {
-        finished_at,
-        frames,
-        fps,
-        backend,
-        ..
-    } = &mut outcome
-    {
-        *finished_at = now;
-        r.progress = Some(
-            ProgressSnapshot::new(ProgressStage::Finalizing, *frames, Some(*frames))
-                .with_rate(*fps, backend.clone()),
-        );
-    }
-    r.state = RenderState::Succeeded;
-    r.finished_at = Some(now);
-    r.outcome = Some(outcome);
-}
-
 /// The metrics and the log line of a render the engine finished.
 pub(crate) fn record_finished(rec: &RenderRecord, report: &EngineReport) {
     crate::render_metrics::render_finished(
@@ -140,14 +111,7 @@ pub(crate) fn finish_stopped(shared: &Shared, rec: &RenderRecord) -> Result<(), 
         .is_some_and(|r| r.cancel_requested);
     if shared.pool.stopping() && !user_cancel {
         // Handed back durably, so boot recovery does not count a crash.
-        update_final(shared, id, |r| {
-            if r.state != RenderState::Rendering || taken_over(r, rec) {
-                return Ok(Change::Keep(()));
-            }
-            r.state = RenderState::Queued;
-            r.progress = None;
-            Ok(Change::Write(()))
-        })?;
+        crate::transitions::run::handed_back(shared, rec)?;
         tracing::info!(render_id = %id, "render interrupted by shutdown; it resumes on the next start");
         return Ok(());
     }
@@ -155,55 +119,9 @@ pub(crate) fn finish_stopped(shared: &Shared, rec: &RenderRecord) -> Result<(), 
 }
 
 pub(crate) fn finish_cancelled(shared: &Shared, rec: &RenderRecord) -> Result<(), ServiceError> {
-    let now = shared.ledger.now();
-    update_final(shared, &rec.id, |r| {
-        if r.is_terminal() || taken_over(r, rec) {
-            return Ok(Change::Keep(()));
-        }
-        r.state = RenderState::Cancelled;
-        r.finished_at = Some(now);
-        Ok(Change::Write(()))
-    })?;
+    crate::transitions::run::cancelled(shared, rec)?;
     tracing::info!(render_id = %rec.id, "render cancelled");
     Ok(())
-}
-
-/// How long a worker keeps trying to record how its render ended while the store cannot be
-/// reached (PostgreSQL restarting).
-const FINAL_WRITE_PATIENCE: Duration = Duration::from_secs(10 * 60);
-/// The pause between those tries.
-const FINAL_WRITE_RETRY: Duration = Duration::from_secs(1);
-
-/// [`Shared::update_durable`] for the write that ends a step of a render (its result, its
-/// failure, its preview, its hand-back): while the store cannot be reached it is tried again
-/// (bounded by [`FINAL_WRITE_PATIENCE`] and shutdown), since giving up would leave the render
-/// running in the record with nobody running it, to be started over as if this process had
-/// died. The lease keeper goes on renewing meanwhile; a render taken over in the meantime is
-/// left alone by the step's own `taken_over` check.
-pub(crate) fn update_final<T>(
-    shared: &Shared,
-    id: &str,
-    mut f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, ServiceError>,
-) -> Result<Option<crate::store::Updated<RenderRecord, T>>, ServiceError> {
-    let deadline = Instant::now() + FINAL_WRITE_PATIENCE;
-    loop {
-        match shared.ledger.update_durable(id, &mut f) {
-            Err(ServiceError::Unavailable { reason })
-                if Instant::now() < deadline && !shared.pool.stopping() =>
-            {
-                tracing::warn!(render_id = %id, %reason, "the store cannot be reached; retrying the render's write");
-                std::thread::sleep(FINAL_WRITE_RETRY);
-            }
-            other => return other,
-        }
-    }
-}
-
-/// Whether another attempt has claimed the render since this worker's claim (`claimed`, the
-/// record as the claim wrote it): every claim counts an attempt, so the count is the fencing
-/// token. A worker whose render was taken over (its node lost the lease) writes nothing more.
-pub(crate) fn taken_over(current: &RenderRecord, claimed: &RenderRecord) -> bool {
-    current.attempts != claimed.attempts
 }
 
 /// The terminal outcome for an engine failure.
@@ -278,16 +196,7 @@ pub(crate) fn finish_media_error(
 
 /// Ends the render `Failed` with `outcome` (unless it ended meanwhile or was taken over).
 fn write_failed(shared: &Shared, rec: &RenderRecord, outcome: Outcome) -> Result<(), ServiceError> {
-    let now = shared.ledger.now();
-    update_final(shared, &rec.id, |r| {
-        if r.is_terminal() || taken_over(r, rec) {
-            return Ok(Change::Keep(()));
-        }
-        r.state = RenderState::Failed;
-        r.finished_at = Some(now);
-        r.outcome = Some(outcome.clone());
-        Ok(Change::Write(()))
-    })?;
+    crate::transitions::run::failed(shared, rec, &outcome)?;
     Ok(())
 }
 

@@ -15,7 +15,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::args::watermark_params_hash;
 use crate::catalog::{self};
 use crate::clock::add_ms;
 use crate::engine::{
@@ -24,12 +23,11 @@ use crate::engine::{
 use crate::error::ServiceError;
 use crate::render_end::{
     finish_cancelled, finish_error, finish_media_error, finish_stopped, finish_succeeded,
-    taken_over, update_final,
 };
 use crate::shared::Shared;
-use crate::speculation::Stop;
-use crate::store::{Approval, Change, ProgressSnapshot, ProgressStage, RenderRecord, RenderState};
+use crate::store::{ProgressSnapshot, RenderRecord, RenderState};
 use crate::sync::lock;
+use crate::transitions::speculative::Stop;
 use crate::uri::PREVIEW_FILE_NAME;
 
 /// How long an idle worker waits before re-checking the shutdown flag.
@@ -186,7 +184,7 @@ impl<'a> RunningGuard<'a> {
 /// Renders `id` ahead of its approval (see `crate::speculation`).
 fn speculate(shared: &Shared, id: &str) -> Result<(), ServiceError> {
     let (_guard, flag) = RunningGuard::register(shared, id);
-    let Some(record) = crate::speculation::claim(shared, id)? else {
+    let Some(record) = crate::transitions::speculative::claim(shared, id)? else {
         return Ok(());
     };
     let started = Instant::now();
@@ -208,63 +206,14 @@ fn speculate(shared: &Shared, id: &str) -> Result<(), ServiceError> {
 fn process(shared: &Shared, id: &str) -> Result<(), ServiceError> {
     let (_guard, flag) = RunningGuard::register(shared, id);
 
-    let now = shared.ledger.now();
     // In a cluster this node holds the render's lease: one still running was being run by
     // a node that stopped renewing its lease, i.e. died.
     let takeover = shared.ledger.store.is_shared();
-    let max_crashes = shared.config.max_render_crashes;
-    let claimed = shared.ledger.update_durable(id, |r| {
-        let orphaned = matches!(r.state, RenderState::Rendering | RenderState::Previewing);
-        if takeover && orphaned {
-            r.crashes += 1;
-            tracing::warn!(render_id = %r.id, crashes = r.crashes, "taking over a render whose node stopped renewing its lease");
-            if r.crashes >= max_crashes {
-                crate::maintenance::fail_crash_loop(r, now);
-                return Ok(Change::Write(None));
-            }
-        } else if r.state != RenderState::Queued {
-            // Stale queue entry (cancelled, already running, awaiting a decision).
-            return Ok(Change::Keep(None));
-        }
-        if r.cancel_requested {
-            r.state = RenderState::Cancelled;
-            r.finished_at = Some(now);
-            return Ok(Change::Write(None));
-        }
-        let approved = match &r.args.watermark {
-            None => true,
-            Some(w) => {
-                let hash = watermark_params_hash(w);
-                match r.decision() {
-                    Some(d) if d.approved && d.params_hash == hash => true,
-                    Some(_) => {
-                        // A decision for other parameters does not count: ask again.
-                        r.approval = None;
-                        false
-                    }
-                    None => false,
-                }
-            }
-        };
-        let (state, stage) = if approved {
-            (RenderState::Rendering, ProgressStage::Preparing)
-        } else {
-            (RenderState::Previewing, ProgressStage::Previewing)
-        };
-        r.state = state;
-        r.attempts += 1;
-        r.progress = Some(ProgressSnapshot::new(stage, 0, None));
-        // A speculative render this one replaces (its node died) is gone with it.
-        r.speculation = None;
-        Ok(Change::Write(Some(state)))
-    })?;
-    let Some(claimed) = claimed else {
+    let claimed =
+        crate::transitions::run::claim(shared, id, takeover, shared.config.max_render_crashes)?;
+    let Some((record, state)) = claimed else {
         return Ok(());
     };
-    let Some(state) = claimed.value else {
-        return Ok(());
-    };
-    let record = claimed.record;
     let plan = match build_plan(shared, &record) {
         Ok(plan) => plan,
         Err(PlanError::Engine(e)) => return finish_error(shared, &record, &e),
@@ -373,26 +322,8 @@ fn run_preview(shared: &Shared, rec: &RenderRecord, plan: &RenderPlan) -> Result
         Ok(((w, h), Ok(stored))) => {
             let now = shared.ledger.now();
             let deadline = add_ms(now, shared.config.approval_timeout);
-            let updated = update_final(shared, &rec.id, |r| {
-                if r.state != RenderState::Previewing || taken_over(r, rec) {
-                    return Ok(Change::Keep(()));
-                }
-                if r.cancel_requested {
-                    r.state = RenderState::Cancelled;
-                    r.finished_at = Some(now);
-                } else {
-                    r.state = RenderState::AwaitingApproval;
-                    r.preview_path = Some(stored.clone());
-                    r.preview_size = Some((w, h));
-                    r.progress = None;
-                    r.approval = Some(Approval {
-                        decision: None,
-                        requested_at: now,
-                        deadline,
-                    });
-                }
-                Ok(Change::Write(()))
-            })?;
+            let updated =
+                crate::transitions::run::preview_ready(shared, rec, stored, (w, h), deadline)?;
             if let Some(u) = updated
                 && u.record.state == RenderState::AwaitingApproval
             {
@@ -530,17 +461,7 @@ fn progress_publisher<'a>(
         };
         let snap = ProgressSnapshot::new(p.stage.into(), p.frames_done, p.frames_total)
             .with_rate(fps, backend.clone());
-        let res = shared.ledger.update(id, |r| {
-            if r.cancel_requested {
-                // Cancelled on another node: the flag reaches this worker here too.
-                cancel.store(true, Ordering::SeqCst);
-            }
-            if r.state != RenderState::Rendering || taken_over(r, rec) {
-                return Ok(Change::Keep(()));
-            }
-            r.progress = Some(snap.clone());
-            Ok(Change::Write(()))
-        });
+        let res = crate::transitions::run::progress(shared, rec, &snap, cancel);
         match res {
             Ok(_) => shared.ledger.notify(id),
             Err(e) => tracing::warn!(render_id = %id, error = %e, "progress write failed"),

@@ -31,7 +31,7 @@ use crate::worker;
 mod transactions;
 mod work;
 
-pub use transactions::REJECTED_MESSAGE;
+pub use crate::transitions::decisions::REJECTED_MESSAGE;
 use transactions::{cancel_blocking, create_blocking, decide_blocking};
 
 /// Capacity of the change broadcast; a lagging subscriber misses ids (and should re-poll).

@@ -8,13 +8,14 @@ use crate::args::{canonical_args_hash, watermark_params_hash};
 use crate::error::ServiceError;
 use crate::ids;
 use crate::shared::Shared;
-use crate::speculation::Approved;
 use crate::store::{
-    Approval, AssetKind, AssetRecord, Change, Decision, IdempotencyEntry, Inserted, NewKey,
-    Outcome, RenderArgs, RenderRecord, RenderState,
+    AssetKind, AssetRecord, IdempotencyEntry, Inserted, NewKey, RenderArgs, RenderRecord,
+    RenderState,
 };
 use crate::sync::lock;
 use crate::telemetry::{SpeculationEnd, speculation_ended};
+use crate::transitions::decisions;
+use crate::transitions::speculative::Approved;
 
 use super::work::WorkCost;
 use super::{CreateOutcome, DecisionOutcome};
@@ -284,10 +285,6 @@ fn replay(
         }))
 }
 
-/// Message of the `watermark_rejected` outcome.
-pub const REJECTED_MESSAGE: &str =
-    "User declined the watermark preview; the render was not finalized.";
-
 pub(super) fn decide_blocking(
     shared: &Shared,
     principal: &str,
@@ -301,57 +298,7 @@ pub(super) fn decide_blocking(
     };
     let params_hash = watermark_params_hash(&watermark);
     let note = note.map(|n| n.trim().to_string()).filter(|n| !n.is_empty());
-    let now = shared.ledger.now();
-    let updated = shared
-        .ledger
-        .update_durable(id, |r| {
-            if let Some(d) = r.decision() {
-                return if d.approved == approved {
-                    Ok(Change::Keep(Approved::Queue))
-                } else {
-                    Err(ServiceError::ApprovalAlreadyRecorded {
-                        recorded_approved: d.approved,
-                    })
-                };
-            }
-            if r.state != RenderState::AwaitingApproval {
-                return Err(ServiceError::ApprovalNotPending { state: r.state });
-            }
-            let approval = r.approval.get_or_insert(Approval {
-                decision: None,
-                requested_at: now,
-                deadline: now,
-            });
-            approval.decision = Some(Decision {
-                approved,
-                note: note.clone(),
-                decided_at: now,
-                params_hash: params_hash.clone(),
-            });
-            if approved {
-                return Ok(Change::Write(crate::speculation::approve(
-                    r,
-                    &params_hash,
-                    now,
-                )));
-            } else {
-                r.state = RenderState::Failed;
-                r.finished_at = Some(now);
-                r.outcome = Some(Outcome::Error {
-                    code: crate::catalog::ErrorCode::WatermarkRejected,
-                    message: REJECTED_MESSAGE.into(),
-                    reason: Some(match &note {
-                        Some(n) => format!("User note: '{n}'."),
-                        None => "The user rejected the preview without a note.".into(),
-                    }),
-                    field: Some("watermark".into()),
-                    retry_after_ms: None,
-                    temporary: None,
-                });
-            }
-            Ok(Change::Write(Approved::Queue))
-        })?
-        .ok_or(ServiceError::NotFound)?;
+    let updated = decisions::decide(shared, id, approved, note.as_deref(), &params_hash)?;
     if updated.written {
         tracing::info!(render_id = %id, approved, "watermark decision recorded");
         match updated.value {
@@ -378,28 +325,7 @@ pub(super) fn cancel_blocking(
     id: &str,
 ) -> Result<RenderRecord, ServiceError> {
     shared.ledger.load_owned(principal, id)?;
-    let now = shared.ledger.now();
-    let updated = shared
-        .ledger
-        .update_durable(id, |r| {
-            if r.is_terminal() {
-                return Ok(Change::Keep(()));
-            }
-            match r.state {
-                RenderState::Queued | RenderState::AwaitingApproval => {
-                    r.state = RenderState::Cancelled;
-                    r.cancel_requested = true;
-                    r.finished_at = Some(now);
-                    Ok(Change::Write(()))
-                }
-                _ if r.cancel_requested => Ok(Change::Keep(())),
-                _ => {
-                    r.cancel_requested = true;
-                    Ok(Change::Write(()))
-                }
-            }
-        })?
-        .ok_or(ServiceError::NotFound)?;
+    let updated = decisions::request_cancel(shared, id)?;
     if updated.written {
         shared.pool.cancel_running(id);
         if updated.record.is_terminal() {

@@ -1,6 +1,5 @@
 //! The ledger: the store (the truth), the clock, the in-memory index of unfinished renders
-//! and the change broadcast, with the one compare-and-swap update every record transition
-//! goes through (`crate::transitions` names them).
+//! and the change broadcast. Records change only through `crate::transitions`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -12,7 +11,7 @@ use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::error::ServiceError;
 use crate::ids;
-use crate::store::{Change, RenderRecord, RenderState, Store, Updated};
+use crate::store::{RenderRecord, RenderState, Store};
 use crate::sync::lock;
 
 use super::{ANY_TASK, Sweeper};
@@ -144,63 +143,14 @@ impl Ledger {
         lock(&self.active).get(id).is_some_and(|a| a.long)
     }
 
-    /// Compare-and-swap update that stamps `updated_at`, re-indexes, and writes the webhook
-    /// event the change makes (`crate::webhook`) in the same transaction. Not flushed. Only
-    /// `crate::transitions` calls it.
-    pub(crate) fn update<T>(
+    /// The webhook event a transition from `old` to `new` makes, if any (`crate::webhook`).
+    pub fn webhook_event(
         &self,
-        id: &str,
-        mut f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, ServiceError>,
-    ) -> Result<Option<Updated<RenderRecord, T>>, ServiceError> {
-        let now = self.now();
-        let mut before = None;
-        // The webhook event this change makes (if any) is written with it, atomically.
-        let emitted = std::cell::Cell::new(None);
-        let emit = |old: &RenderRecord, new: &RenderRecord| {
-            let event = crate::webhook::event_for(&self.config, old, new, now);
-            emitted.set(event.as_ref().map(|e| e.kind));
-            event
-        };
-        let out = self.store.update_render_emitting(
-            id,
-            |r| {
-                before = Some(r.state);
-                let c = f(r)?;
-                if matches!(c, Change::Write(_)) {
-                    r.updated_at = now.max(r.updated_at);
-                }
-                Ok::<_, ServiceError>(c)
-            },
-            &emit,
-        )?;
-        if let Some(u) = &out
-            && u.written
-        {
-            self.index(&u.record);
-            if let Some(before) = before {
-                crate::render_metrics::render_transition(before, &u.record, now);
-            }
-            if let Some(kind) = emitted.get() {
-                crate::telemetry::webhook_event(kind.as_str());
-            }
-        }
-        Ok(out)
-    }
-
-    /// [`Ledger::update`], then flush, then notify subscribers.
-    pub(crate) fn update_durable<T>(
-        &self,
-        id: &str,
-        f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, ServiceError>,
-    ) -> Result<Option<Updated<RenderRecord, T>>, ServiceError> {
-        let out = self.update(id, f)?;
-        if let Some(u) = &out
-            && u.written
-        {
-            self.store.flush()?;
-            self.notify(id);
-        }
-        Ok(out)
+        old: &RenderRecord,
+        new: &RenderRecord,
+        now: u64,
+    ) -> Option<crate::store::OutboxEvent> {
+        crate::webhook::event_for(&self.config, old, new, now)
     }
 
     /// The record if it exists and belongs to `principal`; otherwise `NotFound` (the two cases
