@@ -15,8 +15,9 @@ use crate::catalog::human_duration;
 use crate::clock::add_ms;
 use crate::error::ServiceError;
 use crate::shared::Shared;
-use crate::store::RenderState;
+use crate::store::{RenderRecord, RenderState};
 use crate::sync::lock;
+use crate::telemetry::{SpeculationEnd, speculation_ended};
 use crate::transitions;
 
 /// What one sweep removed.
@@ -62,7 +63,7 @@ pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
         if !restart {
             awaiting += 1;
             shared.ledger.index(&rec);
-            crate::speculation::forget_interrupted(shared, &rec)?;
+            forget_interrupted(shared, &rec)?;
             continue;
         }
         let max_crashes = shared.config.max_render_crashes;
@@ -88,6 +89,19 @@ pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
     );
     expire_due_approvals(shared)?;
     sweep(shared)?;
+    Ok(())
+}
+
+/// Boot recovery of one node: a speculative render that was running when the process
+/// ended is forgotten (its files deleted); the render is a candidate again.
+fn forget_interrupted(shared: &Shared, rec: &RenderRecord) -> Result<(), ServiceError> {
+    if !transitions::speculative::is_running(rec) || rec.state != RenderState::AwaitingApproval {
+        return Ok(());
+    }
+    let _ = std::fs::remove_dir_all(shared.media.result_dir(&rec.id));
+    transitions::speculative::forget(shared, &rec.id)?;
+    speculation_ended(SpeculationEnd::Interrupted, 0.0);
+    tracing::info!(render_id = %rec.id, "speculative render interrupted by the last stop; it starts again when a slot is idle");
     Ok(())
 }
 
@@ -168,7 +182,7 @@ pub(crate) fn expire_due_approvals(shared: &Shared) -> Result<usize, ServiceErro
             && u.value
         {
             tracing::info!(render_id = %id, "watermark approval timed out");
-            crate::speculation::discard(shared, &u.record);
+            transitions::speculative::discard(shared, &u.record);
             expired += 1;
         }
     }

@@ -10,6 +10,10 @@
 //! Every refusal is HTTP 400 with a JSON-RPC error body.
 
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ErrorCode, JsonRpcMessage};
+use std::time::Duration;
+
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 /// The request methods vidforge serves with typed params (MCP 2026-07-28 + the tasks
@@ -120,6 +124,31 @@ fn typed(message: &Value) -> bool {
         serde_json::from_value::<ClientJsonRpcMessage>(message.clone()),
         Ok(JsonRpcMessage::Request(r)) if !matches!(r.request, ClientRequest::CustomRequest(_))
     )
+}
+
+/// A JSON-RPC error response with this HTTP status (and `Retry-After` when given).
+pub fn rpc_error(
+    status: StatusCode,
+    id: Value,
+    code: ErrorCode,
+    message: &str,
+    data: Value,
+    retry_after: Option<Duration>,
+) -> Response {
+    let body = json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code.0, "message": message, "data": data } });
+    let mut response = (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response();
+    if let Some(wait) = retry_after {
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            header::HeaderValue::from(wait.as_secs().max(1)),
+        );
+    }
+    response
 }
 
 #[cfg(test)]

@@ -24,13 +24,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
 use rmcp::model::ErrorCode;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::{Value, json};
 
 use super::capabilities::{LEGACY_REVISIONS, PROTOCOL_REVISION};
+pub use super::jsonrpc::rpc_error;
 use super::legacy_streams::{LegacyStreams, Refused, Stream, StreamLimits};
 
 /// The session header (both eras' clients spell it this way; header names are case-insensitive).
@@ -264,31 +265,6 @@ pub fn not_found(id: Value) -> Response {
         json!({ "reinitialize": true }),
         None,
     )
-}
-
-/// A JSON-RPC error response with this HTTP status (and `Retry-After` when given).
-pub fn rpc_error(
-    status: StatusCode,
-    id: Value,
-    code: ErrorCode,
-    message: &str,
-    data: Value,
-    retry_after: Option<Duration>,
-) -> Response {
-    let body = json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code.0, "message": message, "data": data } });
-    let mut response = (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response();
-    if let Some(wait) = retry_after {
-        response.headers_mut().insert(
-            header::RETRY_AFTER,
-            header::HeaderValue::from(wait.as_secs().max(1)),
-        );
-    }
-    response
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::legacy::rpc_error;
+use super::jsonrpc::rpc_error;
 
 /// How often an open stream checks that its session still exists.
 pub const WATCH: Duration = Duration::from_millis(250);

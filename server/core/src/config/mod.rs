@@ -107,7 +107,7 @@ pub type EncoderSetting = media::EncoderChoice;
 /// Where media lives (`--media-store`): a directory (the data directory by default; a POSIX
 /// mount such as NFS when a cluster shares it), or an S3-compatible bucket.
 /// Whether idle render slots render watermarked renders ahead of their approval
-/// (`speculative`; see `crate::speculation`).
+/// (`speculative`; see the worker's `speculation`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Speculative {
     /// While a render waits for approval and a slot would sit idle, render it in full with

@@ -302,7 +302,7 @@ pub(super) fn decide_blocking(
     if updated.written {
         tracing::info!(render_id = %id, approved, "watermark decision recorded");
         match updated.value {
-            _ if !approved => crate::speculation::discard(shared, &updated.record),
+            _ if !approved => crate::transitions::speculative::discard(shared, &updated.record),
             Approved::Queue => shared.enqueue(&updated.record.principal, id),
             Approved::Continues => {
                 tracing::info!(render_id = %id, "the speculative render goes on as the render");
@@ -329,7 +329,7 @@ pub(super) fn cancel_blocking(
     if updated.written {
         shared.pool.cancel_running(id);
         if updated.record.is_terminal() {
-            crate::speculation::discard(shared, &updated.record);
+            crate::transitions::speculative::discard(shared, &updated.record);
         }
         tracing::info!(render_id = %id, state = updated.record.state.as_str(), "cancel requested");
     }

@@ -1,4 +1,4 @@
-//! Speculative rendering's transitions (`crate::speculation` says when and why): the
+//! Speculative rendering's transitions (the worker's `speculation` says when and why): the
 //! claim, the parked output, the stop, the forgotten attempt after a crash, and what
 //! approving does with a speculation.
 
@@ -6,6 +6,7 @@ use crate::args::watermark_params_hash;
 use crate::error::ServiceError;
 use crate::shared::Shared;
 use crate::store::{Change, Outcome, RenderRecord, RenderState, Speculation, SpeculationState};
+use crate::telemetry::{SpeculationEnd, speculation_ended};
 
 use super::{
     Written, mark_cancelled, mark_succeeded, taken_over, write, write_durable, write_final,
@@ -183,6 +184,39 @@ pub(super) fn approve(r: &mut RenderRecord, params_hash: &str, now: u64) -> Appr
             r.state = RenderState::Queued;
             Approved::Queue
         }
+    }
+}
+
+/// After a render ended unapproved (rejected, timed out, cancelled): stops its running
+/// speculative render here, or deletes its finished one.
+pub(crate) fn discard(shared: &Shared, rec: &RenderRecord) {
+    let Some(spec) = &rec.speculation else {
+        return;
+    };
+    match &spec.state {
+        SpeculationState::Running => {
+            shared.pool.cancel_running(&rec.id);
+        }
+        SpeculationState::Done { seconds, .. } => {
+            remove_output(shared, &rec.id);
+            speculation_ended(SpeculationEnd::Discarded, *seconds);
+            tracing::info!(render_id = %rec.id, "speculative render discarded");
+        }
+        SpeculationState::Failed => {}
+    }
+}
+
+/// Deletes a render's result files wherever media lives (the speculative output).
+pub(crate) fn remove_output(shared: &Shared, id: &str) {
+    // The local scratch copy (with a bucket), then the stored output: in a directory media
+    // store the two are one directory, and the second removal finds it gone.
+    let _ = std::fs::remove_dir_all(shared.media.result_dir(id));
+    if let Err(e) = shared
+        .media
+        .store
+        .remove_dir_blocking(&format!("results/{id}"))
+    {
+        tracing::warn!(render_id = %id, error = %e, "cannot delete a discarded speculative render; the sweeper will");
     }
 }
 

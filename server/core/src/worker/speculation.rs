@@ -13,23 +13,23 @@
 //! - **Approve** (`transitions::speculative::approve`): a `done` speculation's outcome becomes the result at once
 //!   (succeeded); a `running` one becomes the real render where it is (the record goes
 //!   `rendering`, its worker goes on); otherwise the render is queued as usual.
-//! - **Reject, timeout, cancel** ([`discard`]): a running attempt's cancel flag is raised (on
+//! - **Reject, timeout, cancel** (`transitions::speculative::discard`): a running attempt's cancel flag is raised (on
 //!   another node its change listener does it) and its worker deletes what it wrote; a done
 //!   one's output is deleted by whoever ended the render (the sweeper's orphan pass is the
 //!   net under both).
 //! - **Crash.** Boot recovery clears a `running` speculation of an awaiting render and its
-//!   files ([`forget_interrupted`]); a promoted one is an ordinary interrupted render. In a
+//!   files (`maintenance`); a promoted one is an ordinary interrupted render. In a
 //!   cluster a dead node's claim runs out with its lease and another node claims it again.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use super::finish::{record_finished, store_output, success_outcome};
 use crate::config::Speculative;
 use crate::engine::{EngineReport, RenderPlan};
 use crate::error::ServiceError;
-use crate::render_end::{record_finished, store_output, success_outcome};
 use crate::shared::Shared;
-use crate::store::{RenderRecord, RenderState, SpeculationState};
+use crate::store::{RenderRecord, RenderState};
 use crate::sync::lock;
 use crate::telemetry::{SpeculationEnd, speculation_ended};
 use crate::transitions::speculative::{self as transitions, Stop};
@@ -103,38 +103,6 @@ pub(crate) fn still_speculative(shared: &Shared, id: &str) -> bool {
         .is_some_and(|a| a.state == RenderState::AwaitingApproval)
 }
 
-/// After a render ended unapproved (rejected, timed out, cancelled): stops its running
-/// speculative render here, or deletes its finished one.
-pub(crate) fn discard(shared: &Shared, rec: &RenderRecord) {
-    let Some(spec) = &rec.speculation else {
-        return;
-    };
-    match &spec.state {
-        SpeculationState::Running => {
-            shared.pool.cancel_running(&rec.id);
-        }
-        SpeculationState::Done { seconds, .. } => {
-            remove_output(shared, &rec.id);
-            speculation_ended(SpeculationEnd::Discarded, *seconds);
-            tracing::info!(render_id = %rec.id, "speculative render discarded");
-        }
-        SpeculationState::Failed => {}
-    }
-}
-
-/// Boot recovery of one node: a speculative render that was running when the process
-/// ended is forgotten (its files deleted); the render is a candidate again.
-pub(crate) fn forget_interrupted(shared: &Shared, rec: &RenderRecord) -> Result<(), ServiceError> {
-    if !transitions::is_running(rec) || rec.state != RenderState::AwaitingApproval {
-        return Ok(());
-    }
-    let _ = std::fs::remove_dir_all(shared.media.result_dir(&rec.id));
-    transitions::forget(shared, &rec.id)?;
-    speculation_ended(SpeculationEnd::Interrupted, 0.0);
-    tracing::info!(render_id = %rec.id, "speculative render interrupted by the last stop; it starts again when a slot is idle");
-    Ok(())
-}
-
 /// A speculative render the engine finished: its output stored, then parked in the record
 /// for approval, or (approved meanwhile) the render's result, or (ended meanwhile) deleted.
 pub(crate) fn finish(
@@ -161,7 +129,7 @@ pub(crate) fn finish(
         }
         None => {
             // Rejected, timed out or cancelled while it was being stored.
-            remove_output(shared, &rec.id);
+            transitions::remove_output(shared, &rec.id);
             speculation_ended(SpeculationEnd::Discarded, seconds);
         }
     }
@@ -204,18 +172,4 @@ pub(crate) fn abandon(
     }
     tracing::info!(render_id = %rec.id, end = end.as_str(), "speculative render stopped");
     Ok(false)
-}
-
-/// Deletes a render's result files wherever media lives (the speculative output).
-fn remove_output(shared: &Shared, id: &str) {
-    // The local scratch copy (with a bucket), then the stored output: in a directory media
-    // store the two are one directory, and the second removal finds it gone.
-    let _ = std::fs::remove_dir_all(shared.media.result_dir(id));
-    if let Err(e) = shared
-        .media
-        .store
-        .remove_dir_blocking(&format!("results/{id}"))
-    {
-        tracing::warn!(render_id = %id, error = %e, "cannot delete a discarded speculative render; the sweeper will");
-    }
 }

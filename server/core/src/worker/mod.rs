@@ -21,14 +21,17 @@ use crate::engine::{
     EngineError, EngineProgress, FailureKind, HdrPolicy, PlanWatermark, RenderPlan,
 };
 use crate::error::ServiceError;
-use crate::render_end::{
-    finish_cancelled, finish_error, finish_media_error, finish_stopped, finish_succeeded,
-};
 use crate::shared::Shared;
 use crate::store::{ProgressSnapshot, RenderRecord, RenderState};
 use crate::sync::lock;
 use crate::transitions::speculative::Stop;
 use crate::uri::PREVIEW_FILE_NAME;
+use finish::{
+    finish_cancelled, finish_error, finish_media_error, finish_stopped, finish_succeeded,
+};
+
+mod finish;
+mod speculation;
 
 /// How long an idle worker waits before re-checking the shutdown flag.
 const IDLE_POLL: Duration = Duration::from_millis(100);
@@ -145,7 +148,7 @@ fn worker_loop(shared: &Shared) {
                 crate::cluster::release(shared, &id);
             }
             crate::malloc::release_freed_memory();
-        } else if let Some(id) = crate::speculation::next_candidate(shared) {
+        } else if let Some(id) = speculation::next_candidate(shared) {
             // Nothing to do but a render awaiting its approval: render it ahead.
             idle = false;
             if let Err(e) = speculate(shared, &id) {
@@ -181,7 +184,7 @@ impl<'a> RunningGuard<'a> {
     }
 }
 
-/// Renders `id` ahead of its approval (see `crate::speculation`).
+/// Renders `id` ahead of its approval (see [`speculation`]).
 fn speculate(shared: &Shared, id: &str) -> Result<(), ServiceError> {
     let (_guard, flag) = RunningGuard::register(shared, id);
     let Some(record) = crate::transitions::speculative::claim(shared, id)? else {
@@ -196,7 +199,7 @@ fn speculate(shared: &Shared, id: &str) -> Result<(), ServiceError> {
                 PlanError::Media(e) => e.to_string(),
             };
             tracing::warn!(render_id = %id, %reason, "cannot render ahead of approval");
-            crate::speculation::abandon(shared, &record, Stop::Failed, started)?;
+            speculation::abandon(shared, &record, Stop::Failed, started)?;
             return Ok(());
         }
     };
@@ -371,8 +374,8 @@ fn run_render(
     let mut on_progress = |p: EngineProgress| {
         if speculative.is_some()
             && !preempted.load(Ordering::Relaxed)
-            && crate::speculation::still_speculative(shared, &rec.id)
-            && crate::speculation::work_waiting(shared)
+            && speculation::still_speculative(shared, &rec.id)
+            && speculation::work_waiting(shared)
         {
             tracing::info!(render_id = %rec.id, "real work waits: the speculative render gives its slot up");
             preempted.store(true, Ordering::SeqCst);
@@ -404,9 +407,7 @@ fn run_render(
             Ok(())
         }
         (Ok(report), None) => finish_succeeded(shared, rec, plan, &report),
-        (Ok(report), Some(started)) => {
-            crate::speculation::finish(shared, rec, plan, &report, started)
-        }
+        (Ok(report), Some(started)) => speculation::finish(shared, rec, plan, &report, started),
         (Err(e), None) if e.kind == FailureKind::Cancelled => {
             let _ = std::fs::remove_dir_all(&dir);
             finish_stopped(shared, rec)
@@ -424,7 +425,7 @@ fn run_render(
             } else {
                 Stop::Ended
             };
-            if crate::speculation::abandon(shared, rec, stop, started)? {
+            if speculation::abandon(shared, rec, stop, started)? {
                 finish_error(shared, rec, &e)?;
             }
             Ok(())
