@@ -9,8 +9,9 @@
 use std::time::{Duration, Instant};
 
 use vidforge_gpu::{
-    AdapterPreference, ColorSpec, ComposeConfig, GpuCompositor, GpuContext, Position, Rotation,
-    SemiPlanarFrame, SourceFormat, WatermarkImage, Yuv420Frame, place_watermark, prepare_watermark,
+    AdapterPreference, ColorSpec, ComposeConfig, GpuCompositor, GpuContext, OutputLight, Position,
+    Rotation, SemiPlanarFrame, SourceFormat, WatermarkImage, Yuv420Frame, place_watermark,
+    prepare_watermark,
 };
 
 /// Compose passes timed by timestamp queries.
@@ -68,11 +69,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         rotation: Rotation::None,
         out_width: ow,
         out_height: oh,
-        out_color: ColorSpec::OUTPUT,
         watermark: Some(prepare_watermark(&logo, placement, 0.6, ColorSpec::OUTPUT)),
         src_format: format,
-        tone_map: None,
-        out_depth: Default::default(),
+        light: OutputLight::Sdr,
     };
     let mut gpu = GpuCompositor::new(&ctx, cfg, 3)?;
     // Two distinct frames so nothing can be cached between submissions.

@@ -3,7 +3,8 @@
 //!
 //! - Frames cross the bus as 4:2:0 YUV: in as planar 8-bit, NV12 or P010 (what software and
 //!   hardware decoders give, [`SourceFormat`]), out as planar 8-bit (1.5 B/px) or, for HDR
-//!   kept as HDR, 10-bit in little-endian 16-bit samples ([`SampleDepth`]).
+//!   kept as HDR, 10-bit in little-endian 16-bit samples ([`SampleDepth`]), as the
+//!   [`OutputLight`] says.
 //! - Per output sample, in one pass: resample its own plane (exact-coverage area filter when
 //!   shrinking, cubic B=0/C=0.6 when enlarging, centre-aligned per plane, i.e. swscale's
 //!   `SWS_AREA` / `SWS_BICUBIC` with default chroma siting), rotate by 90/180/270 (folded into
@@ -15,12 +16,12 @@
 //!
 //! ```no_run
 //! use vidforge_gpu::{AdapterPreference, ColorSpec, ComposeConfig, GpuCompositor, GpuContext,
-//!                    Rotation, Yuv420Frame};
+//!                    OutputLight, Rotation, Yuv420Frame};
 //! let ctx = GpuContext::new(AdapterPreference::AllowSoftware)?;
 //! let cfg = ComposeConfig {
 //!     src_width: 1920, src_height: 1080, src_color: ColorSpec::OUTPUT, rotation: Rotation::None,
-//!     out_width: 1280, out_height: 720, out_color: ColorSpec::OUTPUT, watermark: None,
-//!     src_format: Default::default(), tone_map: None, out_depth: Default::default(),
+//!     out_width: 1280, out_height: 720, watermark: None, src_format: Default::default(),
+//!     light: OutputLight::Sdr,
 //! };
 //! let mut gpu = GpuCompositor::new(&ctx, cfg, 3)?;
 //! let frame = Yuv420Frame::filled(1920, 1080, [81, 90, 240]);
@@ -45,9 +46,9 @@ pub use compositor::{ComposeConfig, GpuCompositor, KernelTiming, MAX_FRAMES_IN_F
 pub use context::{AdapterPreference, AdapterSummary, GpuContext};
 pub use error::GpuError;
 pub use frame::{
-    ColorSpec, Matrix, Placement, Position, PreparedWatermark, Range, Rotation, SampleDepth,
-    SemiPlanarFrame, SourceFormat, SourceFrame, WatermarkImage, Yuv420Frame, blend_watermark,
-    place_watermark, prepare_watermark,
+    ColorSpec, Matrix, OutputLight, Placement, Position, PreparedWatermark, Range, Rotation,
+    SampleDepth, SemiPlanarFrame, SourceFormat, SourceFrame, WatermarkImage, Yuv420Frame,
+    blend_watermark, place_watermark, prepare_watermark,
 };
 
 #[cfg(test)]

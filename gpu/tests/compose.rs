@@ -5,12 +5,12 @@ mod common;
 
 use common::*;
 use vidforge_gpu::filter::color_affine;
-use vidforge_gpu::frame::tonemap::{Primaries, ToneMap, Transfer};
+use vidforge_gpu::frame::tonemap::{Primaries, Transfer};
 use vidforge_gpu::frame::{HdrSignal, prepare_watermark_hdr};
 use vidforge_gpu::{
-    AdapterPreference, ColorSpec, GpuCompositor, GpuContext, GpuError, Matrix, Placement, Position,
-    Range, Rotation, SampleDepth, SemiPlanarFrame, SourceFormat, SourceFrame, WatermarkImage,
-    Yuv420Frame, blend_watermark, place_watermark, prepare_watermark,
+    AdapterPreference, ColorSpec, GpuCompositor, GpuContext, GpuError, Matrix, OutputLight,
+    Placement, Position, Range, Rotation, SampleDepth, SemiPlanarFrame, SourceFormat, SourceFrame,
+    WatermarkImage, Yuv420Frame, blend_watermark, place_watermark, prepare_watermark,
 };
 
 const COLOUR: [u8; 3] = [81, 90, 240]; // BT.709 limited red-ish
@@ -881,9 +881,11 @@ fn ten_bit_output_keeps_every_code_and_blends_like_the_cpu() {
         let mut cfg = config(w, h, ow, oh);
         cfg.rotation = rot;
         cfg.src_color = hdr;
-        cfg.out_color = hdr;
         cfg.src_format = SourceFormat::P010;
-        cfg.out_depth = SampleDepth::Ten;
+        cfg.light = OutputLight::Kept {
+            source: hdr,
+            signal,
+        };
         let (cw, ch) = Yuv420Frame::chroma_size(w, h);
         let (y, _, _) = rotate_plane(&src.y, w, h, rot);
         let (u, _, _) = rotate_plane(&src.u, cw, ch, rot);
@@ -929,15 +931,6 @@ fn ten_bit_output_keeps_every_code_and_blends_like_the_cpu() {
             Err(GpuError::InvalidConfig { .. })
         )
     };
-    let mut tone = config(64, 64, 32, 32);
-    tone.out_depth = SampleDepth::Ten;
-    tone.tone_map = Some(ToneMap {
-        source: hdr,
-        transfer: Transfer::Pq,
-        primaries: Primaries::Bt2020,
-        peak_nits: 1000.0,
-    });
-    assert!(invalid(tone), "tone mapping into 10-bit output");
     let placement = Placement {
         x: 0,
         y: 0,
@@ -949,7 +942,10 @@ fn ten_bit_output_keeps_every_code_and_blends_like_the_cpu() {
     sdr_out.watermark = Some(prepare_watermark_hdr(&logo, placement, 1.0, &signal));
     assert!(invalid(sdr_out), "a 10-bit watermark over 8-bit output");
     let mut hdr_out = config(64, 64, 32, 32);
-    hdr_out.out_depth = SampleDepth::Ten;
+    hdr_out.light = OutputLight::Kept {
+        source: hdr,
+        signal,
+    };
     hdr_out.watermark = Some(prepare_watermark(&logo, placement, 1.0, hdr));
     assert!(invalid(hdr_out), "an 8-bit watermark over 10-bit output");
 }

@@ -12,8 +12,8 @@ use std::time::Instant;
 use vidforge_media::ffmpeg::frame;
 use vidforge_media::fixtures;
 use vidforge_media::{
-    BackendChoice, ComposeSpec, Compositor, CpuCompositor, DynamicRange, Engine, Resolution,
-    Rotation, WgpuCompositor, decode_raw_frames, probe,
+    BackendChoice, ComposeSpec, Compositor, CpuCompositor, DynamicRange, Engine, OutputLight,
+    Resolution, Rotation, WgpuCompositor, decode_raw_frames, probe,
 };
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -54,28 +54,33 @@ fn main() -> Result<(), BoxError> {
             .and_then(|v| v.color.tone_map())
             .ok_or("the clip is not HDR")?;
         let frames = decode_raw_frames(&clip, CLIP_FRAMES)?;
-        let spec = |tone| ComposeSpec {
+        let spec = |light| ComposeSpec {
             out_width: w,
             out_height: h,
             rotation: Rotation::None,
             watermark: None,
-            tone_map: tone,
-            keep_hdr: false,
+            light,
         };
         let cpu_sdr = median(rounds, || {
-            per_frame(&mut CpuCompositor::new(spec(None)), &frames)
+            per_frame(&mut CpuCompositor::new(spec(OutputLight::Sdr)), &frames)
         })?;
         let cpu_hdr = median(rounds, || {
-            per_frame(&mut CpuCompositor::new(spec(Some(tone_map))), &frames)
+            per_frame(
+                &mut CpuCompositor::new(spec(OutputLight::ToneMapped(tone_map))),
+                &frames,
+            )
         })?;
         let (gpu_sdr, gpu_hdr) = match gpu.as_ref().and_then(Engine::gpu_context) {
             Some(ctx) => (
                 median(rounds, || {
-                    per_frame(&mut WgpuCompositor::new(ctx, spec(None), 3), &frames)
+                    per_frame(
+                        &mut WgpuCompositor::new(ctx, spec(OutputLight::Sdr), 3),
+                        &frames,
+                    )
                 })?,
                 median(rounds, || {
                     per_frame(
-                        &mut WgpuCompositor::new(ctx, spec(Some(tone_map)), 3),
+                        &mut WgpuCompositor::new(ctx, spec(OutputLight::ToneMapped(tone_map)), 3),
                         &frames,
                     )
                 })?,

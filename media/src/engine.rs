@@ -1,21 +1,27 @@
 //! The engine: backend selection, renders, previews.
+//!
+//! Files: here the engine and its renders; `spec.rs` the compose spec of a job's source
+//! (where the output's light is decided); `preview.rs` previews; `frames.rs` frames out
+//! without encoding (tests, benchmarks); `truncation.rs` the checks that a source decoded
+//! whole.
 
+pub(crate) mod frames;
+mod preview;
+pub(crate) mod spec;
 pub(crate) mod truncation;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ffmpeg::ffi;
-use ffmpeg::format::Pixel;
-use ffmpeg::frame;
 use ffmpeg_next as ffmpeg;
-use vidforge_gpu::frame::HdrSignal;
-use vidforge_gpu::{AdapterPreference, GpuContext, Yuv420Frame};
+use vidforge_gpu::{AdapterPreference, GpuContext, OutputLight};
 
+use spec::compose_spec;
 use truncation::{DeclaredLength, check_complete, check_length};
 
-use crate::compose::{ComposeSpec, Compositor, CpuCompositor, SourceConverter, WgpuCompositor};
+use crate::compose::{ComposeSpec, Compositor, CpuCompositor, WgpuCompositor};
 use crate::error::MediaError;
 use crate::ffutil;
 use crate::hardware::{self, H264Encoder, HardwareChoice};
@@ -23,32 +29,14 @@ use crate::hdr_out::HdrOutput;
 use crate::hwdecode::CudaDevice;
 use crate::muxer::Muxer;
 use crate::pipeline::{self, FrameReader};
-use crate::scale::{Sws, SwsKey};
 use crate::source::{self, Source};
 use crate::tempout::TempOutput;
-use crate::types::{
-    BackendChoice, HdrPolicy, OutputFormat, Progress, RenderJob, RenderReport, Resolution, Stage,
-};
+use crate::types::{BackendChoice, OutputFormat, Progress, RenderJob, RenderReport, Stage};
 use crate::video_out;
 use crate::watermark;
 
 /// Frames the GPU compositor keeps in flight (overlaps upload, compute and readback).
 const GPU_FRAMES_IN_FLIGHT: usize = 3;
-
-/// Output size for a display size: fit inside the resolution's box (turned upright for
-/// vertical video), aspect preserved, even dimensions. Small sources are enlarged.
-pub fn output_size(display_width: u32, display_height: u32, resolution: Resolution) -> (u32, u32) {
-    let (bw, bh) = resolution.box_size();
-    let (bw, bh) = if display_height > display_width {
-        (bh, bw)
-    } else {
-        (bw, bh)
-    };
-    let (dw, dh) = (display_width.max(1) as f64, display_height.max(1) as f64);
-    let s = (bw as f64 / dw).min(bh as f64 / dh);
-    let even = |v: f64, max: u32| (((v / 2.0).round() as u32) * 2).clamp(2, max);
-    (even(dw * s, bw), even(dh * s, bh))
-}
 
 /// Renders videos. Cheap to clone; holds the GPU context (created once) when a GPU backend
 /// is in use.
@@ -146,7 +134,7 @@ impl Engine {
 
     /// The FFmpeg encoder a render to `format` uses.
     pub fn video_encoder_name(&self, format: OutputFormat) -> &'static str {
-        video_out::video_encoder_name(format, self.h264, false)
+        video_out::video_encoder_name(format, self.h264, &OutputLight::Sdr)
     }
 
     /// The GPU context in use, if any.
@@ -157,36 +145,6 @@ impl Engine {
     /// A compositor of this engine's backend for `spec`.
     pub fn compositor(&self, spec: ComposeSpec) -> Box<dyn Compositor> {
         build_compositor(self.gpu.as_ref(), spec)
-    }
-
-    /// What the compositor makes of `src` for `job`. `video`: for the video itself, whose
-    /// HDR may be kept ([`HdrPolicy::Keep`]); previews (PNG) are always SDR.
-    fn compose_spec(
-        &self,
-        job: &RenderJob,
-        src: &Source,
-        video: bool,
-    ) -> Result<ComposeSpec, MediaError> {
-        let (w, h) = output_size(
-            src.video.display_width,
-            src.video.display_height,
-            job.resolution,
-        );
-        let tone_map = src.video.declared_color.tone_map();
-        let keep_hdr = video && job.hdr == HdrPolicy::Keep && tone_map.is_some();
-        let signal = tone_map.filter(|_| keep_hdr).map(|t| HdrSignal::of(&t));
-        let wm = match &job.watermark {
-            Some(spec) => watermark::prepare(spec, w, h, signal.as_ref())?,
-            None => None,
-        };
-        Ok(ComposeSpec {
-            out_width: w,
-            out_height: h,
-            rotation: src.video.rotation,
-            watermark: wm,
-            tone_map,
-            keep_hdr,
-        })
     }
 
     /// Renders `job.input` to `job.output`. Progress is reported on this thread; setting
@@ -209,7 +167,7 @@ impl Engine {
         }
         let tmp = TempOutput::new(&job.output)?;
         let src = source::open(&job.input)?;
-        let spec = self.compose_spec(job, &src, true)?;
+        let spec = compose_spec(job, &src, true)?;
         let (decoder, nvdec) =
             src.video_decoder_for_output((spec.out_width, spec.out_height), self.cuda.as_ref())?;
         let frames_total = src.video.frames_estimate;
@@ -218,7 +176,7 @@ impl Engine {
             video: src.video.duration_declared,
             container: src.container_duration_declared,
         };
-        let encoder = video_out::video_encoder_name(job.format, self.h264, spec.keeps_hdr());
+        let encoder = video_out::video_encoder_name(job.format, self.h264, &spec.light);
         let backend = self.backend_name();
         self.log_render_start(job, &src, &spec, &backend, nvdec);
         let muxer = Muxer::open(
@@ -228,9 +186,9 @@ impl Engine {
             self.h264,
             (spec.out_width, spec.out_height),
             &src,
-            spec.keeps_hdr()
-                .then(|| HdrOutput::of(&src.video.declared_color))
-                .flatten(),
+            spec.light
+                .kept_signal()
+                .map(|signal| HdrOutput::new(*signal, &src.video.declared_color)),
         )?;
         if cancel.load(Ordering::Relaxed) {
             return Err(MediaError::Cancelled);
@@ -297,8 +255,8 @@ impl Engine {
             watermark = spec.watermark.is_some(),
             backend = %backend,
             decode = if nvdec { "nvdec" } else { "software" },
-            encoder = video_out::video_encoder_name(job.format, self.h264, spec.keeps_hdr()),
-            keep_hdr = spec.keeps_hdr(),
+            encoder = video_out::video_encoder_name(job.format, self.h264, &spec.light),
+            keep_hdr = spec.light.kept_signal().is_some(),
             "render start"
         );
     }
@@ -311,161 +269,6 @@ impl Engine {
         let gpu = self.gpu.clone();
         Box::new(move || Ok(build_compositor(gpu.as_ref(), spec)))
     }
-
-    /// Writes a PNG of one representative frame (about a third into the video) at output
-    /// size with the watermark applied, through the same compositor as renders. Returns the
-    /// PNG's size.
-    pub fn render_preview(
-        &self,
-        job: &RenderJob,
-        png_out: &Path,
-    ) -> Result<(u32, u32), MediaError> {
-        if let Some(wm) = &job.watermark {
-            watermark::check_opacity(wm.opacity)?;
-        }
-        let t0 = Instant::now();
-        let tmp = TempOutput::new(png_out)?;
-        let src = source::open(&job.input)?;
-        let spec = self.compose_spec(job, &src, false)?;
-        let t_open = t0.elapsed();
-        let frame = preview_frame(src, &job.input)?;
-        let t_decode = t0.elapsed();
-        let out = self.compositor(spec).compose_single(&frame)?;
-        let t_compose = t0.elapsed();
-        write_png(&out, tmp.path())?;
-        tmp.commit()?;
-        let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
-        tracing::debug!(
-            open_ms = ms(t_open),
-            decode_ms = ms(t_decode - t_open),
-            compose_ms = ms(t_compose - t_decode),
-            png_ms = ms(t0.elapsed() - t_compose),
-            "preview written"
-        );
-        Ok((out.width, out.height))
-    }
-
-    /// Decodes the first `max_frames` frames of `job.input` and composes them as a render
-    /// would (no encoding). For tests and benchmarks of the compositors.
-    pub fn compose_frames(
-        &self,
-        job: &RenderJob,
-        max_frames: usize,
-    ) -> Result<Vec<Yuv420Frame>, MediaError> {
-        let src = source::open(&job.input)?;
-        let spec = self.compose_spec(job, &src, true)?;
-        let decoder = src.video_decoder()?;
-        let mut reader = FrameReader::new(src, decoder, false);
-        let mut comp = self.compositor(spec);
-        let mut out = Vec::new();
-        let mut n = 0;
-        while n < max_frames {
-            let Some(f) = reader.next_video()? else { break };
-            n += 1;
-            out.extend(comp.push(&f)?);
-        }
-        out.extend(comp.finish()?);
-        Ok(out)
-    }
-}
-
-/// Decodes up to `max_frames` frames of `path` as 8-bit yuv420p at their coded size and in
-/// their own colour (BT.601/BT.709 matrix and range kept; rotation not applied). For tests
-/// and inspection of outputs.
-pub fn decode_frames(path: &Path, max_frames: usize) -> Result<Vec<Yuv420Frame>, MediaError> {
-    let src = source::open(path)?;
-    let decoder = src.video_decoder()?;
-    let mut reader = FrameReader::new(src, decoder, false);
-    let mut conv: Option<SourceConverter> = None;
-    let mut out = Vec::new();
-    while out.len() < max_frames {
-        let Some(f) = reader.next_video()? else { break };
-        if conv.is_none() {
-            conv = Some(SourceConverter::for_frame(&f)?);
-        }
-        let Some(c) = conv.as_mut() else { break };
-        let (w, h) = c.size();
-        let mut dst = crate::scale::blank_frame(w, h);
-        c.convert(&f, &mut dst)?;
-        out.push(dst);
-    }
-    Ok(out)
-}
-
-/// Decodes up to `max_frames` frames of `path` exactly as the decoder returns them (native
-/// pixel format and size), for benchmarks of the compositors' `push`.
-pub fn decode_raw_frames(path: &Path, max_frames: usize) -> Result<Vec<frame::Video>, MediaError> {
-    let src = source::open(path)?;
-    let decoder = src.video_decoder()?;
-    let mut reader = FrameReader::new(src, decoder, false);
-    let mut out = Vec::new();
-    while out.len() < max_frames {
-        let Some(f) = reader.next_video()? else { break };
-        out.push(f);
-    }
-    Ok(out)
-}
-
-/// The preview's frame: the keyframe at or before a third into the video, else the first
-/// frame. One seek and the pictures up to that keyframe's (the decoder's own delay), never
-/// a decode forward through the GOP: the person waits for this, and a watermark's placement
-/// shows on any frame.
-fn preview_frame(src: Source, path: &Path) -> Result<frame::Video, MediaError> {
-    let duration = src.duration_seconds;
-    let start_us = src.start_time_us;
-    let decoder = src.video_decoder()?;
-    let mut reader = FrameReader::new(src, decoder, false);
-    if duration > 0.5 {
-        let ts_us = start_us + (duration / 3.0 * ffi::AV_TIME_BASE as f64) as i64;
-        if reader.input_mut().seek(ts_us, ..ts_us).is_ok() {
-            reader.reset_after_seek();
-            if let Ok(Some(f)) = reader.next_video() {
-                return Ok(f);
-            }
-        }
-        // The seek went nowhere useful: start over from the beginning.
-        let src = source::open(path)?;
-        let decoder = src.video_decoder()?;
-        reader = FrameReader::new(src, decoder, false);
-    }
-    reader
-        .next_video()?
-        .ok_or_else(|| MediaError::invalid(format!("{} has no decodable frame", path.display())))
-}
-
-/// BT.709 limited yuv420p -> RGB24 PNG.
-fn write_png(img: &Yuv420Frame, path: &Path) -> Result<(), MediaError> {
-    let (w, h) = (img.width, img.height);
-    let key = SwsKey {
-        src_fmt: Pixel::YUV420P,
-        src_w: w,
-        src_h: h,
-        dst_fmt: Pixel::RGB24,
-        dst_w: w,
-        dst_h: h,
-        flags: ffi::SWS_BICUBIC | ffi::SWS_FULL_CHR_H_INT | ffi::SWS_ACCURATE_RND,
-        src_space: ffi::SWS_CS_ITU709,
-        src_full: false,
-        dst_space: ffi::SWS_CS_ITU709,
-        dst_full: true,
-    };
-    let mut sws = Sws::new(key)?;
-    let stride = w as usize * 3;
-    let mut rgb = vec![0u8; stride * h as usize];
-    sws.yuv420_to_packed(img, &mut rgb, stride)?;
-    let io = |e: &dyn std::fmt::Display| {
-        MediaError::failed(format!("writing preview PNG {}: {e}", path.display()))
-    };
-    let file = std::fs::File::create(path).map_err(|e| io(&e))?;
-    let mut enc = png::Encoder::new(std::io::BufWriter::new(file), w, h);
-    enc.set_color(png::ColorType::Rgb);
-    enc.set_depth(png::BitDepth::Eight);
-    // Written once and shown at once: speed over the last few percent of size.
-    enc.set_compression(png::Compression::Fast);
-    let mut writer = enc.write_header().map_err(|e| io(&e))?;
-    writer.write_image_data(&rgb).map_err(|e| io(&e))?;
-    writer.finish().map_err(|e| io(&e))?;
-    Ok(())
 }
 
 /// The committed output's size in bytes and duration in seconds (from its header, else
@@ -486,37 +289,5 @@ fn build_compositor(gpu: Option<&GpuContext>, spec: ComposeSpec) -> Box<dyn Comp
     match gpu {
         Some(ctx) => Box::new(WgpuCompositor::new(ctx, spec, GPU_FRAMES_IN_FLIGHT)),
         None => Box::new(CpuCompositor::new(spec)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn output_size_fits_the_box_and_keeps_orientation() {
-        use Resolution::*;
-        assert_eq!(output_size(1920, 1080, P720), (1280, 720));
-        assert_eq!(output_size(3840, 2160, P1080), (1920, 1080));
-        // Small sources are enlarged to the requested class.
-        assert_eq!(output_size(640, 360, P4k), (3840, 2160));
-        assert_eq!(output_size(320, 240, P1080), (1440, 1080));
-        // Vertical stays vertical: the box turns with it.
-        assert_eq!(output_size(1080, 1920, P720), (720, 1280));
-        assert_eq!(output_size(1080, 1920, P4k), (2160, 3840));
-        // Square uses the short side.
-        assert_eq!(output_size(500, 500, P720), (720, 720));
-        // Ultra-wide: width-bound, even height.
-        let (w, h) = output_size(2560, 1080, P720);
-        assert_eq!(w, 1280);
-        assert_eq!(h % 2, 0);
-        assert!((h as i32 - 540).abs() <= 2);
-        // Odd sizes round to even and never exceed the box.
-        for (sw, sh) in [(321, 241), (1, 1), (16384, 3), (3, 16384)] {
-            let (w, h) = output_size(sw, sh, P720);
-            assert_eq!((w % 2, h % 2), (0, 0));
-            assert!(w >= 2 && h >= 2);
-            assert!(w.max(h) <= 1280 && w.min(h) <= 720, "{sw}x{sh} -> {w}x{h}");
-        }
     }
 }

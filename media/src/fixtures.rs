@@ -505,8 +505,7 @@ pub fn compose_bench_spec(src_w: u32, src_h: u32, res: crate::Resolution) -> cra
         out_height: h,
         rotation: Rotation::None,
         watermark,
-        tone_map: None,
-        keep_hdr: false,
+        light: crate::OutputLight::Sdr,
     }
 }
 

@@ -1,4 +1,4 @@
-//! HDR kept in the output ([`HdrPolicy::Keep`](crate::HdrPolicy)): the 10-bit encoders' choice
+//! HDR kept in the output ([`OutputLight::Kept`](vidforge_gpu::OutputLight::Kept)): the 10-bit encoders' choice
 //! and options, the colour tags, and the source's mastering display and content light
 //! metadata carried over, both in the bitstream (x265's SEI) and on the stream (the muxers'
 //! `mdcv`/`clli` boxes and Matroska's `MasteringMetadata`).
@@ -35,13 +35,14 @@ pub(crate) struct HdrOutput {
 }
 
 impl HdrOutput {
-    /// The output of an HDR source kept HDR; `None` for SDR sources.
-    pub fn of(color: &SourceColor) -> Option<HdrOutput> {
-        color.tone_map().map(|t| HdrOutput {
-            signal: HdrSignal::of(&t),
+    /// The output of an HDR source kept in `signal` (the output's light), with the metadata
+    /// its declared `color` carries.
+    pub fn new(signal: HdrSignal, color: &SourceColor) -> HdrOutput {
+        HdrOutput {
+            signal,
             mastering: color.mastering,
             content_light: color.content_light,
-        })
+        }
     }
 
     pub fn primaries(&self) -> ffmpeg::color::Primaries {

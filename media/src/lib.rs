@@ -45,10 +45,12 @@ mod watermark;
 
 pub use ffmpeg_next as ffmpeg;
 pub use vidforge_gpu as gpu;
-pub use vidforge_gpu::{ColorSpec, Position, Rotation, Yuv420Frame};
+pub use vidforge_gpu::{ColorSpec, OutputLight, Position, Rotation, Yuv420Frame};
 
 pub use compose::{ComposeSpec, Compositor, CpuCompositor, WgpuCompositor};
-pub use engine::{Engine, decode_frames, decode_raw_frames, output_size};
+pub use engine::Engine;
+pub use engine::frames::{decode_frames, decode_raw_frames};
+pub use engine::spec::output_size;
 pub use error::{ErrorKind, MediaError};
 pub use ffutil::init;
 pub use hardware::{

@@ -9,7 +9,7 @@ use ffmpeg::format::Pixel;
 use ffmpeg::format::context::Output;
 use ffmpeg::{Dictionary, Packet, Rational, codec, encoder, frame};
 use ffmpeg_next as ffmpeg;
-use vidforge_gpu::{SampleDepth, Yuv420Frame};
+use vidforge_gpu::{OutputLight, SampleDepth, Yuv420Frame};
 
 use crate::error::MediaError;
 use crate::ffutil::{is_eagain, rescale};
@@ -36,14 +36,16 @@ pub(crate) struct OutputParams<'a> {
     pub hdr: Option<HdrOutput>,
 }
 
-/// The video encoder's name for `format`, H.264 through `h264`, HEVC when HDR is kept.
+/// The video encoder's name for `format` in the output's `light`: H.264 through `h264`, HEVC
+/// when HDR is kept.
 pub(crate) fn video_encoder_name(
     format: OutputFormat,
     h264: H264Encoder,
-    hdr: bool,
+    light: &OutputLight,
 ) -> &'static str {
+    let kept = light.kept_signal().is_some();
     match format {
-        OutputFormat::Mp4 | OutputFormat::Mov if hdr => HEVC_ENCODER,
+        OutputFormat::Mp4 | OutputFormat::Mov if kept => HEVC_ENCODER,
         OutputFormat::Mp4 | OutputFormat::Mov => h264.ffmpeg_name(),
         OutputFormat::Webm => VP9_ENCODER,
     }

@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
-use vidforge_gpu::frame::{HdrSignal, prepare_watermark_hdr};
+use vidforge_gpu::frame::prepare_watermark_hdr;
 use vidforge_gpu::{
-    ColorSpec, PreparedWatermark, WatermarkImage, place_watermark, prepare_watermark,
+    ColorSpec, OutputLight, PreparedWatermark, WatermarkImage, place_watermark, prepare_watermark,
 };
 
 use crate::error::MediaError;
@@ -100,18 +100,18 @@ pub(crate) fn check_opacity(opacity: f32) -> Result<(), MediaError> {
 
 /// Loads, places and prepares the watermark for an `out_w x out_h` output. `None` when the
 /// watermark would be empty at this size.
-/// `hdr`: the output stays HDR in this light (10-bit values), else SDR BT.709.
+/// In the output's `light`: HDR kept (10-bit values in its signal), else SDR BT.709.
 pub(crate) fn prepare(
     spec: &WatermarkSpec,
     out_w: u32,
     out_h: u32,
-    hdr: Option<&HdrSignal>,
+    light: &OutputLight,
 ) -> Result<Option<PreparedWatermark>, MediaError> {
     check_opacity(spec.opacity)?;
     let img = load_watermark_png(&spec.image)?;
     Ok(
         place_watermark(out_w, out_h, img.width, img.height, spec.position).map(|placement| {
-            match hdr {
+            match light.kept_signal() {
                 Some(signal) => prepare_watermark_hdr(&img, placement, spec.opacity, signal),
                 None => prepare_watermark(&img, placement, spec.opacity, ColorSpec::OUTPUT),
             }

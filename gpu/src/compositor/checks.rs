@@ -46,13 +46,8 @@ pub(super) fn config(cfg: &ComposeConfig, max_dim: u32) -> Result<(), GpuError> 
             return Err(invalid(format!("{name} {v} is outside 1..={max_dim}")));
         }
     }
-    if cfg.out_depth != SampleDepth::Eight && cfg.tone_map.is_some() {
-        return Err(invalid(
-            "tone mapping makes SDR frames: the output depth must be 8-bit",
-        ));
-    }
     if let Some(wm) = &cfg.watermark {
-        watermark(wm, cfg.out_width, cfg.out_height, cfg.out_depth)?;
+        watermark(wm, cfg.out_width, cfg.out_height, cfg.light.depth())?;
     }
     Ok(())
 }

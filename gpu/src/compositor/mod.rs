@@ -31,9 +31,8 @@ use std::time::Duration;
 
 use crate::context::AdapterSummary;
 use crate::error::GpuError;
-use crate::frame::tonemap::ToneMap;
 use crate::frame::{
-    ColorSpec, PreparedWatermark, Rotation, SampleDepth, SourceFormat, SourceFrame, Yuv420Frame,
+    ColorSpec, OutputLight, PreparedWatermark, Rotation, SourceFormat, SourceFrame, Yuv420Frame,
 };
 use ring::{Shared, Slot};
 
@@ -66,17 +65,15 @@ pub struct ComposeConfig {
     pub rotation: Rotation,
     pub out_width: u32,
     pub out_height: u32,
-    pub out_color: ColorSpec,
-    /// Already resampled and converted to `out_color` by
-    /// [`prepare_watermark`](crate::frame::prepare_watermark).
+    /// Already resampled and converted to the light's colour and depth by
+    /// [`prepare_watermark`](crate::frame::prepare_watermark) (SDR) or
+    /// [`prepare_watermark_hdr`](crate::frame::prepare_watermark_hdr) (HDR kept).
     pub watermark: Option<PreparedWatermark>,
     /// Memory layout of the submitted frames.
     pub src_format: SourceFormat,
-    /// HDR sources: tone-map to `out_color` (SDR) instead of converting from `src_color`.
-    pub tone_map: Option<ToneMap>,
-    /// The output frames' depth: 8-bit, or 10-bit for HDR kept as HDR (`out_color` is then
-    /// the source's matrix in limited range, and `tone_map` is `None`).
-    pub out_depth: SampleDepth,
+    /// The output's light: converted from `src_color` to SDR, tone-mapped to SDR, or kept HDR
+    /// at 10 bits; the output's colour and depth follow from it.
+    pub light: OutputLight,
 }
 
 /// Most frames a compositor keeps in flight.

@@ -12,7 +12,7 @@ use crate::context::PipelineKey;
 use crate::error::GpuError;
 use crate::filter::{self, ColorMode, Kernel};
 use crate::frame::tonemap::ToneUniforms;
-use crate::frame::{PreparedWatermark, Rotation, SampleDepth, Yuv420Frame};
+use crate::frame::{OutputLight, PreparedWatermark, Rotation, SampleDepth, Yuv420Frame};
 
 /// Must match `@workgroup_size` in compose.wgsl.
 const WORKGROUP_SIZE: u32 = 64;
@@ -106,7 +106,7 @@ impl Plan {
         checks::config(cfg, limits.max_texture_dimension_2d)?;
         let sizes = Sizes::new(cfg);
         let in_layout = InLayout::new(cfg.src_width, cfg.src_height, cfg.src_format);
-        let out_layout = OutLayout::new(cfg.out_width, cfg.out_height, cfg.out_depth);
+        let out_layout = OutLayout::new(cfg.out_width, cfg.out_height, cfg.light.depth());
         let max_binding = limits
             .max_storage_buffer_binding_size
             .min(limits.max_buffer_size);
@@ -117,10 +117,10 @@ impl Plan {
         let (wm_bytes, wm_rects) = pack_watermark(cfg.watermark.as_ref())?;
         checks::watermark_bytes(wm_bytes.len(), max_binding)?;
         let planes = plane_params(cfg.rotation, &sizes, &in_layout, &out_layout, &wm_rects)?;
-        let affine = filter::color_affine(cfg.src_color, cfg.out_color);
-        let mode = match cfg.tone_map {
-            Some(_) => ColorMode::ToneMap,
-            None => affine.mode,
+        let affine = filter::color_affine(cfg.src_color, cfg.light.out_color());
+        let mode = match cfg.light {
+            OutputLight::ToneMapped(_) => ColorMode::ToneMap,
+            OutputLight::Sdr | OutputLight::Kept { .. } => affine.mode,
         };
         debug_assert!(affine.rows[1][0].abs() < 1e-9 && affine.rows[2][0].abs() < 1e-9);
         let (luma_groups, chroma_groups) = workgroups(&out_layout);
@@ -147,7 +147,11 @@ impl Plan {
             misc: [oh, mode as u32, chroma_groups, och],
             misc2: [dcw, dch, out_layout.scratch_word as u32, 0],
             chroma_to_luma: chroma_to_luma(&sizes),
-            tone: cfg.tone_map.map(|t| t.uniforms()).unwrap_or_default(),
+            tone: cfg
+                .light
+                .tone_map()
+                .map(|t| t.uniforms())
+                .unwrap_or_default(),
         };
         Ok(Self {
             sizes,
@@ -323,7 +327,7 @@ fn pipeline_key(
     PipelineKey {
         is_chroma,
         sample16: cfg.src_format.sample_bytes() == 2,
-        out16: cfg.out_depth == SampleDepth::Ten,
+        out16: cfg.light.depth() == SampleDepth::Ten,
         mode: mode as u32,
         has_watermark: cfg.watermark.is_some(),
         kern_x: kernel(axes[0].0, axes[0].1),

@@ -5,11 +5,13 @@
 //! watermark bit for bit: the only difference between backends is the scaler.
 
 // One file per concept, each re-exported here (the public paths are `vidforge_gpu::frame::*`):
-// `planes.rs` the frame types and source layouts, `color.rs` colour specs, `rotation.rs`, `tonemap.rs` HDR to SDR, `hdr_signal.rs` SDR graphics into HDR,
+// `planes.rs` the frame types and source layouts, `color.rs` colour specs, `rotation.rs`,
+// `tonemap.rs` HDR to SDR, `hdr_signal.rs` SDR graphics into HDR, `light.rs` the output's light,
 // `watermark.rs` placement, preparation and the reference blend.
 
 mod color;
 mod hdr_signal;
+mod light;
 mod planes;
 mod rotation;
 pub mod tonemap;
@@ -17,6 +19,7 @@ mod watermark;
 
 pub use color::{ColorSpec, Matrix, Range};
 pub use hdr_signal::HdrSignal;
+pub use light::OutputLight;
 pub use planes::{SampleDepth, SemiPlanarFrame, SourceFormat, SourceFrame, Yuv420Frame};
 pub use rotation::Rotation;
 pub use watermark::{

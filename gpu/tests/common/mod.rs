@@ -5,7 +5,8 @@ use std::process::Command;
 
 use vidforge_gpu::filter::area_downscale_reference;
 use vidforge_gpu::{
-    AdapterPreference, ColorSpec, ComposeConfig, GpuContext, GpuError, Rotation, Yuv420Frame,
+    AdapterPreference, ColorSpec, ComposeConfig, GpuContext, GpuError, OutputLight, Rotation,
+    Yuv420Frame,
 };
 
 /// A context on any adapter (lavapipe in CI). `None` (with a loud note) when there is none,
@@ -43,11 +44,9 @@ pub fn config(sw: u32, sh: u32, ow: u32, oh: u32) -> ComposeConfig {
         rotation: Rotation::None,
         out_width: ow,
         out_height: oh,
-        out_color: ColorSpec::OUTPUT,
         watermark: None,
         src_format: Default::default(),
-        tone_map: None,
-        out_depth: Default::default(),
+        light: OutputLight::Sdr,
     }
 }
 

@@ -7,7 +7,7 @@ use ffmpeg::frame;
 use ffmpeg_next as ffmpeg;
 use vidforge_gpu::filter::{ColorAffine, ColorMode, color_affine, to_code};
 use vidforge_gpu::frame::tonemap::ToneMapper;
-use vidforge_gpu::{ColorSpec, Rotation, SampleDepth, Yuv420Frame, blend_watermark};
+use vidforge_gpu::{ColorSpec, OutputLight, Rotation, Yuv420Frame, blend_watermark};
 
 use super::spec::{ComposeSpec, Compositor, check_frame, color_of};
 use crate::area::{self, PlaneScaler};
@@ -40,8 +40,6 @@ pub struct CpuCompositor {
     row: Vec<f32>,
     /// HDR sources tone-mapped to SDR: the tone mapper and the 10-bit frame scaled for it.
     hdr: Option<(ToneMapper, frame::Video)>,
-    /// The depth of the frames it makes: 10-bit when HDR is kept.
-    depth: SampleDepth,
 }
 
 impl CpuCompositor {
@@ -53,25 +51,21 @@ impl CpuCompositor {
             spare: Vec::new(),
             row: Vec::new(),
             hdr: spec
-                .tone_map
-                .filter(|_| !spec.keeps_hdr())
+                .light
+                .tone_map()
                 .map(|t| (t.mapper(), frame::Video::empty())),
-            depth: if spec.keeps_hdr() {
-                SampleDepth::Ten
-            } else {
-                SampleDepth::Eight
-            },
             spec,
         }
     }
 
     fn take_buffer(&mut self, w: u32, h: u32) -> Yuv420Frame {
+        let depth = self.spec.light.depth();
         while let Some(f) = self.spare.pop() {
-            if f.width == w && f.height == h && f.depth == self.depth {
+            if f.width == w && f.height == h && f.depth == depth {
                 return f;
             }
         }
-        Yuv420Frame::blank(w, h, self.depth)
+        Yuv420Frame::blank(w, h, depth)
     }
 }
 
@@ -93,7 +87,7 @@ impl Compositor for CpuCompositor {
         // scaled at 10 bits for the tone mapper. HDR kept comes out at 10 bits in its own
         // matrix, limited range.
         let hdr = self.hdr.is_some();
-        let keep = self.depth == SampleDepth::Ten;
+        let keep = matches!(self.spec.light, OutputLight::Kept { .. });
         let (dst_space, dst_full, affine) = match color.spec {
             _ if keep => (color.sws_space, false, None),
             _ if hdr => (color.sws_space, color.full_range, None),
@@ -137,9 +131,10 @@ impl Compositor for CpuCompositor {
         let mut out = self.take_buffer(ow, oh);
         let mut scratch = None;
         if rot != Rotation::None {
+            let depth = self.spec.light.depth();
             scratch = Some(match self.scratch.take() {
-                Some(s) if s.width == sw && s.height == sh && s.depth == self.depth => s,
-                _ => Yuv420Frame::blank(sw, sh, self.depth),
+                Some(s) if s.width == sw && s.height == sh && s.depth == depth => s,
+                _ => Yuv420Frame::blank(sw, sh, depth),
             });
         }
         let target = scratch.as_mut().unwrap_or(&mut out);

@@ -4,10 +4,8 @@
 use ffmpeg::format::Pixel;
 use ffmpeg::frame;
 use ffmpeg_next as ffmpeg;
-use vidforge_gpu::frame::HdrSignal;
 use vidforge_gpu::{
-    ColorSpec, ComposeConfig, GpuCompositor, GpuContext, SampleDepth, SourceFormat, SourceFrame,
-    Yuv420Frame,
+    ComposeConfig, GpuCompositor, GpuContext, SourceFormat, SourceFrame, Yuv420Frame,
 };
 
 use super::convert::SourceConverter;
@@ -87,22 +85,22 @@ impl WgpuCompositor {
 
     /// Builds the GPU compositor for the stream's first frame.
     fn start(&self, frame: &frame::Video) -> Result<GpuStream, MediaError> {
-        let tone_map = self.spec.tone_map;
-        let conv = match &tone_map {
-            Some(t) => SourceConverter::keeping(frame, t.source)?,
+        let light = self.spec.light;
+        let hdr_source = light.hdr_source();
+        let conv = match hdr_source {
+            Some(source) => SourceConverter::keeping(frame, source)?,
             None => SourceConverter::for_frame(frame)?,
         };
         let color = color_of(frame);
-        // Read as is when the shader knows the layout and the matrix (or tone-maps the
-        // stream); else planar 8-bit, or P010 for HDR so its 10 bits survive.
+        // Read as is when the shader knows the layout and the matrix (or the stream is HDR);
+        // else planar 8-bit, or P010 for HDR so its 10 bits survive.
+        let hdr = hdr_source.is_some();
         let (pix, format) = match gpu_layout(frame.format()) {
-            Some(format) if color.spec.is_some() || tone_map.is_some() => (frame.format(), format),
-            _ if tone_map.is_some() => (Pixel::P010LE, SourceFormat::P010),
+            Some(format) if color.spec.is_some() || hdr => (frame.format(), format),
+            _ if hdr => (Pixel::P010LE, SourceFormat::P010),
             _ => (Pixel::YUV420P, SourceFormat::Yuv420p),
         };
         let (w, h) = conv.size();
-        // HDR kept: 10-bit frames in the source's own matrix (limited range), no tone map.
-        let keep = tone_map.filter(|_| self.spec.keeps_hdr());
         let cfg = ComposeConfig {
             src_width: w,
             src_height: h,
@@ -110,15 +108,9 @@ impl WgpuCompositor {
             rotation: self.spec.rotation,
             out_width: self.spec.out_width,
             out_height: self.spec.out_height,
-            out_color: keep.map_or(ColorSpec::OUTPUT, |t| HdrSignal::of(&t).output),
             watermark: self.spec.watermark.clone(),
             src_format: format,
-            tone_map: tone_map.filter(|_| keep.is_none()),
-            out_depth: if keep.is_some() {
-                SampleDepth::Ten
-            } else {
-                SampleDepth::Eight
-            },
+            light,
         };
         let gpu = GpuCompositor::new(&self.ctx, cfg, self.frames_in_flight)?;
         tracing::debug!(
@@ -133,7 +125,7 @@ impl WgpuCompositor {
             format,
             conv,
             converted: frame::Video::empty(),
-            hdr: tone_map.is_some(),
+            hdr,
         })
     }
 }

@@ -4,8 +4,7 @@
 use ffmpeg::format::Pixel;
 use ffmpeg::frame;
 use ffmpeg_next as ffmpeg;
-use vidforge_gpu::frame::tonemap::ToneMap;
-use vidforge_gpu::{PreparedWatermark, Rotation, Yuv420Frame};
+use vidforge_gpu::{OutputLight, PreparedWatermark, Rotation, Yuv420Frame};
 
 use crate::error::MediaError;
 use crate::source::{FrameColor, frame_color};
@@ -18,22 +17,11 @@ pub struct ComposeSpec {
     pub out_height: u32,
     /// Clockwise rotation that makes decoded frames upright.
     pub rotation: Rotation,
-    /// Already placed, resampled and converted to
-    /// [`ColorSpec::OUTPUT`](vidforge_gpu::ColorSpec::OUTPUT).
+    /// Already placed, resampled and converted to the light's colour and depth.
     pub watermark: Option<PreparedWatermark>,
-    /// HDR sources: how their frames are tone-mapped to the SDR output (from the probe).
-    pub tone_map: Option<ToneMap>,
-    /// With `tone_map` set: keep the source HDR instead, 10-bit frames
-    /// ([`SampleDepth::Ten`](vidforge_gpu::SampleDepth)) in its own colour, the watermark
-    /// prepared in that light.
-    pub keep_hdr: bool,
-}
-
-impl ComposeSpec {
-    /// Whether frames come out HDR (10-bit, the source's colour).
-    pub fn keeps_hdr(&self) -> bool {
-        self.keep_hdr && self.tone_map.is_some()
-    }
+    /// The output's light (SDR, tone-mapped, or HDR kept at 10 bits), decided once by the
+    /// engine from the source and the job's [`HdrPolicy`](crate::HdrPolicy).
+    pub light: OutputLight,
 }
 
 /// A compositor backend. Frames come out in the order they went in, possibly delayed (the GPU

@@ -162,8 +162,7 @@ fn nv12_and_p010_frames_compose_like_the_cpu_compositor() {
                 0.6,
                 vidforge_media::ColorSpec::OUTPUT,
             )),
-            tone_map: None,
-            keep_hdr: false,
+            light: vidforge_media::OutputLight::Sdr,
         };
         let mut on_gpu = WgpuCompositor::new(&ctx, spec.clone(), 2);
         let mut on_cpu = CpuCompositor::new(spec);

@@ -21,8 +21,8 @@ use vidforge_media::gpu::{
 };
 use vidforge_media::{
     ColorSpec, ComposeSpec, Compositor, CpuCompositor, DynamicRange, HdrPolicy, OutputFormat,
-    Position, Resolution, Rotation, SourceColor, WgpuCompositor, Yuv420Frame, decode_frames,
-    decode_raw_frames, probe,
+    OutputLight, Position, Resolution, Rotation, SourceColor, WgpuCompositor, Yuv420Frame,
+    decode_frames, decode_raw_frames, probe,
 };
 
 const FRAMES: usize = 4;
@@ -73,8 +73,7 @@ fn spec(src: &Source, size: (u32, u32), watermark: Option<f32>) -> ComposeSpec {
         out_height: h,
         rotation: Rotation::None,
         watermark,
-        tone_map: Some(src.tone_map),
-        keep_hdr: false,
+        light: OutputLight::ToneMapped(src.tone_map),
     }
 }
 
@@ -96,8 +95,7 @@ fn kept_spec(
         out_height: size.1,
         rotation,
         watermark,
-        tone_map: Some(src.tone_map),
-        keep_hdr: true,
+        light: OutputLight::kept(&src.tone_map),
     }
 }
 
@@ -502,8 +500,7 @@ fn golden_cases() -> Vec<(String, u64)> {
                 out_height: oh,
                 rotation: Rotation::None,
                 watermark: Some(prepare_watermark(&logo, place, 0.6, ColorSpec::OUTPUT)),
-                tone_map: None,
-                keep_hdr: false,
+                light: OutputLight::Sdr,
             };
             let f = CpuCompositor::new(spec)
                 .compose_single(&src)
