@@ -26,6 +26,9 @@ pub struct Updated<R, T> {
     pub written: bool,
 }
 
+/// A record as read and its version; `None` when there is none.
+pub(crate) type Found<R, V> = Option<(R, V)>;
+
 /// A backend's primitives for [`update`]: a read that also yields what the write is
 /// conditional on, and the conditional write.
 pub(crate) trait Versioned {
@@ -34,7 +37,7 @@ pub(crate) trait Versioned {
     type Version;
 
     /// The stored record `id` and its version; `None` when there is none.
-    fn read(&self, id: &str) -> Result<Option<(Self::Record, Self::Version)>, StoreError>;
+    fn read(&self, id: &str) -> Result<Found<Self::Record, Self::Version>, StoreError>;
 
     /// A copy of `rec` (read at `version`) for the closure to change.
     fn copy(
