@@ -2,10 +2,11 @@
 //! (its manifest has no axum, hyper, tower or rmcp), so the fronts above it can only reach it
 //! through these modules.
 //!
-//! Layers, bottom up: [`store`] (sled or PostgreSQL, the truth; the crate vidforge-store) → [`shared`] (the state every
-//! actor shares) → [`worker`] pool and [`maintenance`] (boot recovery, approval deadlines,
-//! sweeper), [`cluster`] (the shared queue) → [`service::RenderService`] (creation,
-//! idempotency, quota, approvals, cancel; starts the two before it). Beside them: [`config`]
+//! Layers, bottom up: [`store`] (sled or PostgreSQL, the truth; the crate vidforge-store) →
+//! [`shared`] (the state every actor shares) → [`worker`] pool and [`maintenance`] (boot
+//! recovery, approval deadlines, sweeper), [`cluster`] (the shared queue) →
+//! [`service::RenderService`] (creation, idempotency, quota, approvals, cancel; starts the two
+//! before it). Beside them: [`config`]
 //! (every setting), [`catalog`] (error codes and their wording), [`error`], [`engine`] (the
 //! render engine as the service sees it) and [`media_backend`] (it, on vidforge-media),
 //! [`media_store`] (where media lives: a directory, or a bucket through its seam),
