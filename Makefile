@@ -83,6 +83,10 @@ lint:
 	# workspace-hack only unifies features; the compiler lets a crate use its direct deps alone).
 	! $(CARGO) tree -e normal -p vidforge-core --prefix none --prune vidforge-workspace-hack | grep -E '^(axum|hyper|tower|rmcp)'
 	@echo "vidforge-core depends on no axum, hyper, tower or rmcp"
+	# Nor on a database driver: those are vidforge-store's (core reaches them only through it, so
+	# only its direct dependencies are looked at).
+	! $(CARGO) tree -e normal -p vidforge-core --depth 1 --prefix none --prune vidforge-workspace-hack | grep -E '^(sled|postgres|tokio-postgres|deadpool-postgres|refinery) '
+	@echo "vidforge-core depends directly on no sled, postgres, tokio-postgres, deadpool-postgres or refinery"
 	# server.json (the MCP registry listing) against the registry's schema, at the crate's version.
 	./scripts/check-server-json.sh
 

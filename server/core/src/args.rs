@@ -1,5 +1,5 @@
-//! The domain's rules for render arguments: the defaults and bounds, [`RenderArgs::validate`]
-//! over the typed values, and the canonical hashes that bind idempotency keys and watermark
+//! The domain's rules for render arguments: the defaults and bounds, [`ValidateArgs`] over the
+//! typed values, and the canonical hashes that bind idempotency keys and watermark
 //! decisions to exact parameters.
 //!
 //! Parsing a client's JSON into [`RenderArgs`] is the front's job (`vidforge_mcp::inputs`);
@@ -22,11 +22,16 @@ pub const OPACITY: RangeInclusive<f64> = 0.0..=1.0;
 /// `idempotency_key` length bound (characters; at least one).
 pub const IDEMPOTENCY_KEY_MAX: usize = 128;
 
-impl RenderArgs {
+/// The domain's rules over [`RenderArgs`] (a record type of the store's: its rules are here).
+pub trait ValidateArgs {
     /// Checks the rules the types cannot carry (non-empty asset ids, the opacity range, the
     /// idempotency key's length). The service runs it on every creation, whoever built the
     /// value.
-    pub fn validate(&self) -> Result<(), ServiceError> {
+    fn validate(&self) -> Result<(), ServiceError>;
+}
+
+impl ValidateArgs for RenderArgs {
+    fn validate(&self) -> Result<(), ServiceError> {
         if self.source_asset.is_empty() {
             return Err(ServiceError::invalid(
                 "source_asset_uri",

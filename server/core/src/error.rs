@@ -292,7 +292,7 @@ impl ServiceError {
 
 impl From<StoreError> for ServiceError {
     fn from(e: StoreError) -> Self {
-        if let StoreError::Sled(sled::Error::Io(io)) = &e
+        if let Some(io) = e.io()
             && is_no_space(io)
         {
             return ServiceError::disk_full();

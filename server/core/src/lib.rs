@@ -2,10 +2,11 @@
 //! (its manifest has no axum, hyper, tower or rmcp), so the fronts above it can only reach it
 //! through these modules.
 //!
-//! Layers, bottom up: [`store`] (sled or PostgreSQL, the truth) → [`shared`] (the state every
-//! actor shares) → [`worker`] pool and [`maintenance`] (boot recovery, approval deadlines,
-//! sweeper), [`cluster`] (the shared queue) → [`service::RenderService`] (creation,
-//! idempotency, quota, approvals, cancel; starts the two before it). Beside them: [`config`]
+//! Layers, bottom up: [`store`] (sled or PostgreSQL, the truth; the crate vidforge-store) →
+//! [`shared`] (the state every actor shares) → [`worker`] pool and [`maintenance`] (boot
+//! recovery, approval deadlines, sweeper), [`cluster`] (the shared queue) →
+//! [`service::RenderService`] (creation, idempotency, quota, approvals, cancel; starts the two
+//! before it). Beside them: [`config`]
 //! (every setting), [`catalog`] (error codes and their wording), [`error`], [`engine`] (the
 //! render engine as the service sees it) and [`media_backend`] (it, on vidforge-media),
 //! [`media_store`] (where media lives: a directory, or a bucket through its seam),
@@ -14,15 +15,14 @@
 
 pub mod args;
 pub mod assets;
-pub mod catalog;
-pub mod clock;
+pub use vidforge_store::{catalog, clock};
 pub mod cluster;
 pub mod config;
 pub mod disk;
 pub mod engine;
 pub mod error;
 pub mod fair_queue;
-pub mod ids;
+pub use vidforge_store::ids;
 pub mod maintenance;
 pub mod malloc;
 pub mod media_backend;
@@ -31,9 +31,9 @@ pub mod priority;
 pub mod render_metrics;
 pub mod service;
 pub mod shared;
-pub mod side_runtime;
+pub use vidforge_store::side_runtime;
 pub mod store;
-mod sync;
+use vidforge_store::sync;
 pub mod telemetry;
 mod transitions;
 pub mod uri;

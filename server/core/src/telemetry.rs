@@ -28,8 +28,8 @@
 //!
 //! The series about a render record (`vidforge_approval_wait_seconds`,
 //! `vidforge_renders_finished_total`, the render duration, fps and stage series) are recorded
-//! by `render_metrics.rs`, which reads the records; this file knows no record type, so the
-//! store can record its flushes here.
+//! by `render_metrics.rs`, which reads the records; `vidforge_store_flush_seconds` by the store
+//! itself (`vidforge_store`).
 //!
 //! The unfinished-render gauges are set when `/metrics` is read, from the service's index.
 //! With a shared store every node reports the whole cluster's unfinished renders: aggregate
@@ -103,11 +103,6 @@ pub fn upload(created: bool, bytes: u64) {
     if created {
         counter!("vidforge_upload_bytes_total").increment(bytes);
     }
-}
-
-/// A store write was made durable (`backend`: `sled` or `postgres`).
-pub fn store_flush(backend: &'static str, took: Duration) {
-    histogram!("vidforge_store_flush_seconds", "backend" => backend).record(took.as_secs_f64());
 }
 
 /// An event of type `kind` was written to the webhook outbox.

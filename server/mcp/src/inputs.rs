@@ -15,7 +15,7 @@ use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-use vidforge_core::args::{DEFAULT_OPACITY, DEFAULT_POSITION};
+use vidforge_core::args::{DEFAULT_OPACITY, DEFAULT_POSITION, ValidateArgs};
 use vidforge_core::catalog::MAX_NOTE_CHARS;
 use vidforge_core::error::ServiceError;
 use vidforge_core::store::by_name::{self, Named};
@@ -116,7 +116,7 @@ fn explain<T: ToolInput>(m: &Misfit) -> ArgumentError {
 }
 
 /// `vidforge_render_video`'s arguments, parsed, defaults applied and checked against the
-/// domain's rules ([`RenderArgs::validate`]).
+/// domain's rules ([`ValidateArgs::validate`]).
 pub fn render_args(arguments: &Value) -> Result<RenderArgs, ServiceError> {
     let args = RenderArgs::from(parse::<RenderVideoInput>(arguments)?);
     args.validate()?;
@@ -134,7 +134,7 @@ pub struct RenderVideoInput {
     pub resolution: Resolution,
     #[serde(default, deserialize_with = "present")]
     pub watermark: Option<WatermarkInput>,
-    /// Length bounds: [`RenderArgs::validate`].
+    /// Length bounds: [`ValidateArgs::validate`].
     #[serde(default, deserialize_with = "present")]
     pub idempotency_key: Option<String>,
 }
@@ -161,7 +161,7 @@ pub struct WatermarkInput {
     pub image_asset_uri: AssetRef,
     #[serde(default = "default_position", deserialize_with = "named")]
     pub position: Position,
-    /// Range: [`RenderArgs::validate`] (`vidforge_core::args::OPACITY`).
+    /// Range: [`ValidateArgs::validate`] (`vidforge_core::args::OPACITY`).
     #[serde(default = "default_opacity")]
     pub opacity: f64,
 }

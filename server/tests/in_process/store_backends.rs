@@ -6,7 +6,7 @@
 //! PostgreSQL's binaries come from Debian's `postgresql` package (`scripts/install-deps.sh`);
 //! when they are missing the test fails rather than skipping.
 
-#[path = "../../core/tests/pg/mod.rs"]
+#[path = "../../store/tests/pg/mod.rs"]
 mod pg;
 
 use std::sync::Arc;

@@ -158,8 +158,9 @@ fn open_store(config: &Config) -> Result<Store, ServiceError> {
         return Ok(store);
     }
     let store = match Store::open(&config.db_dir()) {
-        Err(StoreError::Sled(sled::Error::Io(e)))
-            if crate::error::is_no_space(&e) && crate::disk::release_ballast(&config.data_dir) =>
+        Err(e)
+            if StoreError::io(&e).is_some_and(crate::error::is_no_space)
+                && crate::disk::release_ballast(&config.data_dir) =>
         {
             Store::open(&config.db_dir())?
         }

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::args::{canonical_args_hash, watermark_params_hash};
+use crate::args::{ValidateArgs, canonical_args_hash, watermark_params_hash};
 use crate::error::ServiceError;
 use crate::ids;
 use crate::shared::Shared;

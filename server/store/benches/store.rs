@@ -1,5 +1,5 @@
 //! Task-store operations per second and latency percentiles, the embedded sled store and
-//! PostgreSQL side by side in one run: `cargo bench -p vidforge-core --bench store`
+//! PostgreSQL side by side in one run: `cargo bench -p vidforge-store --bench store`
 //! (`-- --ops N`, default 2000; `-- --out FILE.json` also writes the numbers).
 //!
 //! - **create**: `insert_render` with an idempotency key, then `flush` (durable before the
@@ -18,7 +18,7 @@ mod pg;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use vidforge_core::store::*;
+use vidforge_store::*;
 
 struct Stats {
     op: &'static str,

@@ -1,17 +1,18 @@
 //! The cluster backend: PostgreSQL (`--store postgres://…`), shared by every node.
 //!
-//! The schema is in `server/core/migrations/` and applied at start-up by refinery
+//! The schema is in `server/store/migrations/` and applied at start-up by refinery
 //! ([`migrations`]; a database migrated by vidforge's own runner before, recorded in
 //! `vidforge_migrations`, is recognised). A render row keeps the whole record as JSON
 //! (`doc`, the sled store's value) beside the columns queries need; updates are optimistic
 //! (`version`), so the same closures that run under sled's compare-and-swap run here. Every
 //! commit is durable when it returns (`synchronous_commit` is PostgreSQL's default), so
-//! [`super::Store::flush`] has nothing to do.
+//! [`crate::Store::flush`] has nothing to do.
 //!
 //! The concepts, one file each: the connection pool and the runtime that drives it
 //! ([`pool`]), the schema ([`migrations`]), the records ([`records`]), the work queue's
-//! leases ([`queue`]), the change feed ([`feed`]) and the webhook outbox ([`outbox`]). While the server is down calls fail with
-//! [`StoreError::Unavailable`], which clients see as a temporary error.
+//! leases ([`queue`]), the change feed ([`feed`]) and the webhook outbox ([`outbox`]); the
+//! helper that runs one statement on a pool connection ([`statement`]). While the server is
+//! down calls fail with [`StoreError::Unavailable`], which clients see as a temporary error.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +23,7 @@ use postgres::Row;
 use postgres::types::Json;
 use serde::de::DeserializeOwned;
 
-use super::{
+use crate::{
     AssetRecord, Change, IdempotencyEntry, Inserted, NewKey, OutboxEvent, RenderRecord, StoreError,
     Updated,
 };
@@ -33,6 +34,7 @@ mod outbox;
 mod pool;
 mod queue;
 mod records;
+mod statement;
 
 pub use migrations::MIGRATIONS;
 
@@ -49,7 +51,7 @@ const UNFINISHED: &str = "('queued', 'rendering', 'previewing', 'awaiting_approv
 /// Handle to the PostgreSQL store (cheap to clone; the pool and its runtime end with the
 /// last clone).
 #[derive(Clone)]
-pub(super) struct PgStore {
+pub(crate) struct PgStore {
     pool: Pool,
     runtime: Arc<pool::StoreRuntime>,
     /// For the change feed's own connection.
@@ -71,7 +73,7 @@ pub struct Claim {
     pub id: String,
 }
 
-/// What [`super::Store::watch`] reports.
+/// What [`crate::Store::watch`] reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StoreEvent {
     /// This render's record changed (on any node).
@@ -83,7 +85,7 @@ pub enum StoreEvent {
 impl PgStore {
     /// Parses `url`, starts the pool and applies pending migrations. Fails when the server
     /// cannot be reached or the schema is newer than this build knows.
-    pub(super) fn connect(url: &str) -> Result<PgStore, StoreError> {
+    pub(crate) fn connect(url: &str) -> Result<PgStore, StoreError> {
         let mut config: tokio_postgres::Config = url
             .parse()
             .map_err(|e: tokio_postgres::Error| StoreError::Config(format!("{url}: {e}")))?;
@@ -105,7 +107,7 @@ impl PgStore {
     }
 
     /// The URL without its password.
-    pub(super) fn display(&self) -> &str {
+    pub(crate) fn display(&self) -> &str {
         &self.display
     }
 
@@ -120,13 +122,8 @@ impl PgStore {
     }
 }
 
-/// Every row of `sql` (`id, doc`) decoded; undecodable ones are logged and skipped.
-async fn docs<T: DeserializeOwned>(
-    c: &ClientWrapper,
-    sql: String,
-    what: &'static str,
-) -> Result<Vec<T>, StoreError> {
-    let rows = c.query(&sql, &[]).await.map_err(pg_error)?;
+/// Every row (`id, doc`) decoded; undecodable ones are logged and skipped.
+fn docs<T: DeserializeOwned>(rows: Vec<Row>, what: &'static str) -> Vec<T> {
     let mut out = Vec::with_capacity(rows.len());
     for row in rows {
         let id: String = row.get(0);
@@ -135,7 +132,7 @@ async fn docs<T: DeserializeOwned>(
             Err(e) => tracing::error!(error = %e, "skipping undecodable {what} record"),
         }
     }
-    Ok(out)
+    out
 }
 
 fn doc<T: DeserializeOwned>(key: &str, row: &Row, idx: usize) -> Result<T, StoreError> {

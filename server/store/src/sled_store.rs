@@ -11,7 +11,7 @@
 //! | `webhooks_done`  | event id (`msg_…`)      | [`OutboxEvent`] delivered or dropped (swept) |
 //!
 //! sled makes a write durable only at `flush` (it flushes in the background every 500 ms);
-//! callers flush ([`super::Store::flush`]) after every write a client may rely on.
+//! callers flush ([`crate::Store::flush`]) after every write a client may rely on.
 
 use std::path::Path;
 
@@ -22,15 +22,16 @@ use std::time::Duration;
 use sled::Transactional;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 
-use super::{
+use crate::update::{self, Versioned, decode, encode};
+use crate::{
     AssetRecord, Change, IdempotencyEntry, Inserted, NewKey, OutboxEvent, OutboxStatus,
-    RenderRecord, StoreError, Updated, all_in, decode, encode,
+    RenderRecord, StoreError, Updated, all_in,
 };
 
 /// Handle to the sled database (cheap to clone).
 #[derive(Clone, Debug)]
-pub(super) struct SledStore {
-    pub(super) db: sled::Db,
+pub(crate) struct SledStore {
+    pub(crate) db: sled::Db,
     renders: sled::Tree,
     idempotency: sled::Tree,
     assets: sled::Tree,
@@ -44,7 +45,7 @@ pub(super) struct SledStore {
 }
 
 impl SledStore {
-    pub(super) fn open(dir: &Path) -> Result<SledStore, StoreError> {
+    pub(crate) fn open(dir: &Path) -> Result<SledStore, StoreError> {
         let db = sled::Config::new().path(dir).open().map_err(|e| match e {
             sled::Error::Io(io) if io.to_string().contains("could not acquire lock") => {
                 StoreError::Locked {
@@ -66,26 +67,26 @@ impl SledStore {
         })
     }
 
-    pub(super) fn flush(&self) -> Result<(), StoreError> {
+    pub(crate) fn flush(&self) -> Result<(), StoreError> {
         self.db.flush()?;
         Ok(())
     }
 
-    pub(super) fn get_render(&self, id: &str) -> Result<Option<RenderRecord>, StoreError> {
+    pub(crate) fn get_render(&self, id: &str) -> Result<Option<RenderRecord>, StoreError> {
         self.renders
             .get(id.as_bytes())?
             .map(|v| decode(id, &v))
             .transpose()
     }
 
-    pub(super) fn put_render(&self, rec: &RenderRecord) -> Result<(), StoreError> {
+    pub(crate) fn put_render(&self, rec: &RenderRecord) -> Result<(), StoreError> {
         self.renders.insert(rec.id.as_bytes(), encode(rec)?)?;
         Ok(())
     }
 
     /// The record and its idempotency key in one sled transaction: the key is taken only if
     /// it is free or older than `key.stale_before`.
-    pub(super) fn insert_render(
+    pub(crate) fn insert_render(
         &self,
         rec: &RenderRecord,
         key: Option<&NewKey<'_>>,
@@ -119,7 +120,7 @@ impl SledStore {
         })
     }
 
-    pub(super) fn delete_render(&self, id: &str) -> Result<(), StoreError> {
+    pub(crate) fn delete_render(&self, id: &str) -> Result<(), StoreError> {
         self.renders.remove(id.as_bytes())?;
         Ok(())
     }
@@ -127,49 +128,16 @@ impl SledStore {
     /// Compare-and-swap of the record (retried, with `f` run again, on a concurrent change);
     /// when `emit` makes an event of the change, the record and the event are written in one
     /// transaction, under the same check.
-    pub(super) fn update_render<T, E>(
+    pub(crate) fn update_render<T, E>(
         &self,
         id: &str,
-        mut f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, E>,
+        f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, E>,
         emit: &dyn Fn(&RenderRecord, &RenderRecord) -> Option<OutboxEvent>,
     ) -> Result<Option<Updated<RenderRecord, T>>, E>
     where
         E: From<StoreError>,
     {
-        loop {
-            let Some(old) = self.renders.get(id.as_bytes()).map_err(StoreError::from)? else {
-                return Ok(None);
-            };
-            let before: RenderRecord = decode(id, &old)?;
-            let mut rec = before.clone();
-            match f(&mut rec)? {
-                Change::Keep(value) => {
-                    return Ok(Some(Updated {
-                        record: before,
-                        value,
-                        written: false,
-                    }));
-                }
-                Change::Write(value) => {
-                    let new = encode(&rec)?;
-                    let swapped = match emit(&before, &rec) {
-                        None => self
-                            .renders
-                            .compare_and_swap(id.as_bytes(), Some(&old), Some(new))
-                            .map_err(StoreError::from)?
-                            .is_ok(),
-                        Some(event) => self.swap_with_event(id, &old, &new, &event)?,
-                    };
-                    if swapped {
-                        return Ok(Some(Updated {
-                            record: rec,
-                            value,
-                            written: true,
-                        }));
-                    }
-                }
-            }
-        }
+        update::update(&Renders { store: self, emit }, id, f)
     }
 
     /// Replaces the record `id` (if it is still `old`) and adds `event` to the outbox, in one
@@ -196,13 +164,13 @@ impl SledStore {
         })
     }
 
-    pub(super) fn renders(&self) -> Result<Vec<RenderRecord>, StoreError> {
+    pub(crate) fn renders(&self) -> Result<Vec<RenderRecord>, StoreError> {
         all_in(&self.renders, "render")
     }
 
     /// The newest `limit` renders (of `principal`, or everyone's), newest first: render ids
     /// are ULIDs, so the tree's reverse order is newest first.
-    pub(super) fn recent_renders(
+    pub(crate) fn recent_renders(
         &self,
         principal: Option<&str>,
         limit: usize,
@@ -223,7 +191,7 @@ impl SledStore {
         Ok(out)
     }
 
-    pub(super) fn get_idempotency(
+    pub(crate) fn get_idempotency(
         &self,
         principal: &str,
         key: &str,
@@ -234,7 +202,7 @@ impl SledStore {
             .transpose()
     }
 
-    pub(super) fn put_idempotency(
+    pub(crate) fn put_idempotency(
         &self,
         principal: &str,
         key: &str,
@@ -245,7 +213,7 @@ impl SledStore {
         Ok(())
     }
 
-    pub(super) fn remove_idempotency_before(&self, cutoff_ms: u64) -> Result<usize, StoreError> {
+    pub(crate) fn remove_idempotency_before(&self, cutoff_ms: u64) -> Result<usize, StoreError> {
         let mut removed = 0;
         for item in self.idempotency.iter() {
             let (k, v) = item?;
@@ -261,32 +229,32 @@ impl SledStore {
         Ok(removed)
     }
 
-    pub(super) fn idempotency_len(&self) -> usize {
+    pub(crate) fn idempotency_len(&self) -> usize {
         self.idempotency.len()
     }
 
-    pub(super) fn get_asset(&self, id: &str) -> Result<Option<AssetRecord>, StoreError> {
+    pub(crate) fn get_asset(&self, id: &str) -> Result<Option<AssetRecord>, StoreError> {
         self.assets
             .get(id.as_bytes())?
             .map(|v| decode(id, &v))
             .transpose()
     }
 
-    pub(super) fn put_asset(&self, rec: &AssetRecord) -> Result<(), StoreError> {
+    pub(crate) fn put_asset(&self, rec: &AssetRecord) -> Result<(), StoreError> {
         self.assets.insert(rec.id.as_bytes(), encode(rec)?)?;
         Ok(())
     }
 
-    pub(super) fn delete_asset(&self, id: &str) -> Result<bool, StoreError> {
+    pub(crate) fn delete_asset(&self, id: &str) -> Result<bool, StoreError> {
         Ok(self.assets.remove(id.as_bytes())?.is_some())
     }
 
-    pub(super) fn assets(&self) -> Result<Vec<AssetRecord>, StoreError> {
+    pub(crate) fn assets(&self) -> Result<Vec<AssetRecord>, StoreError> {
         all_in(&self.assets, "asset")
     }
 
     /// One in-memory B-tree read (a principal without an entry is at epoch 0).
-    pub(super) fn session_epoch(&self, principal: &str) -> Result<u64, StoreError> {
+    pub(crate) fn session_epoch(&self, principal: &str) -> Result<u64, StoreError> {
         Ok(self
             .session_epochs
             .get(principal.as_bytes())?
@@ -294,7 +262,7 @@ impl SledStore {
     }
 
     /// Adds one atomically, then flushes: durable on return.
-    pub(super) fn bump_session_epoch(&self, principal: &str) -> Result<u64, StoreError> {
+    pub(crate) fn bump_session_epoch(&self, principal: &str) -> Result<u64, StoreError> {
         let new = self
             .session_epochs
             .update_and_fetch(principal.as_bytes(), |old| {
@@ -309,7 +277,7 @@ impl SledStore {
 
 impl SledStore {
     /// The secret `name`, or `fresh` stored (and flushed) now when there is none.
-    pub(super) fn server_secret(&self, name: &str, fresh: &[u8]) -> Result<Vec<u8>, StoreError> {
+    pub(crate) fn server_secret(&self, name: &str, fresh: &[u8]) -> Result<Vec<u8>, StoreError> {
         if let Some(v) = self.server_secrets.get(name.as_bytes())? {
             return Ok(v.to_vec());
         }
@@ -343,10 +311,10 @@ fn idem_key(principal: &str, key: &str) -> Vec<u8> {
     k
 }
 
-/// The webhook outbox ([`super::outbox`]): pending events in one tree, finished ones in
+/// The webhook outbox (`outbox.rs`): pending events in one tree, finished ones in
 /// another, so claims read only what may be due.
 impl SledStore {
-    pub(super) fn claim_webhooks(
+    pub(crate) fn claim_webhooks(
         &self,
         _node: &str,
         now: u64,
@@ -383,7 +351,7 @@ impl SledStore {
 
     /// Stores `event` as its attempt left it: still pending, or moved to the finished tree
     /// (one transaction), then flushed.
-    pub(super) fn finish_webhook_attempt(
+    pub(crate) fn finish_webhook_attempt(
         &self,
         _node: &str,
         event: &OutboxEvent,
@@ -413,7 +381,7 @@ impl SledStore {
     }
 
     /// Event ids are ULIDs: each tree's reverse order is newest first; the two are merged.
-    pub(super) fn recent_webhooks(
+    pub(crate) fn recent_webhooks(
         &self,
         principal: Option<&str>,
         limit: usize,
@@ -442,7 +410,7 @@ impl SledStore {
         Ok(out)
     }
 
-    pub(super) fn get_webhook(&self, id: &str) -> Result<Option<OutboxEvent>, StoreError> {
+    pub(crate) fn get_webhook(&self, id: &str) -> Result<Option<OutboxEvent>, StoreError> {
         for tree in [&self.webhooks_pending, &self.webhooks_done] {
             if let Some(v) = tree.get(id.as_bytes())? {
                 return decode(id, &v).map(Some);
@@ -451,7 +419,7 @@ impl SledStore {
         Ok(None)
     }
 
-    pub(super) fn remove_finished_webhooks_before(
+    pub(crate) fn remove_finished_webhooks_before(
         &self,
         cutoff_ms: u64,
     ) -> Result<usize, StoreError> {
@@ -468,5 +436,51 @@ impl SledStore {
             }
         }
         Ok(removed)
+    }
+}
+
+/// The `renders` tree as [`update::update`] sees it: compare-and-swap of the stored bytes,
+/// with the change's outbox event (if `emit` makes one) in the same transaction.
+struct Renders<'a> {
+    store: &'a SledStore,
+    emit: &'a dyn Fn(&RenderRecord, &RenderRecord) -> Option<OutboxEvent>,
+}
+
+impl Versioned for Renders<'_> {
+    type Record = RenderRecord;
+    type Version = sled::IVec;
+
+    fn read(&self, id: &str) -> Result<Option<(RenderRecord, sled::IVec)>, StoreError> {
+        let Some(old) = self.store.renders.get(id.as_bytes())? else {
+            return Ok(None);
+        };
+        Ok(Some((decode(id, &old)?, old)))
+    }
+
+    fn copy(
+        &self,
+        _: &str,
+        rec: &RenderRecord,
+        _: &sled::IVec,
+    ) -> Result<RenderRecord, StoreError> {
+        Ok(rec.clone())
+    }
+
+    fn write_if(
+        &self,
+        id: &str,
+        old: &sled::IVec,
+        before: &RenderRecord,
+        rec: &RenderRecord,
+    ) -> Result<bool, StoreError> {
+        let new = encode(rec)?;
+        match (self.emit)(before, rec) {
+            None => Ok(self
+                .store
+                .renders
+                .compare_and_swap(id.as_bytes(), Some(old), Some(new))?
+                .is_ok()),
+            Some(event) => self.store.swap_with_event(id, old, &new, &event),
+        }
     }
 }

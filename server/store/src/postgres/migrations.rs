@@ -1,4 +1,4 @@
-//! The schema: `server/core/migrations/*.sql`, applied at start-up by [`refinery`] (history
+//! The schema: `server/store/migrations/*.sql`, applied at start-up by [`refinery`] (history
 //! in `refinery_schema_history`), on a connection of its own holding an advisory lock, so
 //! nodes starting together apply each migration once.
 //!
@@ -18,30 +18,26 @@ use super::{StoreError, classify, pg_error};
 /// The schema, in order. Never edit an applied one (refinery checks its checksum): add the
 /// next.
 pub const MIGRATIONS: &[(i32, &str, &str)] = &[
-    (
-        1,
-        "tasks",
-        include_str!("../../../migrations/0001_tasks.sql"),
-    ),
+    (1, "tasks", include_str!("../../migrations/0001_tasks.sql")),
     (
         2,
         "recent_renders",
-        include_str!("../../../migrations/0002_recent_renders.sql"),
+        include_str!("../../migrations/0002_recent_renders.sql"),
     ),
     (
         3,
         "session_epochs",
-        include_str!("../../../migrations/0003_session_epochs.sql"),
+        include_str!("../../migrations/0003_session_epochs.sql"),
     ),
     (
         4,
         "server_secrets",
-        include_str!("../../../migrations/0004_server_secrets.sql"),
+        include_str!("../../migrations/0004_server_secrets.sql"),
     ),
     (
         5,
         "webhook_outbox",
-        include_str!("../../../migrations/0005_webhook_outbox.sql"),
+        include_str!("../../migrations/0005_webhook_outbox.sql"),
     ),
 ];
 

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use super::{Claim, DB_NOW_MS, PgStore, StoreError, pg_error};
+use super::statement::params;
+use super::{Claim, DB_NOW_MS, PgStore, StoreError};
 
 /// When the database (re)started, in Unix ms: a lease that ran out before it ran out while
 /// nobody could renew it.
@@ -19,7 +20,7 @@ impl PgStore {
     /// Takes the lease of the oldest render a worker may run (see [`RUNNABLE_RENDERS`]).
     /// `SKIP LOCKED` lets nodes claim side by side without waiting on each other's
     /// candidates. Lease times are the database's clock, so the nodes' clocks need not agree.
-    pub(in crate::store) fn claim(
+    pub(crate) fn claim(
         &self,
         node: &str,
         lease: Duration,
@@ -30,7 +31,7 @@ impl PgStore {
 
     /// Takes the lease of the oldest render awaiting approval that nobody renders
     /// speculatively (see [`SPECULATION_CANDIDATES`]), by the same lease rules.
-    pub(in crate::store) fn claim_speculative(
+    pub(crate) fn claim_speculative(
         &self,
         node: &str,
         lease: Duration,
@@ -48,15 +49,11 @@ impl PgStore {
         max_work: Option<u64>,
         which: &'static str,
     ) -> Result<Option<Claim>, StoreError> {
-        let node = node.to_string();
         let lease_ms = lease.as_millis() as i64;
         let max_work = max_work.map(|w| i64::try_from(w).unwrap_or(i64::MAX));
-        self.call(move |c| {
-            Box::pin(async move {
-                let row = c
-                    .query_opt(
-                        &format!(
-                            "UPDATE renders SET lease_owner = $1, lease_until = {DB_NOW_MS} + $2
+        let row = self.query_opt(
+            format!(
+                "UPDATE renders SET lease_owner = $1, lease_until = {DB_NOW_MS} + $2
                              WHERE id = (
                                  SELECT id FROM renders
                                  WHERE {which}
@@ -69,77 +66,50 @@ impl PgStore {
                                  FOR UPDATE SKIP LOCKED
                                  LIMIT 1)
                              RETURNING id"
-                        ),
-                        &[&node, &lease_ms, &max_work],
-                    )
-                    .await
-                    .map_err(pg_error)?;
-                Ok(row.map(|r| Claim { id: r.get(0) }))
-            })
-        })
+            ),
+            params![node.to_string(), lease_ms, max_work],
+        )?;
+        Ok(row.map(|r| Claim { id: r.get(0) }))
     }
 
     /// Extends this node's leases on `ids` by `lease` from now; returns the ids it still holds
     /// (a lease lost to another node is not renewed).
-    pub(in crate::store) fn renew(
+    pub(crate) fn renew(
         &self,
         node: &str,
         ids: Vec<String>,
         lease: Duration,
     ) -> Result<Vec<String>, StoreError> {
-        let node = node.to_string();
         let lease_ms = lease.as_millis() as i64;
-        self.call(move |c| {
-            Box::pin(async move {
-                let rows = c
-                    .query(
-                        &format!(
-                            "UPDATE renders SET lease_until = {DB_NOW_MS} + $2
+        let rows = self.query(
+            format!(
+                "UPDATE renders SET lease_until = {DB_NOW_MS} + $2
                              WHERE lease_owner = $1 AND id = ANY($3)
                              RETURNING id"
-                        ),
-                        &[&node, &lease_ms, &ids],
-                    )
-                    .await
-                    .map_err(pg_error)?;
-                Ok(rows.iter().map(|r| r.get(0)).collect())
-            })
-        })
+            ),
+            params![node.to_string(), lease_ms, ids],
+        )?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
     /// Gives up this node's lease on `id` (the render is finished, waits for a decision, or
     /// was handed back).
-    pub(in crate::store) fn release(&self, node: &str, id: &str) -> Result<(), StoreError> {
-        let (node, id) = (node.to_string(), id.to_string());
-        self.call(move |c| {
-            Box::pin(async move {
-                c.execute(
-                    "UPDATE renders SET lease_owner = NULL, lease_until = NULL
+    pub(crate) fn release(&self, node: &str, id: &str) -> Result<(), StoreError> {
+        self.execute(
+            "UPDATE renders SET lease_owner = NULL, lease_until = NULL
                      WHERE id = $1 AND lease_owner = $2",
-                    &[&id, &node],
-                )
-                .await
-                .map_err(pg_error)?;
-                Ok(())
-            })
-        })
+            params![id.to_string(), node.to_string()],
+        )?;
+        Ok(())
     }
 
     /// Gives up every lease `node` holds (at start-up: a node just started runs nothing, so
     /// what its previous life held may be taken over at once instead of after the lease).
-    pub(in crate::store) fn release_all(&self, node: &str) -> Result<usize, StoreError> {
-        let node = node.to_string();
-        self.call(move |c| {
-            Box::pin(async move {
-                let n = c
-                    .execute(
-                        "UPDATE renders SET lease_until = 0 WHERE lease_owner = $1",
-                        &[&node],
-                    )
-                    .await
-                    .map_err(pg_error)?;
-                Ok(n as usize)
-            })
-        })
+    pub(crate) fn release_all(&self, node: &str) -> Result<usize, StoreError> {
+        let n = self.execute(
+            "UPDATE renders SET lease_until = 0 WHERE lease_owner = $1",
+            params![node.to_string()],
+        )?;
+        Ok(n as usize)
     }
 }

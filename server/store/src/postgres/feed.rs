@@ -16,7 +16,7 @@ impl PgStore {
     /// Blocks, reporting every committed change of a render record until `stop` is set. Runs
     /// on a connection of its own (LISTEN holds it), re-opened after a failure with a
     /// [`StoreEvent::Resync`], since notifications sent meanwhile are lost.
-    pub(in crate::store) fn watch(&self, stop: &AtomicBool, mut on_event: impl FnMut(StoreEvent)) {
+    pub(crate) fn watch(&self, stop: &AtomicBool, mut on_event: impl FnMut(StoreEvent)) {
         const WAIT: Duration = Duration::from_millis(250);
         let mut client: Option<Client> = None;
         while !stop.load(Ordering::SeqCst) {

@@ -5,13 +5,14 @@
 //! attempt's result, and finishes the event as delivered or dropped.
 //!
 //! Plain data with serde, like `model.rs`; the rules (which transitions make events, the
-//! retry schedule, the endpoints) are `crate::webhook`'s.
+//! retry schedule, the endpoints) are `vidforge_core::webhook`'s.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Backend, RenderRecord, Store, StoreError};
+use crate::handle::Backend;
+use crate::{Change, RenderRecord, Store, StoreError, Updated};
 
 /// Prefix of every webhook event id (the `webhook-id` header: stable across retries, so a
 /// receiver can de-duplicate).
@@ -205,9 +206,9 @@ impl Store {
     pub fn update_render_emitting<T, E>(
         &self,
         id: &str,
-        f: impl FnMut(&mut RenderRecord) -> Result<super::Change<T>, E>,
+        f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, E>,
         emit: &dyn Fn(&RenderRecord, &RenderRecord) -> Option<OutboxEvent>,
-    ) -> Result<Option<super::Updated<RenderRecord, T>>, E>
+    ) -> Result<Option<Updated<RenderRecord, T>>, E>
     where
         E: From<StoreError>,
     {
@@ -218,7 +219,7 @@ impl Store {
                 let start = std::time::Instant::now();
                 let out = p.update_render(id, f, emit);
                 if matches!(&out, Ok(Some(u)) if u.written) {
-                    crate::telemetry::store_flush("postgres", start.elapsed());
+                    crate::metrics::store_flush("postgres", start.elapsed());
                 }
                 out
             }

@@ -1,78 +1,17 @@
-//! The domain model the store keeps: renders (arguments, state, progress, approval, outcome),
-//! idempotency entries and assets. Plain data with serde; persistence is [`super::Store`].
+//! Renders, the records the store keeps (arguments, state, progress, approval, outcome,
+//! speculation), and the idempotency entries that name them. Plain data with serde;
+//! persistence is [`crate::Store`].
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::by_name;
 use crate::catalog::ErrorCode;
 
 /// The engine's vocabulary: one type per concept across the crates. Stored (and named on the
-/// wire) by their canonical names (`mp4`, `720p`, `bottom_right`, ...), see [`by_name`].
+/// wire) by their canonical names (`mp4`, `720p`, `bottom_right`, ...), see [`crate::by_name`].
 pub use vidforge_media::{OutputFormat, Position, Resolution};
-
-/// Serde for the engine's name-carrying enums (the media and GPU crates know no serde): as their
-/// canonical name string, parsed back exactly. Records store these strings, so the on-disk JSON
-/// (and the argument hashes over it) never depend on Rust variant names.
-pub mod by_name {
-    use serde::{Deserialize, Deserializer, Serializer, de::Error};
-
-    /// An enum with canonical names.
-    pub trait Named: Sized + Copy + 'static {
-        const ALL: &'static [Self];
-        fn name(self) -> &'static str;
-        /// The type's own exact parser (`from_name`).
-        fn from_name(s: &str) -> Option<Self>;
-    }
-
-    impl Named for super::OutputFormat {
-        const ALL: &'static [Self] = &super::OutputFormat::ALL;
-        fn name(self) -> &'static str {
-            self.as_str()
-        }
-        fn from_name(s: &str) -> Option<Self> {
-            super::OutputFormat::from_name(s)
-        }
-    }
-
-    impl Named for super::Resolution {
-        const ALL: &'static [Self] = &super::Resolution::ALL;
-        fn name(self) -> &'static str {
-            self.as_str()
-        }
-        fn from_name(s: &str) -> Option<Self> {
-            super::Resolution::from_name(s)
-        }
-    }
-
-    impl Named for super::Position {
-        const ALL: &'static [Self] = &super::Position::ALL;
-        fn name(self) -> &'static str {
-            self.as_str()
-        }
-        fn from_name(s: &str) -> Option<Self> {
-            super::Position::parse(s)
-        }
-    }
-
-    /// The canonical names of `T`, in declaration order, joined by `sep` (`mp4, webm, mov`).
-    pub fn names<T: Named>(sep: &str) -> String {
-        let names: Vec<&str> = T::ALL.iter().map(|v| v.name()).collect();
-        names.join(sep)
-    }
-
-    pub fn serialize<T: Named, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(v.name())
-    }
-
-    pub fn deserialize<'de, T: Named, D: Deserializer<'de>>(d: D) -> Result<T, D::Error> {
-        let s = String::deserialize(d)?;
-        T::from_name(&s).ok_or_else(|| {
-            let names: Vec<&str> = T::ALL.iter().map(|v| v.name()).collect();
-            D::Error::custom(format!("unknown value `{s}`, expected one of {names:?}"))
-        })
-    }
-}
 
 /// Watermark arguments, defaults applied (`position` bottom_right, `opacity` 1.0).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -82,12 +21,12 @@ pub struct WatermarkArgs {
     /// Where the watermark sits; stored by its wire name (`bottom_right`, ...).
     #[serde(with = "by_name")]
     pub position: Position,
-    /// Within [`crate::args::OPACITY`].
+    /// Within `vidforge_core::args::OPACITY`.
     pub opacity: f64,
 }
 
 /// The typed arguments of one render (the MCP front parses them from `vidforge_render_video`'s
-/// arguments; [`RenderArgs::validate`] holds the domain's rules).
+/// arguments; `vidforge_core::args::ValidateArgs` holds the domain's rules).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RenderArgs {
     /// Asset id (`a_…`) of the source video.
@@ -249,7 +188,7 @@ pub struct Decision {
     pub note: Option<String>,
     /// Unix ms.
     pub decided_at: u64,
-    /// [`crate::args::watermark_params_hash`] of the watermark that was previewed.
+    /// `vidforge_core::args::watermark_params_hash` of the watermark that was previewed.
     pub params_hash: String,
 }
 
@@ -268,7 +207,7 @@ pub struct Approval {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Outcome {
     Success {
-        /// Absolute path, or the media path in the bucket (see [`AssetRecord::path`]).
+        /// Absolute path, or the media path in the bucket (see [`crate::AssetRecord::path`]).
         video_path: PathBuf,
         /// `final.<ext>`.
         video_file_name: String,
@@ -360,7 +299,7 @@ pub struct RenderRecord {
     #[serde(default)]
     pub estimated_pixel_frames: u64,
     /// The full render made while the person decides (`speculative = auto`): never shown to
-    /// a client; approval makes it the result (see `crate::speculation`).
+    /// a client; approval makes it the result (see `vidforge_core::speculation`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speculation: Option<Speculation>,
     /// The source's HDR transfer (`pq`, `hlg`) when it has one: the render tone-maps it to
@@ -376,7 +315,7 @@ pub struct RenderRecord {
 /// A render made ahead of its approval, with exactly the previewed watermark.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Speculation {
-    /// [`crate::args::watermark_params_hash`] of the watermark it renders.
+    /// `vidforge_core::args::watermark_params_hash` of the watermark it renders.
     pub params_hash: String,
     /// Unix ms when this attempt started.
     pub started_at: u64,
@@ -462,87 +401,4 @@ pub struct IdempotencyEntry {
     pub args_hash: String,
     /// Unix ms.
     pub created_at: u64,
-}
-
-/// What an asset is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AssetKind {
-    Video,
-    Image,
-}
-
-impl AssetKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AssetKind::Video => "video",
-            AssetKind::Image => "image",
-        }
-    }
-}
-
-/// What probing found in an asset.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct AssetProbe {
-    pub width: Option<u32>,
-    pub height: Option<u32>,
-    pub duration_seconds: Option<f64>,
-    pub video_codec: Option<String>,
-    pub audio_codec: Option<String>,
-    /// Container / image format name (`mov,mp4,m4a,3gp,3g2,mj2`, `png`).
-    pub format: Option<String>,
-    /// Average video frame rate (frames per second); `None` for images and for assets
-    /// probed before it was recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fps: Option<f64>,
-    /// The colour a video declares (`None` for images and for assets probed before it was
-    /// recorded).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub color: Option<AssetColor>,
-}
-
-/// The colour a video asset declares: its tags, and whether they make it HDR, with the HDR
-/// metadata that came with it. Names as FFmpeg gives them (`bt2020`, `smpte2084`, ...).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct AssetColor {
-    pub primaries: String,
-    pub transfer: String,
-    pub matrix: String,
-    /// `tv` (limited), `pc` (full) or `unknown`.
-    pub range: String,
-    /// `sdr`, `hlg` or `pq`.
-    pub dynamic_range: String,
-    /// The mastering display's peak and black, in nits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mastering_max_nits: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mastering_min_nits: Option<f64>,
-    /// The content light level: brightest pixel, brightest frame average, in nits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_cll: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_fall: Option<u32>,
-    /// The Dolby Vision profile, when a configuration record is present.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dolby_vision_profile: Option<u8>,
-}
-
-/// An uploaded asset, owned by one principal.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct AssetRecord {
-    /// `a_` + 26 chars.
-    pub id: String,
-    /// `vidforge://assets/<id>`.
-    pub uri: String,
-    pub principal: String,
-    pub kind: AssetKind,
-    /// The uploader's file name, sanitised.
-    pub file_name: String,
-    /// The stored file: an absolute path, or (media in a bucket) the media path relative to
-    /// the bucket's prefix, `assets/<id>/<name>` (`media_store`).
-    pub path: PathBuf,
-    pub size_bytes: u64,
-    /// Unix ms.
-    pub created_at: u64,
-    pub probe: AssetProbe,
 }

@@ -1,81 +1,14 @@
-//! The durable store: the truth about every render; the worker pool and every read path
-//! derive their state from it. Two backends behind one [`Store`]:
-//!
-//! - **sled** (`sled_store.rs`, the default): one embedded database in the data dir, for one
-//!   node. An MCP extension (see `vidforge_mcp::extension`) may open trees of its own in it
-//!   ([`Store::open_tree`]) and keep JSON records there with [`update_in`] and [`all_in`].
-//! - **PostgreSQL** (`postgres.rs`, `--store postgres://…`): shared by every node of a
-//!   cluster, with the work queue's leases ([`Store::claim`]) and a change feed
-//!   ([`Store::watch`]) on top.
-//!
-//! The record types are in `model.rs` (re-exported here). Both backends keep the same JSON.
-//!
-//! sled makes a write durable only at `flush` (it flushes in the background every 500 ms);
-//! PostgreSQL at every commit. Callers flush ([`Store::flush`]) after every write a client may
-//! rely on, before answering. Progress updates are the exception: losing the last few is
-//! harmless.
+//! [`Store`], the handle every caller holds: one backend (sled or PostgreSQL) behind it, and
+//! the records, idempotency keys, assets, session epochs, secrets and (PostgreSQL) the shared
+//! work queue through it. The webhook outbox's methods are in `outbox.rs`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
-/// Calls the same method on whichever backend this is.
-macro_rules! each {
-    ($self:ident, $s:ident => $e:expr) => {
-        match &$self.backend {
-            Backend::Sled($s) => $e,
-            Backend::Postgres($s) => $e,
-        }
-    };
-}
-
-mod model;
-mod outbox;
-mod postgres;
-mod sled_store;
-
-pub use model::*;
-pub use outbox::*;
-use postgres::PgStore;
-pub use postgres::{Claim, MIGRATIONS, StoreEvent};
-use sled_store::SledStore;
-
-/// Store faults.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error(
-        "the database at {} is locked by another process (is `vidforge serve` running with this \
-         data dir? stop it, or use `vidforge assets add --server URL`)",
-        path.display()
-    )]
-    Locked { path: PathBuf },
-    #[error("database error: {0}")]
-    Sled(#[from] sled::Error),
-    #[error("corrupt record {key}: {source}")]
-    Decode {
-        key: String,
-        source: serde_json::Error,
-    },
-    #[error("cannot encode record: {0}")]
-    Encode(serde_json::Error),
-    /// The database cannot be reached (PostgreSQL down or restarting): temporary.
-    #[error("the task store is unavailable: {0}")]
-    Unavailable(String),
-    /// PostgreSQL refused a statement.
-    #[error("database error: {0}")]
-    Postgres(String),
-    /// A bad `--store` URL, or a schema this build cannot use.
-    #[error("task store: {0}")]
-    Config(String),
-    /// What only one of the backends has (an extension's own trees: sled; the shared work
-    /// queue: PostgreSQL).
-    #[error("{0} is not available with this store backend")]
-    Unsupported(&'static str),
-    #[error("cannot start the store's threads: {0}")]
-    Io(#[from] std::io::Error),
-}
+use crate::postgres::{Claim, PgStore, StoreEvent};
+use crate::sled_store::SledStore;
+use crate::{AssetRecord, Change, IdempotencyEntry, RenderRecord, StoreError, Updated};
 
 /// An idempotency key taken together with a new render ([`Store::insert_render`]).
 pub struct NewKey<'a> {
@@ -95,31 +28,14 @@ pub enum Inserted {
     KeyTaken(IdempotencyEntry),
 }
 
-/// What an update closure decided.
-pub enum Change<T> {
-    /// Store the modified record.
-    Write(T),
-    /// Leave the stored record as it was (modifications are discarded).
-    Keep(T),
-}
-
-/// The result of [`Store::update_render`] and [`update_in`].
-pub struct Updated<R, T> {
-    /// The record as stored after the update.
-    pub record: R,
-    pub value: T,
-    /// Whether a write happened.
-    pub written: bool,
-}
-
 /// Handle to the store (cheap to clone).
 #[derive(Clone, Debug)]
 pub struct Store {
-    backend: Backend,
+    pub(crate) backend: Backend,
 }
 
 #[derive(Clone, Debug)]
-enum Backend {
+pub(crate) enum Backend {
     Sled(SledStore),
     Postgres(PgStore),
 }
@@ -172,7 +88,7 @@ impl Store {
             Backend::Sled(s) => {
                 let start = std::time::Instant::now();
                 s.flush()?;
-                crate::telemetry::store_flush("sled", start.elapsed());
+                crate::metrics::store_flush("sled", start.elapsed());
                 Ok(())
             }
             Backend::Postgres(_) => Ok(()),
@@ -393,159 +309,5 @@ impl Store {
     ) -> Result<(), StoreError> {
         self.shared_store()?.watch(stop, on_event);
         Ok(())
-    }
-}
-
-/// Compare-and-swap update of one JSON record in `tree` (see [`Store::update_render`]); for
-/// any tree of JSON records keyed by id, an extension's own included. Not flushed.
-pub fn update_in<R, T, E>(
-    tree: &sled::Tree,
-    id: &str,
-    mut f: impl FnMut(&mut R) -> Result<Change<T>, E>,
-) -> Result<Option<Updated<R, T>>, E>
-where
-    R: Serialize + for<'de> Deserialize<'de>,
-    E: From<StoreError>,
-{
-    loop {
-        let Some(old) = tree.get(id.as_bytes()).map_err(StoreError::from)? else {
-            return Ok(None);
-        };
-        let mut rec: R = decode(id, &old)?;
-        match f(&mut rec)? {
-            Change::Keep(value) => {
-                let record = decode(id, &old)?;
-                return Ok(Some(Updated {
-                    record,
-                    value,
-                    written: false,
-                }));
-            }
-            Change::Write(value) => {
-                let new = encode(&rec)?;
-                let swapped = tree
-                    .compare_and_swap(id.as_bytes(), Some(&old), Some(new))
-                    .map_err(StoreError::from)?;
-                if swapped.is_ok() {
-                    return Ok(Some(Updated {
-                        record: rec,
-                        value,
-                        written: true,
-                    }));
-                }
-            }
-        }
-    }
-}
-
-/// Every record of `tree`; decode errors are logged and skipped so one bad record cannot stop
-/// the service. `what` names the kind of record in that log line.
-pub fn all_in<R: for<'de> Deserialize<'de>>(
-    tree: &sled::Tree,
-    what: &str,
-) -> Result<Vec<R>, StoreError> {
-    let mut out = Vec::new();
-    for item in tree.iter() {
-        let (k, v) = item?;
-        let key = String::from_utf8_lossy(&k).into_owned();
-        match decode::<R>(&key, &v) {
-            Ok(r) => out.push(r),
-            Err(e) => tracing::error!(error = %e, "skipping undecodable {what} record"),
-        }
-    }
-    Ok(out)
-}
-
-fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, StoreError> {
-    serde_json::to_vec(v).map_err(StoreError::Encode)
-}
-
-fn decode<T: for<'de> Deserialize<'de>>(key: &str, v: &[u8]) -> Result<T, StoreError> {
-    serde_json::from_slice(v).map_err(|e| StoreError::Decode {
-        key: key.to_string(),
-        source: e,
-    })
-}
-
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use crate::catalog::ErrorCode;
-
-    /// A terminal (rejected) 4k render of `alice`, for tests of code that reads records.
-    pub(crate) fn sample(id: &str) -> RenderRecord {
-        RenderRecord {
-            id: id.into(),
-            principal: "alice".into(),
-            args: RenderArgs {
-                source_asset: "a_X".into(),
-                output_format: OutputFormat::Webm,
-                resolution: Resolution::P4k,
-                watermark: Some(WatermarkArgs {
-                    image_asset: "a_Y".into(),
-                    position: crate::store::Position::Center,
-                    opacity: 0.6,
-                }),
-                idempotency_key: Some("k1".into()),
-            },
-            original_arguments: serde_json::json!({"source_asset_uri": "vidforge://assets/a_X", "idempotency_key": "k1"}),
-            state: RenderState::Failed,
-            progress: Some(ProgressSnapshot::new(ProgressStage::Rendering, 5, Some(10))),
-            created_at: 1,
-            updated_at: 2,
-            approval: None,
-            preview_path: None,
-            preview_size: None,
-            outcome: Some(Outcome::Error {
-                code: ErrorCode::WatermarkRejected,
-                message: "m".into(),
-                reason: Some("r".into()),
-                field: Some("watermark".into()),
-                retry_after_ms: None,
-                temporary: None,
-            }),
-            cancel_requested: false,
-            finished_at: Some(3),
-            result_deleted: false,
-            attempts: 1,
-            crashes: 0,
-            estimated_pixel_frames: 0,
-            speculation: None,
-            source_hdr: None,
-            keep_hdr: false,
-        }
-    }
-
-    #[test]
-    fn records_survive_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let rec = sample("task_1");
-        {
-            let s = Store::open(dir.path()).unwrap();
-            s.put_render(&rec).unwrap();
-            s.flush().unwrap();
-        }
-        let s = Store::open(dir.path()).unwrap();
-        assert_eq!(s.get_render("task_1").unwrap(), Some(rec.clone()));
-        let json = serde_json::to_value(&rec).unwrap();
-        assert_eq!(json["state"], "failed");
-        assert_eq!(json["args"]["resolution"], "4k");
-        assert_eq!(json["outcome"]["code"], "watermark_rejected");
-        assert_eq!(
-            rec.repair_arguments(),
-            serde_json::json!({"source_asset_uri": "vidforge://assets/a_X"})
-        );
-    }
-
-    #[test]
-    fn second_open_reports_lock() {
-        let dir = tempfile::tempdir().unwrap();
-        let _s = Store::open(dir.path()).unwrap();
-        // sled allows re-opening inside one process via a shared lock file, so spawn the check
-        // through the lock semantics: a second sled::open in-process fails to lock too.
-        match Store::open(dir.path()) {
-            Err(StoreError::Locked { .. }) => {}
-            other => panic!("expected Locked, got {other:?}"),
-        }
     }
 }

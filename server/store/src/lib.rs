@@ -1,0 +1,61 @@
+//! The durable store: the truth about every render; the worker pool and every read path
+//! derive their state from it. Two backends behind one [`Store`]:
+//!
+//! - **sled** (`sled_store.rs`, the default): one embedded database in the data dir, for one
+//!   node. An MCP extension (see `vidforge_mcp::extension`) may open trees of its own in it
+//!   ([`Store::open_tree`]) and keep JSON records there with [`update_in`] and [`all_in`].
+//! - **PostgreSQL** (`postgres.rs`, `--store postgres://…`): shared by every node of a
+//!   cluster, with the work queue's leases ([`Store::claim`]) and a change feed
+//!   ([`Store::watch`]) on top.
+//!
+//! The record types are in `render.rs`, `asset.rs` and `outbox.rs` (re-exported here). Both
+//! backends keep the same JSON; a record update is one read-modify-write loop (`update.rs`)
+//! over each backend's conditional write.
+//!
+//! sled makes a write durable only at `flush` (it flushes in the background every 500 ms);
+//! PostgreSQL at every commit. Callers flush ([`Store::flush`]) after every write a client may
+//! rely on, before answering. Progress updates are the exception: losing the last few is
+//! harmless.
+//!
+//! Beside the store, the leaf modules its records and backends need, which the domain
+//! (`vidforge-core`) re-exports under the same names: [`catalog`] (error codes and their
+//! wording, the default lifetimes), [`clock`], [`ids`], [`side_runtime`] and [`sync`].
+
+/// Calls the same method on whichever backend this is.
+macro_rules! each {
+    ($self:ident, $s:ident => $e:expr) => {
+        match &$self.backend {
+            Backend::Sled($s) => $e,
+            Backend::Postgres($s) => $e,
+        }
+    };
+}
+
+pub mod catalog;
+pub mod clock;
+pub mod ids;
+pub mod side_runtime;
+pub mod sync;
+
+mod asset;
+pub mod by_name;
+mod error;
+pub mod fixtures;
+mod handle;
+mod metrics;
+mod outbox;
+mod postgres;
+mod render;
+mod sled_store;
+mod update;
+
+#[cfg(test)]
+mod tests;
+
+pub use crate::postgres::{Claim, MIGRATIONS, StoreEvent};
+pub use asset::*;
+pub use error::StoreError;
+pub use handle::{Inserted, NewKey, Store};
+pub use outbox::*;
+pub use render::*;
+pub use update::{Change, Updated, all_in, update_in};
