@@ -3,11 +3,13 @@
 //! retried with backoff by the client; a small tokio runtime of the bucket's own drives them,
 //! so callers block (worker threads, or `spawn_blocking` on a server runtime).
 //!
-//! `bucket.rs`: the client, reads, listings, presigned links; `multipart.rs`: uploads with
-//! bounded memory and the markers that let a killed node's uploads be aborted;
-//! `aws_profile.rs`: credentials and region from the shared AWS files.
+//! `bucket.rs`: the client, its keys and runtime; `backend.rs`: the seam's calls (reads,
+//! listings, presigned links); `multipart.rs`: uploads with bounded memory and the markers
+//! that let a killed node's uploads be aborted; `aws_profile.rs`: credentials and region from
+//! the shared AWS files. Imports go one way: `backend` → `multipart` → `bucket`.
 
 mod aws_profile;
+mod backend;
 mod bucket;
 mod multipart;
 
