@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde::Serialize;
 use serde_json::{Value, json};
-use vidforge_media::fixtures::{self, ClipSpec};
+use vidforge_media::synthetic::{self, ClipSpec};
 
 use crate::load::{ServerChild, call};
 use crate::measure::median;
@@ -72,7 +72,7 @@ struct Waits {
 }
 
 pub fn run(args: HumanWaitArgs<'_>) -> anyhow::Result<()> {
-    if !fixtures::ffmpeg_available() {
+    if !synthetic::ffmpeg_available() {
         bail!("vidforge bench --human-wait needs the ffmpeg CLI on PATH (it makes the source)");
     }
     let started = Instant::now();
@@ -80,7 +80,7 @@ pub fn run(args: HumanWaitArgs<'_>) -> anyhow::Result<()> {
         .with_context(|| format!("creating {}", args.out.display()))?;
     let work = tempfile::tempdir().context("creating a temporary directory")?;
     let (w, h, secs) = SOURCE;
-    let clip = fixtures::clip(
+    let clip = synthetic::clip(
         work.path(),
         &ClipSpec {
             fps: 25,
@@ -89,7 +89,7 @@ pub fn run(args: HumanWaitArgs<'_>) -> anyhow::Result<()> {
         },
     )
     .context("generating the source clip")?;
-    let logo = fixtures::watermark_png(work.path(), 400, 200, [255, 255, 255, 200])?;
+    let logo = synthetic::watermark_png(work.path(), 400, 200, [255, 255, 255, 200])?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
