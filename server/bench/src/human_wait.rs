@@ -71,6 +71,8 @@ struct Waits {
     ready_at_approval: bool,
 }
 
+/// `--human-wait`: the source made, both servers started, every run measured, the report
+/// written.
 pub fn run(args: HumanWaitArgs<'_>) -> anyhow::Result<()> {
     if !synthetic::ffmpeg_available() {
         bail!("vidforge bench --human-wait needs the ffmpeg CLI on PATH (it makes the source)");
@@ -94,9 +96,8 @@ pub fn run(args: HumanWaitArgs<'_>) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let modes = ["auto", "off"];
     let mut servers = Vec::new();
-    for mode in modes {
+    for mode in MODES {
         let dir = work.path().join(mode);
         servers.push(ServerChild::start(
             &dir,
@@ -104,50 +105,7 @@ pub fn run(args: HumanWaitArgs<'_>) -> anyhow::Result<()> {
             &["--speculative", mode],
         )?);
     }
-    let rows = runtime.block_on(async {
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(60))
-            .build()?;
-        let mut assets = Vec::new();
-        for server in &servers {
-            server.ready(&client).await?;
-            assets.push((
-                server.upload(&client, &clip).await?,
-                server.upload(&client, &logo).await?,
-            ));
-        }
-        let mut rows = Vec::new();
-        for res in args.resolutions {
-            let mut waits: Vec<Vec<Waits>> = modes.iter().map(|_| Vec::new()).collect();
-            for run in 0..args.runs {
-                // Modes take turns, so machine noise hits both alike.
-                let order: Vec<usize> = if run % 2 == 0 { vec![0, 1] } else { vec![1, 0] };
-                for m in order {
-                    let (clip, logo) = &assets[m];
-                    let one = one_run(&client, &servers[m].base, clip, logo, res, args.think)
-                        .await
-                        .with_context(|| format!("{res}, speculative {}", modes[m]))?;
-                    eprintln!(
-                        "{res} speculative={:<4} run {}: preview {:.0} ms, result {:.0} ms after approval{}",
-                        modes[m],
-                        run + 1,
-                        ms(one.preview),
-                        ms(one.result),
-                        if one.ready_at_approval {
-                            " (ready at approval)"
-                        } else {
-                            ""
-                        }
-                    );
-                    waits[m].push(one);
-                }
-            }
-            for (m, mode) in modes.iter().enumerate() {
-                rows.push(row(res, mode, &waits[m]));
-            }
-        }
-        anyhow::Ok(rows)
-    });
+    let rows = runtime.block_on(measure(&args, &servers, &clip, &logo));
     for server in &mut servers {
         server.stop();
     }
@@ -164,16 +122,76 @@ pub fn run(args: HumanWaitArgs<'_>) -> anyhow::Result<()> {
         rows: rows?,
         total_s: started.elapsed().as_secs_f64(),
     };
+    write_report(args.out, &report)
+}
+
+/// The `--speculative` modes compared, in the order of `servers`.
+const MODES: [&str; 2] = ["auto", "off"];
+
+/// Every run at every resolution on both servers (one per mode of [`MODES`]): a row per
+/// resolution and mode.
+async fn measure(
+    args: &HumanWaitArgs<'_>,
+    servers: &[ServerChild],
+    clip: &Path,
+    logo: &Path,
+) -> anyhow::Result<Vec<Row>> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()?;
+    let mut assets = Vec::new();
+    for server in servers {
+        server.ready(&client).await?;
+        assets.push((
+            server.upload(&client, clip).await?,
+            server.upload(&client, logo).await?,
+        ));
+    }
+    let mut rows = Vec::new();
+    for res in args.resolutions {
+        let mut waits: Vec<Vec<Waits>> = MODES.iter().map(|_| Vec::new()).collect();
+        for run in 0..args.runs {
+            // Modes take turns, so machine noise hits both alike.
+            let order: Vec<usize> = if run % 2 == 0 { vec![0, 1] } else { vec![1, 0] };
+            for m in order {
+                let (clip, logo) = &assets[m];
+                let one = one_run(&client, &servers[m].base, clip, logo, res, args.think)
+                    .await
+                    .with_context(|| format!("{res}, speculative {}", MODES[m]))?;
+                eprintln!(
+                    "{res} speculative={:<4} run {}: preview {:.0} ms, result {:.0} ms after approval{}",
+                    MODES[m],
+                    run + 1,
+                    ms(one.preview),
+                    ms(one.result),
+                    if one.ready_at_approval {
+                        " (ready at approval)"
+                    } else {
+                        ""
+                    }
+                );
+                waits[m].push(one);
+            }
+        }
+        for (m, mode) in MODES.iter().enumerate() {
+            rows.push(row(res, mode, &waits[m]));
+        }
+    }
+    Ok(rows)
+}
+
+/// Writes `human-wait.json` and `human-wait.md` into `out` and prints the table.
+fn write_report(out: &Path, report: &HumanWaitReport) -> anyhow::Result<()> {
     std::fs::write(
-        args.out.join("human-wait.json"),
-        serde_json::to_string_pretty(&report)?,
+        out.join("human-wait.json"),
+        serde_json::to_string_pretty(report)?,
     )?;
-    let md = markdown(&report);
-    std::fs::write(args.out.join("human-wait.md"), &md)?;
+    let md = markdown(report);
+    std::fs::write(out.join("human-wait.md"), &md)?;
     println!("{md}");
     println!(
         "wrote {}/human-wait.json and human-wait.md in {:.0} s",
-        args.out.display(),
+        out.display(),
         report.total_s
     );
     Ok(())
