@@ -56,7 +56,7 @@ pub use hardware::{
 };
 pub use probe::{AudioStreamInfo, ProbeInfo, VideoStreamInfo, probe, probe_within};
 pub use source::hdr::{ContentLight, DolbyVision, DynamicRange, MasteringDisplay, SourceColor};
-pub use source::{MAX_DIMENSION, SourceLimits};
+pub use source::{MAX_DIMENSION, OverLimits, SourceLimits};
 pub use tempout::{sync_dir, sync_parent_dirs};
 pub use types::{
     BackendChoice, EncoderSettings, HdrPolicy, OutputFormat, Progress, RenderJob, RenderReport,

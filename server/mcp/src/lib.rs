@@ -44,7 +44,9 @@ pub mod tools;
 pub mod wire;
 mod wire_layer;
 
-pub use extension::{ExtensionHost, ExtensionSpec, Extensions, McpExtension};
+pub use extension::{
+    ExtensionHost, ExtensionSpec, Extensions, McpExtension, MountError, MountFailure,
+};
 pub use request::{McpShared, VidforgeMcp, from_json};
 pub use vidforge_http::auth::Principal;
 pub use wire_layer::{MAX_MCP_BODY_BYTES, RequestedTaskIds};

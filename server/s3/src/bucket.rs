@@ -30,6 +30,20 @@ pub struct Options {
     pub node: String,
 }
 
+/// Why a [`Bucket`] could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The client refused its settings.
+    #[error("s3://{bucket}: {source}")]
+    Client {
+        bucket: String,
+        source: object_store::Error,
+    },
+    /// The bucket's runtime could not start.
+    #[error("media runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
 /// One bucket and prefix.
 pub struct Bucket {
     pub(crate) s3: Arc<AmazonS3>,
@@ -43,7 +57,7 @@ pub struct Bucket {
 impl Bucket {
     /// The client, with credentials and region from the `AWS_*` variables first, then the
     /// shared files (`aws_profile.rs`). Nothing is contacted yet.
-    pub fn connect(o: &Options) -> Result<Bucket, String> {
+    pub fn connect(o: &Options) -> Result<Bucket, ConnectError> {
         let mut builder = AmazonS3Builder::from_env().with_bucket_name(&o.bucket);
         builder = crate::aws_profile::fill_from_files(builder);
         if let Some(endpoint) = &o.endpoint {
@@ -71,9 +85,12 @@ impl Bucket {
                 retry_timeout: timeout,
             })
             .build()
-            .map_err(|e| format!("s3://{}: {e}", o.bucket))?;
-        let runtime = SideRuntime::new(RUNTIME_THREADS, "vidforge-s3")
-            .map_err(|e| format!("media runtime: {e}"))?;
+            .map_err(|source| ConnectError::Client {
+                bucket: o.bucket.clone(),
+                source,
+            })?;
+        let runtime =
+            SideRuntime::new(RUNTIME_THREADS, "vidforge-s3").map_err(ConnectError::Runtime)?;
         tracing::info!(bucket = %o.bucket, prefix = %o.prefix, %endpoint, %region, "media in an S3-compatible bucket");
         Ok(Bucket {
             s3: Arc::new(s3),

@@ -15,12 +15,12 @@ mod multipart;
 
 use std::sync::Arc;
 
-pub use bucket::Bucket;
+pub use bucket::{Bucket, ConnectError};
 use vidforge_core::config::{Config, MediaStoreSetting};
 use vidforge_core::media_store::ObjectBackend;
 
 /// The backend `config.media_store` needs: a [`Bucket`] for `s3://…`, none for a directory.
-pub fn backend_for(config: &Config) -> Result<Option<Arc<dyn ObjectBackend>>, String> {
+pub fn backend_for(config: &Config) -> Result<Option<Arc<dyn ObjectBackend>>, ConnectError> {
     match &config.media_store {
         MediaStoreSetting::S3 { bucket, prefix } => {
             let b = Bucket::connect(&bucket::Options {

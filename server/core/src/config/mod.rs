@@ -78,7 +78,8 @@ mod validate;
 mod webhooks;
 
 pub use parse::{
-    ConfigError, parse_bytes, parse_duration, parse_encoder, parse_hwdecode, parse_net,
+    ConfigError, UnknownChoice, parse_bytes, parse_duration, parse_encoder, parse_hwdecode,
+    parse_net,
 };
 pub use reference::reference_table;
 pub use settings::{
