@@ -9,8 +9,8 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use vidforge_fixtures as fixtures;
 use vidforge_gpu::{AdapterPreference, GpuContext, blend_watermark};
-use vidforge_media::fixtures;
 use vidforge_media::{Compositor, CpuCompositor, Resolution, WgpuCompositor};
 
 fn source(dir: &Path, w: u32, h: u32) -> Vec<vidforge_media::ffmpeg::frame::Video> {

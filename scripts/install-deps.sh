@@ -14,7 +14,7 @@ PACKAGES=(
   # strace: the durability test checks the fsync / rename order of uploads and results.
   strace
   # mkvmerge: the HDR test clips carry their mastering metadata in Matroska (ffmpeg 5.1's CLI
-  # cannot write it; media/src/fixtures.rs `hdr_clip`).
+  # cannot write it; media/fixtures/src/hdr.rs `hdr_clip`).
   mkvtoolnix
   # Cluster mode and its tests (scripts/cluster.sh, `make cluster`): PostgreSQL 15, the shared
   # store of the nodes, and nginx, the gateway in front of them. The script runs private

@@ -16,6 +16,7 @@ use rmcp::model::{
 };
 use serde_json::{Value, json};
 use vidforge_core::ServiceError;
+use vidforge_core::store::StoreError;
 use vidforge_mcp::extension::{
     BoxFuture, ExtensionHost, ExtensionSpec, McpExtension, ToolCall, ToolResult, unknown_task,
 };
@@ -32,7 +33,7 @@ pub fn extension() -> ExtensionSpec {
     ExtensionSpec {
         name: "the MCP conformance fixtures".into(),
         loopback_only: true,
-        mount: Box::new(ConformanceExtension::mount),
+        mount: Box::new(|host| Ok(ConformanceExtension::mount(host)?)),
     }
 }
 
@@ -45,7 +46,7 @@ pub struct ConformanceExtension {
 impl ConformanceExtension {
     /// Opens the jobs on the server's store, ends jobs a previous process left unfinished as
     /// `failed` (boot recovery), sweeps expired ones, and joins the server's sweeper.
-    pub fn mount(host: ExtensionHost) -> anyhow::Result<Arc<dyn McpExtension>> {
+    pub fn mount(host: ExtensionHost) -> Result<Arc<dyn McpExtension>, StoreError> {
         let jobs = Jobs::on_host(&host)?;
         let interrupted = jobs.recover()?;
         if interrupted > 0 {

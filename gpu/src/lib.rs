@@ -41,6 +41,7 @@ mod context;
 mod error;
 pub mod filter;
 pub mod frame;
+mod names;
 
 pub use compositor::{ComposeConfig, GpuCompositor, KernelTiming, MAX_FRAMES_IN_FLIGHT};
 pub use context::{AdapterPreference, AdapterSummary, GpuContext};

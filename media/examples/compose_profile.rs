@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use vidforge_media::fixtures;
+use vidforge_fixtures as fixtures;
 use vidforge_media::{Compositor, CpuCompositor, Resolution};
 
 fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {

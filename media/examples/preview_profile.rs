@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use vidforge_media::fixtures::{self, ClipSpec};
+use vidforge_fixtures::{self as fixtures, ClipSpec};
 use vidforge_media::{
     BackendChoice, EncoderSettings, Engine, OutputFormat, Position, RenderJob, Resolution,
     WatermarkSpec,

@@ -9,8 +9,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
+use vidforge_fixtures as fixtures;
 use vidforge_media::ffmpeg::frame;
-use vidforge_media::fixtures;
 use vidforge_media::{
     BackendChoice, ComposeSpec, Compositor, CpuCompositor, DynamicRange, Engine, OutputLight,
     Resolution, Rotation, WgpuCompositor, decode_raw_frames, probe,

@@ -17,17 +17,13 @@ pub enum ErrorKind {
     Cancelled,
 }
 
-impl ErrorKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorKind::SourceNotFound => "source_not_found",
-            ErrorKind::UnsupportedCodec => "unsupported_codec",
-            ErrorKind::InvalidInput => "invalid_input",
-            ErrorKind::RenderFailed => "render_failed",
-            ErrorKind::Cancelled => "cancelled",
-        }
-    }
-}
+vidforge_gpu::enum_names!(ErrorKind {
+    SourceNotFound => "source_not_found",
+    UnsupportedCodec => "unsupported_codec",
+    InvalidInput => "invalid_input",
+    RenderFailed => "render_failed",
+    Cancelled => "cancelled",
+});
 
 /// Everything the media engine can fail with. Messages are complete sentences fragments meant
 /// for people: they name the file, codec or stage involved.

@@ -27,21 +27,18 @@ pub enum HwDecodeChoice {
     Off,
 }
 
-impl HwDecodeChoice {
-    pub const ALL: [HwDecodeChoice; 3] = [Self::Auto, Self::Cuda, Self::Off];
+vidforge_gpu::enum_names!(HwDecodeChoice {
+    Auto => "auto",
+    Cuda => "cuda",
+    Off => "off",
+});
 
+impl HwDecodeChoice {
+    /// A name in any case, spaces around it ignored.
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL
             .into_iter()
             .find(|c| c.as_str().eq_ignore_ascii_case(s.trim()))
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HwDecodeChoice::Auto => "auto",
-            HwDecodeChoice::Cuda => "cuda",
-            HwDecodeChoice::Off => "off",
-        }
     }
 }
 
@@ -58,21 +55,18 @@ pub enum EncoderChoice {
     Nvenc,
 }
 
-impl EncoderChoice {
-    pub const ALL: [EncoderChoice; 3] = [Self::Auto, Self::X264, Self::Nvenc];
+vidforge_gpu::enum_names!(EncoderChoice {
+    Auto => "auto",
+    X264 => "x264",
+    Nvenc => "nvenc",
+});
 
+impl EncoderChoice {
+    /// A name in any case, spaces around it ignored.
     pub fn parse(s: &str) -> Option<Self> {
         Self::ALL
             .into_iter()
             .find(|c| c.as_str().eq_ignore_ascii_case(s.trim()))
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EncoderChoice::Auto => "auto",
-            EncoderChoice::X264 => "x264",
-            EncoderChoice::Nvenc => "nvenc",
-        }
     }
 }
 

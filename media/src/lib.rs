@@ -27,7 +27,6 @@ pub mod compose;
 mod engine;
 mod error;
 mod ffutil;
-pub mod fixtures;
 mod hardware;
 mod hdr_out;
 mod hwdecode;
@@ -37,6 +36,7 @@ mod pipeline;
 mod probe;
 mod scale;
 mod source;
+pub mod synthetic;
 mod tempout;
 mod tonemap;
 mod types;
@@ -58,7 +58,7 @@ pub use hardware::{
 };
 pub use probe::{AudioStreamInfo, ProbeInfo, VideoStreamInfo, probe, probe_within};
 pub use source::hdr::{ContentLight, DolbyVision, DynamicRange, MasteringDisplay, SourceColor};
-pub use source::{MAX_DIMENSION, SourceLimits};
+pub use source::{MAX_DIMENSION, OverLimits, SourceLimits};
 pub use tempout::{sync_dir, sync_parent_dirs};
 pub use types::{
     BackendChoice, EncoderSettings, HdrPolicy, OutputFormat, Progress, RenderJob, RenderReport,

@@ -22,7 +22,7 @@ use ffmpeg_next as ffmpeg;
 
 pub(crate) use color::{FrameColor, frame_color};
 use container::{codec_name, container_duration, start_time_us};
-pub use limits::{MAX_DIMENSION, SourceLimits};
+pub use limits::{MAX_DIMENSION, OverLimits, SourceLimits};
 use limits::{OpenInputError, open_input_bounded};
 pub(crate) use sniff::check_readable;
 use sniff::{is_still_image_format, looks_like_text};

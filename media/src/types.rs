@@ -13,15 +13,14 @@ pub enum Resolution {
     P4k,
 }
 
+// The canonical names, as the MCP tool schema names them (`from_name`: exactly one).
+vidforge_gpu::enum_names!(Resolution {
+    P720 => "720p",
+    P1080 => "1080p",
+    P4k => "4k",
+});
+
 impl Resolution {
-    pub const ALL: [Resolution; 3] = [Resolution::P720, Resolution::P1080, Resolution::P4k];
-
-    /// Exactly the canonical name ([`Self::as_str`]: `720p`, `1080p`, `4k`), as the MCP tool
-    /// schema names them.
-    pub fn from_name(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|r| r.as_str() == s)
-    }
-
     /// Lenient, for people typing (the CLI): `720p`, `1080p`, `4k` (also `2160p`, `720`, ...),
     /// case-insensitively.
     pub fn parse(s: &str) -> Option<Self> {
@@ -30,14 +29,6 @@ impl Resolution {
             "1080p" | "1080" => Some(Resolution::P1080),
             "4k" | "2160p" | "2160" => Some(Resolution::P4k),
             _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Resolution::P720 => "720p",
-            Resolution::P1080 => "1080p",
-            Resolution::P4k => "4k",
         }
     }
 
@@ -68,15 +59,14 @@ pub enum OutputFormat {
     Mov,
 }
 
+// The canonical names, as the MCP tool schema names them (`from_name`: exactly one).
+vidforge_gpu::enum_names!(OutputFormat {
+    Mp4 => "mp4",
+    Webm => "webm",
+    Mov => "mov",
+});
+
 impl OutputFormat {
-    pub const ALL: [OutputFormat; 3] = [OutputFormat::Mp4, OutputFormat::Webm, OutputFormat::Mov];
-
-    /// Exactly the canonical name ([`Self::as_str`]: `mp4`, `webm`, `mov`), as the MCP tool
-    /// schema names them.
-    pub fn from_name(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|f| f.as_str() == s)
-    }
-
     /// Lenient, for people typing and file names: also `m4v`, `qt`, a leading dot, any case.
     pub fn parse(s: &str) -> Option<Self> {
         match s
@@ -97,14 +87,6 @@ impl OutputFormat {
         path.extension()
             .and_then(|e| e.to_str())
             .and_then(Self::parse)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OutputFormat::Mp4 => "mp4",
-            OutputFormat::Webm => "webm",
-            OutputFormat::Mov => "mov",
-        }
     }
 
     /// File extension, without the dot.
@@ -164,21 +146,20 @@ pub enum BackendChoice {
     Cpu,
 }
 
+vidforge_gpu::enum_names!(BackendChoice {
+    Auto => "auto",
+    Wgpu => "wgpu",
+    Cpu => "cpu",
+});
+
 impl BackendChoice {
+    /// Lenient, for people typing: any case, `gpu` for `wgpu`.
     pub fn parse(s: &str) -> Option<Self> {
         match s.trim().to_ascii_lowercase().as_str() {
             "auto" => Some(BackendChoice::Auto),
             "wgpu" | "gpu" => Some(BackendChoice::Wgpu),
             "cpu" => Some(BackendChoice::Cpu),
             _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BackendChoice::Auto => "auto",
-            BackendChoice::Wgpu => "wgpu",
-            BackendChoice::Cpu => "cpu",
         }
     }
 }
@@ -260,15 +241,11 @@ pub enum Stage {
     Finalizing,
 }
 
-impl Stage {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Stage::Preparing => "preparing",
-            Stage::Rendering => "rendering",
-            Stage::Finalizing => "finalizing",
-        }
-    }
-}
+vidforge_gpu::enum_names!(Stage {
+    Preparing => "preparing",
+    Rendering => "rendering",
+    Finalizing => "finalizing",
+});
 
 /// Reported to the progress callback (on the calling thread).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -650,7 +650,8 @@ fn a_short_render_never_waits_behind_a_long_one() {
 /// and content light level), a phone's HLG clip, an SDR clip; a PNG says nothing of colour.
 #[test]
 fn uploads_describe_their_colour() {
-    use vidforge_media::{DynamicRange, fixtures};
+    use vidforge_fixtures as fixtures;
+    use vidforge_media::DynamicRange;
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&dir.path().join("data"), &[]);
     let asset = |path: &std::path::Path| {
@@ -701,7 +702,8 @@ fn uploads_describe_their_colour() {
 /// On the wgpu compositor (lavapipe in CI), which makes both: 10-bit and tone-mapped frames.
 #[test]
 fn hdr_is_kept_only_for_the_principals_the_operator_names() {
-    use vidforge_media::{DynamicRange, fixtures};
+    use vidforge_fixtures as fixtures;
+    use vidforge_media::DynamicRange;
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let args = [

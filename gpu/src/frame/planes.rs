@@ -157,15 +157,13 @@ impl SourceFormat {
             _ => (2 * cw as usize * sb, ch as usize),
         }
     }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SourceFormat::Yuv420p => "yuv420p",
-            SourceFormat::Nv12 => "nv12",
-            SourceFormat::P010 => "p010",
-        }
-    }
 }
+
+crate::enum_names!(SourceFormat {
+    Yuv420p => "yuv420p",
+    Nv12 => "nv12",
+    P010 => "p010",
+});
 
 /// A borrowed source frame of any [`SourceFormat`]: per plane its bytes and row stride (bytes
 /// from one row's start to the next, at least the row's length; decoders pad rows). Unused

@@ -17,28 +17,19 @@ pub enum Position {
     Center,
 }
 
+// The wire/CLI names (`bottom_right`, ...).
+crate::enum_names!(Position {
+    TopLeft => "top_left",
+    TopRight => "top_right",
+    BottomLeft => "bottom_left",
+    BottomRight => "bottom_right",
+    Center => "center",
+});
+
 impl Position {
-    pub const ALL: [Position; 5] = [
-        Position::TopLeft,
-        Position::TopRight,
-        Position::BottomLeft,
-        Position::BottomRight,
-        Position::Center,
-    ];
-
-    /// The wire/CLI name (`bottom_right`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Position::TopLeft => "top_left",
-            Position::TopRight => "top_right",
-            Position::BottomLeft => "bottom_left",
-            Position::BottomRight => "bottom_right",
-            Position::Center => "center",
-        }
-    }
-
+    /// Exactly a wire/CLI name ([`Position::from_name`]).
     pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|p| p.as_str() == s)
+        Self::from_name(s)
     }
 }
 

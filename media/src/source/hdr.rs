@@ -26,15 +26,11 @@ pub enum DynamicRange {
     Pq,
 }
 
-impl DynamicRange {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DynamicRange::Sdr => "sdr",
-            DynamicRange::Hlg => "hlg",
-            DynamicRange::Pq => "pq",
-        }
-    }
-}
+vidforge_gpu::enum_names!(DynamicRange {
+    Sdr => "sdr",
+    Hlg => "hlg",
+    Pq => "pq",
+});
 
 /// The display an HDR master was graded on (SMPTE ST 2086).
 #[derive(Clone, Copy, Debug, PartialEq)]

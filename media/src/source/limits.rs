@@ -35,23 +35,47 @@ impl SourceLimits {
     };
 
     /// `Err` with a clear message when a `width` x `height` picture is over the limits.
-    pub fn check(&self, width: u32, height: u32) -> Result<(), String> {
+    pub fn check(&self, width: u32, height: u32) -> Result<(), OverLimits> {
         let pixels = width as u64 * height as u64;
         if width > self.max_side || height > self.max_side {
-            return Err(format!(
-                "the picture is {width}x{height}; at most {} pixels per side are accepted",
-                self.max_side
-            ));
+            return Err(OverLimits::Side {
+                width,
+                height,
+                max_side: self.max_side,
+            });
         }
         if pixels > self.max_pixels {
-            return Err(format!(
-                "the picture is {width}x{height} ({:.1} megapixels); at most {:.1} megapixels are accepted",
-                pixels as f64 / 1e6,
-                self.max_pixels as f64 / 1e6
-            ));
+            return Err(OverLimits::Pixels {
+                width,
+                height,
+                megapixels: pixels as f64 / 1e6,
+                max_megapixels: self.max_pixels as f64 / 1e6,
+            });
         }
         Ok(())
     }
+}
+
+/// A picture over [`SourceLimits`]: which limit, in words a user can act on.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum OverLimits {
+    /// Wider or taller than `max_side`.
+    #[error("the picture is {width}x{height}; at most {max_side} pixels per side are accepted")]
+    Side {
+        width: u32,
+        height: u32,
+        max_side: u32,
+    },
+    /// More pixels than the limit (in megapixels).
+    #[error(
+        "the picture is {width}x{height} ({megapixels:.1} megapixels); at most {max_megapixels:.1} megapixels are accepted"
+    )]
+    Pixels {
+        width: u32,
+        height: u32,
+        megapixels: f64,
+        max_megapixels: f64,
+    },
 }
 
 impl Default for SourceLimits {
@@ -64,7 +88,7 @@ impl Default for SourceLimits {
 pub(crate) enum OpenInputError {
     Ffmpeg(ffmpeg::Error),
     /// A stream's header names a picture over the limits.
-    TooLarge(String),
+    TooLarge(OverLimits),
 }
 
 /// `ffmpeg::format::input`, bounded: streams whose header names a picture over `limits` are

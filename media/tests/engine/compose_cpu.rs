@@ -9,7 +9,7 @@
 use std::path::Path;
 
 use crate::common::*;
-use vidforge_media::fixtures::ClipSpec;
+use vidforge_fixtures::ClipSpec;
 use vidforge_media::{OutputFormat, Resolution, Yuv420Frame, decode_frames, output_size};
 
 /// `frames` frames of `path` scaled by the ffmpeg CLI with `flags=area`, as yuv420p.

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::common::*;
-use vidforge_media::fixtures::{self, ClipSpec};
+use vidforge_fixtures::{self as fixtures, ClipSpec};
 use vidforge_media::{Engine, ErrorKind, MediaError, OutputFormat, Resolution, Stage, probe};
 
 fn render_err(engine: &Engine, input: &Path, out_dir: &Path) -> MediaError {

@@ -2,7 +2,7 @@
 //! right codecs, size, frame count and duration.
 
 use crate::common::*;
-use vidforge_media::fixtures::{self, ClipSpec};
+use vidforge_fixtures::{self as fixtures, ClipSpec};
 use vidforge_media::{OutputFormat, Resolution, probe};
 
 fn check_output(

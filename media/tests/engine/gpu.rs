@@ -3,7 +3,7 @@
 //! VIDFORGE_REQUIRE_GPU=1.
 
 use crate::common::*;
-use vidforge_media::fixtures::{self, ClipSpec, Pattern};
+use vidforge_fixtures::{self as fixtures, ClipSpec, Pattern};
 use vidforge_media::{OutputFormat, Position, Resolution, WatermarkSpec, decode_frames};
 
 #[test]

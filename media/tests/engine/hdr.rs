@@ -11,9 +11,9 @@ use std::path::Path;
 use crate::common::*;
 use palette::color_difference::Ciede2000;
 use palette::{FromColor, Lab, LinSrgb};
+use vidforge_fixtures::{self as fixtures, HDR10_MASTERING};
 use vidforge_media::ffmpeg::format::Pixel;
 use vidforge_media::ffmpeg::{color, frame};
-use vidforge_media::fixtures::{self, HDR10_MASTERING};
 use vidforge_media::gpu::frame::tonemap::ToneMap;
 use vidforge_media::gpu::frame::{HdrSignal, prepare_watermark_hdr};
 use vidforge_media::gpu::{
@@ -548,10 +548,7 @@ fn sdr_sources_compose_exactly_as_before_hdr_support() {
     // And SDR sources never reach the tone mapper: an encoded BT.709 clip as probed, and
     // every SDR transfer as declared.
     let dir = tempdir();
-    let sdr = clip(
-        dir.path(),
-        vidforge_media::fixtures::ClipSpec::h264(320, 180),
-    );
+    let sdr = clip(dir.path(), vidforge_fixtures::ClipSpec::h264(320, 180));
     let color = probe(&sdr).expect("probe").video.expect("video").color;
     assert_eq!(color.tone_map(), None, "{color:?}");
     for transfer in ["bt709", "iec61966-2-1", "smpte170m", "bt2020-10", "unknown"] {

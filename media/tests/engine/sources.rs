@@ -2,7 +2,7 @@
 //! colour, variable frame rate. Output must be upright, the right size and the same colour.
 
 use crate::common::*;
-use vidforge_media::fixtures::{self, ClipSpec, Pattern};
+use vidforge_fixtures::{self as fixtures, ClipSpec, Pattern};
 use vidforge_media::{OutputFormat, Resolution, decode_frames, probe};
 
 #[test]

@@ -2,7 +2,7 @@
 //! changes. Previews show the same composition.
 
 use crate::common::*;
-use vidforge_media::fixtures::{self, ClipSpec, Pattern};
+use vidforge_fixtures::{self as fixtures, ClipSpec, Pattern};
 use vidforge_media::gpu::{
     ColorSpec, Placement, WatermarkImage, place_watermark, prepare_watermark,
 };

@@ -352,13 +352,13 @@ fn ffmpeg_cmd(job: &Job) -> anyhow::Result<Command> {
 mod tests {
     use super::super::fixture;
     use super::*;
-    use vidforge_media::fixtures;
+    use vidforge_media::synthetic;
 
     /// A short fixture clip of `w x h` and the watermark's path in `dir` (the ffmpeg CLI is a
     /// build dependency of the tests: scripts/install-deps.sh).
     fn clip_and_logo(dir: &Path, w: u32, h: u32) -> (PathBuf, PathBuf) {
         assert!(
-            fixtures::ffmpeg_available(),
+            synthetic::ffmpeg_available(),
             "the ffmpeg CLI is missing (scripts/install-deps.sh installs it)"
         );
         (fixture(dir, w, h, 0.2).unwrap(), dir.join("logo.png"))

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde::Serialize;
 use serde_json::{Value, json};
-use vidforge_media::fixtures::{self, ClipSpec};
+use vidforge_media::synthetic::{self, ClipSpec};
 
 use crate::load::{ServerChild, call};
 use crate::measure::median;
@@ -71,8 +71,10 @@ struct Waits {
     ready_at_approval: bool,
 }
 
+/// `--human-wait`: the source made, both servers started, every run measured, the report
+/// written.
 pub fn run(args: HumanWaitArgs<'_>) -> anyhow::Result<()> {
-    if !fixtures::ffmpeg_available() {
+    if !synthetic::ffmpeg_available() {
         bail!("vidforge bench --human-wait needs the ffmpeg CLI on PATH (it makes the source)");
     }
     let started = Instant::now();
@@ -80,7 +82,7 @@ pub fn run(args: HumanWaitArgs<'_>) -> anyhow::Result<()> {
         .with_context(|| format!("creating {}", args.out.display()))?;
     let work = tempfile::tempdir().context("creating a temporary directory")?;
     let (w, h, secs) = SOURCE;
-    let clip = fixtures::clip(
+    let clip = synthetic::clip(
         work.path(),
         &ClipSpec {
             fps: 25,
@@ -89,14 +91,13 @@ pub fn run(args: HumanWaitArgs<'_>) -> anyhow::Result<()> {
         },
     )
     .context("generating the source clip")?;
-    let logo = fixtures::watermark_png(work.path(), 400, 200, [255, 255, 255, 200])?;
+    let logo = synthetic::watermark_png(work.path(), 400, 200, [255, 255, 255, 200])?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let modes = ["auto", "off"];
     let mut servers = Vec::new();
-    for mode in modes {
+    for mode in MODES {
         let dir = work.path().join(mode);
         servers.push(ServerChild::start(
             &dir,
@@ -104,50 +105,7 @@ pub fn run(args: HumanWaitArgs<'_>) -> anyhow::Result<()> {
             &["--speculative", mode],
         )?);
     }
-    let rows = runtime.block_on(async {
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(60))
-            .build()?;
-        let mut assets = Vec::new();
-        for server in &servers {
-            server.ready(&client).await?;
-            assets.push((
-                server.upload(&client, &clip).await?,
-                server.upload(&client, &logo).await?,
-            ));
-        }
-        let mut rows = Vec::new();
-        for res in args.resolutions {
-            let mut waits: Vec<Vec<Waits>> = modes.iter().map(|_| Vec::new()).collect();
-            for run in 0..args.runs {
-                // Modes take turns, so machine noise hits both alike.
-                let order: Vec<usize> = if run % 2 == 0 { vec![0, 1] } else { vec![1, 0] };
-                for m in order {
-                    let (clip, logo) = &assets[m];
-                    let one = one_run(&client, &servers[m].base, clip, logo, res, args.think)
-                        .await
-                        .with_context(|| format!("{res}, speculative {}", modes[m]))?;
-                    eprintln!(
-                        "{res} speculative={:<4} run {}: preview {:.0} ms, result {:.0} ms after approval{}",
-                        modes[m],
-                        run + 1,
-                        ms(one.preview),
-                        ms(one.result),
-                        if one.ready_at_approval {
-                            " (ready at approval)"
-                        } else {
-                            ""
-                        }
-                    );
-                    waits[m].push(one);
-                }
-            }
-            for (m, mode) in modes.iter().enumerate() {
-                rows.push(row(res, mode, &waits[m]));
-            }
-        }
-        anyhow::Ok(rows)
-    });
+    let rows = runtime.block_on(measure(&args, &servers, &clip, &logo));
     for server in &mut servers {
         server.stop();
     }
@@ -164,16 +122,76 @@ pub fn run(args: HumanWaitArgs<'_>) -> anyhow::Result<()> {
         rows: rows?,
         total_s: started.elapsed().as_secs_f64(),
     };
+    write_report(args.out, &report)
+}
+
+/// The `--speculative` modes compared, in the order of `servers`.
+const MODES: [&str; 2] = ["auto", "off"];
+
+/// Every run at every resolution on both servers (one per mode of [`MODES`]): a row per
+/// resolution and mode.
+async fn measure(
+    args: &HumanWaitArgs<'_>,
+    servers: &[ServerChild],
+    clip: &Path,
+    logo: &Path,
+) -> anyhow::Result<Vec<Row>> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()?;
+    let mut assets = Vec::new();
+    for server in servers {
+        server.ready(&client).await?;
+        assets.push((
+            server.upload(&client, clip).await?,
+            server.upload(&client, logo).await?,
+        ));
+    }
+    let mut rows = Vec::new();
+    for res in args.resolutions {
+        let mut waits: Vec<Vec<Waits>> = MODES.iter().map(|_| Vec::new()).collect();
+        for run in 0..args.runs {
+            // Modes take turns, so machine noise hits both alike.
+            let order: Vec<usize> = if run % 2 == 0 { vec![0, 1] } else { vec![1, 0] };
+            for m in order {
+                let (clip, logo) = &assets[m];
+                let one = one_run(&client, &servers[m].base, clip, logo, res, args.think)
+                    .await
+                    .with_context(|| format!("{res}, speculative {}", MODES[m]))?;
+                eprintln!(
+                    "{res} speculative={:<4} run {}: preview {:.0} ms, result {:.0} ms after approval{}",
+                    MODES[m],
+                    run + 1,
+                    ms(one.preview),
+                    ms(one.result),
+                    if one.ready_at_approval {
+                        " (ready at approval)"
+                    } else {
+                        ""
+                    }
+                );
+                waits[m].push(one);
+            }
+        }
+        for (m, mode) in MODES.iter().enumerate() {
+            rows.push(row(res, mode, &waits[m]));
+        }
+    }
+    Ok(rows)
+}
+
+/// Writes `human-wait.json` and `human-wait.md` into `out` and prints the table.
+fn write_report(out: &Path, report: &HumanWaitReport) -> anyhow::Result<()> {
     std::fs::write(
-        args.out.join("human-wait.json"),
-        serde_json::to_string_pretty(&report)?,
+        out.join("human-wait.json"),
+        serde_json::to_string_pretty(report)?,
     )?;
-    let md = markdown(&report);
-    std::fs::write(args.out.join("human-wait.md"), &md)?;
+    let md = markdown(report);
+    std::fs::write(out.join("human-wait.md"), &md)?;
     println!("{md}");
     println!(
         "wrote {}/human-wait.json and human-wait.md in {:.0} s",
-        args.out.display(),
+        out.display(),
         report.total_s
     );
     Ok(())

@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
-use vidforge_media::fixtures::{self, ClipSpec};
+use vidforge_media::synthetic::{self, ClipSpec};
 use vidforge_media::{
     BackendChoice, EncoderChoice, H264Encoder, HardwareChoice, HwDecodeChoice, OutputFormat,
     Resolution,
@@ -154,7 +154,7 @@ pub fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
         });
     }
     let started = Instant::now();
-    if !fixtures::ffmpeg_available() {
+    if !synthetic::ffmpeg_available() {
         bail!("vidforge bench needs the ffmpeg CLI on PATH (it is the reference)");
     }
     let out = args.out.clone();
@@ -240,7 +240,7 @@ impl Sources {
         eprintln!("generating fixtures in {} ...", work.display());
         let src1080 = fixture(work, 1920, 1080, secs_1080)?;
         let src4k = fixture(work, 3840, 2160, secs_4k)?;
-        let logo = fixtures::watermark_png(work, LOGO_SIZE.0, LOGO_SIZE.1, [255, 255, 255, 200])
+        let logo = synthetic::watermark_png(work, LOGO_SIZE.0, LOGO_SIZE.1, [255, 255, 255, 200])
             .context("writing the watermark PNG")?;
         Ok(Sources {
             src1080,
@@ -404,7 +404,7 @@ fn write_report(out: &Path, report: &Report) -> anyhow::Result<String> {
 }
 
 fn fixture(dir: &Path, w: u32, h: u32, secs: f64) -> anyhow::Result<PathBuf> {
-    fixtures::clip(
+    synthetic::clip(
         dir,
         &ClipSpec {
             seconds: secs,

@@ -296,11 +296,11 @@ async fn measure(server: &ServerChild, dir: &Path, args: &LoadArgs) -> anyhow::R
         .timeout(Duration::from_secs(30))
         .build()?;
     server.ready(&client).await?;
-    let spec = vidforge_media::fixtures::ClipSpec {
+    let spec = vidforge_media::synthetic::ClipSpec {
         seconds: 4.0,
-        ..vidforge_media::fixtures::ClipSpec::h264(1280, 720)
+        ..vidforge_media::synthetic::ClipSpec::h264(1280, 720)
     };
-    let clip_path = vidforge_media::fixtures::clip(dir, &spec).context("generating a clip")?;
+    let clip_path = vidforge_media::synthetic::clip(dir, &spec).context("generating a clip")?;
     let clip = server.upload(&client, &clip_path).await?;
     let mut task = start_render(&client, &base, &clip, &args.resolution).await?;
 

@@ -68,17 +68,13 @@ pub enum SpeculationEnd {
     Interrupted,
 }
 
-impl SpeculationEnd {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SpeculationEnd::Used => "used",
-            SpeculationEnd::Preempted => "preempted",
-            SpeculationEnd::Discarded => "discarded",
-            SpeculationEnd::Failed => "failed",
-            SpeculationEnd::Interrupted => "interrupted",
-        }
-    }
-}
+vidforge_media::gpu::enum_names!(SpeculationEnd {
+    Used => "used",
+    Preempted => "preempted",
+    Discarded => "discarded",
+    Failed => "failed",
+    Interrupted => "interrupted",
+});
 
 /// A speculative render ended after `seconds` of rendering.
 pub fn speculation_ended(end: SpeculationEnd, seconds: f64) {

@@ -206,8 +206,21 @@ impl ExtensionHost {
     }
 }
 
+/// Why an extension could not be built: its own error, whatever its type.
+pub type MountFailure = Box<dyn std::error::Error + Send + Sync>;
+
 /// Builds an extension once the service has started (blocking; runs before serving).
-pub type Mount = Box<dyn FnOnce(ExtensionHost) -> anyhow::Result<Arc<dyn McpExtension>> + Send>;
+pub type Mount =
+    Box<dyn FnOnce(ExtensionHost) -> Result<Arc<dyn McpExtension>, MountFailure> + Send>;
+
+/// An extension [`Extensions::mount`] could not mount: its name, and why (the source).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot mount {name}")]
+pub struct MountError {
+    name: String,
+    #[source]
+    source: MountFailure,
+}
 
 /// An extension a binary asks `serve` to mount.
 pub struct ExtensionSpec {
@@ -236,15 +249,20 @@ impl Default for Extensions {
 
 impl Extensions {
     /// Mounts `specs` on the started `service`, in order.
-    pub fn mount(service: &RenderService, specs: Vec<ExtensionSpec>) -> anyhow::Result<Extensions> {
+    pub fn mount(
+        service: &RenderService,
+        specs: Vec<ExtensionSpec>,
+    ) -> Result<Extensions, MountError> {
         let mut extensions = Extensions::default();
         for spec in specs {
             let host = ExtensionHost {
                 service: service.clone(),
                 list_changes: extensions.list_changes.clone(),
             };
-            let mounted =
-                (spec.mount)(host).map_err(|e| e.context(format!("cannot mount {}", spec.name)))?;
+            let mounted = (spec.mount)(host).map_err(|source| MountError {
+                name: spec.name,
+                source,
+            })?;
             extensions.mounted.push(mounted);
         }
         Ok(extensions)

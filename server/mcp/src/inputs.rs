@@ -5,9 +5,11 @@
 //! optional properties may be omitted but not `null` (the schemas allow no null). A value that
 //! does not fit becomes an [`ArgumentError`]: the dotted field and a reason a client can act
 //! on. The served schemas ([`crate::tools`]) are held to these types and to the contract by
-//! the tests in `inputs/tests.rs`.
+//! the tests in `inputs/schema_tests.rs` (the arguments' own in `inputs/tests.rs`).
 
 mod de;
+#[cfg(test)]
+mod schema_tests;
 #[cfg(test)]
 mod tests;
 

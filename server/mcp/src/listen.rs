@@ -7,8 +7,8 @@ use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 use vidforge_core::shared::ANY_TASK;
 
-use super::RequestedTaskIds;
 use super::extension::ListChange;
+use super::wire_layer::RequestedTaskIds;
 
 use super::declared::declared;
 use super::request::*;

@@ -153,23 +153,38 @@ fn strip_url_elicitation_ids(task: &mut serde_json::Map<String, Value>) {
     }
 }
 
+/// Why a response cannot answer the input request it names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InputResponseError {
+    #[error("an accepted elicitation result needs a `content` object")]
+    AcceptedWithoutContent,
+    #[error("unknown elicitation action '{0}'")]
+    UnknownAction(String),
+    #[error("not an elicitation result (an object with an `action`)")]
+    NotElicitation,
+    #[error("not a sampling result (no `content`)")]
+    NotSampling,
+    #[error("not a roots/list result (no `roots` array)")]
+    NotRoots,
+}
+
 /// Checks that `response` can answer an input request of `method` (MRTR `inputResponses`,
 /// `tasks/update`): an elicitation result needs an `action` (and a `content` object when
 /// accepted), a sampling result `content`, a roots result a `roots` array.
-pub fn check_input_response(method: &str, response: &Value) -> Result<(), String> {
+pub fn check_input_response(method: &str, response: &Value) -> Result<(), InputResponseError> {
     match method {
         "elicitation/create" => match response.get("action").and_then(Value::as_str) {
             Some("accept") if response.get("content").is_some_and(Value::is_object) => Ok(()),
-            Some("accept") => Err("an accepted elicitation result needs a `content` object".into()),
+            Some("accept") => Err(InputResponseError::AcceptedWithoutContent),
             Some("decline" | "cancel") => Ok(()),
-            Some(other) => Err(format!("unknown elicitation action '{other}'")),
-            None => Err("not an elicitation result (an object with an `action`)".into()),
+            Some(other) => Err(InputResponseError::UnknownAction(other.to_string())),
+            None => Err(InputResponseError::NotElicitation),
         },
         "sampling/createMessage" if response.get("content").is_none() => {
-            Err("not a sampling result (no `content`)".into())
+            Err(InputResponseError::NotSampling)
         }
         "roots/list" if !response.get("roots").is_some_and(Value::is_array) => {
-            Err("not a roots/list result (no `roots` array)".into())
+            Err(InputResponseError::NotRoots)
         }
         _ => Ok(()),
     }

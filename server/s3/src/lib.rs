@@ -3,22 +3,24 @@
 //! retried with backoff by the client; a small tokio runtime of the bucket's own drives them,
 //! so callers block (worker threads, or `spawn_blocking` on a server runtime).
 //!
-//! `bucket.rs`: the client, reads, listings, presigned links; `multipart.rs`: uploads with
-//! bounded memory and the markers that let a killed node's uploads be aborted;
-//! `aws_profile.rs`: credentials and region from the shared AWS files.
+//! `bucket.rs`: the client, its keys and runtime; `backend.rs`: the seam's calls (reads,
+//! listings, presigned links); `multipart.rs`: uploads with bounded memory and the markers
+//! that let a killed node's uploads be aborted; `aws_profile.rs`: credentials and region from
+//! the shared AWS files. Imports go one way: `backend` → `multipart` → `bucket`.
 
 mod aws_profile;
+mod backend;
 mod bucket;
 mod multipart;
 
 use std::sync::Arc;
 
-pub use bucket::Bucket;
+pub use bucket::{Bucket, ConnectError};
 use vidforge_core::config::{Config, MediaStoreSetting};
 use vidforge_core::media_store::ObjectBackend;
 
 /// The backend `config.media_store` needs: a [`Bucket`] for `s3://…`, none for a directory.
-pub fn backend_for(config: &Config) -> Result<Option<Arc<dyn ObjectBackend>>, String> {
+pub fn backend_for(config: &Config) -> Result<Option<Arc<dyn ObjectBackend>>, ConnectError> {
     match &config.media_store {
         MediaStoreSetting::S3 { bucket, prefix } => {
             let b = Bucket::connect(&bucket::Options {

@@ -11,7 +11,8 @@ use clap::Args;
 use vidforge_core::config::{parse_encoder, parse_hwdecode};
 use vidforge_media::{
     BackendChoice, EncoderChoice, EncoderSettings, Engine, HardwareChoice, HdrPolicy,
-    HwDecodeChoice, OutputFormat, Position, Progress, RenderJob, Resolution, Stage, WatermarkSpec,
+    HwDecodeChoice, OutputFormat, Position, Progress, RenderJob, RenderReport, Resolution, Stage,
+    WatermarkSpec,
 };
 
 fn parse_resolution(s: &str) -> Result<Resolution, String> {
@@ -205,54 +206,9 @@ fn cancel_on_ctrl_c(cancel: Arc<AtomicBool>) {
         });
 }
 
+/// `vidforge render`: one file rendered (or previewed) on this machine, with a progress line.
 pub fn run_render(args: RenderArgs) -> anyhow::Result<()> {
-    let format = match args.format {
-        Some(f) => f,
-        None => OutputFormat::from_path(&args.output).with_context(|| {
-            format!(
-                "cannot tell the format from {}: pass --format mp4|webm|mov",
-                args.output.display()
-            )
-        })?,
-    };
-    if let Some(ext_format) = OutputFormat::from_path(&args.output)
-        && ext_format != format
-    {
-        tracing::warn!(
-            "writing {format} into {} (extension says {ext_format})",
-            args.output.display()
-        );
-    }
-    let mut encoder = EncoderSettings {
-        h264_preset: args.preset.clone(),
-        threads: args.threads,
-        ..Default::default()
-    };
-    if let Some(crf) = args.crf {
-        match format {
-            OutputFormat::Webm if crf > 63 => bail!("--crf {crf}: VP9 takes 0..=63"),
-            OutputFormat::Webm => encoder.vp9_crf = crf,
-            _ if crf > 51 => bail!("--crf {crf}: x264 takes 0..=51"),
-            _ => encoder.h264_crf = crf,
-        }
-    }
-    let job = RenderJob {
-        input: args.input.clone(),
-        output: args.output.clone(),
-        resolution: args.resolution,
-        format,
-        watermark: args.watermark.as_ref().map(|image| WatermarkSpec {
-            image: image.clone(),
-            position: args.position,
-            opacity: args.opacity,
-        }),
-        encoder,
-        hdr: if args.keep_hdr {
-            HdrPolicy::Keep
-        } else {
-            HdrPolicy::ToSdr
-        },
-    };
+    let job = render_job(&args)?;
     let hardware = HardwareChoice {
         decode: args.hwdecode,
         encoder: args.encoder,
@@ -284,6 +240,13 @@ pub fn run_render(args: RenderArgs) -> anyhow::Result<()> {
             args.output.display()
         )
     })?;
+    print_report(&args, &job, &report);
+    Ok(())
+}
+
+/// The finished render's summary line and its stages' busy times.
+fn print_report(args: &RenderArgs, job: &RenderJob, report: &RenderReport) {
+    let format = job.format;
     println!(
         "{}: {}x{} {}, {} frames, {:.2} s, {:.1} MB in {:.2} s ({:.1} fps, backend {}, {} decode, {})",
         args.output.display(),
@@ -305,7 +268,58 @@ pub fn run_render(args: RenderArgs) -> anyhow::Result<()> {
         report.stage_times.compose.as_secs_f64(),
         report.stage_times.encode.as_secs_f64()
     );
-    Ok(())
+}
+
+/// The job the arguments describe: the format (from `--format` or the output's extension),
+/// the encoder settings, the watermark and the HDR policy.
+fn render_job(args: &RenderArgs) -> anyhow::Result<RenderJob> {
+    let format = match args.format {
+        Some(f) => f,
+        None => OutputFormat::from_path(&args.output).with_context(|| {
+            format!(
+                "cannot tell the format from {}: pass --format mp4|webm|mov",
+                args.output.display()
+            )
+        })?,
+    };
+    if let Some(ext_format) = OutputFormat::from_path(&args.output)
+        && ext_format != format
+    {
+        tracing::warn!(
+            "writing {format} into {} (extension says {ext_format})",
+            args.output.display()
+        );
+    }
+    let mut encoder = EncoderSettings {
+        h264_preset: args.preset.clone(),
+        threads: args.threads,
+        ..Default::default()
+    };
+    if let Some(crf) = args.crf {
+        match format {
+            OutputFormat::Webm if crf > 63 => bail!("--crf {crf}: VP9 takes 0..=63"),
+            OutputFormat::Webm => encoder.vp9_crf = crf,
+            _ if crf > 51 => bail!("--crf {crf}: x264 takes 0..=51"),
+            _ => encoder.h264_crf = crf,
+        }
+    }
+    Ok(RenderJob {
+        input: args.input.clone(),
+        output: args.output.clone(),
+        resolution: args.resolution,
+        format,
+        watermark: args.watermark.as_ref().map(|image| WatermarkSpec {
+            image: image.clone(),
+            position: args.position,
+            opacity: args.opacity,
+        }),
+        encoder,
+        hdr: if args.keep_hdr {
+            HdrPolicy::Keep
+        } else {
+            HdrPolicy::ToSdr
+        },
+    })
 }
 
 pub fn run_probe(args: ProbeArgs) -> anyhow::Result<()> {

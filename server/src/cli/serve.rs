@@ -6,6 +6,7 @@ use clap::Args;
 
 use crate::app;
 use vidforge_core::config::{Config, ConfigArgs, display_path};
+use vidforge_core::service::RenderService;
 use vidforge_mcp::{ExtensionSpec, Extensions};
 
 /// How long open connections may finish after a shutdown request.
@@ -61,23 +62,12 @@ pub fn run_serve_with(args: ServeArgs, extensions: Vec<ExtensionSpec>) -> anyhow
             .with_context(|| format!("cannot listen on {}", config.listen))?;
         // Port 0 picks a free port; links must name the real one.
         config.listen = listener.local_addr()?;
-        let listen = config.listen;
-        let base = config.base_url();
-        let data_dir = display_path(&config.data_dir);
-        let auth = if config.auth_required() {
-            let mut kinds = Vec::new();
-            if !config.tokens.is_empty() {
-                kinds.push(format!("{} static tokens", config.tokens.len()));
-            }
-            if !config.oauth_issuers.is_empty() {
-                kinds.push(format!(
-                    "OAuth access tokens from {}",
-                    config.oauth_issuers.join(", ")
-                ));
-            }
-            format!("bearer token ({})", kinds.join("; "))
-        } else {
-            "none (anonymous principal, loopback only)".to_string()
+        let banner = Banner {
+            listen: config.listen,
+            base: config.base_url(),
+            data_dir: display_path(&config.data_dir),
+            auth: auth_summary(&config),
+            names,
         };
         let (service, extensions) = tokio::task::spawn_blocking(move || {
             let service = app::start_service(config)?;
@@ -86,11 +76,63 @@ pub fn run_serve_with(args: ServeArgs, extensions: Vec<ExtensionSpec>) -> anyhow
         })
         .await
         .context("service start panicked")??;
+        banner.print(&service);
+        let webhooks = vidforge_webhooks::start(&service)?;
+        if webhooks.is_some() {
+            println!("  webhooks      on (signed per Standard Webhooks)");
+        }
+        println!("Ready. Ctrl-C or SIGTERM stops it.");
+        tracing::info!(listen = %banner.listen, data_dir = %banner.data_dir, "serving");
+        serve_until_stopped(&service, listener, extensions).await?;
+        if let Some(webhooks) = webhooks {
+            webhooks.stop().await;
+        }
+        tokio::task::spawn_blocking(move || service.shutdown())
+            .await
+            .context("shutdown panicked")?;
+        tracing::info!("stopped");
+        println!("vidforge stopped");
+        Ok(())
+    })
+}
+
+/// How callers authenticate, for the banner.
+fn auth_summary(config: &Config) -> String {
+    if !config.auth_required() {
+        return "none (anonymous principal, loopback only)".to_string();
+    }
+    let mut kinds = Vec::new();
+    if !config.tokens.is_empty() {
+        kinds.push(format!("{} static tokens", config.tokens.len()));
+    }
+    if !config.oauth_issuers.is_empty() {
+        kinds.push(format!(
+            "OAuth access tokens from {}",
+            config.oauth_issuers.join(", ")
+        ));
+    }
+    format!("bearer token ({})", kinds.join("; "))
+}
+
+/// What the startup banner says besides the service's own description.
+struct Banner {
+    listen: std::net::SocketAddr,
+    base: String,
+    data_dir: String,
+    auth: String,
+    /// The mounted extensions.
+    names: Vec<String>,
+}
+
+impl Banner {
+    /// Prints the banner up to the mounted extensions.
+    fn print(&self, service: &RenderService) {
+        let (listen, base) = (self.listen, &self.base);
         // The first line is stable (scripts and tests read the address from it).
         println!("vidforge listening on http://{listen}");
         println!("  MCP endpoint  {base}/mcp");
         println!("  uploads       POST {base}/assets?name=<file name>");
-        println!("  data dir      {data_dir}");
+        println!("  data dir      {}", self.data_dir);
         let store = service.store();
         if store.is_shared() {
             println!(
@@ -102,52 +144,45 @@ pub fn run_serve_with(args: ServeArgs, extensions: Vec<ExtensionSpec>) -> anyhow
         if store.is_shared() || service.media().is_object() {
             println!("  media store   {}", service.media().describe());
         }
-        println!("  auth          {auth}");
+        println!("  auth          {}", self.auth);
         let hw = service.hardware();
         println!("  backend       {}", hw.compositor);
         println!("  decoder       {}", hw.decoder);
         println!("  h264 encoder  {}", hw.h264_encoder);
-        for name in &names {
+        for name in &self.names {
             println!("  mounted       {name} (test use only)");
             tracing::warn!(extension = %name, "extension mounted beside the production tools");
         }
-        let webhooks = vidforge_webhooks::start(&service)?;
-        if webhooks.is_some() {
-            println!("  webhooks      on (signed per Standard Webhooks)");
-        }
-        println!("Ready. Ctrl-C or SIGTERM stops it.");
-        tracing::info!(%listen, data_dir = %data_dir, "serving");
-        // Long-lived streams (subscriptions/listen) would hold a graceful shutdown open
-        // forever: give open connections SHUTDOWN_GRACE, then close them.
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        tokio::spawn(async move {
-            app::shutdown_signal().await;
-            let _ = stop_tx.send(true);
-        });
-        let mut graceful_rx = stop_rx.clone();
-        let graceful = async move {
-            let _ = graceful_rx.wait_for(|stop| *stop).await;
-        };
-        let mut deadline_rx = stop_rx;
-        let deadline = async move {
-            let _ = deadline_rx.wait_for(|stop| *stop).await;
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-        };
-        tokio::select! {
-            served = app::serve_with(&service, listener, graceful, extensions) => served?,
-            _ = deadline => tracing::warn!(
-                "connections still open {}s after the shutdown request; closing them",
-                SHUTDOWN_GRACE.as_secs()
-            ),
-        }
-        if let Some(webhooks) = webhooks {
-            webhooks.stop().await;
-        }
-        tokio::task::spawn_blocking(move || service.shutdown())
-            .await
-            .context("shutdown panicked")?;
-        tracing::info!("stopped");
-        println!("vidforge stopped");
-        Ok(())
-    })
+    }
+}
+
+/// Serves until Ctrl-C or SIGTERM. Long-lived streams (subscriptions/listen) would hold a
+/// graceful shutdown open forever: open connections get [`SHUTDOWN_GRACE`], then are closed.
+async fn serve_until_stopped(
+    service: &RenderService,
+    listener: tokio::net::TcpListener,
+    extensions: Extensions,
+) -> anyhow::Result<()> {
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        app::shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    });
+    let mut graceful_rx = stop_rx.clone();
+    let graceful = async move {
+        let _ = graceful_rx.wait_for(|stop| *stop).await;
+    };
+    let mut deadline_rx = stop_rx;
+    let deadline = async move {
+        let _ = deadline_rx.wait_for(|stop| *stop).await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    tokio::select! {
+        served = app::serve_with(service, listener, graceful, extensions) => served?,
+        _ = deadline => tracing::warn!(
+            "connections still open {}s after the shutdown request; closing them",
+            SHUTDOWN_GRACE.as_secs()
+        ),
+    }
+    Ok(())
 }

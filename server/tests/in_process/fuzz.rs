@@ -205,16 +205,8 @@ fn damaged_media_never_panics_the_probe() {
     let dir = tempfile::tempdir().unwrap();
     let mut rng = fastrand::Rng::with_seed(seed());
     let sources = [
-        vidforge_media::fixtures::clip(
-            dir.path(),
-            &vidforge_media::fixtures::ClipSpec::h264(160, 90),
-        )
-        .unwrap(),
-        vidforge_media::fixtures::clip(
-            dir.path(),
-            &vidforge_media::fixtures::ClipSpec::vp9(160, 90),
-        )
-        .unwrap(),
+        vidforge_fixtures::clip(dir.path(), &vidforge_fixtures::ClipSpec::h264(160, 90)).unwrap(),
+        vidforge_fixtures::clip(dir.path(), &vidforge_fixtures::ClipSpec::vp9(160, 90)).unwrap(),
     ];
     let originals: Vec<Vec<u8>> = sources.iter().map(|p| std::fs::read(p).unwrap()).collect();
     let limits = vidforge_media::SourceLimits::DEFAULT;

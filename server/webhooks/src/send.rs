@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use standardwebhooks::{
-    HEADER_WEBHOOK_ID, HEADER_WEBHOOK_SIGNATURE, HEADER_WEBHOOK_TIMESTAMP, Webhook,
+    HEADER_WEBHOOK_ID, HEADER_WEBHOOK_SIGNATURE, HEADER_WEBHOOK_TIMESTAMP, Webhook, WebhookError,
 };
 
 use vidforge_core::config::Endpoint;
@@ -42,7 +42,7 @@ impl Sender {
         let started = Instant::now();
         let (status, error) = match self.post(endpoint, id, body).await {
             Ok(status) => (Some(status), None),
-            Err(e) => (None, Some(e)),
+            Err(e) => (None, Some(e.to_string())),
         };
         Attempt {
             at,
@@ -53,8 +53,8 @@ impl Sender {
         }
     }
 
-    async fn post(&self, endpoint: &Endpoint, id: &str, body: Vec<u8>) -> Result<u16, String> {
-        let webhook = Webhook::new(&endpoint.secret).map_err(|e| format!("bad secret: {e}"))?;
+    async fn post(&self, endpoint: &Endpoint, id: &str, body: Vec<u8>) -> Result<u16, SendError> {
+        let webhook = Webhook::new(&endpoint.secret).map_err(SendError::Secret)?;
         // Signed at send time: the timestamp is the attempt's (receivers refuse stale ones).
         let timestamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -62,7 +62,7 @@ impl Sender {
             .unwrap_or(0);
         let signature = webhook
             .sign(id, timestamp, &body)
-            .map_err(|e| format!("cannot sign: {e}"))?;
+            .map_err(SendError::Sign)?;
         let response = self
             .client
             .post(&endpoint.url)
@@ -73,13 +73,27 @@ impl Sender {
             .body(body)
             .send()
             .await
-            .map_err(describe)?;
+            .map_err(SendError::Request)?;
         Ok(response.status().as_u16())
     }
 }
 
+/// Why an attempt got no answer (its `Display` is the attempt's recorded `error`).
+#[derive(Debug, thiserror::Error)]
+enum SendError {
+    /// The endpoint's secret is not a Standard Webhooks secret.
+    #[error("bad secret: {0}")]
+    Secret(WebhookError),
+    /// The body could not be signed.
+    #[error("cannot sign: {0}")]
+    Sign(WebhookError),
+    /// The request got no answer.
+    #[error("{}", describe(.0))]
+    Request(reqwest::Error),
+}
+
 /// A short reason for a request that got no answer.
-fn describe(e: reqwest::Error) -> String {
+fn describe(e: &reqwest::Error) -> String {
     if e.is_timeout() {
         "timeout".into()
     } else if e.is_connect() {

@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
+use vidforge_fixtures::{self as fixtures, ClipSpec};
 use vidforge_gpu::SampleDepth;
 use vidforge_gpu::filter::area_downscale_reference;
-use vidforge_media::fixtures::{self, ClipSpec};
 use vidforge_media::{
     BackendChoice, EncoderSettings, Engine, OutputFormat, RenderJob, RenderReport, Resolution,
     WatermarkSpec, Yuv420Frame,

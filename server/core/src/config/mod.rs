@@ -78,7 +78,8 @@ mod validate;
 mod webhooks;
 
 pub use parse::{
-    ConfigError, parse_bytes, parse_duration, parse_encoder, parse_hwdecode, parse_net,
+    ConfigError, UnknownChoice, parse_bytes, parse_duration, parse_encoder, parse_hwdecode,
+    parse_net,
 };
 pub use reference::reference_table;
 pub use settings::{
@@ -118,16 +119,10 @@ pub enum Speculative {
     Off,
 }
 
-impl Speculative {
-    pub const ALL: [Speculative; 2] = [Speculative::Auto, Speculative::Off];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Speculative::Auto => "auto",
-            Speculative::Off => "off",
-        }
-    }
-}
+vidforge_media::gpu::enum_names!(Speculative {
+    Auto => "auto",
+    Off => "off",
+});
 
 /// The scheduling policy of the render threads (`render_sched`; see `crate::priority`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -141,15 +136,11 @@ pub enum RenderSched {
     Idle,
 }
 
-impl RenderSched {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RenderSched::Normal => "normal",
-            RenderSched::Batch => "batch",
-            RenderSched::Idle => "idle",
-        }
-    }
-}
+vidforge_media::gpu::enum_names!(RenderSched {
+    Normal => "normal",
+    Batch => "batch",
+    Idle => "idle",
+});
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum MediaStoreSetting {

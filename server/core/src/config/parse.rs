@@ -115,14 +115,31 @@ pub fn parse_net(s: &str) -> Option<ipnet::IpNet> {
         .or_else(|| s.parse::<std::net::IpAddr>().ok().map(ipnet::IpNet::from))
 }
 
+/// A `--hwdecode` or `--encoder` value that names none of the choices.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown {what} '{value}' ({choices})")]
+pub struct UnknownChoice {
+    /// `hwdecode` or `encoder`.
+    what: &'static str,
+    value: String,
+    /// The choices, comma-separated.
+    choices: &'static str,
+}
+
 /// `--hwdecode` of `vidforge render` and `vidforge bench`.
-pub fn parse_hwdecode(s: &str) -> Result<vidforge_media::HwDecodeChoice, String> {
-    vidforge_media::HwDecodeChoice::parse(s)
-        .ok_or_else(|| format!("unknown hwdecode '{s}' (auto, cuda, off)"))
+pub fn parse_hwdecode(s: &str) -> Result<vidforge_media::HwDecodeChoice, UnknownChoice> {
+    vidforge_media::HwDecodeChoice::parse(s).ok_or_else(|| UnknownChoice {
+        what: "hwdecode",
+        value: s.to_string(),
+        choices: "auto, cuda, off",
+    })
 }
 
 /// `--encoder` of `vidforge render` and `vidforge bench`.
-pub fn parse_encoder(s: &str) -> Result<vidforge_media::EncoderChoice, String> {
-    vidforge_media::EncoderChoice::parse(s)
-        .ok_or_else(|| format!("unknown encoder '{s}' (auto, x264, nvenc)"))
+pub fn parse_encoder(s: &str) -> Result<vidforge_media::EncoderChoice, UnknownChoice> {
+    vidforge_media::EncoderChoice::parse(s).ok_or_else(|| UnknownChoice {
+        what: "encoder",
+        value: s.to_string(),
+        choices: "auto, x264, nvenc",
+    })
 }

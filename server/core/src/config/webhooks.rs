@@ -66,10 +66,10 @@ impl Endpoint {
             field: url_field,
             reason,
         };
-        check_url(url).map_err(bad)?;
-        check_secret(secret).map_err(|reason| ConfigError::Invalid {
+        check_url(url).map_err(|e| bad(e.to_string()))?;
+        check_secret(secret).map_err(|e| ConfigError::Invalid {
             field: secret_field,
-            reason,
+            reason: e.to_string(),
         })?;
         let events = match events {
             None => EventKind::ALL.to_vec(),
@@ -115,40 +115,58 @@ pub(super) fn endpoints_from_file(
         .collect()
 }
 
-fn check_url(url: &str) -> Result<(), String> {
+/// Why an endpoint's URL or secret is refused (the reason of its [`ConfigError::Invalid`]).
+#[derive(Debug, thiserror::Error)]
+enum EndpointProblem {
+    #[error("`{0}` is not an http:// or https:// URL")]
+    NotHttp(String),
+    #[error("`{0}` has no host")]
+    NoHost(String),
+    #[error("the URL must not carry credentials (the signature authenticates)")]
+    Credentials,
+    #[error("`{0}` is not a plain URL")]
+    NotPlain(String),
+    #[error("the secret must be a Standard Webhooks secret: whsec_ followed by base64")]
+    NotWhsec,
+    #[error("the secret after whsec_ is not base64")]
+    NotBase64,
+    #[error(
+        "the secret is {len} bytes; it must be {min} to {max}",
+        min = SECRET_BYTES.start(),
+        max = SECRET_BYTES.end()
+    )]
+    SecretLength { len: usize },
+}
+
+fn check_url(url: &str) -> Result<(), EndpointProblem> {
     let url = url.trim();
     let rest = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"))
-        .ok_or_else(|| format!("`{url}` is not an http:// or https:// URL"))?;
+        .ok_or_else(|| EndpointProblem::NotHttp(url.to_string()))?;
     let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
     if authority.is_empty() {
-        return Err(format!("`{url}` has no host"));
+        return Err(EndpointProblem::NoHost(url.to_string()));
     }
     if authority.contains('@') {
-        return Err("the URL must not carry credentials (the signature authenticates)".into());
+        return Err(EndpointProblem::Credentials);
     }
     if url.contains('#') || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("`{url}` is not a plain URL"));
+        return Err(EndpointProblem::NotPlain(url.to_string()));
     }
     Ok(())
 }
 
-fn check_secret(secret: &str) -> Result<(), String> {
+fn check_secret(secret: &str) -> Result<(), EndpointProblem> {
     let key = secret
         .trim()
         .strip_prefix(SECRET_PREFIX)
-        .ok_or("the secret must be a Standard Webhooks secret: whsec_ followed by base64")?;
+        .ok_or(EndpointProblem::NotWhsec)?;
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(key)
-        .map_err(|_| "the secret after whsec_ is not base64".to_string())?;
+        .map_err(|_| EndpointProblem::NotBase64)?;
     if !SECRET_BYTES.contains(&bytes.len()) {
-        return Err(format!(
-            "the secret is {} bytes; it must be {} to {}",
-            bytes.len(),
-            SECRET_BYTES.start(),
-            SECRET_BYTES.end()
-        ));
+        return Err(EndpointProblem::SecretLength { len: bytes.len() });
     }
     Ok(())
 }

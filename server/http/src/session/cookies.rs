@@ -46,6 +46,17 @@ impl Cookie {
             tag: hex::decode(tag).ok()?,
         })
     }
+
+    /// The fields its tag covers, at the principal's `epoch`.
+    pub(super) fn signed(&self, epoch: u64) -> Signed<'_> {
+        Signed {
+            principal: &self.principal,
+            scopes: self.scopes,
+            issued: self.issued,
+            seen: self.seen,
+            epoch,
+        }
+    }
 }
 
 /// The bit set of `scopes` in an OAuth session's cookie.
@@ -61,43 +72,47 @@ pub(super) fn scopes_of(bits: u8) -> Scopes {
     }
 }
 
-pub(super) fn session_tag(
-    key: &[u8],
-    principal: &str,
-    issued: u64,
-    seen: u64,
-    epoch: u64,
-) -> Vec<u8> {
-    let fields = format!("{issued}\0{seen}\0{epoch}");
-    mac(
-        key,
-        &[
-            b"vidforge-session\0v2\0",
-            principal.as_bytes(),
-            b"\0",
-            fields.as_bytes(),
-        ],
-    )
+/// What a session cookie's MAC covers besides its key: whose it is, the scope bits of an
+/// OAuth session's cookie (`None`: a static token's), when it was issued and last seen, and
+/// the principal's session epoch.
+pub(super) struct Signed<'a> {
+    pub(super) principal: &'a str,
+    pub(super) scopes: Option<u8>,
+    pub(super) issued: u64,
+    pub(super) seen: u64,
+    pub(super) epoch: u64,
 }
 
-pub(super) fn oauth_session_tag(
-    key: &[u8],
-    principal: &str,
-    scopes: u8,
-    issued: u64,
-    seen: u64,
-    epoch: u64,
-) -> Vec<u8> {
-    let fields = format!("{issued}\0{seen}\0{epoch}\0{scopes}");
-    mac(
-        key,
-        &[
-            b"vidforge-session\0oauth-v1\0",
-            principal.as_bytes(),
-            b"\0",
-            fields.as_bytes(),
-        ],
-    )
+impl Signed<'_> {
+    /// The MAC tag under `key`: a static token's session (`v2`) or an OAuth session's
+    /// (`oauth-v1`, over its scopes too).
+    pub(super) fn tag(&self, key: &[u8]) -> Vec<u8> {
+        let (issued, seen, epoch) = (self.issued, self.seen, self.epoch);
+        let (version, fields): (&[u8], String) = match self.scopes {
+            None => (
+                b"vidforge-session\0v2\0",
+                format!("{issued}\0{seen}\0{epoch}"),
+            ),
+            Some(scopes) => (
+                b"vidforge-session\0oauth-v1\0",
+                format!("{issued}\0{seen}\0{epoch}\0{scopes}"),
+            ),
+        };
+        mac(
+            key,
+            &[version, self.principal.as_bytes(), b"\0", fields.as_bytes()],
+        )
+    }
+
+    /// The cookie's value: its fields and its tag under `key`.
+    pub(super) fn value(&self, key: &[u8]) -> String {
+        let (issued, seen) = (self.issued, self.seen);
+        let (who, tag) = (hex::encode(self.principal), hex::encode(self.tag(key)));
+        match self.scopes {
+            None => format!("{issued}.{seen}.{who}.{tag}"),
+            Some(scopes) => format!("{issued}.{seen}.{who}.{scopes}.{tag}"),
+        }
+    }
 }
 
 /// The value of cookie `name` in the request's `Cookie` headers.

@@ -42,7 +42,7 @@ use std::time::Duration;
 use axum::http::HeaderMap;
 
 pub use cookies::cookie;
-use cookies::{Cookie, mac, oauth_session_tag, scope_bits, scopes_of, session_tag};
+use cookies::{Cookie, Signed, mac, scope_bits, scopes_of};
 
 use crate::auth::{Auth, Principal};
 use crate::oauth::Verified;
@@ -210,13 +210,15 @@ impl Sessions {
         let epoch = self.store.session_epoch(&verified.principal)?;
         let key = self.server_key()?.to_vec();
         let now = self.clock.now_ms();
-        Ok(self.oauth_cookie_for(
+        Ok(self.cookie_for(
             &key,
-            &verified.principal,
-            scope_bits(verified.scopes),
-            now,
-            now,
-            epoch,
+            &Signed {
+                principal: &verified.principal,
+                scopes: Some(scope_bits(verified.scopes)),
+                issued: now,
+                seen: now,
+                epoch,
+            },
         ))
     }
 
@@ -245,7 +247,16 @@ impl Sessions {
         };
         let epoch = self.store.session_epoch(principal.as_str())?;
         let now = self.clock.now_ms();
-        let set_cookie = self.cookie_for(token, principal.as_str(), now, now, epoch);
+        let set_cookie = self.cookie_for(
+            token,
+            &Signed {
+                principal: principal.as_str(),
+                scopes: None,
+                issued: now,
+                seen: now,
+                epoch,
+            },
+        );
         Ok(Some((principal, set_cookie)))
     }
 
@@ -271,41 +282,10 @@ impl Sessions {
         )
     }
 
-    /// The `Set-Cookie` value of a cookie issued at `issued`, last seen at `seen`; its
+    /// The `Set-Cookie` value of the cookie `signed` describes, tagged under `key`; its
     /// `Max-Age` is what is left of it (the browser drops it when the server would refuse it).
-    fn cookie_for(
-        &self,
-        key: &[u8],
-        principal: &str,
-        issued: u64,
-        seen: u64,
-        epoch: u64,
-    ) -> String {
-        let tag = session_tag(key, principal, issued, seen, epoch);
-        let value = format!(
-            "{issued}.{seen}.{}.{}",
-            hex(principal.as_bytes()),
-            hex(&tag)
-        );
-        self.cookie_header(&value, self.left_s(issued, seen))
-    }
-
-    fn oauth_cookie_for(
-        &self,
-        key: &[u8],
-        principal: &str,
-        scopes: u8,
-        issued: u64,
-        seen: u64,
-        epoch: u64,
-    ) -> String {
-        let tag = oauth_session_tag(key, principal, scopes, issued, seen, epoch);
-        let value = format!(
-            "{issued}.{seen}.{}.{scopes}.{}",
-            hex(principal.as_bytes()),
-            hex(&tag)
-        );
-        self.cookie_header(&value, self.left_s(issued, seen))
+    fn cookie_for(&self, key: &[u8], signed: &Signed) -> String {
+        self.cookie_header(&signed.value(key), self.left_s(signed.issued, signed.seen))
     }
 
     /// What is left of a cookie issued at `issued`, last seen at `seen`, in seconds.
@@ -383,7 +363,7 @@ impl Sessions {
         let epoch = self.store.session_epoch(&c.principal)?;
         let mut matched: Option<&[u8]> = None;
         for key in keys {
-            let expected = session_tag(key, &c.principal, c.issued, c.seen, epoch);
+            let expected = c.signed(epoch).tag(key);
             if bool::from(expected.ct_eq(&c.tag)) {
                 matched = Some(key);
             }
@@ -391,9 +371,13 @@ impl Sessions {
         let Some(key) = matched else {
             return Ok(None);
         };
-        let renewal = self
-            .due(c.seen, now)
-            .then(|| self.cookie_for(key, &c.principal, c.issued, now.max(c.seen), epoch));
+        let renewal = self.due(c.seen, now).then(|| {
+            let renewed = Signed {
+                seen: now.max(c.seen),
+                ..c.signed(epoch)
+            };
+            self.cookie_for(key, &renewed)
+        });
         Ok(Some(Session {
             binding: Some(format!("{}\0{}\0{epoch}", c.principal, c.issued)),
             principal: Principal(c.principal),
@@ -418,12 +402,16 @@ impl Sessions {
         }
         let epoch = self.store.session_epoch(&c.principal)?;
         let key = self.server_key()?;
-        let expected = oauth_session_tag(key, &c.principal, bits, c.issued, c.seen, epoch);
+        let expected = c.signed(epoch).tag(key);
         if !bool::from(expected.ct_eq(&c.tag)) {
             return Ok(None);
         }
         let renewal = self.due(c.seen, now).then(|| {
-            self.oauth_cookie_for(key, &c.principal, bits, c.issued, now.max(c.seen), epoch)
+            let renewed = Signed {
+                seen: now.max(c.seen),
+                ..c.signed(epoch)
+            };
+            self.cookie_for(key, &renewed)
         });
         Ok(Some(Session {
             binding: Some(format!("{}\0{}\0{epoch}", c.principal, c.issued)),

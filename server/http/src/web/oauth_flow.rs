@@ -23,6 +23,7 @@ use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
 use crate::oauth::browser::{self, BrowserError};
+use crate::oauth::{OAuth, Verified};
 use crate::scope::Need;
 use crate::session::{SessionError, cookie};
 
@@ -232,87 +233,18 @@ async fn callback(web: &Web, headers: &HeaderMap, q: CallbackQuery) -> Response 
             "/",
         );
     };
-    let flow = {
-        let (web, headers) = (web.clone(), headers.clone());
-        tokio::task::spawn_blocking(move || read_flow(&web, &headers)).await
-    };
-    let flow = match flow {
-        Ok(Ok(flow)) => flow,
-        Ok(Err(e)) => return store_down(&e, "/"),
-        Err(e) => return store_down(&format!("the task failed: {e}"), "/"),
-    };
-    let state_ok = match (&flow, q.state.as_deref()) {
-        (Some(f), Some(s)) => bool::from(f.state.as_bytes().ct_eq(s.as_bytes())),
-        _ => false,
-    };
-    let Some(flow) = flow.filter(|_| state_ok) else {
-        tracing::info!(
-            "OAuth callback refused: no sign-in in progress in this browser, or another one's state"
-        );
-        return failure(
-            StatusCode::BAD_REQUEST,
-            "Sign-in not recognised",
-            "This sign-in was not started in this browser, or it took longer than 10 minutes. \
-             Start again.",
-            "/",
-        );
+    let flow = match this_browsers_flow(web, headers, q.state.as_deref()).await {
+        Ok(flow) => flow,
+        Err(refusal) => return *refusal,
     };
     tracing::debug!(
         age_ms = web.service.clock().now_ms().saturating_sub(flow.issued),
         "OAuth callback"
     );
-    if let Some(error) = q.error {
-        let error: String = error
-            .chars()
-            .filter(|c| c.is_ascii_graphic())
-            .take(64)
-            .collect();
-        tracing::info!(%error, "the authorization server did not sign the browser in");
-        return failure(
-            StatusCode::UNAUTHORIZED,
-            "Not signed in",
-            &format!("The authorization server did not sign you in ({error})."),
-            &flow.next,
-        );
-    }
-    let Some(code) = q.code.filter(|c| !c.is_empty()) else {
-        return failure(
-            StatusCode::BAD_REQUEST,
-            "Sign-in not recognised",
-            "The authorization server sent no code. Start again.",
-            &flow.next,
-        );
+    let verified = match verified_code(&oauth, q, &flow).await {
+        Ok(verified) => verified,
+        Err(refusal) => return *refusal,
     };
-    let verified = match oauth.exchange_code(&code, &flow.verifier).await {
-        Ok(v) => v,
-        Err(e @ BrowserError::Unavailable(_)) => {
-            tracing::warn!(error = %e, "OAuth sign-in: the token endpoint is unavailable");
-            return failure(
-                StatusCode::BAD_GATEWAY,
-                "Sign-in unavailable",
-                "The authorization server cannot be reached just now; try again shortly.",
-                &flow.next,
-            );
-        }
-        Err(e) => {
-            tracing::info!(error = %e, "OAuth sign-in refused");
-            return failure(
-                StatusCode::UNAUTHORIZED,
-                "Not signed in",
-                &format!("{e}."),
-                &flow.next,
-            );
-        }
-    };
-    if !verified.scopes.allow(Need::Read) {
-        tracing::info!(principal = %verified.principal, "OAuth sign-in refused: no vidforge scope");
-        return failure(
-            StatusCode::UNAUTHORIZED,
-            "Not signed in",
-            "The authorization server granted no access to vidforge.",
-            &flow.next,
-        );
-    }
     let signed = {
         let sessions = web.sessions.clone();
         let v = verified.clone();
@@ -325,4 +257,97 @@ async fn callback(web: &Web, headers: &HeaderMap, q: CallbackQuery) -> Response 
     };
     tracing::info!(principal = %verified.principal, "browser signed in through the authorization server");
     signed_in(web, &flow.next, &set_cookie)
+}
+
+/// The sign-in this browser started (its flow cookie), when the callback's `state` is its;
+/// else the page saying so (or that the store is down).
+async fn this_browsers_flow(
+    web: &Web,
+    headers: &HeaderMap,
+    state: Option<&str>,
+) -> Result<Flow, Box<Response>> {
+    let flow = {
+        let (web, headers) = (web.clone(), headers.clone());
+        tokio::task::spawn_blocking(move || read_flow(&web, &headers)).await
+    };
+    let flow = match flow {
+        Ok(Ok(flow)) => flow,
+        Ok(Err(e)) => return Err(Box::new(store_down(&e, "/"))),
+        Err(e) => return Err(Box::new(store_down(&format!("the task failed: {e}"), "/"))),
+    };
+    let state_ok = match (&flow, state) {
+        (Some(f), Some(s)) => bool::from(f.state.as_bytes().ct_eq(s.as_bytes())),
+        _ => false,
+    };
+    flow.filter(|_| state_ok).ok_or_else(|| {
+        tracing::info!(
+            "OAuth callback refused: no sign-in in progress in this browser, or another one's state"
+        );
+        Box::new(failure(
+            StatusCode::BAD_REQUEST,
+            "Sign-in not recognised",
+            "This sign-in was not started in this browser, or it took longer than 10 minutes. \
+             Start again.",
+            "/",
+        ))
+    })
+}
+
+/// The callback's code exchanged at the token endpoint, and the token it brings verified
+/// (with a vidforge scope); else the page saying why not.
+async fn verified_code(
+    oauth: &OAuth,
+    q: CallbackQuery,
+    flow: &Flow,
+) -> Result<Verified, Box<Response>> {
+    let refused =
+        |status, title: &str, text: &str| Box::new(failure(status, title, text, &flow.next));
+    if let Some(error) = q.error {
+        let error: String = error
+            .chars()
+            .filter(|c| c.is_ascii_graphic())
+            .take(64)
+            .collect();
+        tracing::info!(%error, "the authorization server did not sign the browser in");
+        return Err(refused(
+            StatusCode::UNAUTHORIZED,
+            "Not signed in",
+            &format!("The authorization server did not sign you in ({error})."),
+        ));
+    }
+    let Some(code) = q.code.filter(|c| !c.is_empty()) else {
+        return Err(refused(
+            StatusCode::BAD_REQUEST,
+            "Sign-in not recognised",
+            "The authorization server sent no code. Start again.",
+        ));
+    };
+    let verified = match oauth.exchange_code(&code, &flow.verifier).await {
+        Ok(v) => v,
+        Err(e @ BrowserError::Unavailable(_)) => {
+            tracing::warn!(error = %e, "OAuth sign-in: the token endpoint is unavailable");
+            return Err(refused(
+                StatusCode::BAD_GATEWAY,
+                "Sign-in unavailable",
+                "The authorization server cannot be reached just now; try again shortly.",
+            ));
+        }
+        Err(e) => {
+            tracing::info!(error = %e, "OAuth sign-in refused");
+            return Err(refused(
+                StatusCode::UNAUTHORIZED,
+                "Not signed in",
+                &format!("{e}."),
+            ));
+        }
+    };
+    if !verified.scopes.allow(Need::Read) {
+        tracing::info!(principal = %verified.principal, "OAuth sign-in refused: no vidforge scope");
+        return Err(refused(
+            StatusCode::UNAUTHORIZED,
+            "Not signed in",
+            "The authorization server granted no access to vidforge.",
+        ));
+    }
+    Ok(verified)
 }

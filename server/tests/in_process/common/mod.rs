@@ -17,7 +17,7 @@ use vidforge_core::engine::{
 use vidforge_core::media_backend::MediaProber;
 use vidforge_core::service::{RenderService, ServiceParts};
 use vidforge_core::store::{AssetRecord, RenderRecord, RenderState, Resolution};
-use vidforge_media::fixtures::{self, ClipSpec};
+use vidforge_fixtures::{self as fixtures, ClipSpec};
 
 /// A renderer that "renders" `frames` frames with `frame_delay` each, optionally holds before
 /// finishing (until released or cancelled), and writes a small real output file.
