@@ -12,14 +12,10 @@ pub enum AssetKind {
     Image,
 }
 
-impl AssetKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AssetKind::Video => "video",
-            AssetKind::Image => "image",
-        }
-    }
-}
+vidforge_media::gpu::enum_names!(AssetKind {
+    Video => "video",
+    Image => "image",
+});
 
 /// What probing found in an asset.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

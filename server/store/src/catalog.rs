@@ -125,40 +125,40 @@ pub enum ErrorCode {
     InsufficientScope,
 }
 
-impl ErrorCode {
-    /// Every code, in catalog order.
-    pub const ALL: [ErrorCode; 29] = [
-        ErrorCode::SourceNotFound,
-        ErrorCode::UnsupportedCodec,
-        ErrorCode::WatermarkRejected,
-        ErrorCode::WatermarkApprovalTimeout,
-        ErrorCode::RenderQuotaExceeded,
-        ErrorCode::RenderFailed,
-        ErrorCode::InvalidArguments,
-        ErrorCode::RenderNotFound,
-        ErrorCode::TaskExpired,
-        ErrorCode::ResultExpired,
-        ErrorCode::ApprovalAlreadyRecorded,
-        ErrorCode::ApprovalNotPending,
-        ErrorCode::IdempotencyConflict,
-        ErrorCode::AssetTooLarge,
-        ErrorCode::AssetInvalid,
-        ErrorCode::RenderCancelled,
-        ErrorCode::ResultTooLargeToInline,
-        ErrorCode::AssetNotFound,
-        ErrorCode::AssetInUse,
-        ErrorCode::StorageFull,
-        ErrorCode::RequestForbidden,
-        ErrorCode::UnsupportedMediaType,
-        ErrorCode::UploadTimeout,
-        ErrorCode::ServiceUnavailable,
-        ErrorCode::RenderTooLarge,
-        ErrorCode::RenderBudgetExceeded,
-        ErrorCode::RateLimited,
-        ErrorCode::UploadsBusy,
-        ErrorCode::InsufficientScope,
-    ];
+// Every code, in catalog order, and its symbolic wire name.
+vidforge_media::gpu::enum_names!(ErrorCode {
+    SourceNotFound => "source_not_found",
+    UnsupportedCodec => "unsupported_codec",
+    WatermarkRejected => "watermark_rejected",
+    WatermarkApprovalTimeout => "watermark_approval_timeout",
+    RenderQuotaExceeded => "render_quota_exceeded",
+    RenderFailed => "render_failed",
+    InvalidArguments => "invalid_arguments",
+    RenderNotFound => "render_not_found",
+    TaskExpired => "task_expired",
+    ResultExpired => "result_expired",
+    ApprovalAlreadyRecorded => "approval_already_recorded",
+    ApprovalNotPending => "approval_not_pending",
+    IdempotencyConflict => "idempotency_conflict",
+    AssetTooLarge => "asset_too_large",
+    AssetInvalid => "asset_invalid",
+    RenderCancelled => "render_cancelled",
+    ResultTooLargeToInline => "result_too_large_to_inline",
+    AssetNotFound => "asset_not_found",
+    AssetInUse => "asset_in_use",
+    StorageFull => "storage_full",
+    RequestForbidden => "request_forbidden",
+    UnsupportedMediaType => "unsupported_media_type",
+    UploadTimeout => "upload_timeout",
+    ServiceUnavailable => "service_unavailable",
+    RenderTooLarge => "render_too_large",
+    RenderBudgetExceeded => "render_budget_exceeded",
+    RateLimited => "rate_limited",
+    UploadsBusy => "uploads_busy",
+    InsufficientScope => "insufficient_scope",
+});
 
+impl ErrorCode {
     /// The codes `vidforge_render_video` lists inline in its `_meta` (repair-critical only).
     pub const RENDER_TOOL_INLINE: [ErrorCode; 6] = [
         ErrorCode::SourceNotFound,
@@ -168,45 +168,6 @@ impl ErrorCode {
         ErrorCode::RenderQuotaExceeded,
         ErrorCode::RenderFailed,
     ];
-
-    /// The symbolic wire code.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::SourceNotFound => "source_not_found",
-            ErrorCode::UnsupportedCodec => "unsupported_codec",
-            ErrorCode::WatermarkRejected => "watermark_rejected",
-            ErrorCode::WatermarkApprovalTimeout => "watermark_approval_timeout",
-            ErrorCode::RenderQuotaExceeded => "render_quota_exceeded",
-            ErrorCode::RenderFailed => "render_failed",
-            ErrorCode::InvalidArguments => "invalid_arguments",
-            ErrorCode::RenderNotFound => "render_not_found",
-            ErrorCode::TaskExpired => "task_expired",
-            ErrorCode::ResultExpired => "result_expired",
-            ErrorCode::ApprovalAlreadyRecorded => "approval_already_recorded",
-            ErrorCode::ApprovalNotPending => "approval_not_pending",
-            ErrorCode::IdempotencyConflict => "idempotency_conflict",
-            ErrorCode::AssetTooLarge => "asset_too_large",
-            ErrorCode::AssetInvalid => "asset_invalid",
-            ErrorCode::RenderCancelled => "render_cancelled",
-            ErrorCode::ResultTooLargeToInline => "result_too_large_to_inline",
-            ErrorCode::AssetNotFound => "asset_not_found",
-            ErrorCode::AssetInUse => "asset_in_use",
-            ErrorCode::StorageFull => "storage_full",
-            ErrorCode::RequestForbidden => "request_forbidden",
-            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
-            ErrorCode::UploadTimeout => "upload_timeout",
-            ErrorCode::ServiceUnavailable => "service_unavailable",
-            ErrorCode::RenderTooLarge => "render_too_large",
-            ErrorCode::RenderBudgetExceeded => "render_budget_exceeded",
-            ErrorCode::RateLimited => "rate_limited",
-            ErrorCode::UploadsBusy => "uploads_busy",
-            ErrorCode::InsufficientScope => "insufficient_scope",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|c| c.as_str() == s)
-    }
 
     /// Whether the same call may succeed later (then `retry_after_ms` may be set).
     pub fn temporary(self) -> bool {
@@ -418,7 +379,7 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for c in ErrorCode::ALL {
             assert!(seen.insert(c.as_str()));
-            assert_eq!(ErrorCode::parse(c.as_str()), Some(c));
+            assert_eq!(ErrorCode::from_name(c.as_str()), Some(c));
         }
     }
 }

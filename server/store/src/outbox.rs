@@ -35,26 +35,18 @@ pub enum EventKind {
     Cancelled,
 }
 
+// The event's `type` (`render.succeeded`, ...).
+vidforge_media::gpu::enum_names!(EventKind {
+    InputRequired => "render.input_required",
+    Succeeded => "render.succeeded",
+    Failed => "render.failed",
+    Cancelled => "render.cancelled",
+});
+
 impl EventKind {
-    pub const ALL: [EventKind; 4] = [
-        EventKind::InputRequired,
-        EventKind::Succeeded,
-        EventKind::Failed,
-        EventKind::Cancelled,
-    ];
-
-    /// The event's `type` (`render.succeeded`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventKind::InputRequired => "render.input_required",
-            EventKind::Succeeded => "render.succeeded",
-            EventKind::Failed => "render.failed",
-            EventKind::Cancelled => "render.cancelled",
-        }
-    }
-
-    /// The kind named `s` (`render.succeeded`; the `render.` prefix may be left out).
-    pub fn from_name(s: &str) -> Option<EventKind> {
+    /// The kind named `s` leniently (`render.succeeded`; the `render.` prefix may be left
+    /// out; spaces around it are ignored).
+    pub fn parse_lenient(s: &str) -> Option<EventKind> {
         let s = s.trim();
         let short = s.strip_prefix("render.").unwrap_or(s);
         EventKind::ALL
@@ -75,15 +67,11 @@ pub enum OutboxStatus {
     Dropped,
 }
 
-impl OutboxStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OutboxStatus::Pending => "pending",
-            OutboxStatus::Delivered => "delivered",
-            OutboxStatus::Dropped => "dropped",
-        }
-    }
-}
+vidforge_media::gpu::enum_names!(OutboxStatus {
+    Pending => "pending",
+    Delivered => "delivered",
+    Dropped => "dropped",
+});
 
 /// One delivery attempt.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

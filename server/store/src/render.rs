@@ -59,6 +59,17 @@ pub enum RenderState {
     Cancelled,
 }
 
+// Storage names (`awaiting_approval`, ...).
+vidforge_media::gpu::enum_names!(RenderState {
+    Queued => "queued",
+    Rendering => "rendering",
+    Previewing => "previewing",
+    AwaitingApproval => "awaiting_approval",
+    Succeeded => "succeeded",
+    Failed => "failed",
+    Cancelled => "cancelled",
+});
+
 impl RenderState {
     pub fn is_terminal(self) -> bool {
         matches!(
@@ -73,19 +84,6 @@ impl RenderState {
             self,
             RenderState::Queued | RenderState::Rendering | RenderState::Previewing
         )
-    }
-
-    /// Storage name (`awaiting_approval`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RenderState::Queued => "queued",
-            RenderState::Rendering => "rendering",
-            RenderState::Previewing => "previewing",
-            RenderState::AwaitingApproval => "awaiting_approval",
-            RenderState::Succeeded => "succeeded",
-            RenderState::Failed => "failed",
-            RenderState::Cancelled => "cancelled",
-        }
     }
 
     /// The state as clients read it, in error messages, the fallback status tool and the
@@ -250,7 +248,7 @@ mod error_code_serde {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ErrorCode, D::Error> {
         let s = String::deserialize(d)?;
-        ErrorCode::parse(&s).ok_or_else(|| D::Error::custom(format!("unknown error code {s}")))
+        ErrorCode::from_name(&s).ok_or_else(|| D::Error::custom(format!("unknown error code {s}")))
     }
 }
 

@@ -77,7 +77,7 @@ impl Endpoint {
             Some(names) => names
                 .iter()
                 .map(|n| {
-                    EventKind::from_name(n).ok_or_else(|| {
+                    EventKind::parse_lenient(n).ok_or_else(|| {
                         bad(format!(
                             "unknown event `{n}` (known: {})",
                             EventKind::ALL.map(EventKind::as_str).join(", ")
