@@ -135,13 +135,8 @@ pub(crate) fn succeeded(
     claimed: &RenderRecord,
     outcome: &Outcome,
 ) -> Result<Written<()>, ServiceError> {
-    let now = shared.ledger.now();
-    write_final(&shared.ledger, &shared.pool, &claimed.id, |r| {
-        if r.is_terminal() || taken_over(r, claimed) {
-            return Ok(Change::Keep(()));
-        }
-        mark_succeeded(r, outcome.clone(), now);
-        Ok(Change::Write(()))
+    end(shared, claimed, |r, now| {
+        mark_succeeded(r, outcome.clone(), now)
     })
 }
 
@@ -166,14 +161,7 @@ pub(crate) fn cancelled(
     shared: &Shared,
     claimed: &RenderRecord,
 ) -> Result<Written<()>, ServiceError> {
-    let now = shared.ledger.now();
-    write_final(&shared.ledger, &shared.pool, &claimed.id, |r| {
-        if r.is_terminal() || taken_over(r, claimed) {
-            return Ok(Change::Keep(()));
-        }
-        mark_cancelled(r, now);
-        Ok(Change::Write(()))
-    })
+    end(shared, claimed, mark_cancelled)
 }
 
 /// The render ends failed with `outcome` (unless it ended meanwhile or was taken over).
@@ -182,12 +170,24 @@ pub(crate) fn failed(
     claimed: &RenderRecord,
     outcome: &Outcome,
 ) -> Result<Written<()>, ServiceError> {
+    end(shared, claimed, |r, now| {
+        mark_failed(r, outcome.clone(), now)
+    })
+}
+
+/// Ends the claimed render as `mark` says, at the ledger's now, unless it ended meanwhile
+/// or was taken over.
+fn end(
+    shared: &Shared,
+    claimed: &RenderRecord,
+    mut mark: impl FnMut(&mut RenderRecord, u64),
+) -> Result<Written<()>, ServiceError> {
     let now = shared.ledger.now();
     write_final(&shared.ledger, &shared.pool, &claimed.id, |r| {
         if r.is_terminal() || taken_over(r, claimed) {
             return Ok(Change::Keep(()));
         }
-        mark_failed(r, outcome.clone(), now);
+        mark(r, now);
         Ok(Change::Write(()))
     })
 }
