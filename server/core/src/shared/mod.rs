@@ -1,6 +1,6 @@
 //! The state the service, the worker pool and the maintenance loop share, in three owned
-//! parts with one job each: the [`ledger`] (records and their events), the [`pool`] (slots
-//! and running work) and the [`media`] side (media and disk).
+//! parts with one job each: the `ledger` (records and their events), the `pool` (slots
+//! and running work) and the `media` side (media and disk).
 //!
 //! Dependencies point one way: `service` starts `worker` and `maintenance`, and all three use
 //! this module; none of them imports the service (so this module links to none of them).
