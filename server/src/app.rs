@@ -80,6 +80,10 @@ pub fn router_with(service: &RenderService, extensions: Extensions) -> Router {
     telemetry::install();
     let guarded = routes::http_routes(service.clone(), sessions.clone())
         .merge(web::web_routes(service.clone(), sessions.clone()))
+        .merge(vidforge_http::playback::routes(
+            service.clone(),
+            vidforge_http::playback::PlaybackLinks::new(service.store().clone(), config.base_url()),
+        ))
         .merge(mcp)
         .merge(resource_metadata)
         .layer(RequestBodyTimeoutLayer::new(config.body_idle_timeout))

@@ -30,6 +30,7 @@ use vidforge_core::config::Config;
 use vidforge_core::service::RenderService;
 use vidforge_http::scope::{Need, Scopes};
 
+pub mod app;
 mod args;
 pub mod capabilities;
 mod declared;
@@ -88,6 +89,7 @@ pub fn router(
         tools: tools::tool_definitions(&lifetimes),
         presenter: presentation::Presenter::new(lifetimes, config.base_url()),
         extensions,
+        app: app::AppSurface::new(&service, config),
         service,
     });
     let legacy = legacy::LegacySessions::new(legacy::Limits {
