@@ -93,6 +93,32 @@ fn the_extension_is_negotiated_and_its_view_served() {
             .unwrap()
             .starts_with("<!DOCTYPE html>")
     );
+
+    // Discovery: the AI Catalog points at the Server Card, generated from server.json and
+    // the live tool list (the model's: no app-only tool).
+    let base = server.base();
+    let catalog: Value = reqwest::blocking::get(format!("{base}/.well-known/ai-catalog.json"))
+        .unwrap()
+        .json()
+        .unwrap();
+    let card_url = catalog["agents"][0]["cardUrl"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(card_url, format!("{base}/.well-known/mcp/server-card.json"));
+    let card: Value = reqwest::blocking::get(&card_url).unwrap().json().unwrap();
+    let listing: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo_root().join("server.json")).unwrap())
+            .unwrap();
+    assert_eq!(card["name"], listing["name"]);
+    assert_eq!(card["version"], listing["version"]);
+    assert_eq!(catalog["agents"][0]["id"], listing["name"]);
+    assert_eq!(card["remotes"][0]["url"], format!("{base}/mcp"));
+    assert_eq!(
+        card["capabilities"]["extensions"][UI]["mimeTypes"][0],
+        "text/html;profile=mcp-app"
+    );
+    assert_eq!(tool_names(&card), tool_names(listed.result()));
 }
 
 fn wait_state(client: &mut Legacy, id: &str, done: impl Fn(&Value) -> bool) -> Value {

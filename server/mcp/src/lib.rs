@@ -34,6 +34,7 @@ pub mod app;
 mod args;
 pub mod capabilities;
 mod declared;
+pub mod discovery;
 pub mod extension;
 mod handler;
 pub mod inputs;
@@ -92,6 +93,13 @@ pub fn router(
         app: app::AppSurface::new(&service, config),
         service,
     });
+    let discovery = discovery::Discovery::new(
+        &VidforgeMcp {
+            shared: shared.clone(),
+        },
+        &config.base_url(),
+        &capabilities::authorization(&auth),
+    );
     let legacy = legacy::LegacySessions::new(legacy::Limits {
         idle_timeout: config.legacy_session_idle_timeout,
         max_sessions: config.max_legacy_sessions,
@@ -132,6 +140,7 @@ pub fn router(
             auth,
             vidforge_http::auth::require_auth,
         ))
+        .merge(discovery.routes())
 }
 
 fn server_info() -> Value {
