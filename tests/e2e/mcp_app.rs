@@ -243,6 +243,17 @@ fn the_view_previews_approves_and_plays_for_its_principal_only() {
     let (status, body) = get(&url, Some("bytes=0-99"));
     assert_eq!((status, body.len()), (206, 100));
 
+    // A sandboxed player sends `Origin: null`: accepted; the Host check still applies.
+    let client = reqwest::blocking::Client::new();
+    let sandboxed = client.get(&url).header("Origin", "null").send().unwrap();
+    assert_eq!(sandboxed.status().as_u16(), 200);
+    let rebound = client
+        .get(&url)
+        .header("Host", "evil.example")
+        .send()
+        .unwrap();
+    assert_eq!(rebound.status().as_u16(), 403);
+
     // Altered: the tag, the principal, the expiry.
     let last = url.pop_last_hex();
     assert_eq!(get(&last, None).0, 403);

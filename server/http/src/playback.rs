@@ -143,6 +143,15 @@ pub fn routes(service: RenderService, links: PlaybackLinks) -> Router {
         .with_state((service, links))
 }
 
+/// Middleware in front of the request policy on [`routes`]: drops `Origin`, so that only
+/// `Host` is checked. A media element in a sandboxed view sends `Origin: null`; a playback
+/// link carries its own credential and the route uses nothing ambient (no cookie, no bearer
+/// token), so there is no cross-site request to refuse.
+pub async fn without_origin(mut request: Request, next: axum::middleware::Next) -> Response {
+    request.headers_mut().remove(axum::http::header::ORIGIN);
+    next.run(request).await
+}
+
 async fn play(
     State((service, links)): State<(RenderService, PlaybackLinks)>,
     UrlPath((id, file)): UrlPath<(String, String)>,
