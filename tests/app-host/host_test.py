@@ -284,15 +284,18 @@ class Test:
         self.into_view()
         code = self.driver.find_element(By.ID, "errcode").text
         message = self.driver.find_element(By.ID, "errmsg").text
+        reason = self.driver.find_element(By.ID, "errreason").text
         if "watermark_rejected" not in code:
             fail(f"the view shows {code!r} after Reject")
+        if "<b>bold</b>" not in reason:
+            fail(f"the view does not show the note as text: {reason!r}")
         if self.driver.find_elements(By.CSS_SELECTOR, "#failure b, #failure img") or self.driver.execute_script("return window.pwned"):
             fail("the hostile note became HTML")
         status = mcp.call("tools/call", {"name": "vidforge_get_render_status", "arguments": {"render_id": rid}},
                           name="vidforge_get_render_status")["structuredContent"]
         if status.get("state") != "failed" or status.get("error", {}).get("code") != "watermark_rejected":
             fail(f"after Reject the render is {status}")
-        ok(f"Reject with a note: watermark_rejected in words ({message!r}), the note as text")
+        ok(f"Reject with a note: watermark_rejected in words ({message!r}), the note as text ({reason!r})")
         self.driver.switch_to.default_content()
         self.driver.save_screenshot(os.path.join(self.shots, "app-rejected.png"))
 

@@ -121,14 +121,13 @@ pub fn listing() -> Value {
     })
 }
 
-/// `tools/list` for a client that declared the extension: the render and status tools point
-/// at the view, and the app-only tools follow vidforge's own.
+/// `tools/list` for a client that declared the extension: the render tool points at the view,
+/// and the app-only tools follow vidforge's own. (Not the status tool: a host shows a view per
+/// call, and a model polls status many times; the view re-reads the status itself.)
 pub fn with_ui(tools_list: &mut Vec<Value>, lifetimes: &Lifetimes) {
     for tool in tools_list.iter_mut() {
-        if matches!(
-            tool["name"].as_str(),
-            Some(tools::RENDER_VIDEO | tools::GET_RENDER_STATUS)
-        ) && let Some(meta) = tool.get_mut("_meta").and_then(Value::as_object_mut)
+        if tool["name"] == tools::RENDER_VIDEO
+            && let Some(meta) = tool.get_mut("_meta").and_then(Value::as_object_mut)
         {
             meta.insert("ui".into(), json!({ "resourceUri": VIEW_URI }));
         }
@@ -224,6 +223,7 @@ mod tests {
         with_ui(&mut list, &lifetimes);
         assert_eq!(list.len(), before + 2);
         assert_eq!(list[0]["_meta"]["ui"]["resourceUri"], VIEW_URI);
+        assert!(list[1]["_meta"].get("ui").is_none(), "{}", list[1]);
         for app in &list[before..] {
             assert_eq!(app["_meta"]["ui"]["visibility"], json!(["app"]));
             assert!(is_app_tool(app["name"].as_str().unwrap()));
