@@ -71,6 +71,19 @@ impl Discovery {
     }
 }
 
+/// The discovery routes for the MCP front sharing `shared`, on `config`'s public URL.
+pub fn router(
+    shared: &Arc<super::McpShared>,
+    config: &vidforge_core::config::Config,
+    auth: &vidforge_http::auth::Auth,
+) -> Router {
+    let mcp = VidforgeMcp {
+        shared: shared.clone(),
+    };
+    let authorization = super::capabilities::authorization(auth);
+    Discovery::new(&mcp, &config.base_url(), &authorization).routes()
+}
+
 async fn serve(body: Arc<String>) -> Response {
     let mut r = body.as_str().to_owned().into_response();
     let h = r.headers_mut();

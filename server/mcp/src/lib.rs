@@ -93,13 +93,7 @@ pub fn router(
         app: app::AppSurface::new(&service, config),
         service,
     });
-    let discovery = discovery::Discovery::new(
-        &VidforgeMcp {
-            shared: shared.clone(),
-        },
-        &config.base_url(),
-        &capabilities::authorization(&auth),
-    );
+    let discovery = discovery::router(&shared, config, &auth);
     let legacy = legacy::LegacySessions::new(legacy::Limits {
         idle_timeout: config.legacy_session_idle_timeout,
         max_sessions: config.max_legacy_sessions,
@@ -140,7 +134,7 @@ pub fn router(
             auth,
             vidforge_http::auth::require_auth,
         ))
-        .merge(discovery.routes())
+        .merge(discovery)
 }
 
 fn server_info() -> Value {
