@@ -284,3 +284,44 @@ impl AlterTag for String {
         out
     }
 }
+
+#[test]
+fn with_media_in_a_bucket_the_view_plays_the_presigned_link() {
+    use crate::support::s3::{ENV, S3};
+    let dir = tempfile::tempdir().unwrap();
+    let s3 = S3::start(&dir.path().join("s3"));
+    let media = s3.media_args("app");
+    let mut args: Vec<&str> = vec!["--token", "token-alice-1=alice"];
+    args.extend(media.iter().map(String::as_str));
+    let server = Server::start_with_env(&dir.path().join("data"), &args, &ENV);
+    let clip = upload(
+        &server,
+        Some("token-alice-1"),
+        &make_clip(dir.path(), "clip.mp4", 320, 180, 0.4, false),
+    );
+    let mut alice = session(&server, Some("token-alice-1"), ui_caps());
+
+    // The bucket's origin is declared beside the public one, and nothing else.
+    let read = alice.request("resources/read", json!({"uri": VIEW}));
+    assert_eq!(
+        read.result()["contents"][0]["_meta"]["ui"]["csp"]["resourceDomains"],
+        json!([server.base(), s3.endpoint()])
+    );
+    let accepted = alice.tool(
+        "vidforge_render_video",
+        json!({"source_asset_uri": clip, "output_format": "mp4", "resolution": "720p"}),
+    );
+    let id = accepted.result()["structuredContent"]["render_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let done = wait_state(&mut alice, &id, |s| s["terminal"] == true);
+    assert_eq!(done["state"], "succeeded", "{done}");
+    let playback = alice.tool("vidforge_app_playback", json!({"render_id": id}));
+    let sc = playback.result()["structuredContent"].clone();
+    let url = sc["url"].as_str().unwrap();
+    assert!(url.starts_with(&format!("{}/", s3.endpoint())), "{url}");
+    let (status, body) = get(url, None);
+    assert_eq!(status, 200);
+    assert_eq!(body.len() as u64, sc["size_bytes"].as_u64().unwrap());
+}
