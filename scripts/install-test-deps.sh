@@ -20,7 +20,7 @@ start() {
   pids+=($!)
   names+=("$name")
 }
-for dir in clients/ts clients/inspector tests/oauth conformance conformance/legacy; do
+for dir in clients/ts clients/inspector tests/oauth tests/app-host conformance conformance/legacy; do
   start "$dir" npm_install "$ROOT/$dir"
 done
 for dir in clients/python clients/python-legacy tests/s3 tests/webhooks tests/registry; do

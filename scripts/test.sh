@@ -124,6 +124,9 @@ phase "oauth clients" ./scripts/run-oauth-clients.sh
 phase "cluster clients" ./scripts/run-cluster-clients.sh
 # The browser UI (headless Chromium via Selenium) and /metrics scraped by a real Prometheus.
 phase "browser ui + prometheus" ./scripts/run-ui-tests.sh
+# The MCP App in a real host: the official ext-apps host bridge in headless Chromium (preview,
+# Approve, the player, Reject, visibility, another principal).
+phase "mcp app host" ./scripts/run-app-host-test.sh
 # The container image: built, run with podman, the contract from the host, a clean stop on
 # SIGTERM, its data kept across a new container.
 phase "container image" ./scripts/run-image-test.sh

@@ -84,9 +84,22 @@ pub fn router_with(service: &RenderService, extensions: Extensions) -> Router {
         .merge(resource_metadata)
         .layer(RequestBodyTimeoutLayer::new(config.body_idle_timeout))
         .layer(axum::middleware::from_fn_with_state(
-            policy,
+            policy.clone(),
             policy::enforce,
         ));
+    // Signed playback links: the Host check, not the Origin one (a sandboxed player sends
+    // `Origin: null`; the link is the only credential, nothing ambient to forge).
+    let playback = vidforge_http::playback::routes(
+        service.clone(),
+        vidforge_http::playback::PlaybackLinks::new(service.store().clone(), config.base_url()),
+    )
+    .layer(axum::middleware::from_fn_with_state(
+        policy.clone(),
+        policy::enforce,
+    ))
+    .layer(axum::middleware::from_fn(
+        vidforge_http::playback::without_origin,
+    ));
     let metrics = Router::new()
         .route("/metrics", get(telemetry::metrics_endpoint))
         .with_state(telemetry::MetricsState {
@@ -95,6 +108,7 @@ pub fn router_with(service: &RenderService, extensions: Extensions) -> Router {
         });
     routes::health_routes(service.clone())
         .merge(metrics)
+        .merge(playback)
         .merge(guarded)
         .layer(axum::middleware::from_fn(telemetry::count_requests))
         .layer(axum::middleware::from_fn(

@@ -11,6 +11,7 @@ mod cluster;
 mod hardware;
 mod http_hardening;
 mod load;
+mod mcp_app;
 mod mcp_protocol;
 mod mcp_render;
 mod oauth;

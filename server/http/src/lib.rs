@@ -14,6 +14,7 @@ pub mod envelope;
 pub mod metrics;
 pub mod oauth;
 pub mod peer;
+pub mod playback;
 pub mod policy;
 pub mod routes;
 pub mod scope;

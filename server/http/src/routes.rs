@@ -37,6 +37,8 @@ pub use answers::status_for;
 pub use assets::asset_json;
 pub use download::serve_file;
 pub use upload::{FILENAME_HEADER, REFUSED_UPLOAD_TYPES, UPLOADS_BUSY_RETRY_AFTER};
+pub(crate) use answers::service_error;
+pub(crate) use download::serve_media;
 
 use assets::{delete_asset, get_asset};
 use download::{download, preview};

@@ -22,6 +22,7 @@ use vidforge_core::catalog::{self};
 use vidforge_core::store::{Outcome, RenderState};
 use vidforge_core::uri;
 
+use super::app;
 use super::capabilities::{self, TASKS_EXTENSION};
 use super::declared::declared;
 use super::extension::ToolCall;
@@ -35,7 +36,7 @@ impl ServerHandler for VidforgeMcp {
         let mut caps = json!({
             "tools": { "listChanged": true },
             "resources": {},
-            "extensions": { TASKS_EXTENSION: {} }
+            "extensions": { TASKS_EXTENSION: {}, app::EXTENSION: app::capability() }
         });
         for extension in self.shared.extensions.iter() {
             if let (Some(caps), Value::Object(added)) =
@@ -79,8 +80,18 @@ impl ServerHandler for VidforgeMcp {
         let mut info = serde_json::to_value(self.get_info()).map_err(internal)?;
         info["protocolVersion"] = json!(requested);
         info["instructions"] = json!(super::LEGACY_INSTRUCTIONS);
+        // Of the extensions, only MCP Apps is defined before 2026-07-28: answered to a client
+        // that declared it.
+        let declares_ui =
+            serde_json::to_value(&request.capabilities).is_ok_and(|caps| app::declares_ui(&caps));
         if let Some(caps) = info["capabilities"].as_object_mut() {
             caps.remove("extensions");
+            if declares_ui {
+                caps.insert(
+                    "extensions".into(),
+                    json!({ app::EXTENSION: app::capability() }),
+                );
+            }
         }
         from_json(info)
     }
@@ -107,6 +118,7 @@ impl ServerHandler for VidforgeMcp {
             .tools
             .iter()
             .chain(extension_tools.iter())
+            .chain(app::app_tools(self.shared.presenter.lifetimes()).iter())
             .find(|t| t["name"] == name)
             .and_then(|t| serde_json::from_value(t.clone()).ok())
     }
@@ -114,9 +126,12 @@ impl ServerHandler for VidforgeMcp {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let mut tools = self.shared.tools.clone();
+        if app::declares_ui(&declared(&ctx).caps) {
+            app::with_ui(&mut tools, self.shared.presenter.lifetimes());
+        }
         let mut ttl_ms = catalog::DISCOVER_TTL.as_millis() as u64;
         for extension in self.shared.extensions.iter() {
             tools.extend(extension.tools());
@@ -145,6 +160,9 @@ impl ServerHandler for VidforgeMcp {
             tools::GET_RENDER_STATUS => self.call_status(&principal, &arguments),
             tools::APPROVE_WATERMARK => self.call_approve(&principal, &arguments).await,
             tools::CANCEL_RENDER => self.call_cancel(&principal, &arguments).await,
+            name if app::is_app_tool(name) && app::declares_ui(&declared.caps) => {
+                self.call_app_tool(name, &principal, &arguments).await
+            }
             tools::GET_CAPABILITIES => {
                 if let Err(env) =
                     super::args::fallback_input::<super::inputs::NoArguments>(&arguments)
@@ -253,6 +271,9 @@ impl ServerHandler for VidforgeMcp {
             "description": "What vidforge does and does not do, error carriers, task semantics, fallbacks and the error catalog.",
             "mimeType": "application/json",
         })];
+        if app::declares_ui(&declared(&ctx).caps) {
+            resources.push(app::listing());
+        }
         for rec in self.recent_renders(&principal) {
             match (&rec.state, &rec.outcome) {
                 (
@@ -338,6 +359,7 @@ impl ServerHandler for VidforgeMcp {
         let uri = request.uri.clone();
         let result = match parse_resource_uri(&uri) {
             Some(ResourceRef::Capabilities) => self.read_capabilities(&uri)?,
+            None if uri == app::VIEW_URI => from_json(self.shared.app.read_view())?,
             Some(ResourceRef::Preview(id)) => {
                 let principal = principal(&ctx)?;
                 self.read_preview(&principal, &uri, id).await?

@@ -22,9 +22,11 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use vidforge_core::config::Config;
 use vidforge_core::service::RenderService;
 
+pub mod app;
 mod args;
 pub mod capabilities;
 mod declared;
+pub mod discovery;
 pub mod extension;
 mod handler;
 pub mod inputs;
@@ -80,8 +82,10 @@ pub fn router(
         tools: tools::tool_definitions(&lifetimes),
         presenter: presentation::Presenter::new(lifetimes, config.base_url()),
         extensions,
+        app: app::AppSurface::new(&service, config),
         service,
     });
+    let discovery = discovery::router(&shared, config, &auth);
     let legacy = legacy::LegacySessions::new(legacy::Limits {
         idle_timeout: config.legacy_session_idle_timeout,
         max_sessions: config.max_legacy_sessions,
@@ -125,4 +129,5 @@ pub fn router(
             auth,
             vidforge_http::auth::require_auth,
         ))
+        .merge(discovery)
 }

@@ -29,6 +29,8 @@ pub struct McpShared {
     pub capabilities_summary: Value,
     /// Render records as wire shapes, for the configured lifetimes.
     pub presenter: Presenter,
+    /// The MCP App's playback links and CSP origins.
+    pub app: super::app::AppSurface,
 }
 
 #[derive(Clone)]

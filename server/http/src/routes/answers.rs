@@ -35,7 +35,7 @@ pub fn status_for(e: &ServiceError) -> StatusCode {
 }
 
 /// A service error as its HTTP status and §6 envelope.
-pub(super) fn service_error(e: &ServiceError) -> Response {
+pub(crate) fn service_error(e: &ServiceError) -> Response {
     error_response(
         status_for(e),
         &Envelope::from_service_error(e, RepairContext::default()),

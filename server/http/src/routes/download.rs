@@ -69,7 +69,7 @@ fn expired(service: &RenderService, principal: &Principal, id: &str, e: &Service
 /// the object store. The redirect itself is never cached (the link expires) and carries no
 /// credential of the client's: a client drops its `Authorization` on the way to another
 /// origin.
-async fn serve_media(
+pub(crate) async fn serve_media(
     service: &RenderService,
     stored: &Path,
     mime: &str,
