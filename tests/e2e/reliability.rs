@@ -407,9 +407,12 @@ fn a_full_disk_refuses_new_work_but_keeps_serving_reads() {
     let fs = Tmpfs::mount("96m");
     let work = tempfile::tempdir().unwrap();
     let data = fs.path().join("data");
-    let mut server = Server::start(
+    // The log lives off the file system this test fills: the server must start on a full
+    // disk, and the test must still read that it did.
+    let mut server = Server::start_logging_to(
         &data,
         &["--min-free-bytes", "8MiB", "--disk-reserve-bytes", "4MiB"],
+        &work.path().join("server.log"),
     );
     assert!(
         data.join(".disk-reserve").exists(),

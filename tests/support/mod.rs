@@ -93,6 +93,15 @@ impl Server {
         Server::start_bin(vidforge_bin(), data_dir, extra)
     }
 
+    /// [`Server::start`] with its console output written to `log` instead of beside the data
+    /// dir, so a test that fills the data dir's file system still reads what the server said.
+    pub fn start_logging_to(data_dir: &Path, extra: &[&str], log: &Path) -> Server {
+        let mut server = Server::new(vidforge_bin(), data_dir, extra);
+        server.log_path = log.to_path_buf();
+        server.spawn();
+        server
+    }
+
     /// [`Server::start`] with extra environment variables (e.g. `VIDFORGE_*` settings).
     pub fn start_with_env(data_dir: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut server = Server::new(vidforge_bin(), data_dir, extra);

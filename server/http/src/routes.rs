@@ -33,12 +33,12 @@ use crate::envelope::fingerprint;
 use crate::session::Sessions;
 use vidforge_core::service::RenderService;
 
+pub(crate) use answers::service_error;
 pub use answers::status_for;
 pub use assets::asset_json;
 pub use download::serve_file;
-pub use upload::{FILENAME_HEADER, REFUSED_UPLOAD_TYPES, UPLOADS_BUSY_RETRY_AFTER};
-pub(crate) use answers::service_error;
 pub(crate) use download::serve_media;
+pub use upload::{FILENAME_HEADER, REFUSED_UPLOAD_TYPES, UPLOADS_BUSY_RETRY_AFTER};
 
 use assets::{delete_asset, get_asset};
 use download::{download, preview};

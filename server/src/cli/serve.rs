@@ -9,6 +9,15 @@ use vidforge_core::config::{Config, ConfigArgs, display_path};
 use vidforge_core::service::RenderService;
 use vidforge_mcp::{ExtensionSpec, Extensions};
 
+/// Prints a line on the console. An unwritable stdout (a full disk under a redirected log)
+/// costs the line, never the server: `println!` would panic.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 /// How long open connections may finish after a shutdown request.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -79,9 +88,9 @@ pub fn run_serve_with(args: ServeArgs, extensions: Vec<ExtensionSpec>) -> anyhow
         banner.print(&service);
         let webhooks = vidforge_webhooks::start(&service)?;
         if webhooks.is_some() {
-            println!("  webhooks      on (signed per Standard Webhooks)");
+            say!("  webhooks      on (signed per Standard Webhooks)");
         }
-        println!("Ready. Ctrl-C or SIGTERM stops it.");
+        say!("Ready. Ctrl-C or SIGTERM stops it.");
         tracing::info!(listen = %banner.listen, data_dir = %banner.data_dir, "serving");
         serve_until_stopped(&service, listener, extensions).await?;
         if let Some(webhooks) = webhooks {
@@ -91,7 +100,7 @@ pub fn run_serve_with(args: ServeArgs, extensions: Vec<ExtensionSpec>) -> anyhow
             .await
             .context("shutdown panicked")?;
         tracing::info!("stopped");
-        println!("vidforge stopped");
+        say!("vidforge stopped");
         Ok(())
     })
 }
@@ -129,28 +138,28 @@ impl Banner {
     fn print(&self, service: &RenderService) {
         let (listen, base) = (self.listen, &self.base);
         // The first line is stable (scripts and tests read the address from it).
-        println!("vidforge listening on http://{listen}");
-        println!("  MCP endpoint  {base}/mcp");
-        println!("  uploads       POST {base}/assets?name=<file name>");
-        println!("  data dir      {}", self.data_dir);
+        say!("vidforge listening on http://{listen}");
+        say!("  MCP endpoint  {base}/mcp");
+        say!("  uploads       POST {base}/assets?name=<file name>");
+        say!("  data dir      {}", self.data_dir);
         let store = service.store();
         if store.is_shared() {
-            println!(
+            say!(
                 "  task store    {} (node {})",
                 store.describe(),
                 service.node()
             );
         }
         if store.is_shared() || service.media().is_object() {
-            println!("  media store   {}", service.media().describe());
+            say!("  media store   {}", service.media().describe());
         }
-        println!("  auth          {}", self.auth);
+        say!("  auth          {}", self.auth);
         let hw = service.hardware();
-        println!("  backend       {}", hw.compositor);
-        println!("  decoder       {}", hw.decoder);
-        println!("  h264 encoder  {}", hw.h264_encoder);
+        say!("  backend       {}", hw.compositor);
+        say!("  decoder       {}", hw.decoder);
+        say!("  h264 encoder  {}", hw.h264_encoder);
         for name in &self.names {
-            println!("  mounted       {name} (test use only)");
+            say!("  mounted       {name} (test use only)");
             tracing::warn!(extension = %name, "extension mounted beside the production tools");
         }
     }
