@@ -220,7 +220,7 @@ impl VideoFeed<'_> {
                 if self.start.is_none() {
                     self.start = self.current.first_pts.map(|p| p as f64 * f64::from(tb));
                 }
-                self.end = self.current.end_pts.unwrap_or(0) as f64 * f64::from(tb);
+                self.end = self.current.end_pts().unwrap_or(0) as f64 * f64::from(tb);
                 pkt.rescale_ts(tb, out_tb);
                 self.fix.apply(&mut pkt)?;
                 self.frames += 1;
@@ -250,7 +250,7 @@ impl VideoFeed<'_> {
 
     fn take_first(&mut self, mut pkt: Packet, out_tb: Rational) -> Result<Packet, MediaError> {
         let tb = self.current.time_base;
-        self.end = self.current.end_pts.unwrap_or(0) as f64 * f64::from(tb);
+        self.end = self.current.end_pts().unwrap_or(0) as f64 * f64::from(tb);
         pkt.rescale_ts(tb, out_tb);
         self.fix.apply(&mut pkt)?;
         self.frames += 1;

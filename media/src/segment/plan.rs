@@ -137,6 +137,10 @@ pub(crate) fn plan(t: &Timeline, opts: &SegmentPlanOptions) -> Vec<SegmentSpan> 
         // Each cut is a later keyframe: at most one per candidate.
         for _ in 0..candidates.len() {
             let (lo, hi, goal) = (prev + target / 2.0, total - target / 2.0, prev + target);
+            if goal > hi {
+                // What is left is under one and a half targets: the last segment takes it.
+                break;
+            }
             let at = candidates.partition_point(|&k| secs(k) < goal);
             let nearest = [at.checked_sub(1), Some(at)]
                 .into_iter()
@@ -217,9 +221,12 @@ mod tests {
 
     #[test]
     fn the_last_segment_absorbs_a_short_tail_and_none_is_shorter_than_half_the_target() {
-        // 7 s, keyframes every second, 3 s target: 0, 3, then 6 would leave 1 s: 5 instead.
+        // 7 s, keyframes every second, 3 s target: 0, 3, then 6 would leave 1 s: absorbed.
         let spans = plan(&timeline(25, 7, 25), &opts(3.0, 1.0));
-        assert_eq!(starts(&spans), [0.0, 3.0, 5.0]);
+        assert_eq!(starts(&spans), [0.0, 3.0]);
+        // 6 s, 2 s target: 0, 2, 4 (not 5, which would leave two 1 s segments).
+        let spans = plan(&timeline(25, 6, 25), &opts(2.0, 1.0));
+        assert_eq!(starts(&spans), [0.0, 2.0, 4.0]);
         // 7.5 s, 4 s target: a cut at 4 leaves 3.5 s; none after it.
         let spans = plan(&timeline(2, 15, 1), &opts(4.0, 1.0));
         assert_eq!(starts(&spans), [0.0, 4.0]);

@@ -31,9 +31,10 @@ pub(crate) struct SegmentReader {
     pub signature: CodecSignature,
     /// Packets read so far.
     pub packets: u64,
-    /// The earliest pts and the latest end (pts + duration) read so far.
+    /// The earliest and the latest pts read so far, and the latter's duration.
     pub first_pts: Option<i64>,
-    pub end_pts: Option<i64>,
+    last_pts: Option<i64>,
+    last_duration: i64,
 }
 
 fn signature(stream: &ffmpeg::format::stream::Stream<'_>) -> CodecSignature {
@@ -98,7 +99,8 @@ impl SegmentReader {
             signature,
             packets: 0,
             first_pts: None,
-            end_pts: None,
+            last_pts: None,
+            last_duration: 0,
         })
     }
 
@@ -152,9 +154,23 @@ impl SegmentReader {
         };
         self.packets += 1;
         self.first_pts = Some(self.first_pts.map_or(pts, |f| f.min(pts)));
-        let end = pts + pkt.duration().max(1);
-        self.end_pts = Some(self.end_pts.map_or(end, |e| e.max(end)));
+        if self.last_pts.is_none_or(|l| pts > l) {
+            self.last_pts = Some(pts);
+            self.last_duration = pkt.duration();
+        }
         Ok(Some(pkt))
+    }
+
+    /// The end of the frames read so far: the last one's pts plus its duration (when the
+    /// container keeps none, the average spacing of the frames).
+    pub fn end_pts(&self) -> Option<i64> {
+        let (first, last) = (self.first_pts?, self.last_pts?);
+        let n = self.packets.max(2) as i64 - 1;
+        let duration = match self.last_duration {
+            d if d > 0 => d,
+            _ => ((last - first) / n).max(1),
+        };
+        Some(last + duration)
     }
 }
 
@@ -162,7 +178,7 @@ impl SegmentReader {
 /// read): `after` starts where `before` ends, within half a frame; an overlap is a repeated
 /// frame, a gap a missing one (a truncated or wrong segment).
 pub(crate) fn check_seam(before: &SegmentReader, after: &SegmentReader) -> Result<(), MediaError> {
-    let (Some(end), Some(first)) = (before.end_pts, before.first_pts) else {
+    let (Some(end), Some(first)) = (before.end_pts(), before.first_pts) else {
         return Err(MediaError::invalid(format!(
             "segment {} ({}) holds no frame",
             before.index,

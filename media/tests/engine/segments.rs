@@ -1,0 +1,366 @@
+//! Segment-parallel rendering: plan -> render each segment -> join, against a single pass of
+//! the same job (frames, timestamps, sound at the seams, quality), and the join's refusals.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use std::process::Command;
+
+use vidforge_fixtures as fixtures;
+use vidforge_media::synthetic::run_tool;
+use vidforge_media::{
+    Engine, ErrorKind, OutputFormat, RenderJob, RenderReport, Resolution, SegmentPlanOptions,
+    SegmentSpan, segment_file_name,
+};
+
+use crate::common::seams::{psnr_per_frame, silences, video_packets};
+use crate::common::{cpu, job, leftovers, num, render, stream, tempdir};
+
+const FPS: u32 = 25;
+const SECONDS: f64 = 6.0;
+const FRAMES: u64 = 150;
+const FRAME: f64 = 1.0 / FPS as f64;
+
+/// 320x180, 25 fps, 6 s of picture and of a 440 Hz tone (AAC), a keyframe every second,
+/// in mp4; `x264` adds x264 options.
+fn source(dir: &Path, x264: Option<&str>) -> PathBuf {
+    let path = dir.join(format!("source-{}.mp4", x264.map_or(0, str::len)));
+    let mut cmd = Command::new("ffmpeg");
+    cmd.args(["-v", "error", "-y", "-f", "lavfi", "-i"])
+        .arg(format!("testsrc2=s=320x180:r={FPS}:d={SECONDS}"))
+        .args(["-f", "lavfi", "-i"])
+        .arg(format!(
+            "sine=f=440:r=48000:d={SECONDS},aformat=channel_layouts=stereo"
+        ))
+        .args([
+            "-c:v",
+            "libx264",
+            "-preset",
+            "ultrafast",
+            "-pix_fmt",
+            "yuv420p",
+        ])
+        .args(["-g", "25", "-keyint_min", "25", "-sc_threshold", "0"]);
+    if let Some(p) = x264 {
+        cmd.args(["-x264-params", p]);
+    }
+    cmd.args(["-c:a", "aac"]).arg(&path);
+    run_tool(&mut cmd).expect("make the source");
+    path
+}
+
+fn plan(engine: &Engine, input: &Path) -> Vec<SegmentSpan> {
+    let opts = SegmentPlanOptions {
+        target_seconds: 2.0,
+        min_source_seconds: 3.0,
+    };
+    engine.plan_segments(input, &opts).expect("plan")
+}
+
+/// Renders every span of `job` into `dir` (as `prefix`-named files) and returns the files.
+fn render_segments(
+    engine: &Engine,
+    job: &RenderJob,
+    spans: &[SegmentSpan],
+    dir: &Path,
+) -> Vec<PathBuf> {
+    spans
+        .iter()
+        .map(|span| {
+            let out = dir.join(segment_file_name(span.index));
+            let r = engine
+                .render_segment(job, span, &out, &mut |_| {}, &AtomicBool::new(false))
+                .unwrap_or_else(|e| panic!("segment {}: {e}", span.index));
+            assert_eq!(r.frames, span.frames, "segment {}", span.index);
+            assert!(r.size_bytes > 0);
+            out
+        })
+        .collect()
+}
+
+fn join(engine: &Engine, job: &RenderJob, segments: &[PathBuf]) -> RenderReport {
+    engine
+        .join_segments(job, segments, &mut |_| {}, &AtomicBool::new(false))
+        .unwrap_or_else(|e| panic!("join: {e}"))
+}
+
+/// Strictly increasing dts in file order, no repeated pts.
+fn assert_monotonic(path: &Path, packets: &[(i64, i64)]) {
+    for w in packets.windows(2) {
+        assert!(
+            w[1].1 > w[0].1,
+            "{}: dts {} then {}",
+            path.display(),
+            w[0].1,
+            w[1].1
+        );
+    }
+    let mut pts: Vec<i64> = packets.iter().map(|p| p.0).collect();
+    pts.sort_unstable();
+    assert!(
+        pts.windows(2).all(|w| w[1] > w[0]),
+        "{}: repeated pts",
+        path.display()
+    );
+    assert!(
+        packets.iter().all(|p| p.1 <= p.0),
+        "{}: a dts after its pts",
+        path.display()
+    );
+}
+
+/// (video start, audio start, video end, audio end) in seconds, by ffprobe (Matroska keeps
+/// each stream's end in its `DURATION` tag).
+fn av_extent(path: &Path) -> [f64; 4] {
+    let streams = fixtures::ffprobe_streams(path).expect("ffprobe");
+    let extent = |kind: &str| -> (f64, f64) {
+        let s = stream(&streams, kind).unwrap_or_else(|| panic!("no {kind} stream"));
+        let get = |key: &str| s.get(key).and_then(|v| v.parse::<f64>().ok());
+        let start = get("start_time").unwrap_or_else(|| panic!("start_time: {s:?}"));
+        let end = match (get("duration"), s.get("TAG:DURATION")) {
+            (Some(d), _) => start + d,
+            (None, Some(tag)) => tag.split(':').fold(0.0, |acc, part| {
+                acc * 60.0 + part.parse::<f64>().expect("DURATION tag")
+            }),
+            (None, None) => panic!("no duration: {s:?}"),
+        };
+        (start, end)
+    };
+    let v = stream(&streams, "video").expect("video");
+    assert_eq!(
+        num(v, "nb_read_frames") as u64,
+        FRAMES,
+        "{}",
+        path.display()
+    );
+    let ((vs, ve), (as_, ae)) = (extent("video"), extent("audio"));
+    [vs, as_, ve, ae]
+}
+
+/// The fanned-out render of `src` to `format` against its single pass.
+fn fan_out_matches_single_pass(format: OutputFormat, x264: Option<&str>) {
+    let dir = tempdir();
+    let engine = cpu();
+    let src = source(dir.path(), x264);
+    let spans = plan(&engine, &src);
+    assert_eq!(spans.len(), 3, "{spans:?}");
+    assert_eq!(spans.iter().map(|s| s.frames).sum::<u64>(), FRAMES);
+    let ext = format.extension();
+    let single_job = job(
+        &src,
+        &dir.path().join(format!("single.{ext}")),
+        Resolution::P720,
+        format,
+    );
+    let single = render(&engine, &single_job);
+    let fan_job = RenderJob {
+        output: dir.path().join(format!("joined.{ext}")),
+        ..single_job.clone()
+    };
+    let seg_dir = dir.path().join("segments");
+    std::fs::create_dir(&seg_dir).expect("mkdir");
+    let files = render_segments(&engine, &fan_job, &spans, &seg_dir);
+    let joined = join(&engine, &fan_job, &files);
+    assert_eq!((joined.frames, single.frames), (FRAMES, FRAMES));
+    assert_eq!((joined.width, joined.height), (single.width, single.height));
+    let (a, b) = (&fan_job.output, &single_job.output);
+
+    // Timestamps: exactly the single pass's frames, strictly ordered.
+    let (pa, pb) = (video_packets(a), video_packets(b));
+    assert_monotonic(a, &pa);
+    assert_monotonic(b, &pb);
+    let sorted = |p: &[(i64, i64)]| {
+        let mut v: Vec<i64> = p.iter().map(|p| p.0).collect();
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(
+        sorted(&pa),
+        sorted(&pb),
+        "{format}: pts differ from the single pass"
+    );
+
+    // Length and A/V alignment.
+    let (ea, eb) = (av_extent(a), av_extent(b));
+    assert!(
+        (joined.duration_seconds - SECONDS).abs() <= FRAME + 1e-3,
+        "{joined:?}"
+    );
+    for i in 0..4 {
+        assert!(
+            (ea[i] - eb[i]).abs() <= FRAME,
+            "{format}: {ea:?} vs single {eb:?}"
+        );
+    }
+    assert!(
+        (ea[0] - ea[1]).abs() <= FRAME && (ea[2] - ea[3]).abs() <= FRAME,
+        "{ea:?}"
+    );
+
+    // Continuous sound: no silence of 5 ms anywhere (the seams included).
+    let quiet = silences(a, 0.005);
+    assert!(
+        quiet.iter().all(|&(s, e)| e < 0.05 || s > SECONDS - 0.05),
+        "{format}: {quiet:?}"
+    );
+
+    // Quality: as the single pass's, at the seams too.
+    let (qa, qb) = (
+        psnr_per_frame(a, &src, joined.width, joined.height),
+        psnr_per_frame(b, &src, single.width, single.height),
+    );
+    assert_eq!((qa.len(), qb.len()), (FRAMES as usize, FRAMES as usize));
+    let mean = |q: &[f64]| q.iter().sum::<f64>() / q.len() as f64;
+    let (ma, mb) = (mean(&qa), mean(&qb));
+    eprintln!("{format}: PSNR fanned out {ma:.2} dB, single pass {mb:.2} dB");
+    assert!(
+        ma >= mb - 0.3,
+        "{format}: PSNR {ma:.2} dB against {mb:.2} dB"
+    );
+    let mut first = 0usize;
+    for s in &spans {
+        let last = first + s.frames as usize - 1;
+        for i in [first, last] {
+            assert!(
+                qa[i] >= qb[i] - 2.0,
+                "{format}: seam frame {i}: {} vs {} dB",
+                qa[i],
+                qb[i]
+            );
+        }
+        first = last + 1;
+    }
+    assert!(
+        leftovers(
+            &seg_dir,
+            &files.iter().map(PathBuf::as_path).collect::<Vec<_>>()
+        )
+        .is_empty()
+    );
+}
+
+#[test]
+fn mp4_fanned_out_matches_a_single_pass() {
+    fan_out_matches_single_pass(OutputFormat::Mp4, None);
+}
+
+#[test]
+fn webm_fanned_out_matches_a_single_pass() {
+    fan_out_matches_single_pass(OutputFormat::Webm, None);
+}
+
+#[test]
+fn mov_fanned_out_matches_a_single_pass() {
+    fan_out_matches_single_pass(OutputFormat::Mov, None);
+}
+
+#[test]
+fn an_open_gop_source_with_b_frames_joins_with_monotonic_dts() {
+    fan_out_matches_single_pass(
+        OutputFormat::Mp4,
+        Some("open-gop=1:bframes=3:b-pyramid=normal:keyint=25:min-keyint=25:scenecut=0"),
+    );
+}
+
+/// The error's kind, and that `out` was not written (nor any temporary file left in `dir`).
+fn refused(
+    r: Result<RenderReport, vidforge_media::MediaError>,
+    out: &Path,
+    dir: &Path,
+    keep: &[&Path],
+) -> ErrorKind {
+    let e = r.expect_err("should be refused");
+    assert!(!out.exists(), "{e}: output left behind");
+    assert!(
+        leftovers(dir, keep).is_empty(),
+        "{e}: {:?}",
+        leftovers(dir, keep)
+    );
+    e.kind()
+}
+
+#[test]
+fn bad_segments_are_refused_without_output() {
+    let dir = tempdir();
+    let engine = cpu();
+    let src = source(dir.path(), None);
+    let spans = plan(&engine, &src);
+    let seg_dir = dir.path().join("segments");
+    std::fs::create_dir(&seg_dir).expect("mkdir");
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).expect("mkdir");
+    let out = out_dir.join("joined.mp4");
+    let fan_job = job(&src, &out, Resolution::P720, OutputFormat::Mp4);
+    let files = render_segments(&engine, &fan_job, &spans, &seg_dir);
+    let try_join = |segs: &[PathBuf]| {
+        engine.join_segments(&fan_job, segs, &mut |_| {}, &AtomicBool::new(false))
+    };
+    let kind = |segs: Vec<PathBuf>| refused(try_join(&segs), &out, &out_dir, &[]);
+
+    assert_eq!(kind(vec![]), ErrorKind::InvalidInput);
+    let missing = vec![files[0].clone(), seg_dir.join("nope.mp4"), files[2].clone()];
+    assert_eq!(kind(missing), ErrorKind::SourceNotFound);
+    let truncated = fixtures::truncated_copy(&seg_dir, &files[1], 0.6).expect("truncate");
+    assert_eq!(
+        kind(vec![files[0].clone(), truncated, files[2].clone()]),
+        ErrorKind::InvalidInput
+    );
+    let garbage = fixtures::garbage_file(&seg_dir, "mp4", 4096).expect("garbage");
+    assert_eq!(
+        kind(vec![files[0].clone(), garbage, files[2].clone()]),
+        ErrorKind::InvalidInput
+    );
+    // Out of order, and one left out: the seams do not meet.
+    assert_eq!(
+        kind(vec![files[1].clone(), files[0].clone(), files[2].clone()]),
+        ErrorKind::InvalidInput
+    );
+    assert_eq!(
+        kind(vec![files[0].clone(), files[2].clone()]),
+        ErrorKind::InvalidInput
+    );
+    // A segment encoded otherwise (VP9, not H.264).
+    let vp9_job = RenderJob {
+        format: OutputFormat::Webm,
+        ..fan_job.clone()
+    };
+    let other = render_segments(&engine, &vp9_job, &spans[1..2], &out_dir).remove(0);
+    let e = refused(
+        try_join(&[files[0].clone(), other.clone(), files[2].clone()]),
+        &out,
+        &out_dir,
+        &[&other],
+    );
+    assert_eq!(e, ErrorKind::InvalidInput);
+
+    // A span past the source's end, and one that ends before it starts.
+    let past = SegmentSpan {
+        index: 9,
+        start_pts: Some(1 << 40),
+        end_pts: None,
+        start_seconds: 1e6,
+        end_seconds: 1e6,
+        frames: 10,
+    };
+    let seg_out = out_dir.join("past.mp4");
+    for span in [
+        past.clone(),
+        SegmentSpan {
+            start_pts: Some(100),
+            end_pts: Some(50),
+            ..past
+        },
+    ] {
+        let r = engine.render_segment(
+            &fan_job,
+            &span,
+            &seg_out,
+            &mut |_| {},
+            &AtomicBool::new(false),
+        );
+        assert_eq!(r.expect_err("past the end").kind(), ErrorKind::InvalidInput);
+        assert!(leftovers(&out_dir, &[&other]).is_empty());
+    }
+    // And the good ones still join.
+    assert_eq!(join(&engine, &fan_job, &files).frames, FRAMES);
+}
