@@ -355,7 +355,7 @@ fn merge(
             pkt.set_position(-1);
             pkt.write_interleaved(&mut out.octx)
                 .map_err(|e| MediaError::ffmpeg("writing video to the output", e))?;
-            if video.frames % PROGRESS_EVERY == 0 {
+            if video.frames.is_multiple_of(PROGRESS_EVERY) {
                 report(video.frames);
             }
             v = video.next(out.video_tb)?;

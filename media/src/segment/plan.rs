@@ -224,13 +224,13 @@ mod tests {
         // 7 s, keyframes every second, 3 s target: 0, 3, then 6 would leave 1 s: absorbed.
         let spans = plan(&timeline(25, 7, 25), &opts(3.0, 1.0));
         assert_eq!(starts(&spans), [0.0, 3.0]);
+        assert_eq!(spans.iter().map(|s| s.frames).sum::<u64>(), 175);
         // 6 s, 2 s target: 0, 2, 4 (not 5, which would leave two 1 s segments).
         let spans = plan(&timeline(25, 6, 25), &opts(2.0, 1.0));
         assert_eq!(starts(&spans), [0.0, 2.0, 4.0]);
-        // 7.5 s, 4 s target: a cut at 4 leaves 3.5 s; none after it.
-        let spans = plan(&timeline(2, 15, 1), &opts(4.0, 1.0));
+        // 7 s, 4 s target: a cut at 4 leaves 3 s; none after it.
+        let spans = plan(&timeline(2, 7, 1), &opts(4.0, 1.0));
         assert_eq!(starts(&spans), [0.0, 4.0]);
-        assert_eq!(spans.iter().map(|s| s.frames).sum::<u64>(), 175);
         // Sparse keyframes (every 3 s) with a 2 s target: the nearest ones.
         let spans = plan(&timeline(10, 10, 30), &opts(2.0, 1.0));
         assert_eq!(starts(&spans), [0.0, 3.0, 6.0, 9.0]);

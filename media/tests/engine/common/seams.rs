@@ -33,11 +33,12 @@ pub fn video_packets(path: &Path) -> Vec<(i64, i64)> {
 }
 
 /// Per-frame PSNR (average over the planes; 100 for identical frames) of `path`'s video
-/// against `source` scaled to `w`x`h` (bicubic, the same for every output compared).
+/// scaled back to `w`x`h` (area: the same for every output compared) against `source`, both
+/// in RGB (each converted from YUV by its own matrix).
 pub fn psnr_per_frame(path: &Path, source: &Path, w: u32, h: u32) -> Vec<f64> {
     let stats = path.with_extension("psnr.txt");
     let graph = format!(
-        "[1:v]scale={w}:{h}:flags=bicubic,format=yuv420p[ref];[0:v]format=yuv420p[out];\
+        "[0:v]scale={w}:{h}:flags=area,format=gbrp[out];[1:v]format=gbrp[ref];\
          [out][ref]psnr=stats_file={}",
         stats.display()
     );
