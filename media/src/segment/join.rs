@@ -55,7 +55,12 @@ impl Engine {
         let (first, size) = check_segments(segments)?;
         let tmp = TempOutput::new(&job.output)?;
         let mut src = source::open(&job.input)?;
-        let spec = compose_spec(job, &src, true)?;
+        // The size and light only: the watermark is in the segments already.
+        let bare = RenderJob {
+            watermark: None,
+            ..job.clone()
+        };
+        let spec = compose_spec(&bare, &src, true)?;
         if size != (spec.out_width, spec.out_height) {
             return Err(MediaError::invalid(format!(
                 "the segments are {}x{}, but {} renders at {}x{}: they belong to another job",

@@ -14,7 +14,7 @@ use vidforge_media::{
 };
 
 use crate::common::seams::{psnr_per_frame, silences, video_packets};
-use crate::common::{cpu, job, leftovers, num, render, stream, tempdir};
+use crate::common::{cpu, gpu_engine, job, leftovers, num, render, stream, tempdir};
 
 const FPS: u32 = 25;
 const SECONDS: f64 = 6.0;
@@ -168,11 +168,10 @@ fn assert_quality(format: OutputFormat, a: &Path, b: &Path, src: &Path, spans: &
 }
 
 /// The fanned-out render of `src` to `format` against its single pass.
-fn fan_out_matches_single_pass(format: OutputFormat, x264: Option<&str>) {
+fn fan_out_matches_single_pass(engine: &Engine, format: OutputFormat, x264: Option<&str>) {
     let dir = tempdir();
-    let engine = cpu();
     let src = source(dir.path(), x264);
-    let spans = plan(&engine, &src);
+    let spans = plan(engine, &src);
     assert_eq!(spans.len(), 3, "{spans:?}");
     assert_eq!(spans.iter().map(|s| s.frames).sum::<u64>(), FRAMES);
     let ext = format.extension();
@@ -182,15 +181,15 @@ fn fan_out_matches_single_pass(format: OutputFormat, x264: Option<&str>) {
         Resolution::P720,
         format,
     );
-    let single = render(&engine, &single_job);
+    let single = render(engine, &single_job);
     let fan_job = RenderJob {
         output: dir.path().join(format!("joined.{ext}")),
         ..single_job.clone()
     };
     let seg_dir = dir.path().join("segments");
     std::fs::create_dir(&seg_dir).expect("mkdir");
-    let files = render_segments(&engine, &fan_job, &spans, &seg_dir);
-    let joined = join(&engine, &fan_job, &files);
+    let files = render_segments(engine, &fan_job, &spans, &seg_dir);
+    let joined = join(engine, &fan_job, &files);
     assert_eq!((joined.frames, single.frames), (FRAMES, FRAMES));
     assert_eq!((joined.width, joined.height), (single.width, single.height));
     let (a, b) = (&fan_job.output, &single_job.output);
@@ -246,22 +245,30 @@ fn fan_out_matches_single_pass(format: OutputFormat, x264: Option<&str>) {
 
 #[test]
 fn mp4_fanned_out_matches_a_single_pass() {
-    fan_out_matches_single_pass(OutputFormat::Mp4, None);
+    fan_out_matches_single_pass(&cpu(), OutputFormat::Mp4, None);
 }
 
 #[test]
 fn webm_fanned_out_matches_a_single_pass() {
-    fan_out_matches_single_pass(OutputFormat::Webm, None);
+    fan_out_matches_single_pass(&cpu(), OutputFormat::Webm, None);
 }
 
 #[test]
 fn mov_fanned_out_matches_a_single_pass() {
-    fan_out_matches_single_pass(OutputFormat::Mov, None);
+    fan_out_matches_single_pass(&cpu(), OutputFormat::Mov, None);
+}
+
+#[test]
+fn mp4_fanned_out_on_the_gpu_compositor_matches_a_single_pass() {
+    if let Some(engine) = gpu_engine() {
+        fan_out_matches_single_pass(&engine, OutputFormat::Mp4, None);
+    }
 }
 
 #[test]
 fn an_open_gop_source_with_b_frames_joins_with_monotonic_dts() {
     fan_out_matches_single_pass(
+        &cpu(),
         OutputFormat::Mp4,
         Some("open-gop=1:bframes=3:b-pyramid=normal:keyint=25:min-keyint=25:scenecut=0"),
     );
