@@ -13,7 +13,7 @@ use vidforge_media::{
     SegmentSpan, segment_file_name,
 };
 
-use crate::common::seams::{psnr_per_frame, silences, video_packets};
+use crate::common::seams::{leading_pictures, psnr_per_frame, silences, video_packets};
 use crate::common::{cpu, gpu_engine, job, leftovers, num, render, stream, tempdir};
 
 const FPS: u32 = 25;
@@ -22,7 +22,7 @@ const FRAMES: u64 = 150;
 const FRAME: f64 = 1.0 / FPS as f64;
 
 /// 320x180, 25 fps, 6 s of picture and of a 440 Hz tone (AAC), a keyframe every second,
-/// in mp4; `x264` adds x264 options.
+/// in mp4; `x264` adds x264 options (and B-frames).
 fn source(dir: &Path, x264: Option<&str>) -> PathBuf {
     let path = dir.join(format!("source-{}.mp4", x264.map_or(0, str::len)));
     let mut cmd = Command::new("ffmpeg");
@@ -32,14 +32,13 @@ fn source(dir: &Path, x264: Option<&str>) -> PathBuf {
         .arg(format!(
             "sine=f=440:r=48000:d={SECONDS},aformat=channel_layouts=stereo"
         ))
-        .args([
-            "-c:v",
-            "libx264",
-            "-preset",
-            "ultrafast",
-            "-pix_fmt",
-            "yuv420p",
-        ])
+        .args(["-c:v", "libx264", "-pix_fmt", "yuv420p", "-preset"])
+        // x264's `veryfast` (not `ultrafast`) puts B-frames before an open GOP's I-frame.
+        .arg(if x264.is_some() {
+            "veryfast"
+        } else {
+            "ultrafast"
+        })
         .args(["-g", "25", "-keyint_min", "25", "-sc_threshold", "0"]);
     if let Some(p) = x264 {
         cmd.args(["-x264-params", p]);
@@ -171,6 +170,9 @@ fn assert_quality(format: OutputFormat, a: &Path, b: &Path, src: &Path, spans: &
 fn fan_out_matches_single_pass(engine: &Engine, format: OutputFormat, x264: Option<&str>) {
     let dir = tempdir();
     let src = source(dir.path(), x264);
+    if x264.is_some_and(|p| p.contains("open-gop=1")) {
+        assert!(leading_pictures(&src) > 0, "the source has no open GOP");
+    }
     let spans = plan(engine, &src);
     assert_eq!(spans.len(), 3, "{spans:?}");
     assert_eq!(spans.iter().map(|s| s.frames).sum::<u64>(), FRAMES);

@@ -86,3 +86,24 @@ pub fn silences(path: &Path, min_seconds: f64) -> Vec<(f64, f64)> {
     }
     out
 }
+
+/// Video packets that follow a keyframe in decode order but come before it in presentation
+/// order: the leading pictures of open GOPs.
+pub fn leading_pictures(path: &Path) -> usize {
+    let (out, _) = run(Command::new("ffprobe")
+        .args(["-v", "error", "-select_streams", "v:0"])
+        .args(["-show_entries", "packet=pts,flags", "-of", "csv=p=0"])
+        .arg(path));
+    let mut key: Option<i64> = None;
+    let mut leading = 0;
+    for l in out.lines().filter(|l| !l.trim().is_empty()) {
+        let (pts, flags) = l.trim().split_once(',').expect("pts,flags");
+        let pts: i64 = pts.parse().expect("pts");
+        if flags.starts_with('K') {
+            key = Some(pts);
+        } else if key.is_some_and(|k| pts < k) {
+            leading += 1;
+        }
+    }
+    leading
+}
