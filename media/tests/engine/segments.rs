@@ -9,8 +9,8 @@ use std::process::Command;
 use vidforge_fixtures as fixtures;
 use vidforge_media::synthetic::run_tool;
 use vidforge_media::{
-    Engine, ErrorKind, OutputFormat, RenderJob, RenderReport, Resolution, SegmentPlanOptions,
-    SegmentSpan, segment_file_name,
+    EncoderSettings, Engine, ErrorKind, OutputFormat, RenderJob, RenderReport, Resolution,
+    SegmentPlanOptions, SegmentSpan, segment_file_name,
 };
 
 use crate::common::seams::{leading_pictures, psnr_per_frame, silences, video_packets};
@@ -167,7 +167,12 @@ fn assert_quality(format: OutputFormat, a: &Path, b: &Path, src: &Path, spans: &
 }
 
 /// The fanned-out render of `src` to `format` against its single pass.
-fn fan_out_matches_single_pass(engine: &Engine, format: OutputFormat, x264: Option<&str>) {
+fn fan_out_matches_single_pass(
+    engine: &Engine,
+    format: OutputFormat,
+    x264: Option<&str>,
+    encoder: EncoderSettings,
+) {
     let dir = tempdir();
     let src = source(dir.path(), x264);
     if x264.is_some_and(|p| p.contains("open-gop=1")) {
@@ -177,12 +182,15 @@ fn fan_out_matches_single_pass(engine: &Engine, format: OutputFormat, x264: Opti
     assert_eq!(spans.len(), 3, "{spans:?}");
     assert_eq!(spans.iter().map(|s| s.frames).sum::<u64>(), FRAMES);
     let ext = format.extension();
-    let single_job = job(
-        &src,
-        &dir.path().join(format!("single.{ext}")),
-        Resolution::P720,
-        format,
-    );
+    let single_job = RenderJob {
+        encoder,
+        ..job(
+            &src,
+            &dir.path().join(format!("single.{ext}")),
+            Resolution::P720,
+            format,
+        )
+    };
     let single = render(engine, &single_job);
     let fan_job = RenderJob {
         output: dir.path().join(format!("joined.{ext}")),
@@ -247,23 +255,34 @@ fn fan_out_matches_single_pass(engine: &Engine, format: OutputFormat, x264: Opti
 
 #[test]
 fn mp4_fanned_out_matches_a_single_pass() {
-    fan_out_matches_single_pass(&cpu(), OutputFormat::Mp4, None);
+    fan_out_matches_single_pass(&cpu(), OutputFormat::Mp4, None, EncoderSettings::default());
 }
 
 #[test]
 fn webm_fanned_out_matches_a_single_pass() {
-    fan_out_matches_single_pass(&cpu(), OutputFormat::Webm, None);
+    fan_out_matches_single_pass(&cpu(), OutputFormat::Webm, None, EncoderSettings::default());
+}
+
+#[test]
+fn webm_with_alt_ref_frames_fanned_out_matches_a_single_pass() {
+    // libvpx's `good` deadline looks ahead and codes hidden alt-ref frames.
+    let encoder = EncoderSettings {
+        vp9_deadline: "good".to_string(),
+        vp9_cpu_used: 5,
+        ..EncoderSettings::default()
+    };
+    fan_out_matches_single_pass(&cpu(), OutputFormat::Webm, None, encoder);
 }
 
 #[test]
 fn mov_fanned_out_matches_a_single_pass() {
-    fan_out_matches_single_pass(&cpu(), OutputFormat::Mov, None);
+    fan_out_matches_single_pass(&cpu(), OutputFormat::Mov, None, EncoderSettings::default());
 }
 
 #[test]
 fn mp4_fanned_out_on_the_gpu_compositor_matches_a_single_pass() {
     if let Some(engine) = gpu_engine() {
-        fan_out_matches_single_pass(&engine, OutputFormat::Mp4, None);
+        fan_out_matches_single_pass(&engine, OutputFormat::Mp4, None, EncoderSettings::default());
     }
 }
 
@@ -273,6 +292,7 @@ fn an_open_gop_source_with_b_frames_joins_with_monotonic_dts() {
         &cpu(),
         OutputFormat::Mp4,
         Some("open-gop=1:bframes=3:b-pyramid=normal:keyint=25:min-keyint=25:scenecut=0"),
+        EncoderSettings::default(),
     );
 }
 
