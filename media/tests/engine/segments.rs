@@ -9,8 +9,8 @@ use std::process::Command;
 use vidforge_fixtures as fixtures;
 use vidforge_media::synthetic::run_tool;
 use vidforge_media::{
-    EncoderSettings, Engine, ErrorKind, OutputFormat, RenderJob, RenderReport, Resolution,
-    SegmentPlanOptions, SegmentSpan, segment_file_name,
+    EncoderSettings, Engine, ErrorKind, HdrPolicy, OutputFormat, RenderJob, RenderReport,
+    Resolution, SegmentPlanOptions, SegmentSpan, segment_file_name,
 };
 
 use crate::common::seams::{leading_pictures, psnr_per_frame, silences, video_packets};
@@ -219,6 +219,8 @@ fn fan_out_matches_single_pass(
         "{format}: pts differ from the single pass"
     );
 
+    assert_eq!(video_tags(a), video_tags(b), "{format}: stream tags");
+
     // Length and A/V alignment.
     let (ea, eb) = (av_extent(a), av_extent(b));
     assert!(
@@ -397,4 +399,95 @@ fn bad_segments_are_refused_without_output() {
     }
     // And the good ones still join.
     assert_eq!(join(&engine, &fan_job, &files).frames, FRAMES);
+}
+
+/// The stream fields a player reads of `path`'s video, to compare a join with a render.
+fn video_tags(path: &Path) -> Vec<(String, String)> {
+    let streams = fixtures::ffprobe_streams(path).expect("ffprobe");
+    let v = stream(&streams, "video").expect("video");
+    [
+        "codec_name",
+        "codec_tag_string",
+        "profile",
+        "pix_fmt",
+        "color_range",
+        "color_space",
+        "color_transfer",
+        "color_primaries",
+        "sample_aspect_ratio",
+        "nb_read_frames",
+    ]
+    .iter()
+    .map(|k| (k.to_string(), v.get(*k).cloned().unwrap_or_default()))
+    .collect()
+}
+
+#[test]
+fn kept_hdr_joins_with_the_single_pass_tags() {
+    let dir = tempdir();
+    let engine = cpu();
+    let src = dir.path().join("hlg.mp4");
+    let x265 = "log-level=error:keyint=25:min-keyint=25:scenecut=0:colorprim=bt2020:\
+                transfer=arib-std-b67:colormatrix=bt2020nc:range=limited";
+    run_tool(
+        Command::new("ffmpeg")
+            .args(["-v", "error", "-y", "-f", "lavfi", "-i"])
+            .arg(format!("testsrc2=s=320x180:r={FPS}:d=2"))
+            .args([
+                "-pix_fmt",
+                "yuv420p10le",
+                "-c:v",
+                "libx265",
+                "-preset",
+                "ultrafast",
+            ])
+            .args(["-x265-params", x265, "-color_primaries", "bt2020"])
+            .args(["-color_trc", "arib-std-b67", "-colorspace", "bt2020nc"])
+            .arg(&src),
+    )
+    .expect("HLG source");
+    let opts = SegmentPlanOptions {
+        target_seconds: 1.0,
+        min_source_seconds: 1.0,
+    };
+    let spans = engine.plan_segments(&src, &opts).expect("plan");
+    assert_eq!(spans.len(), 2, "{spans:?}");
+    let single_job = RenderJob {
+        hdr: HdrPolicy::Keep,
+        ..job(
+            &src,
+            &dir.path().join("single.mp4"),
+            Resolution::P720,
+            OutputFormat::Mp4,
+        )
+    };
+    let single = render(&engine, &single_job);
+    let fan_job = RenderJob {
+        output: dir.path().join("joined.mp4"),
+        ..single_job.clone()
+    };
+    let files = render_segments(&engine, &fan_job, &spans, dir.path());
+    let joined = join(&engine, &fan_job, &files);
+    assert_eq!(joined.frames, single.frames);
+    let tags = video_tags(&fan_job.output);
+    assert_eq!(tags, video_tags(&single_job.output));
+    assert!(
+        tags.contains(&("codec_tag_string".into(), "hvc1".into())),
+        "{tags:?}"
+    );
+    assert!(
+        tags.contains(&("color_transfer".into(), "arib-std-b67".into())),
+        "{tags:?}"
+    );
+    let (pa, pb) = (
+        video_packets(&fan_job.output),
+        video_packets(&single_job.output),
+    );
+    assert_monotonic(&fan_job.output, &pa);
+    let pts = |p: &[(i64, i64)]| {
+        p.iter()
+            .map(|p| p.0)
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    assert_eq!(pts(&pa), pts(&pb));
 }
