@@ -1,20 +1,24 @@
 //! Segment-parallel rendering: plan -> render each segment -> join, against a single pass of
-//! the same job (frames, timestamps, sound at the seams, quality), and the join's refusals.
+//! the same job (frames, timestamps, stream tags, sound at the seams, quality), in mp4, webm
+//! and mov, from an open-GOP source, on the GPU compositor; `hdr.rs` kept HDR, `refusals.rs`
+//! the join's refusals.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
-
 use std::process::Command;
+use std::sync::atomic::AtomicBool;
 
 use vidforge_fixtures as fixtures;
 use vidforge_media::synthetic::run_tool;
 use vidforge_media::{
-    EncoderSettings, Engine, ErrorKind, HdrPolicy, OutputFormat, RenderJob, RenderReport,
-    Resolution, SegmentPlanOptions, SegmentSpan, segment_file_name,
+    EncoderSettings, Engine, OutputFormat, RenderJob, RenderReport, Resolution, SegmentPlanOptions,
+    SegmentSpan, segment_file_name,
 };
 
 use crate::common::seams::{leading_pictures, psnr_per_frame, silences, video_packets};
 use crate::common::{cpu, gpu_engine, job, leftovers, num, render, stream, tempdir};
+
+mod hdr;
+mod refusals;
 
 const FPS: u32 = 25;
 const SECONDS: f64 = 6.0;
@@ -56,7 +60,7 @@ fn plan(engine: &Engine, input: &Path) -> Vec<SegmentSpan> {
     engine.plan_segments(input, &opts).expect("plan")
 }
 
-/// Renders every span of `job` into `dir` (as `prefix`-named files) and returns the files.
+/// Renders every span of `job` into `dir` and returns the segment files.
 fn render_segments(
     engine: &Engine,
     job: &RenderJob,
@@ -298,109 +302,6 @@ fn an_open_gop_source_with_b_frames_joins_with_monotonic_dts() {
     );
 }
 
-/// The error's kind, and that `out` was not written (nor any temporary file left in `dir`).
-fn refused(
-    r: Result<RenderReport, vidforge_media::MediaError>,
-    out: &Path,
-    dir: &Path,
-    keep: &[&Path],
-) -> ErrorKind {
-    let e = r.expect_err("should be refused");
-    assert!(!out.exists(), "{e}: output left behind");
-    assert!(
-        leftovers(dir, keep).is_empty(),
-        "{e}: {:?}",
-        leftovers(dir, keep)
-    );
-    e.kind()
-}
-
-#[test]
-fn bad_segments_are_refused_without_output() {
-    let dir = tempdir();
-    let engine = cpu();
-    let src = source(dir.path(), None);
-    let spans = plan(&engine, &src);
-    let seg_dir = dir.path().join("segments");
-    std::fs::create_dir(&seg_dir).expect("mkdir");
-    let out_dir = dir.path().join("out");
-    std::fs::create_dir(&out_dir).expect("mkdir");
-    let out = out_dir.join("joined.mp4");
-    let fan_job = job(&src, &out, Resolution::P720, OutputFormat::Mp4);
-    let files = render_segments(&engine, &fan_job, &spans, &seg_dir);
-    let try_join = |segs: &[PathBuf]| {
-        engine.join_segments(&fan_job, segs, &mut |_| {}, &AtomicBool::new(false))
-    };
-    let kind = |segs: Vec<PathBuf>| refused(try_join(&segs), &out, &out_dir, &[]);
-
-    assert_eq!(kind(vec![]), ErrorKind::InvalidInput);
-    let missing = vec![files[0].clone(), seg_dir.join("nope.mp4"), files[2].clone()];
-    assert_eq!(kind(missing), ErrorKind::SourceNotFound);
-    let truncated = fixtures::truncated_copy(&seg_dir, &files[1], 0.6).expect("truncate");
-    assert_eq!(
-        kind(vec![files[0].clone(), truncated, files[2].clone()]),
-        ErrorKind::InvalidInput
-    );
-    let garbage = fixtures::garbage_file(&seg_dir, "mp4", 4096).expect("garbage");
-    assert_eq!(
-        kind(vec![files[0].clone(), garbage, files[2].clone()]),
-        ErrorKind::InvalidInput
-    );
-    // Out of order, and one left out: the seams do not meet.
-    assert_eq!(
-        kind(vec![files[1].clone(), files[0].clone(), files[2].clone()]),
-        ErrorKind::InvalidInput
-    );
-    assert_eq!(
-        kind(vec![files[0].clone(), files[2].clone()]),
-        ErrorKind::InvalidInput
-    );
-    // A segment encoded otherwise (VP9, not H.264).
-    let vp9_job = RenderJob {
-        format: OutputFormat::Webm,
-        ..fan_job.clone()
-    };
-    let other = render_segments(&engine, &vp9_job, &spans[1..2], &out_dir).remove(0);
-    let e = refused(
-        try_join(&[files[0].clone(), other.clone(), files[2].clone()]),
-        &out,
-        &out_dir,
-        &[&other],
-    );
-    assert_eq!(e, ErrorKind::InvalidInput);
-
-    // A span past the source's end, and one that ends before it starts.
-    let past = SegmentSpan {
-        index: 9,
-        start_pts: Some(1 << 40),
-        end_pts: None,
-        start_seconds: 1e6,
-        end_seconds: 1e6,
-        frames: 10,
-    };
-    let seg_out = out_dir.join("past.mp4");
-    for span in [
-        past.clone(),
-        SegmentSpan {
-            start_pts: Some(100),
-            end_pts: Some(50),
-            ..past
-        },
-    ] {
-        let r = engine.render_segment(
-            &fan_job,
-            &span,
-            &seg_out,
-            &mut |_| {},
-            &AtomicBool::new(false),
-        );
-        assert_eq!(r.expect_err("past the end").kind(), ErrorKind::InvalidInput);
-        assert!(leftovers(&out_dir, &[&other]).is_empty());
-    }
-    // And the good ones still join.
-    assert_eq!(join(&engine, &fan_job, &files).frames, FRAMES);
-}
-
 /// The stream fields a player reads of `path`'s video, to compare a join with a render.
 fn video_tags(path: &Path) -> Vec<(String, String)> {
     let streams = fixtures::ffprobe_streams(path).expect("ffprobe");
@@ -420,74 +321,4 @@ fn video_tags(path: &Path) -> Vec<(String, String)> {
     .iter()
     .map(|k| (k.to_string(), v.get(*k).cloned().unwrap_or_default()))
     .collect()
-}
-
-#[test]
-fn kept_hdr_joins_with_the_single_pass_tags() {
-    let dir = tempdir();
-    let engine = cpu();
-    let src = dir.path().join("hlg.mp4");
-    let x265 = "log-level=error:keyint=25:min-keyint=25:scenecut=0:colorprim=bt2020:\
-                transfer=arib-std-b67:colormatrix=bt2020nc:range=limited";
-    run_tool(
-        Command::new("ffmpeg")
-            .args(["-v", "error", "-y", "-f", "lavfi", "-i"])
-            .arg(format!("testsrc2=s=320x180:r={FPS}:d=2"))
-            .args([
-                "-pix_fmt",
-                "yuv420p10le",
-                "-c:v",
-                "libx265",
-                "-preset",
-                "ultrafast",
-            ])
-            .args(["-x265-params", x265, "-color_primaries", "bt2020"])
-            .args(["-color_trc", "arib-std-b67", "-colorspace", "bt2020nc"])
-            .arg(&src),
-    )
-    .expect("HLG source");
-    let opts = SegmentPlanOptions {
-        target_seconds: 1.0,
-        min_source_seconds: 1.0,
-    };
-    let spans = engine.plan_segments(&src, &opts).expect("plan");
-    assert_eq!(spans.len(), 2, "{spans:?}");
-    let single_job = RenderJob {
-        hdr: HdrPolicy::Keep,
-        ..job(
-            &src,
-            &dir.path().join("single.mp4"),
-            Resolution::P720,
-            OutputFormat::Mp4,
-        )
-    };
-    let single = render(&engine, &single_job);
-    let fan_job = RenderJob {
-        output: dir.path().join("joined.mp4"),
-        ..single_job.clone()
-    };
-    let files = render_segments(&engine, &fan_job, &spans, dir.path());
-    let joined = join(&engine, &fan_job, &files);
-    assert_eq!(joined.frames, single.frames);
-    let tags = video_tags(&fan_job.output);
-    assert_eq!(tags, video_tags(&single_job.output));
-    assert!(
-        tags.contains(&("codec_tag_string".into(), "hvc1".into())),
-        "{tags:?}"
-    );
-    assert!(
-        tags.contains(&("color_transfer".into(), "arib-std-b67".into())),
-        "{tags:?}"
-    );
-    let (pa, pb) = (
-        video_packets(&fan_job.output),
-        video_packets(&single_job.output),
-    );
-    assert_monotonic(&fan_job.output, &pa);
-    let pts = |p: &[(i64, i64)]| {
-        p.iter()
-            .map(|p| p.0)
-            .collect::<std::collections::BTreeSet<_>>()
-    };
-    assert_eq!(pts(&pa), pts(&pb));
 }
