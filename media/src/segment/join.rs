@@ -220,19 +220,18 @@ impl VideoFeed<'_> {
     fn next(&mut self, out_tb: Rational) -> Result<Option<Packet>, MediaError> {
         // One pass per segment at most: each turn reads a packet or moves to the next file.
         for _ in 0..=self.segments.len() {
-            if let Some(mut pkt) = self.current.next()? {
-                let tb = self.current.time_base;
-                if self.start.is_none() {
-                    self.start = self.current.first_pts.map(|p| p as f64 * f64::from(tb));
-                }
-                self.end = self.current.end_pts().unwrap_or(0) as f64 * f64::from(tb);
-                pkt.rescale_ts(tb, out_tb);
-                self.fix.apply(&mut pkt)?;
-                self.frames += 1;
-                return Ok(Some(pkt));
+            if let Some(pkt) = self.current.next()? {
+                return self.hand_out(pkt, out_tb).map(Some);
             }
             let next = self.current.index + 1;
             let Some(path) = self.segments.get(next) else {
+                if self.current.packets == 0 {
+                    return Err(MediaError::invalid(format!(
+                        "segment {} ({}) holds no frame",
+                        self.current.index,
+                        self.current.path.display()
+                    )));
+                }
                 return Ok(None);
             };
             let mut after = SegmentReader::open(path, next)?;
@@ -246,17 +245,20 @@ impl VideoFeed<'_> {
             );
             self.current = after;
             if let Some(pkt) = first {
-                // Back in the loop's order: hand this one out first.
-                return self.take_first(pkt, out_tb).map(Some);
+                return self.hand_out(pkt, out_tb).map(Some);
             }
         }
         Ok(None)
     }
 
-    fn take_first(&mut self, mut pkt: Packet, out_tb: Rational) -> Result<Packet, MediaError> {
-        let tb = self.current.time_base;
-        self.end = self.current.end_pts().unwrap_or(0) as f64 * f64::from(tb);
-        pkt.rescale_ts(tb, out_tb);
+    /// `pkt` of the current segment, in the output's time base with its dts fixed.
+    fn hand_out(&mut self, mut pkt: Packet, out_tb: Rational) -> Result<Packet, MediaError> {
+        let tb = f64::from(self.current.time_base);
+        if self.start.is_none() {
+            self.start = self.current.first_pts.map(|p| p as f64 * tb);
+        }
+        self.end = self.current.end_pts().unwrap_or(0) as f64 * tb;
+        pkt.rescale_ts(self.current.time_base, out_tb);
         self.fix.apply(&mut pkt)?;
         self.frames += 1;
         Ok(pkt)
