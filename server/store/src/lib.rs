@@ -8,7 +8,8 @@
 //!   cluster, with the work queue's leases ([`Store::claim`]) and a change feed
 //!   ([`Store::watch`]) on top.
 //!
-//! The record types are in `render.rs`, `asset.rs` and `outbox.rs` (re-exported here). Both
+//! The record types are in `render.rs`, `asset.rs`, `outbox.rs` and `segment.rs` (the
+//! segments of a render split across the farm, with their leases) (re-exported here). Both
 //! backends keep the same JSON; a record update is one read-modify-write loop (`update.rs`)
 //! over each backend's conditional write.
 //!
@@ -46,6 +47,8 @@ mod metrics;
 mod outbox;
 mod postgres;
 mod render;
+mod segment;
+mod sled_segments;
 mod sled_store;
 mod update;
 
@@ -58,4 +61,5 @@ pub use error::StoreError;
 pub use handle::{Inserted, NewKey, Store};
 pub use outbox::*;
 pub use render::*;
+pub use segment::{SegmentRecord, SegmentState};
 pub use update::{Change, Updated, all_in, update_in};
