@@ -53,6 +53,8 @@ mod sled_store;
 mod update;
 
 #[cfg(test)]
+mod segment_tests;
+#[cfg(test)]
 mod tests;
 
 pub use crate::postgres::{Claim, MIGRATIONS, StoreEvent};

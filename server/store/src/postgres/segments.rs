@@ -258,11 +258,15 @@ impl PgStore {
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
-    /// Ends `node`'s leases now (as [`PgStore::release_all`] does for renders): the segments
-    /// stay running until claimed again.
+    /// Ends `node`'s leases now: a millisecond ago by the database's clock, so they are free
+    /// at once, even just after a restart of the database (a lease ended before it started
+    /// waits for the grace of [`lease_free`]). The segments stay running until claimed again.
     pub(crate) fn release_node_segments(&self, node: &str) -> Result<usize, StoreError> {
         let n = self.execute(
-            "UPDATE segments SET lease_until = 0 WHERE lease_owner = $1 AND state = 'running'",
+            format!(
+                "UPDATE segments SET lease_until = {DB_NOW_MS} - 1
+                 WHERE lease_owner = $1 AND state = 'running'"
+            ),
             params![node.to_string()],
         )?;
         Ok(n as usize)
