@@ -80,7 +80,8 @@ impl Store {
 
     /// Opens (or creates) a further tree in the same database, for an MCP extension's own
     /// records. Its name must not be one of the store's own (`renders`, `idempotency`,
-    /// `assets`, `session_epochs`); [`Store::flush`] makes its writes durable too. Embedded
+    /// `assets`, `session_epochs`, `server_secrets`, `webhooks_pending`, `webhooks_done`,
+    /// `segments`); [`Store::flush`] makes its writes durable too. Embedded
     /// store only.
     pub fn open_tree(&self, name: &str) -> Result<sled::Tree, StoreError> {
         match &self.backend {

@@ -8,8 +8,8 @@
 //!   cluster, with the work queue's leases ([`Store::claim`]) and a change feed
 //!   ([`Store::watch`]) on top.
 //!
-//! The record types are in `render.rs`, `asset.rs`, `outbox.rs` and `segment.rs` (the
-//! segments of a render split across the farm, with their leases) (re-exported here). Both
+//! The record types are in `render.rs`, `asset.rs`, `outbox.rs` and `segment.rs` (a render
+//! split into segments that any node claims under a lease), re-exported here. Both
 //! backends keep the same JSON; a record update is one read-modify-write loop (`update.rs`)
 //! over each backend's conditional write.
 //!
