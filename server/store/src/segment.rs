@@ -126,7 +126,7 @@ impl SegmentRecord {
 }
 
 /// Refuses a set of segments that are not all `render_id`'s, or repeat an index.
-pub(crate) fn check_new(render_id: &str, segments: &[SegmentRecord]) -> Result<(), StoreError> {
+fn check_new(render_id: &str, segments: &[SegmentRecord]) -> Result<(), StoreError> {
     let mut seen = std::collections::HashSet::new();
     for s in segments {
         if s.render_id != render_id {
