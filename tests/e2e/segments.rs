@@ -154,10 +154,26 @@ fn assert_seamless(path: &Path, seconds: f64) {
         "video lasts {}",
         v_end - v_start
     );
-    assert!((a_start - v_start).abs() <= frame, "A/V start {a_start} vs {v_start}");
+    assert!(
+        (a_start - v_start).abs() <= frame,
+        "A/V start {a_start} vs {v_start}"
+    );
     assert!((a_end - v_end).abs() <= frame, "A/V end {a_end} vs {v_end}");
-    let quiet = silences(path);
-    assert!(quiet.is_empty(), "{}: silence in the tone: {quiet:?}", path.display());
+    // The encoder's padding after the last sample is no seam.
+    let quiet: Vec<String> = silences(path)
+        .into_iter()
+        .filter(|l| {
+            l.rsplit("silence_start:")
+                .next()
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .is_none_or(|t| t < v_end - frame)
+        })
+        .collect();
+    assert!(
+        quiet.is_empty(),
+        "{}: silence in the tone: {quiet:?}",
+        path.display()
+    );
 }
 
 /// No segment record or file is left once the renders ended (the coordinator removes them).
@@ -188,7 +204,7 @@ fn a_long_render_splits_across_slots_and_joins_without_a_seam() {
     for (n, format) in ["mp4", "webm", "mov"].into_iter().enumerate() {
         let (id, done) = render(&mut alice, &source, format, "720p");
         let structured = &done["result"]["structuredContent"];
-        assert_eq!(structured["state"], "succeeded", "{done}");
+        assert_eq!(structured["status"], "completed", "{done}");
         assert_eq!(
             metric(&server, "vidforge_renders_split_total"),
             n as u64 + 1,
@@ -218,7 +234,11 @@ fn kill_9_mid_render_costs_the_running_segments_not_the_done_ones() {
     }));
     let deadline = Instant::now() + WAIT;
     while metric(&server, "vidforge_segments_total{end=\"done\"}") == 0 {
-        assert!(Instant::now() < deadline, "no segment done:\n{}", server.log());
+        assert!(
+            Instant::now() < deadline,
+            "no segment done:\n{}",
+            server.log()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     server.kill9();

@@ -104,7 +104,10 @@ fn release_segments(shared: &Shared) -> Result<(), ServiceError> {
         .store
         .release_node_segments(&shared.pool.node)?;
     if released > 0 {
-        tracing::info!(segments = released, "segments interrupted by the last stop are free to claim again");
+        tracing::info!(
+            segments = released,
+            "segments interrupted by the last stop are free to claim again"
+        );
     }
     Ok(())
 }

@@ -52,7 +52,10 @@ impl SourceCache {
     /// Deletes the copies of everything under the directory `rel` (its media was deleted).
     pub(super) fn forget_dir(&self, rel: &str) {
         let prefix = self.path_of(Path::new(rel));
-        let Some(prefix) = prefix.file_name().map(|n| format!("{}~", n.to_string_lossy())) else {
+        let Some(prefix) = prefix
+            .file_name()
+            .map(|n| format!("{}~", n.to_string_lossy()))
+        else {
             return;
         };
         let _guard = lock(&self.evicting);

@@ -98,7 +98,11 @@ pub(super) fn run(
     let dir = shared.media.segments_dir(&seg.render_id);
     let out = dir.join(file_name(seg));
     if let Err(e) = std::fs::create_dir_all(&dir) {
-        record_failure(shared, seg, &format!("cannot create {}: {e}", dir.display()));
+        record_failure(
+            shared,
+            seg,
+            &format!("cannot create {}: {e}", dir.display()),
+        );
         return Outcome::Failed;
     }
     let span = SegmentSpan {
@@ -291,7 +295,9 @@ impl<'a> Watch<'a> {
         match store.segment_progress(&seg.render_id, seg.index, seg.attempts, frames_done) {
             Ok(false) => return Some("its lease was lost"),
             Ok(true) => {}
-            Err(e) => tracing::warn!(render_id = %seg.render_id, error = %e, "segment progress not recorded"),
+            Err(e) => {
+                tracing::warn!(render_id = %seg.render_id, error = %e, "segment progress not recorded")
+            }
         }
         match store.get_render(&seg.render_id) {
             Ok(None) => Some("its render is gone"),
@@ -321,7 +327,8 @@ pub(crate) fn keep_leases(shared: &Shared) {
         let store = &shared.ledger.store;
         if store.is_shared() {
             let idle = shared.pool.idle_workers.load(Ordering::SeqCst) as u32;
-            if let Err(e) = store.report_idle_slots(&shared.pool.node, idle, shared.config.lease_ttl)
+            if let Err(e) =
+                store.report_idle_slots(&shared.pool.node, idle, shared.config.lease_ttl)
             {
                 tracing::warn!(error = %e, "reporting idle slots failed");
             }

@@ -93,8 +93,10 @@ fn split(
                 s.index,
                 count,
                 &rec.principal,
-                (s.start_pts, s.end_pts),
-                (s.start_seconds, s.end_seconds),
+                s.start_pts,
+                s.end_pts,
+                s.start_seconds,
+                s.end_seconds,
                 s.frames,
                 now,
             )

@@ -3,8 +3,8 @@
 //! the ffmpeg CLI, and a service harness with an adjustable clock.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
