@@ -601,8 +601,8 @@ def main():
     p.add_argument("--cpus", default=",".join(str(c) for c in sorted(os.sched_getaffinity(0))),
                    help="CPUs the nodes are pinned to, node I to the ((I-1) mod count)-th; N nodes use "
                         "the first min(N, count) (default: every CPU this process may use)")
-    p.add_argument("--min-psnr", type=float, default=30.0,
-                   help="worst frame's PSNR against the single-pass output, dB (default 30)")
+    p.add_argument("--min-psnr", type=float, default=35.0,
+                   help="worst frame's PSNR against the single-pass output, dB (default 35)")
     p.add_argument("--node-args", default="", help="more `vidforge serve` flags for every node")
     p.add_argument("--timeout", type=int, default=900, help="seconds per wait for one render (default 900)")
     p.add_argument("--no-reference", action="store_true", help="skip the single-pass (--fanout off) row")
