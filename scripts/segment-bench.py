@@ -242,7 +242,8 @@ def parse_log(path, node):
             stamp = m.group(1)[:26]
             fmt = "%Y-%m-%dT%H:%M:%S.%f" if "." in stamp else "%Y-%m-%dT%H:%M:%S"
             ts = datetime.datetime.strptime(stamp, fmt).replace(tzinfo=datetime.timezone.utc).timestamp()
-            fields = {k: v.strip('"') for k, v in FIELD.findall(m.group(3))}
+            # A span's last field ends with `}` or `}:`.
+            fields = {k: v.rstrip(":").rstrip("}").strip('"') for k, v in FIELD.findall(m.group(3))}
             events.append({"ts": ts, "level": m.group(2), "text": m.group(3), "fields": fields, "node": node})
     return events
 
@@ -316,11 +317,19 @@ def metric_deltas(before, after):
     return {k: round(v, 4) for k, v in d.items()}
 
 
+def call(gw, method, params, name):
+    """Mcp.call, whose protocol errors exit the process (task_render.fail), as a BenchError."""
+    try:
+        return gw.call(method, params, name=name)
+    except SystemExit as e:
+        raise BenchError(f"{method} {name}: the MCP client gave up (exit {e.code}; its reason is on stderr)")
+
+
 def wait_status(gw, task_id, want, timeout):
     deadline = time.monotonic() + timeout
     seen = []
     while True:
-        task = gw.call("tasks/get", {"taskId": task_id}, name=task_id)
+        task = call(gw, "tasks/get", {"taskId": task_id}, task_id)
         status = task.get("status")
         if not seen or seen[-1] != status:
             seen.append(status)
@@ -353,8 +362,8 @@ def one_render(args, sc, env, gw, token, uris, rep, work):
     nodes = sc["nodes"]
     arguments = {"source_asset_uri": uris["source"], "output_format": "mp4", "resolution": "1080p",
                  "watermark": {"image_asset_uri": uris["logo"], "position": "bottom_right", "opacity": 0.8}}
-    created = gw.call("tools/call", {"name": "vidforge_render_video", "arguments": arguments},
-                      name="vidforge_render_video")
+    created = call(gw, "tools/call", {"name": "vidforge_render_video", "arguments": arguments},
+                   "vidforge_render_video")
     render_id = created.get("taskId")
     if not render_id:
         raise BenchError(f"tools/call answered no task: {created}")
@@ -364,9 +373,9 @@ def one_render(args, sc, env, gw, token, uris, rep, work):
     busy_before = cb.system_busy_cpu()
     approved_at = time.time()
     t0 = time.monotonic()
-    answer = gw.call("tools/call", {"name": "vidforge_approve_watermark",
-                                    "arguments": {"render_id": render_id, "approved": True}},
-                     name="vidforge_approve_watermark")
+    answer = call(gw, "tools/call", {"name": "vidforge_approve_watermark",
+                                     "arguments": {"render_id": render_id, "approved": True}},
+                  "vidforge_approve_watermark")
     if answer.get("isError"):
         raise BenchError(f"vidforge_approve_watermark answered an error: {json.dumps(answer)[:2000]}")
     record = {"render_id": render_id, "repeat": rep, "approved_at_unix": round(approved_at, 3)}
