@@ -362,6 +362,7 @@ def one_render(args, sc, env, gw, token, uris, rep, work):
     nodes = sc["nodes"]
     arguments = {"source_asset_uri": uris["source"], "output_format": "mp4", "resolution": "1080p",
                  "watermark": {"image_asset_uri": uris["logo"], "position": "bottom_right", "opacity": 0.8}}
+    created_at = time.time()
     created = call(gw, "tools/call", {"name": "vidforge_render_video", "arguments": arguments},
                    "vidforge_render_video")
     render_id = created.get("taskId")
@@ -378,12 +379,13 @@ def one_render(args, sc, env, gw, token, uris, rep, work):
                   "vidforge_approve_watermark")
     if answer.get("isError"):
         raise BenchError(f"vidforge_approve_watermark answered an error: {json.dumps(answer)[:2000]}")
-    record = {"render_id": render_id, "repeat": rep, "approved_at_unix": round(approved_at, 3)}
+    record = {"render_id": render_id, "repeat": rep, "created_at_unix": round(created_at, 3),
+              "approved_at_unix": round(approved_at, 3)}
     try:
         task, t1 = wait_status(gw, render_id, "completed", args.timeout)
     except BenchError as e:
         # What the logs say goes with the failure.
-        record.update(log_view(env, nodes, render_id, approved_at, time.time() + 60))
+        record.update(log_view(env, nodes, render_id, created_at, approved_at, time.time() + 60))
         record["metrics"] = metric_deltas(metrics_before, scrape(env, nodes))
         e.record = record
         raise
@@ -404,7 +406,7 @@ def one_render(args, sc, env, gw, token, uris, rep, work):
     record["state"] = state
     record["time_to_result_s"] = round((int(finished) - int(decided)) / 1000, 3) if decided else record["client_time_to_result_s"]
     # The log view again, now that the render is done (lines written after the poll saw it).
-    record.update(log_view(env, nodes, render_id, approved_at, finished_at + 1))
+    record.update(log_view(env, nodes, render_id, created_at, approved_at, finished_at + 1))
     out = os.path.join(work, f"{sc['key']}-{rep}.mp4")
     download(task, token, out)
     record["output"] = out
@@ -412,7 +414,7 @@ def one_render(args, sc, env, gw, token, uris, rep, work):
     return record
 
 
-def log_view(env, nodes, render_id, since, until):
+def log_view(env, nodes, render_id, since, approved_at, until):
     ev = render_events(env, nodes, render_id, since, until)
     segs = [{"segment": e["fields"].get("segment"), "of": e["fields"].get("of"),
              "frames": num(e["fields"].get("frames")), "elapsed_ms": num(e["fields"].get("elapsed_ms")),
@@ -430,7 +432,9 @@ def log_view(env, nodes, render_id, since, until):
     if ev["joined"]:
         view["join_ms"] = num(ev["joined"][0]["fields"].get("join_ms"))
     if ev["split"] and segs:
-        phase_ms = (max(s["ts"] for s in segs) - ev["split"][0]["ts"]) * 1000
+        # From the split (or the approval, should the plan come with the preview) to the last
+        # segment.
+        phase_ms = (max(s["ts"] for s in segs) - max(ev["split"][0]["ts"], approved_at)) * 1000
         view["render_phase_ms"] = round(phase_ms, 1)
         elapsed = sum(s["elapsed_ms"] or 0 for s in segs)
         view["segment_elapsed_ms_sum"] = round(elapsed, 1)
