@@ -10,6 +10,8 @@ mod preview;
 pub(crate) mod spec;
 pub(crate) mod truncation;
 
+pub(crate) use truncation::check_complete;
+
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -19,7 +21,7 @@ use ffmpeg_next as ffmpeg;
 use vidforge_gpu::{AdapterPreference, GpuContext, OutputLight};
 
 use spec::compose_spec;
-use truncation::{DeclaredLength, check_complete, check_length};
+use truncation::{DeclaredLength, check_length};
 
 use crate::compose::{ComposeSpec, Compositor, CpuCompositor, WgpuCompositor};
 use crate::error::MediaError;
@@ -27,8 +29,9 @@ use crate::ffutil;
 use crate::hardware::{self, H264Encoder, HardwareChoice};
 use crate::hdr_out::HdrOutput;
 use crate::hwdecode::CudaDevice;
-use crate::muxer::Muxer;
-use crate::pipeline::{self, FrameReader};
+use crate::muxer::{MuxTarget, Muxer};
+use crate::pipeline::{self, FrameReader, PipelineOutcome};
+use crate::segment::SegmentSpan;
 use crate::source::{self, Source};
 use crate::tempout::TempOutput;
 use crate::types::{BackendChoice, OutputFormat, Progress, RenderJob, RenderReport, Stage};
@@ -162,48 +165,16 @@ impl Engine {
             frames_done: 0,
             frames_total: None,
         });
-        if let Some(wm) = &job.watermark {
-            watermark::check_opacity(wm.opacity)?;
-        }
         let tmp = TempOutput::new(&job.output)?;
-        let src = source::open(&job.input)?;
-        let spec = compose_spec(job, &src, true)?;
-        let (decoder, nvdec) =
-            src.video_decoder_for_output((spec.out_width, spec.out_height), self.cuda.as_ref())?;
-        let frames_total = src.video.frames_estimate;
-        let frames_declared = src.video.frames_declared;
-        let length_declared = DeclaredLength {
-            video: src.video.duration_declared,
-            container: src.container_duration_declared,
-        };
-        let encoder = video_out::video_encoder_name(job.format, self.h264, &spec.light);
-        let backend = self.backend_name();
-        self.log_render_start(job, &src, &spec, &backend, nvdec);
-        let muxer = Muxer::open(
-            tmp.path(),
-            job.format,
-            &job.encoder,
-            self.h264,
-            (spec.out_width, spec.out_height),
-            &src,
-            spec.light
-                .kept_signal()
-                .map(|signal| HdrOutput::new(*signal, &src.video.declared_color)),
-        )?;
-        if cancel.load(Ordering::Relaxed) {
-            return Err(MediaError::Cancelled);
-        }
-        progress(Progress {
-            stage: Stage::Rendering,
-            frames_done: 0,
-            frames_total,
-        });
-        let (out_w, out_h) = (spec.out_width, spec.out_height);
-        let depths =
-            pipeline::QueueDepths::for_sizes((src.video.width, src.video.height), (out_w, out_h));
-        let reader = FrameReader::new(src, decoder, muxer.has_audio());
-        let make = self.compositor_factory(spec);
-        let outcome = pipeline::run(reader, make, muxer, cancel, progress, frames_total, depths)?;
+        let Rendered {
+            outcome,
+            out: (out_w, out_h),
+            encoder,
+            backend,
+            nvdec,
+            frames_declared,
+            length_declared,
+        } = self.render_into(job, tmp.path(), None, progress, cancel)?;
         check_complete(outcome.encode.frames, frames_declared)?;
         check_length(&outcome.decoded, length_declared)?;
         tmp.commit()?;
@@ -235,6 +206,80 @@ impl Engine {
             elapsed,
             fps,
             stage_times: outcome.stage_times,
+        })
+    }
+
+    /// The render of `job` (of `span` of it when given, into a segment file) into `path`:
+    /// opens the source and the output, runs the pipeline. The caller checks and commits.
+    pub(crate) fn render_into(
+        &self,
+        job: &RenderJob,
+        path: &Path,
+        span: Option<&SegmentSpan>,
+        progress: &mut dyn FnMut(Progress),
+        cancel: &AtomicBool,
+    ) -> Result<Rendered, MediaError> {
+        if let Some(wm) = &job.watermark {
+            watermark::check_opacity(wm.opacity)?;
+        }
+        let mut src = source::open(&job.input)?;
+        let spec = compose_spec(job, &src, true)?;
+        let (decoder, nvdec) =
+            src.video_decoder_for_output((spec.out_width, spec.out_height), self.cuda.as_ref())?;
+        let frames_total = span.map_or(src.video.frames_estimate, |s| Some(s.frames));
+        let frames_declared = src.video.frames_declared;
+        let length_declared = DeclaredLength {
+            video: src.video.duration_declared,
+            container: src.container_duration_declared,
+        };
+        let encoder = video_out::video_encoder_name(job.format, self.h264, &spec.light);
+        let backend = self.backend_name();
+        self.log_render_start(job, &src, &spec, &backend, nvdec);
+        let target = MuxTarget {
+            format: job.format,
+            segment: span.is_some(),
+        };
+        let hdr = spec
+            .light
+            .kept_signal()
+            .map(|signal| HdrOutput::new(*signal, &src.video.declared_color));
+        let (out_w, out_h) = (spec.out_width, spec.out_height);
+        let muxer = Muxer::open(
+            path,
+            target,
+            &job.encoder,
+            self.h264,
+            (out_w, out_h),
+            &src,
+            hdr,
+        )?;
+        if let Some(span) = span {
+            crate::segment::seek_to_span(&mut src, span)?;
+        }
+        if cancel.load(Ordering::Relaxed) {
+            return Err(MediaError::Cancelled);
+        }
+        progress(Progress {
+            stage: Stage::Rendering,
+            frames_done: 0,
+            frames_total,
+        });
+        let depths =
+            pipeline::QueueDepths::for_sizes((src.video.width, src.video.height), (out_w, out_h));
+        let mut reader = FrameReader::new(src, decoder, muxer.has_audio());
+        if let Some(span) = span {
+            reader.set_window(span.start_pts, span.end_pts);
+        }
+        let make = self.compositor_factory(spec);
+        let outcome = pipeline::run(reader, make, muxer, cancel, progress, frames_total, depths)?;
+        Ok(Rendered {
+            outcome,
+            out: (out_w, out_h),
+            encoder,
+            backend,
+            nvdec,
+            frames_declared,
+            length_declared,
         })
     }
 
@@ -271,9 +316,23 @@ impl Engine {
     }
 }
 
+/// What [`Engine::render_into`] rendered, for the caller's checks and report.
+pub(crate) struct Rendered {
+    pub outcome: PipelineOutcome,
+    /// The output's size.
+    pub out: (u32, u32),
+    /// The FFmpeg video encoder.
+    pub encoder: &'static str,
+    pub backend: String,
+    pub nvdec: bool,
+    /// What the source declares: its frame count and length.
+    pub frames_declared: Option<u64>,
+    pub length_declared: DeclaredLength,
+}
+
 /// The committed output's size in bytes and duration in seconds (from its header, else
 /// `fallback_seconds`: what the encoder saw).
-fn output_facts(output: &Path, fallback_seconds: f64) -> (u64, f64) {
+pub(crate) fn output_facts(output: &Path, fallback_seconds: f64) -> (u64, f64) {
     let size_bytes = std::fs::metadata(output).map(|m| m.len()).unwrap_or(0);
     let duration_seconds = ffmpeg::format::input(output)
         .ok()

@@ -273,9 +273,9 @@ pub struct RenderReport {
     pub width: u32,
     pub height: u32,
     pub size_bytes: u64,
-    /// `cpu` or the GPU adapter's name.
+    /// `cpu` or the GPU adapter's name; `remux` for a join of segments.
     pub backend: String,
-    /// `nvdec` or `software`.
+    /// `nvdec` or `software`; `none` for a join of segments (nothing is decoded).
     pub decoder: String,
     /// The FFmpeg video encoder (`libx264`, `h264_nvenc`, `libvpx-vp9`).
     pub encoder: String,

@@ -77,6 +77,48 @@ fn video_codec_options(p: &OutputParams<'_>) -> (&'static str, Dictionary<'stati
     }
 }
 
+/// The colour tags (matrix, primaries, transfer) of the output's video: BT.709 for SDR, the
+/// kept signal's for HDR. Limited range either way.
+pub(crate) fn color_tags(
+    hdr: Option<&HdrOutput>,
+) -> (
+    ffmpeg::color::Space,
+    ffmpeg::color::Primaries,
+    ffmpeg::color::TransferCharacteristic,
+) {
+    match hdr {
+        Some(hdr) => (hdr.matrix(), hdr.primaries(), hdr.transfer()),
+        None => (
+            ffmpeg::color::Space::BT709,
+            ffmpeg::color::Primaries::BT709,
+            ffmpeg::color::TransferCharacteristic::BT709,
+        ),
+    }
+}
+
+/// For kept HDR: the mastering display and content light metadata on the output stream, and
+/// in mp4/mov the `hvc1` tag (parameter sets in the sample entry), which Apple's players
+/// require, rather than the muxer's default `hev1`. Nothing for SDR.
+///
+/// # Safety
+///
+/// `ost` must be a valid stream of an output context whose header is not written yet.
+pub(crate) unsafe fn tag_hdr_stream(
+    ost: *mut ffmpeg::ffi::AVStream,
+    format: OutputFormat,
+    hdr: Option<&HdrOutput>,
+) -> Result<(), MediaError> {
+    let Some(hdr) = hdr else { return Ok(()) };
+    // SAFETY: per the function's contract.
+    unsafe {
+        hdr.add_stream_side_data(ost)?;
+        if format != OutputFormat::Webm {
+            (*(*ost).codecpar).codec_tag = u32::from_le_bytes(*b"hvc1");
+        }
+    }
+    Ok(())
+}
+
 /// The encoder's time base and frame rate for a source stream with time base `ist_tb`.
 fn video_timing(ist_tb: Rational, avg_fps: f64) -> (Rational, Rational) {
     // Keep source timestamps exact: the encoder runs in the source stream's time base
@@ -117,21 +159,15 @@ fn open_video_encoder(
     enc.set_frame_rate(Some(fps));
     enc.set_aspect_ratio(Rational::new(1, 1));
     enc.set_color_range(ffmpeg::color::Range::MPEG);
-    match &p.hdr {
-        Some(hdr) => {
-            // libvpx-vp9 picks profile 2 from the 10-bit format.
-            enc.set_format(HDR_OUTPUT_FORMAT);
-            enc.set_colorspace(hdr.matrix());
-            enc.set_color_primaries(hdr.primaries());
-            enc.set_color_transfer_characteristic(hdr.transfer());
-        }
-        None => {
-            enc.set_format(Pixel::YUV420P);
-            enc.set_colorspace(ffmpeg::color::Space::BT709);
-            enc.set_color_primaries(ffmpeg::color::Primaries::BT709);
-            enc.set_color_transfer_characteristic(ffmpeg::color::TransferCharacteristic::BT709);
-        }
-    }
+    // libvpx-vp9 picks profile 2 from the 10-bit format.
+    enc.set_format(match p.hdr {
+        Some(_) => HDR_OUTPUT_FORMAT,
+        None => Pixel::YUV420P,
+    });
+    let (space, primaries, transfer) = color_tags(p.hdr.as_ref());
+    enc.set_colorspace(space);
+    enc.set_color_primaries(primaries);
+    enc.set_color_transfer_characteristic(transfer);
     if p.format == OutputFormat::Webm || p.h264 == H264Encoder::Nvenc {
         // Constant quality: a zero target bitrate with crf / cq.
         enc.set_bit_rate(0);
@@ -186,17 +222,8 @@ impl VideoOut {
             ost.set_parameters(&venc);
             ost.set_time_base(enc_tb);
             ost.set_avg_frame_rate(fps);
-            if let Some(hdr) = &p.hdr {
-                // SAFETY: the stream was just added to `octx`, whose header is not written.
-                unsafe {
-                    hdr.add_stream_side_data(ost.as_mut_ptr())?;
-                    if p.format != OutputFormat::Webm {
-                        // `hvc1` (parameter sets in the sample entry), which Apple's players
-                        // require, rather than the muxer's default `hev1`.
-                        (*(*ost.as_mut_ptr()).codecpar).codec_tag = u32::from_le_bytes(*b"hvc1");
-                    }
-                }
-            }
+            // SAFETY: the stream was just added to `octx`, whose header is not written.
+            unsafe { tag_hdr_stream(ost.as_mut_ptr(), p.format, p.hdr.as_ref())? };
             ost.index()
         };
         Ok(VideoOut {

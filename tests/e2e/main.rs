@@ -18,6 +18,7 @@ mod oauth;
 mod reliability;
 mod rmcp_client;
 mod s3_media;
+mod segments;
 mod self_contained;
 mod speculative;
 mod web_ui;

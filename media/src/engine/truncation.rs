@@ -14,7 +14,7 @@ pub(crate) fn far_short(got: f64, declared: f64) -> bool {
     got * 10.0 < declared * 9.0
 }
 
-pub(super) fn check_complete(frames: u64, declared: Option<u64>) -> Result<(), MediaError> {
+pub(crate) fn check_complete(frames: u64, declared: Option<u64>) -> Result<(), MediaError> {
     match declared {
         Some(declared) if frames.saturating_mul(10) < declared.saturating_mul(9) => {
             Err(MediaError::invalid(format!(
@@ -28,7 +28,7 @@ pub(super) fn check_complete(frames: u64, declared: Option<u64>) -> Result<(), M
 
 /// The length a source declares before it is decoded, in seconds.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) struct DeclaredLength {
+pub(crate) struct DeclaredLength {
     /// The video stream's own duration (mp4/mov indexes; unknown in Matroska).
     pub video: Option<f64>,
     /// The container's duration (Matroska/WebM write it in the segment header, which a cut
@@ -43,7 +43,7 @@ pub(super) struct DeclaredLength {
 /// frame or audio packet (a complete file whose audio outlasts its video reaches the
 /// container's end through its audio). Same tenth of slack as [`check_complete`]; a length
 /// that is unknown or only estimated from the bitrate is not checked.
-pub(super) fn check_length(
+pub(crate) fn check_length(
     decoded: &DecodedExtent,
     declared: DeclaredLength,
 ) -> Result<(), MediaError> {

@@ -97,6 +97,10 @@ pub(crate) struct FrameReader {
     errors: u32,
     last_error: Option<String>,
     label: String,
+    /// Only frames whose pts lies in [start, end) come out (a segment's span); `None`: no bound.
+    window: (Option<i64>, Option<i64>),
+    /// A frame at or past the window's end was decoded: nothing more comes out.
+    window_closed: bool,
 }
 
 impl FrameReader {
@@ -120,6 +124,29 @@ impl FrameReader {
             frames: 0,
             errors: 0,
             last_error: None,
+            window: (None, None),
+            window_closed: false,
+        }
+    }
+
+    /// Restricts the frames that come out to those whose pts (source stream time base) lies in
+    /// [`start`, `end`): earlier ones are dropped (the leading pictures of an open GOP belong
+    /// to the segment before), and the input ends once a frame at or past `end` is decoded
+    /// (the decoder's output is in pts order). Frames without a pts pass.
+    pub fn set_window(&mut self, start: Option<i64>, end: Option<i64>) {
+        self.window = (start, end);
+    }
+
+    /// Whether decoded frame `f` falls before the window (`Some(false)`), in it (`Some(true)`),
+    /// or at or past its end (`None`).
+    fn in_window(&self, f: &frame::Video) -> Option<bool> {
+        let Some(pts) = f.timestamp() else {
+            return Some(true);
+        };
+        match self.window {
+            (_, Some(end)) if pts >= end => None,
+            (Some(start), _) if pts < start => Some(false),
+            _ => Some(true),
         }
     }
 
@@ -177,12 +204,23 @@ impl FrameReader {
 
     /// The next decoded video frame or audio packet; `None` at the end of the input.
     pub fn next_item(&mut self) -> Result<Option<Item>, MediaError> {
+        if self.window_closed {
+            return Ok(None);
+        }
         loop {
             let mut f = frame::Video::empty();
             match self.decoder.receive_frame(&mut f) {
                 Ok(()) => {
                     self.frames += 1;
                     self.errors = 0;
+                    match self.in_window(&f) {
+                        Some(true) => {}
+                        Some(false) => continue,
+                        None => {
+                            self.window_closed = true;
+                            return Ok(None);
+                        }
+                    }
                     self.note_video_frame(&f);
                     // NVDEC surfaces come to system memory here (NV12 / P010).
                     return Ok(Some(Item::Video(crate::hwdecode::download(f)?)));

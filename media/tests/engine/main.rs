@@ -9,5 +9,6 @@ mod errors;
 mod formats;
 mod gpu;
 mod hdr;
+mod segments;
 mod sources;
 mod watermark;

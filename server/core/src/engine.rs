@@ -5,8 +5,9 @@
 //! Keeping the seam narrow lets the scheduling, approval and recovery logic be tested without
 //! encoding video.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use crate::store::AssetProbe;
 pub use vidforge_media::SourceLimits;
@@ -25,6 +26,9 @@ pub use vidforge_media::Progress as EngineProgress;
 pub use vidforge_media::RenderJob as RenderPlan;
 /// What a finished render produced: the media crate's own type.
 pub use vidforge_media::RenderReport as EngineReport;
+/// One segment of a source (a span of its frames, cut at a keyframe): the media crate's own
+/// type.
+pub use vidforge_media::SegmentSpan;
 /// The watermark of a [`RenderPlan`]: the media crate's own type.
 pub use vidforge_media::WatermarkSpec as PlanWatermark;
 
@@ -83,6 +87,52 @@ pub trait Renderer: Send + Sync {
     /// Composes one representative frame of `plan` at output size into a PNG at `png_out`;
     /// returns its size.
     fn render_preview(&self, plan: &RenderPlan, png_out: &Path) -> Result<(u32, u32), EngineError>;
+
+    /// The segments `plan` could be rendered in: cuts at the source's keyframes near every
+    /// `target`; one span when the source is not longer than `min_source` or cannot be cut.
+    /// By default one span: every render runs in one pass.
+    fn plan_segments(
+        &self,
+        plan: &RenderPlan,
+        target: Duration,
+        min_source: Duration,
+    ) -> Result<Vec<SegmentSpan>, EngineError> {
+        let _ = (plan, target, min_source);
+        Ok(Vec::new())
+    }
+
+    /// Renders the video of one segment of `plan` into `out` (no audio); returns its
+    /// frames. Progress and `cancel` as [`Renderer::render`].
+    fn render_segment(
+        &self,
+        plan: &RenderPlan,
+        span: &SegmentSpan,
+        out: &Path,
+        progress: &mut dyn FnMut(EngineProgress),
+        cancel: &AtomicBool,
+    ) -> Result<u64, EngineError> {
+        let _ = (plan, span, out, progress, cancel);
+        Err(EngineError::new(
+            FailureKind::RenderFailed,
+            "this engine renders in one pass only",
+        ))
+    }
+
+    /// Joins the rendered segments, in order, into `plan.output`: the video remuxed, the
+    /// audio of the source encoded once over the whole duration.
+    fn join_segments(
+        &self,
+        plan: &RenderPlan,
+        segments: &[PathBuf],
+        progress: &mut dyn FnMut(EngineProgress),
+        cancel: &AtomicBool,
+    ) -> Result<EngineReport, EngineError> {
+        let _ = (plan, segments, progress, cancel);
+        Err(EngineError::new(
+            FailureKind::RenderFailed,
+            "this engine renders in one pass only",
+        ))
+    }
 }
 
 /// Inspects uploaded video files.

@@ -37,6 +37,9 @@ pub struct SweepReport {
     pub assets_deleted: usize,
     /// Watermark previews of renders that ended without a result.
     pub previews_deleted: usize,
+    /// Renders whose segments (records and files) were removed after the render ended
+    /// without its coordinator removing them.
+    pub segments_deleted: usize,
     /// Delivered and dropped webhook events past [`crate::webhook::FINISHED_RETENTION`].
     pub webhook_events_deleted: usize,
 }
@@ -78,6 +81,7 @@ pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
             requeue.push((u.record.principal, u.record.id));
         }
     }
+    release_segments(shared)?;
     shared.ledger.store.flush()?;
     for (principal, id) in &requeue {
         shared.enqueue(principal, id);
@@ -89,6 +93,22 @@ pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
     );
     expire_due_approvals(shared)?;
     sweep(shared)?;
+    Ok(())
+}
+
+/// At start this node renders no segment yet: those its previous life held are free to
+/// claim at once (their finished siblings stay, for their renders to join).
+fn release_segments(shared: &Shared) -> Result<(), ServiceError> {
+    let released = shared
+        .ledger
+        .store
+        .release_node_segments(&shared.pool.node)?;
+    if released > 0 {
+        tracing::info!(
+            segments = released,
+            "segments interrupted by the last stop are free to claim again"
+        );
+    }
     Ok(())
 }
 
@@ -115,6 +135,7 @@ fn recover_node(shared: &Shared) -> Result<(), ServiceError> {
         shared.ledger.index(rec);
     }
     let released = shared.ledger.store.release_node_leases(&shared.pool.node)?;
+    release_segments(shared)?;
     tracing::info!(
         node = %shared.pool.node,
         unfinished = unfinished.len(),
@@ -195,11 +216,12 @@ pub(crate) fn expire_due_approvals(shared: &Shared) -> Result<usize, ServiceErro
 /// came back to abort.
 fn remove_orphan_media(shared: &Shared) -> Result<usize, ServiceError> {
     let mut removed = 0;
-    for root in ["results", "previews"] {
+    for root in ["results", "previews", "segments"] {
         for (name, _) in shared.media.store.list_dirs_blocking(root)? {
             let unclaimed = match shared.ledger.store.get_render(&name)? {
                 None => true,
                 Some(r) if !r.is_terminal() => false,
+                Some(_) if root == "segments" => true,
                 Some(r) if root == "results" => {
                     r.state != RenderState::Succeeded || r.result_deleted
                 }
@@ -217,6 +239,23 @@ fn remove_orphan_media(shared: &Shared) -> Result<usize, ServiceError> {
         }
     }
     Ok(removed + shared.media.store.abort_orphan_uploads_blocking(false)?)
+}
+
+/// Removes the segments of renders that ended (or are gone) while nobody coordinated them:
+/// rejected, timed out or cancelled while no worker ran them, or whose coordinator died.
+fn sweep_segments(shared: &Shared) -> Result<usize, ServiceError> {
+    let mut removed = 0;
+    for id in shared.ledger.store.segmented_renders()? {
+        let ended = shared
+            .ledger
+            .store
+            .get_render(&id)?
+            .is_none_or(|r| r.is_terminal());
+        if ended && crate::worker::segments::remove(shared, &id) {
+            removed += 1;
+        }
+    }
+    Ok(removed)
 }
 
 /// Deletes a render's result and preview wherever media lives; false if any stays (the next
@@ -266,6 +305,7 @@ pub(crate) fn sweep(shared: &Shared) -> Result<SweepReport, ServiceError> {
         transitions::upkeep::preview_deleted(shared, &rec.id)?;
         report.previews_deleted += 1;
     }
+    report.segments_deleted = sweep_segments(shared)?;
     // Serialised with render creation: no render starts using an asset being deleted.
     let creating = lock(&shared.ledger.create_lock);
     let in_use = shared.ledger.assets_in_use()?;

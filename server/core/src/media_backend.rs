@@ -1,13 +1,15 @@
 //! Production wiring of the engine seam to `vidforge-media`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use vidforge_media as media;
 
 use crate::config::Config;
 use crate::engine::{
     EngineError, EngineProgress, EngineReport, HardwareInfo, Prober, RenderPlan, Renderer,
+    SegmentSpan,
 };
 use crate::store::{AssetColor, AssetProbe};
 
@@ -64,6 +66,47 @@ impl Renderer for MediaRenderer {
 
     fn render_preview(&self, plan: &RenderPlan, png_out: &Path) -> Result<(u32, u32), EngineError> {
         self.engine.render_preview(plan, png_out).map_err(map_error)
+    }
+
+    fn plan_segments(
+        &self,
+        plan: &RenderPlan,
+        target: Duration,
+        min_source: Duration,
+    ) -> Result<Vec<SegmentSpan>, EngineError> {
+        let options = media::SegmentPlanOptions {
+            target_seconds: target.as_secs_f64(),
+            min_source_seconds: min_source.as_secs_f64(),
+        };
+        self.engine
+            .plan_segments(&plan.input, &options)
+            .map_err(map_error)
+    }
+
+    fn render_segment(
+        &self,
+        plan: &RenderPlan,
+        span: &SegmentSpan,
+        out: &Path,
+        progress: &mut dyn FnMut(EngineProgress),
+        cancel: &AtomicBool,
+    ) -> Result<u64, EngineError> {
+        self.engine
+            .render_segment(plan, span, out, progress, cancel)
+            .map(|report| report.frames)
+            .map_err(map_error)
+    }
+
+    fn join_segments(
+        &self,
+        plan: &RenderPlan,
+        segments: &[PathBuf],
+        progress: &mut dyn FnMut(EngineProgress),
+        cancel: &AtomicBool,
+    ) -> Result<EngineReport, EngineError> {
+        self.engine
+            .join_segments(plan, segments, progress, cancel)
+            .map_err(map_error)
     }
 }
 

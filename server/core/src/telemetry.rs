@@ -21,6 +21,9 @@
 //! | `vidforge_store_flush_seconds` | histogram | `backend` (sled: flush; postgres: the durable write) |
 //! | `vidforge_speculative_seconds` | histogram | `outcome` (used/wasted): rendering time of each speculative render whose output became a result, or was thrown away; `_sum` is the total |
 //! | `vidforge_speculative_renders_total` | counter | `end` (used, preempted: real work took the slot, discarded: rejected, timed out or cancelled, failed, interrupted: shutdown or crash) |
+//! | `vidforge_renders_split_total` | counter | renders split into segments (`fanout`) |
+//! | `vidforge_segments_total` | counter | `end` (done, failed: retried or the render fails, stopped: cancel, preemption, shutdown, a lost lease) |
+//! | `vidforge_segment_join_seconds` | histogram | how long joining a split render's segments took |
 //! | `vidforge_webhook_events_total` | counter | `type` (`render.succeeded`, ...): events written to the outbox |
 //! | `vidforge_webhook_attempts_total` | counter | `result` (delivered: a `2xx`; failed: anything else, retried) |
 //! | `vidforge_webhook_attempt_seconds` | histogram | `result`: how long each delivery attempt took |
@@ -85,6 +88,21 @@ pub fn speculation_ended(end: SpeculationEnd, seconds: f64) {
     };
     counter!("vidforge_speculative_renders_total", "end" => end.as_str()).increment(1);
     histogram!("vidforge_speculative_seconds", "outcome" => outcome).record(seconds.max(0.0));
+}
+
+/// A render was split into segments.
+pub fn render_split() {
+    counter!("vidforge_renders_split_total").increment(1);
+}
+
+/// A segment's run ended: `done`, `failed` or `stopped`.
+pub fn segment_ended(end: &'static str) {
+    counter!("vidforge_segments_total", "end" => end).increment(1);
+}
+
+/// A split render's segments were joined in `took`.
+pub fn segments_joined(took: Duration) {
+    histogram!("vidforge_segment_join_seconds").record(took.as_secs_f64());
 }
 
 /// A render was created.

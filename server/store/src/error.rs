@@ -33,6 +33,9 @@ pub enum StoreError {
     /// queue: PostgreSQL).
     #[error("{0} is not available with this store backend")]
     Unsupported(&'static str),
+    /// A request the store refuses (segments given for another render, a repeated index).
+    #[error("invalid store request: {0}")]
+    Invalid(String),
     #[error("cannot start the store's threads: {0}")]
     Io(#[from] std::io::Error),
 }

@@ -46,3 +46,31 @@ pub fn sample(id: &str) -> RenderRecord {
         keep_hdr: false,
     }
 }
+
+/// `count` queued segments of `render_id` (one second and 30 frames each), owned by
+/// `principal`, created at `created_at`.
+pub fn segments(
+    render_id: &str,
+    count: u32,
+    principal: &str,
+    created_at: u64,
+) -> Vec<SegmentRecord> {
+    (0..count)
+        .map(|i| {
+            let start = f64::from(i);
+            let pts = i64::from(i) * 90_000;
+            SegmentRecord::new(
+                render_id,
+                i,
+                count,
+                principal,
+                Some(pts),
+                Some(pts + 90_000),
+                start,
+                start + 1.0,
+                30,
+                created_at,
+            )
+        })
+        .collect()
+}

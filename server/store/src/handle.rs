@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use crate::clock::SharedClock;
 use crate::postgres::{Claim, PgStore, StoreEvent};
 use crate::sled_store::SledStore;
 use crate::{AssetRecord, Change, IdempotencyEntry, RenderRecord, StoreError, Updated};
@@ -44,8 +45,14 @@ impl Store {
     /// Opens (or creates) the embedded database in `dir`. Fails with [`StoreError::Locked`]
     /// when another process holds it.
     pub fn open(dir: &Path) -> Result<Store, StoreError> {
+        Store::open_with_clock(dir, std::sync::Arc::new(crate::clock::SystemClock))
+    }
+
+    /// [`Store::open`] with `clock` timing the segments' leases (the service's clock, which
+    /// tests move forward).
+    pub fn open_with_clock(dir: &Path, clock: SharedClock) -> Result<Store, StoreError> {
         Ok(Store {
-            backend: Backend::Sled(SledStore::open(dir)?),
+            backend: Backend::Sled(SledStore::open(dir, clock)?),
         })
     }
 
@@ -73,7 +80,8 @@ impl Store {
 
     /// Opens (or creates) a further tree in the same database, for an MCP extension's own
     /// records. Its name must not be one of the store's own (`renders`, `idempotency`,
-    /// `assets`, `session_epochs`); [`Store::flush`] makes its writes durable too. Embedded
+    /// `assets`, `session_epochs`, `server_secrets`, `webhooks_pending`, `webhooks_done`,
+    /// `segments`); [`Store::flush`] makes its writes durable too. Embedded
     /// store only.
     pub fn open_tree(&self, name: &str) -> Result<sled::Tree, StoreError> {
         match &self.backend {

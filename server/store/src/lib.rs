@@ -8,7 +8,8 @@
 //!   cluster, with the work queue's leases ([`Store::claim`]) and a change feed
 //!   ([`Store::watch`]) on top.
 //!
-//! The record types are in `render.rs`, `asset.rs` and `outbox.rs` (re-exported here). Both
+//! The record types are in `render.rs`, `asset.rs`, `outbox.rs` and `segment.rs` (a render
+//! split into segments that any node claims under a lease), re-exported here. Both
 //! backends keep the same JSON; a record update is one read-modify-write loop (`update.rs`)
 //! over each backend's conditional write.
 //!
@@ -46,9 +47,13 @@ mod metrics;
 mod outbox;
 mod postgres;
 mod render;
+mod segment;
+mod sled_segments;
 mod sled_store;
 mod update;
 
+#[cfg(test)]
+mod segment_tests;
 #[cfg(test)]
 mod tests;
 
@@ -58,4 +63,5 @@ pub use error::StoreError;
 pub use handle::{Inserted, NewKey, Store};
 pub use outbox::*;
 pub use render::*;
+pub use segment::{SegmentRecord, SegmentState};
 pub use update::{Change, Updated, all_in, update_in};

@@ -10,7 +10,8 @@
 //!
 //! The concepts, one file each: the connection pool and the runtime that drives it
 //! ([`pool`]), the schema ([`migrations`]), the records ([`records`]), the work queue's
-//! leases ([`queue`]), the change feed ([`feed`]) and the webhook outbox ([`outbox`]); the
+//! leases ([`queue`]), the change feed ([`feed`]), the webhook outbox ([`outbox`]) and the
+//! segments of renders split across the farm, with the nodes' idle slots ([`segments`]); the
 //! helper that runs one statement on a pool connection ([`statement`]). While the server is
 //! down calls fail with [`StoreError::Unavailable`], which clients see as a temporary error.
 
@@ -34,6 +35,7 @@ mod outbox;
 mod pool;
 mod queue;
 mod records;
+mod segments;
 mod statement;
 
 pub use migrations::MIGRATIONS;

@@ -1,4 +1,4 @@
-//! The embedded backend: one sled database with seven trees (the default; one host, no setup).
+//! The embedded backend: one sled database with eight trees (the default; one host, no setup).
 //!
 //! | tree          | key                        | value (serde_json)   |
 //! |---------------|----------------------------|----------------------|
@@ -9,6 +9,7 @@
 //! | `server_secrets` | name                    | the secret's bytes   |
 //! | `webhooks_pending` | event id (`msg_…`)    | [`OutboxEvent`] not yet delivered or dropped |
 //! | `webhooks_done`  | event id (`msg_…`)      | [`OutboxEvent`] delivered or dropped (swept) |
+//! | `segments`     | render id `\0` index     | [`crate::SegmentRecord`] (`sled_segments.rs`) |
 //!
 //! sled makes a write durable only at `flush` (it flushes in the background every 500 ms);
 //! callers flush ([`crate::Store::flush`]) after every write a client may rely on.
@@ -22,6 +23,8 @@ use std::time::Duration;
 use sled::Transactional;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 
+use crate::clock::SharedClock;
+use crate::sled_segments::SegmentTree;
 use crate::update::{self, Versioned, decode, encode};
 use crate::{
     AssetRecord, Change, IdempotencyEntry, Inserted, NewKey, OutboxEvent, OutboxStatus,
@@ -42,10 +45,12 @@ pub(crate) struct SledStore {
     /// Leases on pending events: one process delivers, so they live in its memory (a
     /// restart ends every attempt in flight, and their leases with it).
     webhook_leases: Arc<Mutex<HashMap<String, u64>>>,
+    pub(crate) segments: SegmentTree,
 }
 
 impl SledStore {
-    pub(crate) fn open(dir: &Path) -> Result<SledStore, StoreError> {
+    /// `clock` times the segments' leases.
+    pub(crate) fn open(dir: &Path, clock: SharedClock) -> Result<SledStore, StoreError> {
         let db = sled::Config::new().path(dir).open().map_err(|e| match e {
             sled::Error::Io(io) if io.to_string().contains("could not acquire lock") => {
                 StoreError::Locked {
@@ -63,6 +68,7 @@ impl SledStore {
             webhooks_pending: db.open_tree("webhooks_pending")?,
             webhooks_done: db.open_tree("webhooks_done")?,
             webhook_leases: Arc::default(),
+            segments: SegmentTree::open(&db, clock)?,
             db,
         })
     }

@@ -150,8 +150,16 @@ pub fn all_in<R: for<'de> Deserialize<'de>>(
     tree: &sled::Tree,
     what: &str,
 ) -> Result<Vec<R>, StoreError> {
+    decode_each(tree.iter(), what)
+}
+
+/// Every record of `items` (a sled tree's iterator or a range of it), as [`all_in`].
+pub(crate) fn decode_each<R: for<'de> Deserialize<'de>>(
+    items: impl Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>,
+    what: &str,
+) -> Result<Vec<R>, StoreError> {
     let mut out = Vec::new();
-    for item in tree.iter() {
+    for item in items {
         let (k, v) = item?;
         let key = String::from_utf8_lossy(&k).into_owned();
         match decode::<R>(&key, &v) {

@@ -7,5 +7,6 @@ mod common;
 mod fuzz;
 mod http_api;
 mod real_render;
+mod segments;
 mod service_core;
 mod store_backends;

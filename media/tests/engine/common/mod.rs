@@ -1,6 +1,8 @@
 //! Shared helpers for the media crate's integration tests.
 #![allow(dead_code)]
 
+pub mod seams;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 

@@ -121,6 +121,11 @@ impl Config {
     pub fn results_dir(&self) -> PathBuf {
         self.media_root().join("results")
     }
+    /// Segments of a render split for parallel rendering:
+    /// `segments/<render id>/<segment file>`, deleted when the render ends.
+    pub fn segments_dir(&self) -> PathBuf {
+        self.media_root().join("segments")
+    }
     /// Watermark previews: `previews/<render id>/watermark-preview.png`.
     pub fn previews_dir(&self) -> PathBuf {
         self.media_root().join("previews")
@@ -146,6 +151,7 @@ impl Config {
             self.db_dir(),
             self.assets_dir(),
             self.results_dir(),
+            self.segments_dir(),
             self.previews_dir(),
         ] {
             std::fs::create_dir_all(d)?;

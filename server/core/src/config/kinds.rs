@@ -400,6 +400,19 @@ impl MediaChoice for super::Speculative {
     }
 }
 
+impl MediaChoice for super::Fanout {
+    const CHOICES: &'static [(Self, &'static str)] = &[
+        (
+            Self::Auto,
+            "Split a long render into segments when another slot is free; they join without a re-encode",
+        ),
+        (Self::Off, "Every render in one pass"),
+    ];
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
 impl MediaChoice for super::RenderSched {
     const CHOICES: &'static [(Self, &'static str)] = &[
         (Self::Normal, "SCHED_OTHER at render_nice"),

@@ -124,6 +124,23 @@ vidforge_media::gpu::enum_names!(Speculative {
     Off => "off",
 });
 
+/// Whether long renders are split into segments rendered in parallel (`fanout`; see the
+/// worker's `segments`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Fanout {
+    /// Split a render whose source is longer than `segment_min_duration` when another slot
+    /// is free.
+    #[default]
+    Auto,
+    /// Every render in one pass.
+    Off,
+}
+
+vidforge_media::gpu::enum_names!(Fanout {
+    Auto => "auto",
+    Off => "off",
+});
+
 /// The scheduling policy of the render threads (`render_sched`; see `crate::priority`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum RenderSched {

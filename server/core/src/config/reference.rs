@@ -105,5 +105,6 @@ mod tests {
         check(&media::HwDecodeChoice::ALL);
         check(&media::EncoderChoice::ALL);
         check(&crate::config::Speculative::ALL);
+        check(&crate::config::Fanout::ALL);
     }
 }

@@ -17,7 +17,9 @@ use super::kinds::{
 };
 use super::parse::ConfigError;
 use super::sources::{SettingInfo, declare_settings, flag_value, shown};
-use super::{MediaStoreSetting, RenderSched, Speculative, StoreSetting, default_render_slots};
+use super::{
+    Fanout, MediaStoreSetting, RenderSched, Speculative, StoreSetting, default_render_slots,
+};
 use crate::catalog;
 use crate::engine::SourceLimits;
 
@@ -29,6 +31,8 @@ pub const DEFAULT_DATA_DIR: &str = "./vidforge-data";
 /// CPU compositor and x264 (`veryfast`) on a 2-core machine: 720p and 1080p renders of a
 /// 720p clip ran at 1.0e8 and 0.95e8, a 4k render of a 16×16 clip at 0.83e8.
 pub const DEFAULT_RENDER_PIXEL_RATE: u64 = 80_000_000;
+/// Default [`Config::segment_seconds`], in seconds.
+pub const DEFAULT_SEGMENT_SECONDS: u64 = 10;
 /// Default [`Config::max_render_seconds`]: 10 minutes of estimated work.
 pub const DEFAULT_MAX_RENDER_SECONDS: u64 = 10 * 60;
 /// Default [`Config::body_idle_timeout`].
@@ -99,6 +103,27 @@ declare_settings! {
     speculative: Speculative = Speculative::Auto, Choice<Speculative>,
         help: "Render awaiting renders ahead of approval on idle slots (auto) or never (off).",
         flag(long, env = "VIDFORGE_SPECULATIVE", value_parser = choice_parser::<Speculative>()): Option<Speculative>;
+    /// Segment-parallel rendering: a render whose source is longer than
+    /// `segment_min_duration` is cut at source keyframes into segments of about
+    /// `segment_seconds` when another render slot is free (on this node, or anywhere in a
+    /// cluster); idle slots render the segments and the render's own worker joins them (the
+    /// video remuxed, the audio encoded once). `off`: every render in one pass.
+    fanout: Fanout = Fanout::Auto, Choice<Fanout>,
+        help: "Split long renders into segments that idle slots render in parallel (auto) or never (off).",
+        flag(long, env = "VIDFORGE_FANOUT", value_parser = choice_parser::<Fanout>()): Option<Fanout>;
+    /// Sources longer than this may be split into segments (`fanout`).
+    segment_min_duration: Duration = secs(60), Dur,
+        help: "Sources longer than this may render as parallel segments, e.g. 60s.",
+        flag(long, env = "VIDFORGE_SEGMENT_MIN_DURATION"): Option<String>;
+    /// The target length of a segment; cuts fall on the source's keyframes nearest to its
+    /// multiples.
+    segment_seconds: Duration = secs(DEFAULT_SEGMENT_SECONDS), Dur,
+        help: "Target length of a parallel segment, e.g. 10s (cut at the source's keyframes).",
+        flag(long, env = "VIDFORGE_SEGMENT_SECONDS"): Option<String>;
+    /// Attempts one segment gets (a failure, or its node's death) before its render fails.
+    segment_attempts: u32 = 3, Plain<u32>,
+        help: "Attempts of one segment before its render fails.",
+        flag(long, env = "VIDFORGE_SEGMENT_ATTEMPTS"): Option<u32>;
     /// Non-terminal renders (queued, running or awaiting approval) one principal may hold.
     per_principal_concurrent: usize = 2, Plain<usize>,
         help: "Non-terminal renders one principal may hold.",

@@ -32,6 +32,12 @@ impl Config {
         if self.max_render_crashes == 0 {
             return bad("max_render_crashes", "must be at least 1");
         }
+        if self.segment_attempts == 0 {
+            return bad("segment_attempts", "must be at least 1");
+        }
+        if self.segment_seconds < Duration::from_secs(1) {
+            return bad("segment_seconds", "must be at least 1s");
+        }
         if self.max_upload_bytes == 0 {
             return bad("max_upload_bytes", "must be positive");
         }

@@ -49,6 +49,26 @@ impl SourceCache {
         self.dir.join(name.join("~"))
     }
 
+    /// Deletes the copies of everything under the directory `rel` (its media was deleted).
+    pub(super) fn forget_dir(&self, rel: &str) {
+        let prefix = self.path_of(Path::new(rel));
+        let Some(prefix) = prefix
+            .file_name()
+            .map(|n| format!("{}~", n.to_string_lossy()))
+        else {
+            return;
+        };
+        let _guard = lock(&self.evicting);
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+
     /// A fresh temporary name for a download.
     pub(super) fn partial_path(&self) -> PathBuf {
         self.dir

@@ -217,7 +217,10 @@ impl MediaStore {
             _ => {}
         }
         match &self.object {
-            Some(object) => object.outcome(object.backend().remove_prefix(rel)),
+            Some(object) => {
+                object.cache().forget_dir(rel);
+                object.outcome(object.backend().remove_prefix(rel))
+            }
             None => Ok(()),
         }
     }

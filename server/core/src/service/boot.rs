@@ -94,7 +94,11 @@ impl RenderService {
         // With a bucket, the local media tree is this process's scratch alone, and nothing of
         // it is in flight yet: what is there is a killed process's.
         if media.is_object() {
-            for dir in [config.results_dir(), config.previews_dir()] {
+            for dir in [
+                config.results_dir(),
+                config.segments_dir(),
+                config.previews_dir(),
+            ] {
                 let _ = std::fs::remove_dir_all(&dir);
                 std::fs::create_dir_all(&dir)?;
             }
@@ -116,6 +120,7 @@ impl RenderService {
             assets,
             disk,
             config.results_dir(),
+            config.segments_dir(),
             config.previews_dir(),
         );
         let config = Arc::new(config);

@@ -15,6 +15,7 @@ pub(crate) struct MediaSide {
     /// Refuses new uploads and renders under the free-space floor.
     pub disk: DiskGuard,
     results_dir: PathBuf,
+    segments_dir: PathBuf,
     previews_dir: PathBuf,
 }
 
@@ -24,6 +25,7 @@ impl MediaSide {
         assets: AssetCatalog,
         disk: DiskGuard,
         results_dir: PathBuf,
+        segments_dir: PathBuf,
         previews_dir: PathBuf,
     ) -> Self {
         MediaSide {
@@ -31,6 +33,7 @@ impl MediaSide {
             assets,
             disk,
             results_dir,
+            segments_dir,
             previews_dir,
         }
     }
@@ -38,6 +41,12 @@ impl MediaSide {
     /// This node's directory of a render's result (its scratch copy with a bucket).
     pub fn result_dir(&self, id: &str) -> PathBuf {
         self.results_dir.join(id)
+    }
+
+    /// This node's directory of a render's segment files (their scratch copies with a
+    /// bucket, where they live under `segments/<id>/`).
+    pub fn segments_dir(&self, id: &str) -> PathBuf {
+        self.segments_dir.join(id)
     }
 
     /// This node's directory of a render's preview.

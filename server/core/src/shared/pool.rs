@@ -16,6 +16,9 @@ pub(crate) struct Pool {
     pub queue: FairQueue,
     /// Cancel flags of renders a worker is running.
     pub running: Mutex<HashMap<String, Arc<AtomicBool>>>,
+    /// Cancel flags of the segments this node's workers render, by (render id, index) (see
+    /// `worker::segment_work`).
+    pub segments: Mutex<HashMap<(String, u32), Arc<AtomicBool>>>,
     /// Renders this node was running when another node took their lease over (cluster mode):
     /// their workers stop without writing anything.
     pub lost: Mutex<HashSet<String>>,
@@ -34,6 +37,7 @@ impl Pool {
             node,
             queue: FairQueue::default(),
             running: Mutex::new(HashMap::new()),
+            segments: Mutex::new(HashMap::new()),
             lost: Mutex::new(HashSet::new()),
             shutdown: AtomicBool::new(false),
             long_running: AtomicUsize::new(0),
@@ -54,6 +58,9 @@ impl Pool {
         for flag in lock(&self.running).values() {
             flag.store(true, Ordering::SeqCst);
         }
+        for flag in lock(&self.segments).values() {
+            flag.store(true, Ordering::SeqCst);
+        }
     }
 
     /// The shutdown flag itself, for loops that watch it (the cluster's change feed).
@@ -61,15 +68,23 @@ impl Pool {
         &self.shutdown
     }
 
-    /// Raises the cancel flag of `id` if a worker here runs it; whether one does.
+    /// Raises the cancel flag of `id`, and of its segments, where workers here run them;
+    /// whether one does.
     pub fn cancel_running(&self, id: &str) -> bool {
-        match lock(&self.running).get(id) {
+        let mut found = match lock(&self.running).get(id) {
             Some(flag) => {
                 flag.store(true, Ordering::SeqCst);
                 true
             }
             None => false,
+        };
+        for ((render, _), flag) in lock(&self.segments).iter() {
+            if render == id {
+                flag.store(true, Ordering::SeqCst);
+                found = true;
+            }
         }
+        found
     }
 
     /// Whether another node took `id` over from this one.

@@ -31,6 +31,8 @@ use finish::{
 };
 
 mod finish;
+mod segment_work;
+pub(crate) mod segments;
 mod speculation;
 
 /// How long an idle worker waits before re-checking the shutdown flag.
@@ -52,6 +54,12 @@ pub(crate) fn spawn_workers(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>,
                 .map_err(ServiceError::from)
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let keeper = shared.clone();
+    workers.push(
+        std::thread::Builder::new()
+            .name("vidforge-segment-leases".into())
+            .spawn(move || segment_work::keep_leases(&keeper))?,
+    );
     let shared = shared.clone();
     workers.push(
         std::thread::Builder::new()
@@ -123,14 +131,13 @@ fn worker_loop(shared: &Shared) {
     let clustered = shared.ledger.store.is_shared();
     let mut idle = true;
     while !shared.pool.stopping() {
+        shared.pool.idle_workers.fetch_add(1, Ordering::SeqCst);
         let next = if clustered {
             crate::cluster::claim_next(shared, idle)
         } else {
-            shared.pool.idle_workers.fetch_add(1, Ordering::SeqCst);
-            let next = shared.pool.queue.pop_timeout(IDLE_POLL);
-            shared.pool.idle_workers.fetch_sub(1, Ordering::SeqCst);
-            next
+            shared.pool.queue.pop_timeout(IDLE_POLL)
         };
+        shared.pool.idle_workers.fetch_sub(1, Ordering::SeqCst);
         idle = next.is_none();
         if let Some(id) = next {
             if shared.pool.stopping() {
@@ -147,6 +154,11 @@ fn worker_loop(shared: &Shared) {
             if clustered {
                 crate::cluster::release(shared, &id);
             }
+            crate::malloc::release_freed_memory();
+        } else if let Some(seg) = segment_work::claim(shared) {
+            // No render waits: render a segment of a split one (renders always come first).
+            idle = false;
+            segment_work::run_claimed(shared, &seg);
             crate::malloc::release_freed_memory();
         } else if let Some(id) = speculation::next_candidate(shared) {
             // Nothing to do but a render awaiting its approval: render it ahead.
@@ -194,10 +206,7 @@ fn speculate(shared: &Shared, id: &str) -> Result<(), ServiceError> {
     let plan = match build_plan(shared, &record) {
         Ok(plan) => plan,
         Err(e) => {
-            let reason = match e {
-                PlanError::Engine(e) => e.to_string(),
-                PlanError::Media(e) => e.to_string(),
-            };
+            let reason = e.to_string();
             tracing::warn!(render_id = %id, %reason, "cannot render ahead of approval");
             speculation::abandon(shared, &record, Stop::Failed, started)?;
             return Ok(());
@@ -233,6 +242,15 @@ fn process(shared: &Shared, id: &str) -> Result<(), ServiceError> {
 enum PlanError {
     Engine(EngineError),
     Media(ServiceError),
+}
+
+impl std::fmt::Display for PlanError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlanError::Engine(e) => e.fmt(f),
+            PlanError::Media(e) => e.fmt(f),
+        }
+    }
 }
 
 impl From<EngineError> for PlanError {
@@ -384,7 +402,7 @@ fn run_render(
         on_progress(p)
     };
     let result = catch_unwind(AssertUnwindSafe(|| {
-        shared.renderer.render(plan, &mut on_progress, cancel)
+        segments::render(shared, rec, plan, &mut on_progress, cancel)
     }))
     .unwrap_or_else(|_| {
         Err(EngineError::new(

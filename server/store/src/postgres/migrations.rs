@@ -39,6 +39,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         "webhook_outbox",
         include_str!("../../migrations/0005_webhook_outbox.sql"),
     ),
+    (
+        6,
+        "segments",
+        include_str!("../../migrations/0006_segments.sql"),
+    ),
 ];
 
 /// Advisory lock key serialising migrations between nodes ("vidf").

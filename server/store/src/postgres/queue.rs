@@ -9,6 +9,19 @@ use super::{Claim, DB_NOW_MS, PgStore, StoreError};
 /// nobody could renew it.
 const DB_START_MS: &str = "(extract(epoch from pg_postmaster_start_time()) * 1000)::bigint";
 
+/// A lease that is free or ran out while its holder could renew it (`lease`: the parameter
+/// holding the lease's length, ms): none, or one that ended by the database's clock, unless
+/// it ended while the database was down (before it started) and the database has not been
+/// up for one more lease since, for a living holder renews it by then. Shared by every
+/// claim (renders here, segments in `segments.rs`).
+pub(super) fn lease_free(lease: &str) -> String {
+    format!(
+        "(lease_until IS NULL OR lease_until < {DB_NOW_MS})
+         AND (lease_until IS NULL OR lease_until >= {DB_START_MS}
+              OR {DB_NOW_MS} >= {DB_START_MS} + {lease})"
+    )
+}
+
 /// Renders a worker may run: a queued one, or a running one whose holder stopped renewing.
 const RUNNABLE_RENDERS: &str = "state IN ('queued', 'rendering', 'previewing')";
 /// Renders awaiting approval that nobody renders speculatively: none begun, or one whose
@@ -51,15 +64,14 @@ impl PgStore {
     ) -> Result<Option<Claim>, StoreError> {
         let lease_ms = lease.as_millis() as i64;
         let max_work = max_work.map(|w| i64::try_from(w).unwrap_or(i64::MAX));
+        let free = lease_free("$2");
         let row = self.query_opt(
             format!(
                 "UPDATE renders SET lease_owner = $1, lease_until = {DB_NOW_MS} + $2
                              WHERE id = (
                                  SELECT id FROM renders
                                  WHERE {which}
-                                   AND (lease_until IS NULL OR lease_until < {DB_NOW_MS})
-                                   AND (lease_until IS NULL OR lease_until >= {DB_START_MS}
-                                        OR {DB_NOW_MS} >= {DB_START_MS} + $2)
+                                   AND {free}
                                    AND ($3::bigint IS NULL
                                         OR COALESCE((doc->>'estimated_pixel_frames')::bigint, 0) <= $3)
                                  ORDER BY created_at

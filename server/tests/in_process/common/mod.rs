@@ -3,8 +3,9 @@
 //! the ffmpeg CLI, and a service harness with an adjustable clock.
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -12,7 +13,7 @@ use serde_json::{Value, json};
 use vidforge_core::clock::OffsetClock;
 use vidforge_core::config::Config;
 use vidforge_core::engine::{
-    EngineError, EngineProgress, EngineReport, FailureKind, RenderPlan, Renderer,
+    EngineError, EngineProgress, EngineReport, FailureKind, RenderPlan, Renderer, SegmentSpan,
 };
 use vidforge_core::media_backend::MediaProber;
 use vidforge_core::service::{RenderService, ServiceParts};
@@ -29,6 +30,12 @@ pub struct ScriptedRenderer {
     pub renders_started: AtomicUsize,
     pub previews: AtomicUsize,
     pub progress_calls: AtomicUsize,
+    /// Segments `plan_segments` cuts a render into (under 2: one pass).
+    pub split: AtomicU32,
+    /// Segment index → how many more of its runs fail.
+    pub segment_failures: Mutex<HashMap<u32, u32>>,
+    pub segments_started: AtomicUsize,
+    pub joins: AtomicUsize,
 }
 
 impl ScriptedRenderer {
@@ -41,7 +48,45 @@ impl ScriptedRenderer {
             renders_started: AtomicUsize::new(0),
             previews: AtomicUsize::new(0),
             progress_calls: AtomicUsize::new(0),
+            split: AtomicU32::new(0),
+            segment_failures: Mutex::new(HashMap::new()),
+            segments_started: AtomicUsize::new(0),
+            joins: AtomicUsize::new(0),
         })
+    }
+
+    /// Frames of segment `index` of `count`: an equal share, the last one takes the rest.
+    fn segment_frames(&self, index: u32, count: u32) -> u64 {
+        let share = self.frames / u64::from(count);
+        if index + 1 == count {
+            self.frames - share * u64::from(count - 1)
+        } else {
+            share
+        }
+    }
+
+    /// Frames with `frame_delay` each, then the hold; `Err` when cancelled.
+    fn run_frames(
+        &self,
+        frames: u64,
+        report: &mut dyn FnMut(u64),
+        cancel: &AtomicBool,
+    ) -> Result<u64, EngineError> {
+        let mut done = 0;
+        loop {
+            if cancel.load(Ordering::SeqCst) {
+                return Err(EngineError::new(FailureKind::Cancelled, "cancelled"));
+            }
+            if done < frames {
+                std::thread::sleep(self.frame_delay);
+                done += 1;
+                report(done);
+            } else if self.hold.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(5));
+            } else {
+                return Ok(done);
+            }
+        }
     }
 
     pub fn hold(&self, on: bool) {
@@ -85,21 +130,11 @@ impl Renderer for ScriptedRenderer {
             })
         };
         report(vidforge_media::Stage::Preparing, 0);
-        let mut done = 0;
-        loop {
-            if cancel.load(Ordering::SeqCst) {
-                return Err(EngineError::new(FailureKind::Cancelled, "cancelled"));
-            }
-            if done < self.frames {
-                std::thread::sleep(self.frame_delay);
-                done += 1;
-                report(vidforge_media::Stage::Rendering, done);
-            } else if self.hold.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(5));
-            } else {
-                break;
-            }
-        }
+        let done = self.run_frames(
+            self.frames,
+            &mut |done| report(vidforge_media::Stage::Rendering, done),
+            cancel,
+        )?;
         if let Some(e) = self.fail_next.lock().unwrap().take() {
             return Err(e);
         }
@@ -129,6 +164,92 @@ impl Renderer for ScriptedRenderer {
             encoder: "scripted".into(),
             elapsed,
             fps: done as f64 / elapsed.as_secs_f64().max(1e-6),
+            stage_times: Default::default(),
+        })
+    }
+
+    fn plan_segments(
+        &self,
+        _plan: &RenderPlan,
+        _target: Duration,
+        _min_source: Duration,
+    ) -> Result<Vec<SegmentSpan>, EngineError> {
+        let count = self.split.load(Ordering::SeqCst);
+        if count < 2 {
+            return Ok(Vec::new());
+        }
+        Ok((0..count)
+            .map(|index| SegmentSpan {
+                index,
+                start_pts: (index > 0).then_some(i64::from(index) * 100),
+                end_pts: (index + 1 < count).then_some(i64::from(index + 1) * 100),
+                start_seconds: f64::from(index),
+                end_seconds: f64::from(index + 1),
+                frames: self.segment_frames(index, count),
+            })
+            .collect())
+    }
+
+    fn render_segment(
+        &self,
+        _plan: &RenderPlan,
+        span: &SegmentSpan,
+        out: &Path,
+        progress: &mut dyn FnMut(EngineProgress),
+        cancel: &AtomicBool,
+    ) -> Result<u64, EngineError> {
+        self.segments_started.fetch_add(1, Ordering::SeqCst);
+        let mut report = |done| {
+            progress(EngineProgress {
+                stage: vidforge_media::Stage::Rendering,
+                frames_done: done,
+                frames_total: Some(span.frames),
+            })
+        };
+        let done = self.run_frames(span.frames, &mut report, cancel)?;
+        if let Some(left) = self.segment_failures.lock().unwrap().get_mut(&span.index)
+            && *left > 0
+        {
+            *left -= 1;
+            return Err(EngineError::new(
+                FailureKind::RenderFailed,
+                format!("scripted failure of segment {}", span.index),
+            ));
+        }
+        let tmp = out.with_extension("partial");
+        std::fs::write(&tmp, format!("segment {}\n", span.index))
+            .and_then(|_| std::fs::rename(&tmp, out))
+            .map_err(|e| EngineError::new(FailureKind::RenderFailed, e.to_string()))?;
+        Ok(done)
+    }
+
+    fn join_segments(
+        &self,
+        plan: &RenderPlan,
+        segments: &[PathBuf],
+        _progress: &mut dyn FnMut(EngineProgress),
+        _cancel: &AtomicBool,
+    ) -> Result<EngineReport, EngineError> {
+        self.joins.fetch_add(1, Ordering::SeqCst);
+        let mut body = String::new();
+        for s in segments {
+            body += &std::fs::read_to_string(s)
+                .map_err(|e| EngineError::new(FailureKind::RenderFailed, e.to_string()))?;
+        }
+        std::fs::write(&plan.output, &body)
+            .map_err(|e| EngineError::new(FailureKind::RenderFailed, e.to_string()))?;
+        let (width, height) = size_for(plan.resolution);
+        Ok(EngineReport {
+            frames: self.frames,
+            duration_seconds: self.frames as f64 / 30.0,
+            width,
+            height,
+            size_bytes: body.len() as u64,
+            backend: "scripted".into(),
+            decoder: "scripted".into(),
+            encoder: "scripted".into(),
+            elapsed: Duration::ZERO,
+            fps: 0.0,
             stage_times: Default::default(),
         })
     }

@@ -1,0 +1,292 @@
+//! Segment-parallel rendering (`fanout = auto`): a render whose source is longer than
+//! `segment_min_duration`, started while another slot is free (on this node; in a cluster,
+//! any node's, by their heartbeats), is cut at its source's keyframes into segments of about
+//! `segment_seconds`.
+//!
+//! - **Work items.** The segments are written to the store, durably, before any is rendered
+//!   (`Store::create_segments`). Idle workers anywhere claim them under a lease
+//!   ([`super::segment_work`]); the render's own worker, the coordinator, renders its own
+//!   render's segments too, so a busy farm still finishes it.
+//! - **Join.** When every segment is done the coordinator joins them: the video remuxed
+//!   (each segment is a closed GOP from an IDR, encoded with the same settings), the audio
+//!   of the source encoded once over the whole duration, so no seam can click or gap.
+//! - **One render.** Clients see one render whose progress counts every segment's frames;
+//!   work estimates and budgets count the render once.
+//! - **Failures.** A segment that fails is retried on its own; after `segment_attempts` the
+//!   render fails. A coordinator that dies leaves the segments in the store: whoever takes
+//!   the render over (another node, or this one after a restart) goes on with them, and a
+//!   speculative render that gave its slot up leaves its finished segments for the approved
+//!   render to join.
+//! - **Cleanup.** The segments' files (`segments/<id>/`, locally or in the bucket) and
+//!   records go when the render ends, whatever its outcome; the sweeper removes those of
+//!   renders that ended while nobody coordinated them.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use super::segment_work::{self, Outcome};
+use crate::config::Fanout;
+use crate::engine::{EngineError, EngineProgress, EngineReport, FailureKind, RenderPlan};
+use crate::shared::Shared;
+use crate::store::{RenderRecord, SegmentRecord, SegmentState, StoreError};
+
+/// How often a coordinator with nothing to render looks at its segments.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Renders `plan`: split into segments when the render qualifies (or was split before),
+/// else in one pass. Progress and `cancel` as [`crate::engine::Renderer::render`].
+pub(super) fn render(
+    shared: &Shared,
+    rec: &RenderRecord,
+    plan: &RenderPlan,
+    progress: &mut dyn FnMut(EngineProgress),
+    cancel: &AtomicBool,
+) -> Result<EngineReport, EngineError> {
+    let Some(segments) = split(shared, rec, plan)? else {
+        return shared.renderer.render(plan, progress, cancel);
+    };
+    let result = coordinate(shared, rec, plan, segments, progress, cancel);
+    let ended = match &result {
+        Err(e) if e.kind == FailureKind::Cancelled => render_ended(shared, &rec.id),
+        // Done (the output is written), or failed for good.
+        _ => true,
+    };
+    if ended && !shared.pool.is_lost(&rec.id) {
+        remove(shared, &rec.id);
+    }
+    result
+}
+
+/// The render's segments: those stored before (a takeover, or a speculative render's
+/// work), or a new split when fan-out is on, a slot is free and the source is long enough;
+/// `None`: one pass.
+fn split(
+    shared: &Shared,
+    rec: &RenderRecord,
+    plan: &RenderPlan,
+) -> Result<Option<Vec<SegmentRecord>>, EngineError> {
+    let store = &shared.ledger.store;
+    let stored = store.segments(&rec.id).map_err(store_failed)?;
+    if !stored.is_empty() {
+        tracing::info!(render_id = %rec.id, segments = stored.len(), "going on with the render's stored segments");
+        return Ok(Some(stored));
+    }
+    let cfg = &shared.config;
+    if cfg.fanout == Fanout::Off || !free_slot(shared) {
+        return Ok(None);
+    }
+    let spans =
+        shared
+            .renderer
+            .plan_segments(plan, cfg.segment_seconds, cfg.segment_min_duration)?;
+    if spans.len() < 2 {
+        return Ok(None);
+    }
+    let now = shared.ledger.now();
+    let count = spans.len() as u32;
+    let records: Vec<SegmentRecord> = spans
+        .iter()
+        .map(|s| {
+            SegmentRecord::new(
+                &rec.id,
+                s.index,
+                count,
+                &rec.principal,
+                s.start_pts,
+                s.end_pts,
+                s.start_seconds,
+                s.end_seconds,
+                s.frames,
+                now,
+            )
+        })
+        .collect();
+    let created = store
+        .create_segments(&rec.id, &records)
+        .map_err(store_failed)?;
+    tracing::info!(render_id = %rec.id, segments = created.len(), "render split into segments");
+    crate::telemetry::render_split();
+    Ok(Some(created))
+}
+
+/// Whether another render slot is free to take segments: a worker waiting for work on this
+/// node, or in a cluster on any node (their heartbeats).
+fn free_slot(shared: &Shared) -> bool {
+    if !shared.ledger.store.is_shared() {
+        return shared.pool.idle_workers.load(Ordering::SeqCst) >= 1;
+    }
+    match shared.ledger.store.idle_slots() {
+        Ok(n) => n >= 1,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot count the farm's idle slots; rendering in one pass");
+            false
+        }
+    }
+}
+
+/// Renders this render's segments beside the idle slots until all are done, then joins
+/// them into `plan.output`.
+fn coordinate(
+    shared: &Shared,
+    rec: &RenderRecord,
+    plan: &RenderPlan,
+    first: Vec<SegmentRecord>,
+    progress: &mut dyn FnMut(EngineProgress),
+    cancel: &AtomicBool,
+) -> Result<EngineReport, EngineError> {
+    let total: u64 = first.iter().map(|s| s.frames).sum();
+    let report = |progress: &mut dyn FnMut(EngineProgress), frames_done: u64| {
+        progress(EngineProgress {
+            stage: vidforge_media::Stage::Rendering,
+            frames_done: frames_done.min(total),
+            frames_total: Some(total),
+        })
+    };
+    let done = loop {
+        if cancel.load(Ordering::SeqCst) {
+            return Err(EngineError::new(FailureKind::Cancelled, "cancelled"));
+        }
+        let segments = shared
+            .ledger
+            .store
+            .segments(&rec.id)
+            .map_err(store_failed)?;
+        check_segments(&segments)?;
+        let frames_done: u64 = segments.iter().map(|s| s.frames_done.min(s.frames)).sum();
+        report(progress, frames_done);
+        if segments.iter().all(|s| s.state == SegmentState::Done) {
+            break segments;
+        }
+        let claim = shared
+            .ledger
+            .store
+            .claim_segment(
+                &shared.pool.node,
+                shared.config.lease_ttl,
+                Some(&rec.id),
+                shared.config.segment_attempts,
+            )
+            .map_err(store_failed)?;
+        match claim {
+            Some(seg) => {
+                let others = frames_done.saturating_sub(seg.frames_done.min(seg.frames));
+                let mut own = |frames: u64| report(progress, others + frames);
+                if segment_work::run(shared, plan, &seg, Some(cancel), &mut own) == Outcome::Stopped
+                    && cancel.load(Ordering::SeqCst)
+                {
+                    return Err(EngineError::new(FailureKind::Cancelled, "cancelled"));
+                }
+            }
+            None => std::thread::sleep(POLL),
+        }
+    };
+    join(shared, plan, &done, progress, cancel)
+}
+
+/// A render whose segment failed for good fails with it; one whose segments vanished
+/// (deleted under it) cannot go on.
+fn check_segments(segments: &[SegmentRecord]) -> Result<(), EngineError> {
+    if segments.is_empty() {
+        return Err(EngineError::new(
+            FailureKind::RenderFailed,
+            "the render's segments were deleted while it ran",
+        ));
+    }
+    match segments.iter().find(|s| s.state == SegmentState::Failed) {
+        Some(s) => Err(EngineError::new(
+            FailureKind::RenderFailed,
+            format!(
+                "segment {} of {} failed after {} attempts: {}",
+                s.index + 1,
+                s.count,
+                s.attempts,
+                s.error.as_deref().unwrap_or("unknown error")
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Joins the done segments (fetched from the bucket when media lives there).
+fn join(
+    shared: &Shared,
+    plan: &RenderPlan,
+    segments: &[SegmentRecord],
+    progress: &mut dyn FnMut(EngineProgress),
+    cancel: &AtomicBool,
+) -> Result<EngineReport, EngineError> {
+    let stop = || shared.pool.stopping() || cancel.load(Ordering::SeqCst);
+    let files = segments
+        .iter()
+        .map(|s| {
+            let stored = s.output.as_deref().ok_or_else(|| {
+                EngineError::new(
+                    FailureKind::RenderFailed,
+                    format!("segment {} is done but names no file", s.index + 1),
+                )
+            })?;
+            shared
+                .media
+                .store
+                .local_copy_blocking(Path::new(stored), &stop)
+                .map_err(|e| {
+                    EngineError::new(
+                        FailureKind::RenderFailed,
+                        format!("cannot fetch segment {}: {e}", s.index + 1),
+                    )
+                })
+        })
+        .collect::<Result<Vec<PathBuf>, EngineError>>()?;
+    let started = std::time::Instant::now();
+    let report = shared
+        .renderer
+        .join_segments(plan, &files, progress, cancel)?;
+    crate::telemetry::segments_joined(started.elapsed());
+    tracing::info!(
+        output = %plan.output.display(),
+        segments = files.len(),
+        join_ms = started.elapsed().as_millis() as u64,
+        "segments joined"
+    );
+    Ok(report)
+}
+
+/// Whether the render ended (or is being cancelled), so its segments are of no more use.
+fn render_ended(shared: &Shared, id: &str) -> bool {
+    match shared.ledger.store.get_render(id) {
+        Ok(Some(r)) => r.is_terminal() || r.cancel_requested,
+        Ok(None) => true,
+        // Unknown: keep them; the sweeper removes them once the render is seen ended.
+        Err(_) => false,
+    }
+}
+
+/// Deletes a render's segment files (locally or in the bucket), then their records; whether
+/// both went. Files first: records kept on a failure let the sweeper try again.
+pub(crate) fn remove(shared: &Shared, id: &str) -> bool {
+    let dir = format!("segments/{id}");
+    if let Err(e) = shared.media.store.remove_dir_blocking(&dir) {
+        tracing::warn!(render_id = %id, error = %e, "cannot delete the render's segment files yet");
+        return false;
+    }
+    match shared.ledger.store.delete_segments(id) {
+        Ok(n) => {
+            if n > 0 {
+                tracing::info!(render_id = %id, segments = n, "segments removed");
+            }
+            true
+        }
+        Err(e) => {
+            tracing::warn!(render_id = %id, error = %e, "cannot delete the render's segments yet");
+            false
+        }
+    }
+}
+
+fn store_failed(e: StoreError) -> EngineError {
+    EngineError::new(
+        FailureKind::RenderFailed,
+        format!("the store failed during a split render: {e}"),
+    )
+}
