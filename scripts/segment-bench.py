@@ -263,21 +263,26 @@ def render_events(env, nodes, render_id, since, until):
     events.sort(key=lambda e: e["ts"])
     window = [e for e in events if since - 1 <= e["ts"] <= until + 1]
     mine = [e for e in window if e["fields"].get("render_id") == render_id or render_id in e["text"]]
-    split = [e for e in mine if SPLIT_MSG in e["text"]]
-    segments = [e for e in mine if SEGMENT_MSG in e["text"]]
-    joined = [e for e in mine if JOINED_MSG in e["text"]]
+    # The service's lines carry a render_id field (the media crate logs its own `segment
+    # rendered` and `segments joined` lines too, naming only files: not counted).
+    named = [e for e in mine if e["fields"].get("render_id") == render_id]
+    split = [e for e in named if SPLIT_MSG in e["text"]]
+    segments = [e for e in named if SEGMENT_MSG in e["text"]]
+    # The join line names the render's output file, and join_ms.
+    joined = [e for e in mine if JOINED_MSG in e["text"] and "join_ms" in e["fields"]]
     if not joined and split:
-        # The join line may name no render: then the coordinator's first one after the split.
-        joined = [e for e in window if JOINED_MSG in e["text"] and e["node"] == split[0]["node"]
-                  and e["ts"] >= split[0]["ts"]][:1]
+        # Else the coordinator's first one after the split.
+        joined = [e for e in window if JOINED_MSG in e["text"] and "join_ms" in e["fields"]
+                  and e["node"] == split[0]["node"] and e["ts"] >= split[0]["ts"]][:1]
     seen = {id(e) for e in mine + joined}
     trouble = [e for e in window if e["level"] in ("WARN", "ERROR") and id(e) not in seen]
+    shown = {id(e): e for e in mine + joined + trouble}
     return {
         "split": split,
         "segments": segments,
         "joined": joined,
         "excerpt": [f"{datetime.datetime.fromtimestamp(e['ts'], datetime.timezone.utc).strftime('%H:%M:%S.%f')[:-3]} "
-                    f"{e['node']} {e['level']} {e['text']}" for e in sorted(mine + joined + trouble, key=lambda e: e["ts"])][:300],
+                    f"{e['node']} {e['level']} {e['text']}" for e in sorted(shown.values(), key=lambda e: e["ts"])][:300],
     }
 
 
