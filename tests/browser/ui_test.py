@@ -33,6 +33,7 @@ Usage: /usr/bin/python3 tests/browser/ui_test.py BASE_URL WORK_DIR SERVER_LOG
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -168,9 +169,7 @@ class UiTest:
         if missing:
             fail(f"missing {', '.join(missing)}: run scripts/install-deps.sh "
                  "(Debian packages chromium chromium-driver prometheus ffmpeg)")
-        try:
-            import selenium  # noqa: F401
-        except ImportError:
+        if importlib.util.find_spec("selenium") is None:
             fail(f"selenium is not importable by {sys.executable}: install the Debian package "
                  "python3-selenium and run this with /usr/bin/python3")
         os.makedirs(self.shots, exist_ok=True)
