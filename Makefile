@@ -4,7 +4,7 @@ CARGO ?= cargo
 # Tests run the wgpu path on Mesa lavapipe and fail (not skip) when no adapter is found.
 TEST_ENV := WGPU_BACKEND=vulkan VIDFORGE_REQUIRE_GPU=1 XDG_RUNTIME_DIR=/tmp RUST_LOG=warn
 
-.PHONY: deps build serve test check first-contact lint fmt bench load chaos fuzz cluster cluster-down image
+.PHONY: deps build serve test check first-contact lint fmt bench bench-segments load chaos fuzz cluster cluster-down image
 
 deps:
 	./scripts/install-deps.sh
@@ -56,6 +56,12 @@ first-contact:
 # The full benchmark (release build), side by side with the ffmpeg CLI; see docs/bench/README.md.
 bench: build
 	./target/release/vidforge bench --out bench-report
+
+# Segment-parallel rendering (release build): one 60 s 1080p watermarked render on 1, 2 and 3
+# nodes pinned to their own cores (taskset) and the single-pass reference, with seam checks on
+# every output; some minutes on 2 cores. See docs/bench/segments/README.md.
+bench-segments: build
+	./scripts/segment-bench.py --nodes 1,2,3 --repeats 1 --out bench-segments
 
 # The MCP front under load (release build): 64 clients poll tasks/get and tools/list for 30 s
 # while a 4k render runs; req/s, p50/p99 and the server's peak RSS (docs/reliability.md).

@@ -24,6 +24,10 @@
 #                          principal `agent`, kept in STATE/tokens for the next `up`
 #   VIDFORGE_CLUSTER_ARGS  extra `vidforge serve` arguments for every node (split on spaces)
 #   VIDFORGE_CLUSTER_WAIT  seconds to wait for the nodes to answer /healthz (default 60)
+#   VIDFORGE_CLUSTER_CPUS  CPU list such as `0,1`: node I runs under `taskset -c` with the
+#                          ((I-1) mod count)-th CPU of the list (0,1: node1 on 0, node2 on 1,
+#                          node3 on 0), so nodes pinned to their own cores stand in for machines;
+#                          default: no pinning (PostgreSQL, nginx and S3 are never pinned)
 #   VIDFORGE_CLUSTER_MEDIA `dir` (default: one media dir every node shares) or `s3`: a private
 #                          S3-compatible server (scripts/s3-server.sh, moto) on a free loopback
 #                          port, bucket `vidforge`, media under s3://vidforge/cluster
@@ -140,23 +144,26 @@ load_env() {
 # Nodes
 
 start_node() { # I: starts node I in the background (variables from cluster.env / up)
-  local i="$1" port extra=()
+  local i="$1" port extra=() pin=()
   port="$(echo "$NODE_PORTS" | cut -d' ' -f"$i")"
   [ -n "$port" ] || die "no port for node $i (NODE_PORTS=$NODE_PORTS)"
   read -r -a extra <<<"${VIDFORGE_CLUSTER_ARGS:-}"
+  if [ -n "${VIDFORGE_CLUSTER_CPUS:-}" ]; then
+    pin=(taskset -c "$(node_cpu "$i")")
+  fi
   local media=(--media-store "$MEDIA_DIR")
   if [ "${VIDFORGE_CLUSTER_MEDIA:-dir}" = s3 ]; then
     media=(--media-store "s3://vidforge/cluster" --s3-endpoint "http://127.0.0.1:$S3_PORT")
   fi
   mkdir -p "$STATE/node$i"
-  echo "=== $(date -u +%FT%TZ) node$i starting on 127.0.0.1:$port" >>"$STATE/node$i.log"
+  echo "=== $(date -u +%FT%TZ) node$i starting on 127.0.0.1:$port${pin[*]:+ (${pin[*]})}" >>"$STATE/node$i.log"
   # setsid: the node leaves the caller's process group (a Ctrl-C there does not reach it).
   # Errors without a backtrace (panics keep theirs): the log tail shows what went wrong.
   RUST_LOG="${RUST_LOG:-info}" RUST_LIB_BACKTRACE=0 \
     AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-vidforge-test}" \
     AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-vidforge-test-secret}" \
     AWS_REGION="${AWS_REGION:-us-east-1}" \
-    setsid "$VIDFORGE_CLUSTER_BIN" serve \
+    setsid "${pin[@]+"${pin[@]}"}" "$VIDFORGE_CLUSTER_BIN" serve \
     --listen "127.0.0.1:$port" \
     --data-dir "$STATE/node$i" \
     "${media[@]}" \
@@ -168,6 +175,12 @@ start_node() { # I: starts node I in the background (variables from cluster.env 
     --trusted-proxy 127.0.0.1 \
     "${extra[@]}" </dev/null >>"$STATE/node$i.log" 2>&1 &
   echo "$!" >"$STATE/node$i.pid"
+}
+
+node_cpu() { # I: the CPU of VIDFORGE_CLUSTER_CPUS node I is pinned to
+  local cpus
+  IFS=, read -r -a cpus <<<"$VIDFORGE_CLUSTER_CPUS"
+  echo "${cpus[($1 - 1) % ${#cpus[@]}]}"
 }
 
 wait_nodes() { # I...: waits until each node answers /healthz; fails (with its log) if one exits
@@ -394,7 +407,7 @@ print_summary() {
   done
   echo "  uploads       POST $VIDFORGE_CLUSTER_URL/assets?name=<file name>"
   for i in $(seq 1 "$VIDFORGE_NODES"); do
-    echo "  node$i         http://127.0.0.1:$(echo "$NODE_PORTS" | cut -d' ' -f"$i")  (log $STATE/node$i.log)"
+    echo "  node$i         http://127.0.0.1:$(echo "$NODE_PORTS" | cut -d' ' -f"$i")  (log $STATE/node$i.log)${VIDFORGE_CLUSTER_CPUS:+  on CPU $(node_cpu "$i")}"
   done
   echo "  PostgreSQL    $PG_URL  (log $PG_LOG)"
   if [ "${VIDFORGE_CLUSTER_MEDIA:-dir}" = s3 ]; then
@@ -428,6 +441,7 @@ write_env() {
     echo "VIDFORGE_CLUSTER_CONFIG=$(q "$VIDFORGE_CLUSTER_CONFIG")"
     echo "VIDFORGE_CLUSTER_BIN=$(q "$VIDFORGE_CLUSTER_BIN")"
     echo "VIDFORGE_CLUSTER_ARGS=$(q "${VIDFORGE_CLUSTER_ARGS:-}")"
+    echo "VIDFORGE_CLUSTER_CPUS=$(q "${VIDFORGE_CLUSTER_CPUS:-}")"
     echo "VIDFORGE_NODES=$(q "$VIDFORGE_NODES")"
     echo "NODE_PORTS=$(q "${ports[*]}")"
     echo "NODE_URLS=$(q "${urls[*]}")"
@@ -511,6 +525,16 @@ cmd_up() {
   gw="$VIDFORGE_CLUSTER_PORT"
   [[ "$VIDFORGE_NODES" =~ ^[1-9][0-9]?$ ]] || die "VIDFORGE_NODES must be 1..99 (got $VIDFORGE_NODES)"
   if ! [[ "$gw" =~ ^[0-9]+$ ]] || [ "$gw" -lt 1 ] || [ "$gw" -gt 65535 ]; then die "bad VIDFORGE_CLUSTER_PORT $gw"; fi
+  if [ -n "${VIDFORGE_CLUSTER_CPUS:-}" ]; then
+    [[ "$VIDFORGE_CLUSTER_CPUS" =~ ^[0-9]+(,[0-9]+)*$ ]] ||
+      die "VIDFORGE_CLUSTER_CPUS must be CPU numbers separated by commas, such as 0,1 (got $VIDFORGE_CLUSTER_CPUS)"
+    command -v taskset >/dev/null || die "VIDFORGE_CLUSTER_CPUS needs taskset (apt-get install util-linux)"
+    local cpu
+    for cpu in ${VIDFORGE_CLUSTER_CPUS//,/ }; do
+      taskset -c "$cpu" true 2>/dev/null ||
+        die "taskset -c $cpu fails: CPU $cpu of VIDFORGE_CLUSTER_CPUS is not one this process may use ($(taskset -cp $$ | sed 's/.*: //'))"
+    done
+  fi
 
   # Already up? Then say so and stop here; half up: clear the leftovers and start afresh.
   if [ -f "$ENV_FILE" ]; then

@@ -2,8 +2,11 @@
 # End-to-end test of the browser UI (sign-in, approval page, dashboard) and of /metrics: starts
 # `vidforge serve` with two bearer tokens (alice, bob) on a free loopback port and runs
 # tests/browser/ui_test.py against it with a real headless Chromium (Selenium, Debian's
-# chromium-driver) and a real Prometheus scraping it. Nothing is downloaded: the browser, the
-# driver, Selenium and Prometheus are the Debian packages scripts/install-deps.sh installs.
+# chromium-driver) and a real Prometheus scraping it. The server splits long renders into
+# segments (two render slots, sources over 3 s cut into segments of 1 s): the test's last step
+# plays such a render in Chromium; its other sources are 1 s long, so they render in one pass.
+# Nothing is downloaded: the browser, the driver, Selenium and Prometheus are the Debian
+# packages scripts/install-deps.sh installs.
 # Builds nothing: expects target/release/vidforge (or $VIDFORGE_BIN).
 # VIDFORGE_SCREENSHOTS=docs/screenshots refreshes the committed screenshots (approval.png,
 # approval-done.png, dashboard.png); otherwise they go to the temp dir. On failure the
@@ -36,7 +39,8 @@ echo "run-ui-tests: $(/usr/bin/chromium --version 2>/dev/null | head -n1), $(/us
 
 # shellcheck source=lib/serve.sh
 source "$ROOT/scripts/lib/serve.sh"
-start_vidforge run-ui-tests --token alice-secret-token=alice --token bob-secret-token=bob
+start_vidforge run-ui-tests --token alice-secret-token=alice --token bob-secret-token=bob \
+  --render-slots 2 --segment-min-duration 3s --segment-seconds 1s
 # The test stops its Prometheus itself; should it be killed first, stop it here too.
 cleanup() {
   if [ -f "$WORK/prometheus.pid" ]; then kill "$(cat "$WORK/prometheus.pid")" 2>/dev/null || true; fi

@@ -15,7 +15,13 @@ nothing is downloaded) and scrapes it with a real Prometheus (Debian's prometheu
      bob, in a second browser, gets the same 404 page for C and for an unknown id, and his
      POST (with his own valid csrf) is refused with 404; C is still input_required;
   5. the dashboards of alice and bob list only their own renders;
-  6. /metrics counts the outcomes, and Prometheus' query API sees the succeeded render.
+  6. /metrics counts the outcomes, and Prometheus' query API sees the succeeded render;
+  7. segment-parallel rendering: a 6 s 320x180 source with a tone and an IDR every second,
+     rendered (mp4, 720p, no watermark) by a server that splits it (the runner starts it with
+     --render-slots 2 --segment-min-duration 3s --segment-seconds 1s); /metrics shows
+     vidforge_renders_split_total >= 1, and the result plays in Chromium from start to end
+     (a muted <video> at a high playbackRate reaches `ended`, no `error`, and its currentTime
+     reaches its duration).
 
 Every wait is bounded in time and count. On failure it prints what it saw (page, server log)
 and exits 1; a missing prerequisite (chromium, chromedriver, prometheus, selenium, ffmpeg) is a
@@ -27,6 +33,7 @@ Usage: /usr/bin/python3 tests/browser/ui_test.py BASE_URL WORK_DIR SERVER_LOG
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -52,6 +59,8 @@ CHROMIUM_FLAGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-default-apps",
     "--disable-sync", "--no-first-run", "--window-size=1400,1000",
 ]
+# Chromium's highest playbackRate (a higher one throws NotSupportedError).
+PLAYBACK_RATE = 16
 # Must match the --token arguments scripts/run-ui-tests.sh starts the server with.
 ALICE_TOKEN = "alice-secret-token"
 BOB_TOKEN = "bob-secret-token"
@@ -160,9 +169,7 @@ class UiTest:
         if missing:
             fail(f"missing {', '.join(missing)}: run scripts/install-deps.sh "
                  "(Debian packages chromium chromium-driver prometheus ffmpeg)")
-        try:
-            import selenium  # noqa: F401
-        except ImportError:
+        if importlib.util.find_spec("selenium") is None:
             fail(f"selenium is not importable by {sys.executable}: install the Debian package "
                  "python3-selenium and run this with /usr/bin/python3")
         os.makedirs(self.shots, exist_ok=True)
@@ -363,6 +370,15 @@ class UiTest:
     def wait_path(self, driver, path: str, timeout: float = 30) -> None:
         wait_until(f"the browser to reach {path} (at {driver.current_url})",
                    lambda: self.path_of(driver) == path, timeout, 0.1)
+
+    def metric_total(self, name: str) -> float | None:
+        """The sum of every sample of the metric NAME in GET /metrics; None when it has none."""
+        status, _, body = http("GET", f"{self.base}/metrics")
+        if status != 200:
+            fail(f"GET /metrics without credentials: HTTP {status}: {body[:300]!r}")
+        values = [float(m.group(1)) for m in re.finditer(
+            rf"^{re.escape(name)}(?:\{{[^}}]*\}})?\s+(\S+)$", body.decode(), re.MULTILINE)]
+        return sum(values) if values else None
 
     def metrics(self) -> dict[str, float]:
         """vidforge_renders_finished_total by outcome, from GET /metrics (no credentials)."""
@@ -799,6 +815,99 @@ class UiTest:
             fail(f'prometheus up{{job="vidforge"}} is not 1: {result}')
         ok('prometheus: up{job="vidforge"} = 1')
 
+    def segments_playback(self) -> None:
+        """A render the server cuts into segments (a 6 s source, segments of 1 s, two slots)
+        plays in Chromium from its first frame to its last."""
+        src = os.path.join(self.work, "long.mp4")
+        subprocess.run(["ffmpeg", "-hide_banner", "-loglevel", "error", "-y",
+                        "-f", "lavfi", "-i", "testsrc2=size=320x180:rate=25:duration=6",
+                        "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=48000:duration=6",
+                        "-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p",
+                        "-g", "25", "-keyint_min", "25", "-sc_threshold", "0",
+                        "-c:a", "aac", "-b:a", "64k", "-t", "6", src], check=True, timeout=120)
+        uri = self.upload(src, ALICE_TOKEN)
+        split_before = self.metric_total("vidforge_renders_split_total") or 0.0
+        args = {"source_asset_uri": uri, "output_format": "mp4", "resolution": "720p"}
+        created = self.alice_plain.call("tools/call", {"name": "vidforge_render_video",
+                                                       "arguments": args},
+                                        name="vidforge_render_video")
+        f = created.get("taskId")
+        if created.get("resultType") != "task" or not f:
+            fail(f"tools/call vidforge_render_video (6 s source): expected a task, got {created}")
+        task = self.wait_task(self.alice_plain, f, "completed", 120)
+        result = task.get("result") or {}
+        if result.get("isError") is True:
+            fail(f"render F {f} (6 s source) completed with an error: {result}")
+        ok(f"render F {f} (6 s 320x180 source, IDR every 1 s, 720p mp4): completed")
+
+        split = self.metric_total("vidforge_renders_split_total")
+        if split is None or split < 1 or split <= split_before:
+            fail(f"/metrics vidforge_renders_split_total is {split} (before render F: "
+                 f"{split_before}): render F was not split into segments")
+        lines = [line for line in tail(self.server_log, 400).splitlines()
+                 if f in line and ("segment" in line or "split" in line)]
+        ok(f"/metrics vidforge_renders_split_total = {split:g}; the server log has "
+           f"{len(lines)} segment line(s) for F")
+
+        links = [c for c in result.get("content", []) if c.get("type") == "resource_link"]
+        url = (links[0].get("_meta") or {}).get("com.vidforge/download_url") if links else None
+        if not url:
+            fail(f"render F's result has no download URL: {result}")
+        if urllib.parse.urlsplit(url).netloc != urllib.parse.urlsplit(self.base).netloc:
+            fail(f"render F's download URL {url} is not on {self.base}")
+        driver = self.drivers["alice"]
+        driver.get(f"{self.base}/")
+        self.wait_path(driver, "/")
+        # One bounded script: the <video> plays the result (alice's session cookie goes along,
+        # same origin) and the script answers on `ended`, on `error` or when time is up.
+        seen = driver.execute_async_script("""
+            const [src, rate, limitMs, done] = arguments;
+            const v = document.createElement('video');
+            v.id = 'segments-player'; v.muted = true; v.preload = 'auto';
+            const events = [];
+            let answered = false;
+            const finish = (why) => {
+              if (answered) return;
+              answered = true;
+              const q = v.getVideoPlaybackQuality ? v.getVideoPlaybackQuality() : {};
+              done({why, events, currentTime: v.currentTime, duration: v.duration,
+                    ended: v.ended, paused: v.paused, readyState: v.readyState,
+                    networkState: v.networkState, width: v.videoWidth, height: v.videoHeight,
+                    decodedFrames: q.totalVideoFrames, droppedFrames: q.droppedVideoFrames,
+                    error: v.error ? {code: v.error.code, message: v.error.message} : null});
+            };
+            for (const e of ['loadedmetadata', 'canplay', 'playing', 'waiting', 'stalled',
+                             'ended', 'error']) {
+              v.addEventListener(e, () => events.push(e + '@' + v.currentTime.toFixed(3)));
+            }
+            v.addEventListener('loadedmetadata', () => {
+              v.playbackRate = rate;
+              v.play().catch((e) => finish('play() rejected: ' + e));
+            });
+            v.addEventListener('ended', () => finish('ended'));
+            v.addEventListener('error', () => finish('error'));
+            setTimeout(() => finish('timed out after ' + limitMs + ' ms'), limitMs);
+            document.body.appendChild(v);
+            v.src = src;
+        """, url, PLAYBACK_RATE, 20000)
+        if not isinstance(seen, dict):
+            fail(f"the playback script answered {seen!r}")
+        duration = seen.get("duration")
+        current = seen.get("currentTime")
+        if seen.get("why") != "ended" or seen.get("error") or not seen.get("ended"):
+            fail(f"render F did not play to its end in Chromium: {seen}")
+        if not isinstance(duration, (int, float)) or abs(duration - 6.0) > 0.1:
+            fail(f"render F plays with duration {duration} in Chromium, not 6 s: {seen}")
+        if not isinstance(current, (int, float)) or current < duration - 0.001:
+            fail(f"render F's currentTime {current} at `ended` did not reach its duration "
+                 f"{duration}: {seen}")
+        if (seen.get("width"), seen.get("height")) != (1280, 720):
+            fail(f"render F plays at {seen.get('width')}x{seen.get('height')}, not 1280x720: "
+                 f"{seen}")
+        ok(f"render F plays in Chromium to the end at {PLAYBACK_RATE}x: currentTime "
+           f"{current:.3f} of {duration:.3f} s, 1280x720, no error "
+           f"({seen.get('decodedFrames')} frames decoded; events {' '.join(seen['events'])})")
+
     def run(self) -> None:
         self.check_prerequisites()
         self.fixtures()
@@ -808,6 +917,7 @@ class UiTest:
         self.forgery_and_isolation()
         self.dashboard()
         self.metrics_checks()
+        self.segments_playback()
 
 
 def main(argv: list[str]) -> int:
