@@ -116,7 +116,15 @@ fn free_slot(shared: &Shared) -> bool {
     if !shared.ledger.store.is_shared() {
         return shared.pool.idle_workers.load(Ordering::SeqCst) >= 1;
     }
-    match shared.ledger.store.idle_slots() {
+    // This node's last heartbeat may still count the slot this render now holds: say first
+    // what is idle here now, so a one-slot node never counts itself.
+    let idle_here = shared.pool.idle_workers.load(Ordering::SeqCst) as u32;
+    let store = &shared.ledger.store;
+    if let Err(e) = store.report_idle_slots(&shared.pool.node, idle_here, shared.config.lease_ttl) {
+        tracing::warn!(error = %e, "reporting idle slots failed; rendering in one pass");
+        return false;
+    }
+    match store.idle_slots() {
         Ok(n) => n >= 1,
         Err(e) => {
             tracing::warn!(error = %e, "cannot count the farm's idle slots; rendering in one pass");
