@@ -6,7 +6,7 @@
 # machine, which has no FFmpeg and reaches no package registry.
 #  - glibc, libstdc++ and libgcc_s stay out (the target's own, newer ones are used);
 #  - libraries FFmpeg links but a render never calls (ICU data, codec2, flite voices) are replaced
-#    by stand-ins with the same names (stub-lib.sh), which keeps the tarball near 60 MB.
+#    by stand-ins with the same names (stub-lib.sh), which keeps the tarball near 52 MB.
 # Run there with: tar -xJf X -C /tmp/vf; LD_LIBRARY_PATH=/tmp/vf/lib PATH=/tmp/vf/bin:$PATH ...
 set -euo pipefail
 out=$1; shift
@@ -14,6 +14,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 stage=$(mktemp -d); trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
 for b in "$@"; do cp -L "$b" "$stage/bin/"; done
+# Symbols are dead weight there (a panic still names its message); stripped, the bundle fits the
+# device tool's 64 MiB working-tree limit with room to spare.
+strip "$stage"/bin/* 2>/dev/null || true
 for b in "$stage"/bin/*; do ldd "$b" | awk '/=>/ {print $3}'; done | sort -u | while read -r l; do
   [ -n "$l" ] || continue
   case "$(basename "$l")" in
@@ -21,7 +24,13 @@ for b in "$stage"/bin/*; do ldd "$b" | awk '/=>/ {print $3}'; done | sort -u | w
   esac
   cp -L "$l" "$stage/lib/"
 done
-for l in "$stage"/lib/libicudata.so.* "$stage"/lib/libcodec2.so.* "$stage"/lib/libflite_cmu_us_*.so.*; do
+# Also SVG, LAPACK, the AV1 encoders, SDL, module music and libplacebo: FFmpeg links them, vidforge
+# and the check never call them, and stubbed they keep the bundle near 52 MB. (Libraries with
+# versioned symbols, e.g. libgfortran, libjxl, libdb, cannot be stubbed this way.)
+for l in "$stage"/lib/libicudata.so.* "$stage"/lib/libcodec2.so.* "$stage"/lib/libflite_cmu_us_*.so.* \
+  "$stage"/lib/librsvg-2.so.* "$stage"/lib/liblapack.so.* "$stage"/lib/libSvtAv1Enc.so.* \
+  "$stage"/lib/librav1e.so.* "$stage"/lib/libSDL2-2.0.so.* "$stage"/lib/libopenmpt.so.* \
+  "$stage"/lib/libplacebo.so.*; do
   [ -f "$l" ] || continue
   "$here/stub-lib.sh" "$l" "$l.stub" && mv "$l.stub" "$l"
 done
