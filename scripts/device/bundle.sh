@@ -24,12 +24,13 @@ for b in "$stage"/bin/*; do ldd "$b" | awk '/=>/ {print $3}'; done | sort -u | w
   esac
   cp -L "$l" "$stage/lib/"
 done
-# Also SVG, LAPACK, the AV1 encoders, SDL, module music and libplacebo: FFmpeg links them, vidforge
+# Also SVG, LAPACK, the AV1 encoders, SDL and libplacebo: FFmpeg links them, vidforge
 # and the check never call them, and stubbed they keep the bundle near 52 MB. (Libraries with
-# versioned symbols, e.g. libgfortran, libjxl, libdb, cannot be stubbed this way.)
+# versioned symbols, e.g. libgfortran, libjxl, libdb, cannot be stubbed this way; libopenmpt
+# is called by every format probe.)
 for l in "$stage"/lib/libicudata.so.* "$stage"/lib/libcodec2.so.* "$stage"/lib/libflite_cmu_us_*.so.* \
   "$stage"/lib/librsvg-2.so.* "$stage"/lib/liblapack.so.* "$stage"/lib/libSvtAv1Enc.so.* \
-  "$stage"/lib/librav1e.so.* "$stage"/lib/libSDL2-2.0.so.* "$stage"/lib/libopenmpt.so.* \
+  "$stage"/lib/librav1e.so.* "$stage"/lib/libSDL2-2.0.so.* \
   "$stage"/lib/libplacebo.so.*; do
   [ -f "$l" ] || continue
   "$here/stub-lib.sh" "$l" "$l.stub" && mv "$l.stub" "$l"

@@ -7,6 +7,8 @@
 //! A legacy-era (initialize-based) client's session sticks to one node through the gateway.
 //! The nodes share no directory: media lives in an S3-compatible bucket (moto's server,
 //! `VIDFORGE_CLUSTER_MEDIA=s3`), and each node's data dir keeps only its own scratch and cache.
+//! A long render splits into segments over the nodes; a node killed mid-segment costs that
+//! segment only, and the joined file is seamless.
 //! Every node delivers webhooks from the shared outbox to one verifying receiver: each event
 //! arrives, and each attempt is one node's.
 //!
@@ -27,6 +29,8 @@ const BOB: &str = "bob-cluster-token-2";
 const WAIT: Duration = Duration::from_secs(180);
 /// Short leases, so a dead node's render moves on within seconds.
 const LEASE: &str = "3s";
+/// Sources longer than this split into 1 s segments (section 9); the 8 s `long` clip does not.
+const SPLIT_OVER: &str = "9s";
 
 struct Cluster {
     dir: tempfile::TempDir,
@@ -75,7 +79,8 @@ impl Cluster {
                         "VIDFORGE_CLUSTER_ARGS",
                         format!(
                             "--lease-ttl {LEASE} --render-slots 1 --per-principal-concurrent 16 \
-                             --webhook-url {} --webhook-secret {} --webhook-retry-initial 200ms",
+                             --webhook-url {} --webhook-secret {} --webhook-retry-initial 200ms \
+                             --segment-min-duration {SPLIT_OVER} --segment-seconds 1s",
                             hooks.url(),
                             webhooks::SECRET
                         ),
@@ -865,6 +870,126 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
         received.len()
     );
 
+    // ---- 9. Segment-parallel rendering across the farm: a 12 s source splits into 1 s
+    // segments over the three nodes' slots. A node that is not the coordinator is killed while
+    // it renders a segment: that segment alone runs again elsewhere (no other segment runs
+    // twice), the render itself is never restarted, and the joined file is seamless. Nothing
+    // of the segments is left: no record, no object in the bucket, no file on any node.
+    let seconds = 12.0;
+    let tone = crate::segments::tone_clip(dir, "tone.mp4", (640, 360), seconds);
+    let tone = c.upload(ALICE, &tone);
+    let created = render(
+        &mut alice,
+        json!({"source_asset_uri": tone, "output_format": "mp4", "resolution": "1080p"}),
+    );
+    let id = created.result()["taskId"].as_str().unwrap().to_string();
+    // (index, state, claims, lease owner) of each of the render's segments.
+    let row_of = |c: &Cluster| -> Vec<(u64, String, u64, String)> {
+        c.sql(&format!(
+            "SELECT idx, state, attempts, coalesce(lease_owner, '') FROM segments \
+             WHERE render_id = '{id}' ORDER BY idx"
+        ))
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('|').collect();
+            (
+                f[0].parse().unwrap(),
+                f[1].into(),
+                f[2].parse().unwrap(),
+                f[3].into(),
+            )
+        })
+        .collect()
+    };
+    let deadline = Instant::now() + WAIT;
+    let victim = loop {
+        let coordinator = c.sql(&format!(
+            "SELECT coalesce(lease_owner, '') FROM renders WHERE id = '{id}'"
+        ));
+        let rows = row_of(&c);
+        let done = rows.iter().filter(|r| r.1 == "done").count();
+        let elsewhere = rows
+            .iter()
+            .find(|r| r.1 == "running" && !r.3.is_empty() && r.3 != coordinator);
+        if let (true, Some(r)) = (done > 0 && !coordinator.is_empty(), elsewhere) {
+            break r.3.strip_prefix("node").unwrap().to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the render never ran a segment on a second node: {rows:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    c.run(&["node-kill", &victim]);
+    // What the dead node held (it may have moved on to the next segment meanwhile).
+    let lost: Vec<u64> = row_of(&c)
+        .into_iter()
+        .filter(|r| r.1 == "running" && r.3 == format!("node{victim}"))
+        .map(|r| r.0)
+        .collect();
+    assert!(!lost.is_empty(), "node{victim} died holding no segment");
+    eprintln!("split render: node{victim} killed holding segments {lost:?}");
+    // Until the render completes: the lost segment is claimed again by another node, and no
+    // segment is ever claimed more than once besides those the dead node held.
+    let mut retaken = false;
+    let deadline = Instant::now() + WAIT;
+    let done = loop {
+        let task = call(&mut alice, "tasks/get", json!({ "taskId": id }))
+            .result()
+            .clone();
+        if matches!(status_of(&task), "completed" | "failed") {
+            break task;
+        }
+        for (idx, _, attempts, owner) in row_of(&c) {
+            if lost.contains(&idx) && attempts >= 2 {
+                assert_ne!(owner, format!("node{victim}"));
+                retaken = true;
+            }
+            assert!(
+                lost.contains(&idx) || attempts <= 1,
+                "segment {idx} ran again ({attempts} claims), not only the lost {lost:?}"
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the split render never ended: {task}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status_of(&done), "completed", "{done}");
+    assert!(
+        retaken,
+        "segments {lost:?} of node{victim} were never taken over"
+    );
+    assert_eq!(
+        c.sql(&format!(
+            "SELECT doc->>'attempts', doc->>'crashes' FROM renders WHERE id = '{id}'"
+        )),
+        "1|0",
+        "a lost segment is no lost render"
+    );
+    let file = dir.join("split.mp4");
+    assert_eq!(download_and_probe(&c, ALICE, &done, &file), (1920, 1080));
+    crate::segments::assert_seamless(&file, seconds);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let records = c.sql(&format!(
+            "SELECT count(*) FROM segments WHERE render_id = '{id}'"
+        ));
+        let objects =
+            support::s3::list_keys(&c.env["S3_ENDPOINT"], &format!("cluster/segments/{id}/"));
+        if records == "0" && objects.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "segments left: {records} records, objects {objects:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The dead node comes back and sweeps what it was writing when it died.
+    c.run(&["node-start", &victim]);
+
     // Every node answered some of it.
     assert_eq!(c.upstreams_seen().len(), 3, "{:?}", c.upstreams_seen());
 
@@ -883,6 +1008,16 @@ fn three_nodes_behind_nginx_serve_mcp_and_survive_node_and_database_faults() {
         for kind in ["assets", "previews", "results"] {
             let files: Vec<_> = walk_files(&data.join(kind));
             assert!(files.is_empty(), "node{i} keeps media files: {files:?}");
+        }
+        // A restarted node's boot sweep is under way: give it a moment.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !walk_files(&data.join("segments")).is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "node{i} keeps segment files: {:?}",
+                walk_files(&data.join("segments"))
+            );
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 }

@@ -233,6 +233,20 @@ fn the_contract_with_media_in_a_bucket() {
         assert!(keys.contains(&key), "{key} not in {keys:?}");
     }
     assert_eq!(local_media_files(&data), Vec::<PathBuf>::new());
+    // Scratch no record claims (what a render's or a segment's worker leaves on the disk when
+    // the render ends elsewhere) goes with the sweep, though the bucket never saw it.
+    let scratch = data.join("segments/task_gone");
+    std::fs::create_dir_all(&scratch).unwrap();
+    std::fs::write(scratch.join(".a1-segment-000000.mp4.tmp"), b"x").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while scratch.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the sweep left {}",
+            scratch.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 
     // 3. A source is downloaded once: the uploading node kept its copy; once that copy is
     // gone (evicted), the next render downloads it, and the one after reuses it.

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 const ALICE: &str = "alice-segments-token";
 const WAIT: Duration = Duration::from_secs(240);
-const FPS: u32 = 25;
+pub(crate) const FPS: u32 = 25;
 
 fn start(data: &Path) -> Server {
     Server::start_with_env(
@@ -35,7 +35,7 @@ fn start(data: &Path) -> Server {
 }
 
 /// A `seconds`-long clip with a keyframe every second and a continuous 440 Hz tone.
-fn tone_clip(dir: &Path, name: &str, (w, h): (u32, u32), seconds: f64) -> PathBuf {
+pub(crate) fn tone_clip(dir: &Path, name: &str, (w, h): (u32, u32), seconds: f64) -> PathBuf {
     let out = dir.join(name);
     let status = Command::new("ffmpeg")
         .args(["-v", "error", "-y", "-f", "lavfi", "-i"])
@@ -134,7 +134,7 @@ fn silences(path: &Path) -> Vec<String> {
 }
 
 /// Every frame once, in order, over the source's length, with the audio whole and in sync.
-fn assert_seamless(path: &Path, seconds: f64) {
+pub(crate) fn assert_seamless(path: &Path, seconds: f64) {
     let frame = 1.0 / f64::from(FPS);
     let (mut video, (a_start, a_end)) = timeline(path);
     let expected = (seconds * f64::from(FPS)).round() as usize;

@@ -226,29 +226,19 @@ impl MediaStore {
     }
 
     /// The entries directly under `rel` (`results`, `assets`) with the age of their newest
-    /// content in ms: for the orphan sweeps.
+    /// content in ms: for the orphan sweeps. With a bucket, its entries and this node's own
+    /// (scratch and cache the bucket's listing does not show: the segment a node was writing
+    /// when it was killed, say).
     pub fn list_dirs_blocking(&self, rel: &str) -> Result<Vec<(String, u64)>, ServiceError> {
+        let mut dirs = local_dirs(&self.root.join(rel));
         if let Some(object) = &self.object {
-            return object.outcome(object.backend().list_dirs(rel));
+            let remote = object.outcome(object.backend().list_dirs(rel))?;
+            let names: std::collections::HashSet<&str> =
+                remote.iter().map(|(n, _)| n.as_str()).collect();
+            dirs.retain(|(name, _)| !names.contains(name.as_str()));
+            dirs.extend(remote);
         }
-        let Ok(entries) = std::fs::read_dir(self.root.join(rel)) else {
-            return Ok(Vec::new());
-        };
-        Ok(entries
-            .flatten()
-            .map(|e| {
-                let age = e
-                    .metadata()
-                    .and_then(|m| m.modified())
-                    .ok()
-                    .and_then(|t| t.elapsed().ok())
-                    .unwrap_or_default();
-                (
-                    e.file_name().to_string_lossy().into_owned(),
-                    age.as_millis() as u64,
-                )
-            })
-            .collect())
+        Ok(dirs)
     }
 
     /// Refuses new work while the bucket cannot be reached (`service_unavailable` with
@@ -289,6 +279,29 @@ fn object_name(stored: &Path) -> Option<&Path> {
             .components()
             .all(|c| matches!(c, Component::Normal(_))))
     .then_some(stored)
+}
+
+/// The entries directly under local directory `dir` with their age in ms (none when it does
+/// not exist).
+fn local_dirs(dir: &Path) -> Vec<(String, u64)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .map(|e| {
+            let age = e
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .unwrap_or_default();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                age.as_millis() as u64,
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]
