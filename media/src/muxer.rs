@@ -49,6 +49,19 @@ pub(crate) struct Muxer {
     audio: Option<AudioOut>,
 }
 
+/// Creates `path` as a `muxer` file (the name is a temporary one: the format is given), and
+/// whether that format wants the codecs' global headers.
+pub(crate) fn create_output(path: &Path, muxer: &str) -> Result<(Output, bool), MediaError> {
+    let octx = ffmpeg::format::output_as(path, muxer).map_err(|e| {
+        MediaError::failed(format!("cannot create output file {}: {e}", path.display()))
+    })?;
+    let global_header = octx
+        .format()
+        .flags()
+        .contains(ffmpeg::format::Flags::GLOBAL_HEADER);
+    Ok((octx, global_header))
+}
+
 /// Writes the header (`+faststart` for `faststart`).
 pub(crate) fn write_header(octx: &mut Output, faststart: bool) -> Result<(), MediaError> {
     let mut header_opts = Dictionary::new();
@@ -73,13 +86,7 @@ impl Muxer {
         hdr: Option<HdrOutput>,
     ) -> Result<Muxer, MediaError> {
         let format = target.format;
-        let mut octx = ffmpeg::format::output_as(path, target.muxer_name()).map_err(|e| {
-            MediaError::failed(format!("cannot create output file {}: {e}", path.display()))
-        })?;
-        let global_header = octx
-            .format()
-            .flags()
-            .contains(ffmpeg::format::Flags::GLOBAL_HEADER);
+        let (mut octx, global_header) = create_output(path, target.muxer_name())?;
         let params = OutputParams {
             format,
             settings,

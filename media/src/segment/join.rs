@@ -16,7 +16,7 @@ use crate::engine::spec::compose_spec;
 use crate::engine::{Engine, check_complete, output_facts};
 use crate::error::MediaError;
 use crate::hdr_out::HdrOutput;
-use crate::muxer::write_header;
+use crate::muxer::{create_output, write_header};
 use crate::source::{self, Source};
 use crate::tempout::TempOutput;
 use crate::types::{OutputFormat, Progress, RenderJob, RenderReport, Stage, StageTimes};
@@ -151,13 +151,7 @@ fn open_output(
     hdr: Option<&HdrOutput>,
 ) -> Result<JoinOutput, MediaError> {
     let format = job.format;
-    let mut octx = ffmpeg::format::output_as(path, format.muxer()).map_err(|e| {
-        MediaError::failed(format!("cannot create output file {}: {e}", path.display()))
-    })?;
-    let global_header = octx
-        .format()
-        .flags()
-        .contains(ffmpeg::format::Flags::GLOBAL_HEADER);
+    let (mut octx, global_header) = create_output(path, format.muxer())?;
     let params = first
         .input
         .stream(first.stream)

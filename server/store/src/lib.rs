@@ -63,5 +63,5 @@ pub use error::StoreError;
 pub use handle::{Inserted, NewKey, Store};
 pub use outbox::*;
 pub use render::*;
-pub use segment::{SegmentRecord, SegmentState};
+pub use segment::{SegmentHold, SegmentRecord, SegmentState};
 pub use update::{Change, Updated, all_in, update_in};

@@ -7,7 +7,7 @@
 //!
 //! `attempts` is the fencing token: every claim adds one, and the holder's writes
 //! ([`Store::segment_progress`], [`Store::finish_segment`], [`Store::fail_segment`]) name the
-//! attempt they belong to, so a holder that lost its lease can no longer write.
+//! claim they belong to ([`SegmentHold`]), so a holder that lost its lease can no longer write.
 //!
 //! Plain data with serde; the backends: `sled_segments.rs` (one node, local clock) and
 //! `postgres/segments.rs` (the farm, the database's clock).
@@ -88,7 +88,25 @@ pub struct SegmentRecord {
     pub lease_until: Option<u64>,
 }
 
+/// What a holder's fenced writes name: the segment and the claim (attempt) they belong to.
+/// A holder that lost its lease holds an old attempt, and its writes are refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SegmentHold<'a> {
+    pub render_id: &'a str,
+    pub index: u32,
+    pub attempt: u32,
+}
+
 impl SegmentRecord {
+    /// This claim of the segment, for its holder's writes.
+    pub fn hold(&self) -> SegmentHold<'_> {
+        SegmentHold {
+            render_id: &self.render_id,
+            index: self.index,
+            attempt: self.attempts,
+        }
+    }
+
     /// A queued segment, never claimed.
     #[allow(clippy::too_many_arguments)] // the span's fields, named by the caller's API
     pub fn new(
@@ -194,43 +212,37 @@ impl Store {
         each!(self, s => s.renew_segment_leases(node, held, lease))
     }
 
-    /// Records progress, fenced: only while the segment runs under `attempt`; false when the
-    /// holder lost it. Not flushed (losing the last few is harmless).
+    /// Records progress, fenced: only while the segment runs under `hold`'s attempt; false
+    /// when the holder lost it. Not flushed (losing the last few is harmless).
     pub fn segment_progress(
         &self,
-        render_id: &str,
-        index: u32,
-        attempt: u32,
+        hold: SegmentHold<'_>,
         frames_done: u64,
     ) -> Result<bool, StoreError> {
-        each!(self, s => s.segment_progress(render_id, index, attempt, frames_done))
+        each!(self, s => s.segment_progress(hold, frames_done))
     }
 
-    /// Fenced: running under `attempt` → done (`output`, `frames_done` = `frames`, lease
-    /// cleared), durably. False when the holder lost it.
+    /// Fenced: running under `hold`'s attempt → done (`output`, `frames_done` = `frames`,
+    /// lease cleared), durably. False when the holder lost it.
     pub fn finish_segment(
         &self,
-        render_id: &str,
-        index: u32,
-        attempt: u32,
+        hold: SegmentHold<'_>,
         output: &str,
         frames: u64,
     ) -> Result<bool, StoreError> {
-        each!(self, s => s.finish_segment(render_id, index, attempt, output, frames))
+        each!(self, s => s.finish_segment(hold, output, frames))
     }
 
-    /// Fenced: running under `attempt` → queued again while `attempts < max_attempts` (lease
-    /// cleared, `error` kept), else failed; durably. The new state; `None` when the holder
-    /// lost it.
+    /// Fenced: running under `hold`'s attempt → queued again while `attempts < max_attempts`
+    /// (lease cleared, `error` kept), else failed; durably. The new state; `None` when the
+    /// holder lost it.
     pub fn fail_segment(
         &self,
-        render_id: &str,
-        index: u32,
-        attempt: u32,
+        hold: SegmentHold<'_>,
         error: &str,
         max_attempts: u32,
     ) -> Result<Option<SegmentState>, StoreError> {
-        each!(self, s => s.fail_segment(render_id, index, attempt, error, max_attempts))
+        each!(self, s => s.fail_segment(hold, error, max_attempts))
     }
 
     /// The holder gives the segment back unfinished (shutdown, or its render ended): running

@@ -48,19 +48,12 @@ fn segments_survive_a_restart_and_running_ones_are_queued_again() {
             .claim_segment("n1", suite::LEASE, None, 3)
             .unwrap()
             .unwrap();
-        assert!(
-            s.finish_segment("task_a", g.index, g.attempts, "seg/0.mp4", 30)
-                .unwrap()
-        );
+        assert!(s.finish_segment(g.hold(), "seg/0.mp4", 30).unwrap());
         let g = s
             .claim_segment("n1", suite::LEASE, None, 3)
             .unwrap()
             .unwrap();
-        assert!(
-            s.fail_segment("task_a", g.index, g.attempts, "oops", 3)
-                .unwrap()
-                .is_some()
-        );
+        assert!(s.fail_segment(g.hold(), "oops", 3).unwrap().is_some());
         s.claim_segment("n1", suite::LEASE, None, 3)
             .unwrap()
             .unwrap();

@@ -14,7 +14,7 @@ use crate::clock::{SharedClock, add_ms};
 use crate::segment::stopped_error;
 use crate::sled_store::SledStore;
 use crate::update::{decode_each, encode};
-use crate::{Change, SegmentRecord, SegmentState, StoreError, update_in};
+use crate::{Change, SegmentHold, SegmentRecord, SegmentState, StoreError, update_in};
 
 /// The `segments` tree and what its writes need.
 #[derive(Clone, Debug)]
@@ -250,14 +250,12 @@ impl SledStore {
 
     pub(crate) fn segment_progress(
         &self,
-        render_id: &str,
-        index: u32,
-        attempt: u32,
+        hold: SegmentHold<'_>,
         frames_done: u64,
     ) -> Result<bool, StoreError> {
-        let ours = |s: &SegmentRecord| s.attempts == attempt;
+        let ours = |s: &SegmentRecord| s.attempts == hold.attempt;
         Ok(self
-            .change_held(render_id, index, false, ours, |s| {
+            .change_held(hold.render_id, hold.index, false, ours, |s| {
                 s.frames_done = frames_done
             })?
             .is_some())
@@ -265,14 +263,12 @@ impl SledStore {
 
     pub(crate) fn finish_segment(
         &self,
-        render_id: &str,
-        index: u32,
-        attempt: u32,
+        hold: SegmentHold<'_>,
         output: &str,
         frames: u64,
     ) -> Result<bool, StoreError> {
-        let ours = |s: &SegmentRecord| s.attempts == attempt;
-        let done = self.change_held(render_id, index, true, ours, |s| {
+        let ours = |s: &SegmentRecord| s.attempts == hold.attempt;
+        let done = self.change_held(hold.render_id, hold.index, true, ours, |s| {
             s.state = SegmentState::Done;
             s.output = Some(output.to_string());
             s.frames_done = frames;
@@ -283,14 +279,12 @@ impl SledStore {
 
     pub(crate) fn fail_segment(
         &self,
-        render_id: &str,
-        index: u32,
-        attempt: u32,
+        hold: SegmentHold<'_>,
         error: &str,
         max_attempts: u32,
     ) -> Result<Option<SegmentState>, StoreError> {
-        let ours = |s: &SegmentRecord| s.attempts == attempt;
-        let failed = self.change_held(render_id, index, true, ours, |s| {
+        let ours = |s: &SegmentRecord| s.attempts == hold.attempt;
+        let failed = self.change_held(hold.render_id, hold.index, true, ours, |s| {
             s.state = match s.attempts < max_attempts {
                 true => SegmentState::Queued,
                 false => SegmentState::Failed,

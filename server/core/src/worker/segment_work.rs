@@ -173,7 +173,7 @@ fn publish(
     };
     let stored = stored.to_string_lossy().into_owned();
     let store = &shared.ledger.store;
-    match store.finish_segment(&seg.render_id, seg.index, seg.attempts, &stored, frames) {
+    match store.finish_segment(seg.hold(), &stored, frames) {
         Ok(true) => {
             tracing::info!(
                 render_id = %seg.render_id,
@@ -205,12 +205,7 @@ fn record_failure(shared: &Shared, seg: &SegmentRecord, reason: &str) {
     tracing::warn!(render_id = %seg.render_id, segment = seg.index + 1, attempt = seg.attempts, %reason, "segment failed");
     crate::telemetry::segment_ended("failed");
     let max = shared.config.segment_attempts;
-    if let Err(e) =
-        shared
-            .ledger
-            .store
-            .fail_segment(&seg.render_id, seg.index, seg.attempts, reason, max)
-    {
+    if let Err(e) = shared.ledger.store.fail_segment(seg.hold(), reason, max) {
         tracing::warn!(render_id = %seg.render_id, error = %e, "cannot record a failed segment; its lease runs out instead");
     }
 }
@@ -292,7 +287,7 @@ impl<'a> Watch<'a> {
     fn reason_to_stop(&self, frames_done: u64) -> Option<&'static str> {
         let store = &self.shared.ledger.store;
         let seg = self.seg;
-        match store.segment_progress(&seg.render_id, seg.index, seg.attempts, frames_done) {
+        match store.segment_progress(seg.hold(), frames_done) {
             Ok(false) => return Some("its lease was lost"),
             Ok(true) => {}
             Err(e) => {

@@ -13,7 +13,7 @@ use super::queue::lease_free;
 use super::statement::params;
 use super::{DB_NOW_MS, PgStore, StoreError, pg_error, to_i64};
 use crate::segment::STOPPED_TEMPLATE;
-use crate::{SegmentRecord, SegmentState};
+use crate::{SegmentHold, SegmentRecord, SegmentState};
 
 /// A segment's columns, in [`segment`]'s order.
 const COLUMNS: &str = "render_id, idx, count, principal, start_pts, end_pts, start_seconds,
@@ -158,17 +158,15 @@ impl PgStore {
 
     pub(crate) fn segment_progress(
         &self,
-        render_id: &str,
-        index: u32,
-        attempt: u32,
+        hold: SegmentHold<'_>,
         frames_done: u64,
     ) -> Result<bool, StoreError> {
         let n = self.execute(
             format!("UPDATE segments SET frames_done = $4 WHERE {HELD}"),
             params![
-                render_id.to_string(),
-                i64::from(index),
-                i64::from(attempt),
+                hold.render_id.to_string(),
+                i64::from(hold.index),
+                i64::from(hold.attempt),
                 to_i64(frames_done),
             ],
         )?;
@@ -177,9 +175,7 @@ impl PgStore {
 
     pub(crate) fn finish_segment(
         &self,
-        render_id: &str,
-        index: u32,
-        attempt: u32,
+        hold: SegmentHold<'_>,
         output: &str,
         frames: u64,
     ) -> Result<bool, StoreError> {
@@ -189,9 +185,9 @@ impl PgStore {
                  WHERE {HELD}"
             ),
             params![
-                render_id.to_string(),
-                i64::from(index),
-                i64::from(attempt),
+                hold.render_id.to_string(),
+                i64::from(hold.index),
+                i64::from(hold.attempt),
                 output.to_string(),
                 to_i64(frames),
             ],
@@ -201,9 +197,7 @@ impl PgStore {
 
     pub(crate) fn fail_segment(
         &self,
-        render_id: &str,
-        index: u32,
-        attempt: u32,
+        hold: SegmentHold<'_>,
         error: &str,
         max_attempts: u32,
     ) -> Result<Option<SegmentState>, StoreError> {
@@ -215,14 +209,14 @@ impl PgStore {
                  RETURNING state"
             ),
             params![
-                render_id.to_string(),
-                i64::from(index),
-                i64::from(attempt),
+                hold.render_id.to_string(),
+                i64::from(hold.index),
+                i64::from(hold.attempt),
                 error.to_string(),
                 i64::from(max_attempts),
             ],
         )?;
-        row.map(|r| state_of(render_id, index, r.get(0)))
+        row.map(|r| state_of(hold.render_id, hold.index, r.get(0)))
             .transpose()
     }
 

@@ -88,7 +88,7 @@ pub fn an_expired_lease_is_claimed_again_and_fences_the_old_holder(
     s.create_segments("task_a", &segments("task_a", 1, "alice", 1))
         .unwrap();
     let old = s.claim_segment("n1", LEASE, None, MAX).unwrap().unwrap();
-    assert!(s.segment_progress("task_a", 0, old.attempts, 10).unwrap());
+    assert!(s.segment_progress(old.hold(), 10).unwrap());
     assert_eq!(s.claim_segment("n2", LEASE, None, MAX).unwrap(), None);
     pass(PAST_LEASE);
     // n1 died: n2 takes the segment over, one attempt more.
@@ -102,22 +102,13 @@ pub fn an_expired_lease_is_claimed_again_and_fences_the_old_holder(
             .unwrap()
             .is_empty()
     );
-    assert!(!s.segment_progress("task_a", 0, old.attempts, 20).unwrap());
-    assert!(
-        !s.finish_segment("task_a", 0, old.attempts, "stale.mp4", 30)
-            .unwrap()
-    );
-    assert_eq!(
-        s.fail_segment("task_a", 0, old.attempts, "x", MAX).unwrap(),
-        None
-    );
+    assert!(!s.segment_progress(old.hold(), 20).unwrap());
+    assert!(!s.finish_segment(old.hold(), "stale.mp4", 30).unwrap());
+    assert_eq!(s.fail_segment(old.hold(), "x", MAX).unwrap(), None);
     // n2 finishes it.
     assert_eq!(s.renew_segment_leases("n2", &held, LEASE).unwrap(), held);
-    assert!(s.segment_progress("task_a", 0, new.attempts, 20).unwrap());
-    assert!(
-        s.finish_segment("task_a", 0, new.attempts, "seg/0.mp4", 29)
-            .unwrap()
-    );
+    assert!(s.segment_progress(new.hold(), 20).unwrap());
+    assert!(s.finish_segment(new.hold(), "seg/0.mp4", 29).unwrap());
     let done = &s.segments("task_a").unwrap()[0];
     assert_eq!(done.state, SegmentState::Done);
     assert_eq!(
@@ -129,10 +120,7 @@ pub fn an_expired_lease_is_claimed_again_and_fences_the_old_holder(
         (None, None)
     );
     // Done is final: no claim, no second finish.
-    assert!(
-        !s.finish_segment("task_a", 0, new.attempts, "again.mp4", 30)
-            .unwrap()
-    );
+    assert!(!s.finish_segment(new.hold(), "again.mp4", 30).unwrap());
     pass(PAST_LEASE);
     assert_eq!(s.claim_segment("n1", LEASE, None, MAX).unwrap(), None);
 }
@@ -151,9 +139,7 @@ pub fn a_failed_segment_is_retried_up_to_its_budget(s: &Store, _pass: &dyn Fn(Du
         } else {
             SegmentState::Failed
         };
-        let state = s
-            .fail_segment("task_a", 0, attempt, "decoder error", 2)
-            .unwrap();
+        let state = s.fail_segment(g.hold(), "decoder error", 2).unwrap();
         assert_eq!(state, Some(want));
         let g = &s.segments("task_a").unwrap()[0];
         assert_eq!((g.state, g.error.as_deref()), (want, Some("decoder error")));
