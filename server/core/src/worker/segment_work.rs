@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use super::speculation;
 use crate::engine::{EngineError, EngineProgress, FailureKind, RenderPlan, SegmentSpan};
 use crate::shared::Shared;
-use crate::store::{RenderState, SegmentRecord};
+use crate::store::{RenderState, SegmentRecord, StoreError};
 use crate::sync::lock;
 
 /// How often a running segment records its progress and looks at its render's record.
@@ -41,17 +41,36 @@ pub(super) enum Outcome {
     Stopped,
 }
 
+/// Claims a segment for this node under a lease of `lease_ttl`, within the retry budget
+/// (`segment_attempts`): of `only_render` when given (its coordinator), else of any render.
+pub(super) fn claim_for(
+    shared: &Shared,
+    only_render: Option<&str>,
+) -> Result<Option<SegmentRecord>, StoreError> {
+    shared.ledger.store.claim_segment(
+        &shared.pool.node,
+        shared.config.lease_ttl,
+        only_render,
+        shared.config.segment_attempts,
+    )
+}
+
+/// Tells the farm how many of this node's render slots are idle now (valid for `lease_ttl`):
+/// what a worker deciding whether to split counts ([`crate::store::Store::idle_slots`]).
+pub(super) fn report_idle_slots(shared: &Shared) -> Result<(), StoreError> {
+    let idle = shared.pool.idle_workers.load(Ordering::SeqCst) as u32;
+    shared
+        .ledger
+        .store
+        .report_idle_slots(&shared.pool.node, idle, shared.config.lease_ttl)
+}
+
 /// A segment of any render for an idle worker, or `None`.
 pub(super) fn claim(shared: &Shared) -> Option<SegmentRecord> {
     if shared.pool.stopping() {
         return None;
     }
-    match shared.ledger.store.claim_segment(
-        &shared.pool.node,
-        shared.config.lease_ttl,
-        None,
-        shared.config.segment_attempts,
-    ) {
+    match claim_for(shared, None) {
         Ok(seg) => seg,
         Err(e) => {
             tracing::warn!(error = %e, "claiming a segment failed");
@@ -320,13 +339,10 @@ pub(crate) fn keep_leases(shared: &Shared) {
         }
         last = Some(Instant::now());
         let store = &shared.ledger.store;
-        if store.is_shared() {
-            let idle = shared.pool.idle_workers.load(Ordering::SeqCst) as u32;
-            if let Err(e) =
-                store.report_idle_slots(&shared.pool.node, idle, shared.config.lease_ttl)
-            {
-                tracing::warn!(error = %e, "reporting idle slots failed");
-            }
+        if store.is_shared()
+            && let Err(e) = report_idle_slots(shared)
+        {
+            tracing::warn!(error = %e, "reporting idle slots failed");
         }
         let held: Vec<(String, u32)> = lock(&shared.pool.segments).keys().cloned().collect();
         if held.is_empty() {

@@ -113,14 +113,13 @@ fn split(
 /// Whether another render slot is free to take segments: a worker waiting for work on this
 /// node, or in a cluster on any node (their heartbeats).
 fn free_slot(shared: &Shared) -> bool {
-    if !shared.ledger.store.is_shared() {
+    let store = &shared.ledger.store;
+    if !store.is_shared() {
         return shared.pool.idle_workers.load(Ordering::SeqCst) >= 1;
     }
     // This node's last heartbeat may still count the slot this render now holds: say first
     // what is idle here now, so a one-slot node never counts itself.
-    let idle_here = shared.pool.idle_workers.load(Ordering::SeqCst) as u32;
-    let store = &shared.ledger.store;
-    if let Err(e) = store.report_idle_slots(&shared.pool.node, idle_here, shared.config.lease_ttl) {
+    if let Err(e) = segment_work::report_idle_slots(shared) {
         tracing::warn!(error = %e, "reporting idle slots failed; rendering in one pass");
         return false;
     }
@@ -166,17 +165,7 @@ fn coordinate(
         if segments.iter().all(|s| s.state == SegmentState::Done) {
             break segments;
         }
-        let claim = shared
-            .ledger
-            .store
-            .claim_segment(
-                &shared.pool.node,
-                shared.config.lease_ttl,
-                Some(&rec.id),
-                shared.config.segment_attempts,
-            )
-            .map_err(store_failed)?;
-        match claim {
+        match segment_work::claim_for(shared, Some(&rec.id)).map_err(store_failed)? {
             Some(seg) => {
                 let others = frames_done.saturating_sub(seg.frames_done.min(seg.frames));
                 let mut own = |frames: u64| report(progress, others + frames);
