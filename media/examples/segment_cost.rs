@@ -4,15 +4,14 @@
 //! (`taskset -c 0`) to stand in for a single-core node, as `scripts/segment-bench.py` does.
 //!
 //! `taskset -c 0 cargo run --release -p vidforge-media --example segment_cost -- 30 5,10,15`
-//! (source seconds, segment lengths). The source is the benchmark's: 1920x1080 `testsrc2` at
-//! 25 fps, an IDR every 2 s, a 440 Hz tone; rendered to 1080p mp4 with a watermark.
+//! (source seconds, segment lengths). The source is like the benchmark's: 1920x1080
+//! `testsrc2` at 25 fps, an IDR every 2 s, a 440 Hz tone (`vidforge_fixtures::clip`);
+//! rendered to 1080p mp4 with a watermark.
 
-use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
-use vidforge_fixtures as fixtures;
+use vidforge_fixtures::{self as fixtures, ClipSpec};
 use vidforge_media::{
     BackendChoice, EncoderSettings, Engine, OutputFormat, Position, RenderJob, Resolution,
     SegmentPlanOptions, WatermarkSpec, segment_file_name,
@@ -42,37 +41,12 @@ fn measured<T>(f: impl FnOnce() -> Result<T, Error>) -> Result<(T, f64, f64), Er
     Ok((out, wall.elapsed().as_secs_f64(), cpu_seconds() - cpu))
 }
 
-fn source(dir: &Path, seconds: u32) -> Result<std::path::PathBuf, Error> {
-    let path = dir.join("source.mp4");
-    let status = Command::new("ffmpeg")
-        .args(["-v", "error", "-y", "-f", "lavfi", "-i"])
-        .arg(format!("testsrc2=s=1920x1080:r=25:d={seconds}"))
-        .args(["-f", "lavfi", "-i"])
-        .arg(format!("sine=f=440:r=48000:d={seconds}"))
-        .args([
-            "-c:v",
-            "libx264",
-            "-preset",
-            "ultrafast",
-            "-pix_fmt",
-            "yuv420p",
-        ])
-        .args(["-g", "50", "-keyint_min", "50", "-sc_threshold", "0"])
-        .args(["-c:a", "aac", "-shortest"])
-        .arg(&path)
-        .status()?;
-    if !status.success() {
-        return Err("ffmpeg could not make the source".into());
-    }
-    Ok(path)
-}
-
 fn main() -> Result<(), Error> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .init();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let seconds: u32 = args.first().map_or(Ok(30), |s| s.parse())?;
+    let seconds: f64 = args.first().map_or(Ok(30.0), |s| s.parse())?;
     let lengths: Vec<f64> = args
         .get(1)
         .map_or("5,10,15", String::as_str)
@@ -80,7 +54,18 @@ fn main() -> Result<(), Error> {
         .map(str::parse)
         .collect::<Result<_, _>>()?;
     let dir = tempfile::tempdir()?;
-    let input = source(dir.path(), seconds)?;
+    // The benchmark's source: an IDR every 2 s, so segments cut where it does.
+    let input = fixtures::clip(
+        dir.path(),
+        &ClipSpec {
+            fps: 25,
+            seconds,
+            extra_args: ["-g", "50", "-keyint_min", "50", "-sc_threshold", "0"]
+                .map(String::from)
+                .to_vec(),
+            ..ClipSpec::h264(1920, 1080)
+        },
+    )?;
     let logo = fixtures::watermark_png(dir.path(), 320, 120, [255, 255, 255, 200])?;
     let engine = Engine::new(BackendChoice::Cpu)?;
     let job = RenderJob {
