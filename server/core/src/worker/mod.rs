@@ -239,24 +239,12 @@ fn process(shared: &Shared, id: &str) -> Result<(), ServiceError> {
 
 /// Why a render could not be planned: its inputs are gone or unreadable (the render fails),
 /// or the media store could not hand them over (`media_store`).
+#[derive(Debug, thiserror::Error)]
 enum PlanError {
-    Engine(EngineError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
     Media(ServiceError),
-}
-
-impl std::fmt::Display for PlanError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            PlanError::Engine(e) => e.fmt(f),
-            PlanError::Media(e) => e.fmt(f),
-        }
-    }
-}
-
-impl From<EngineError> for PlanError {
-    fn from(e: EngineError) -> Self {
-        PlanError::Engine(e)
-    }
 }
 
 fn build_plan(shared: &Shared, rec: &RenderRecord) -> Result<RenderPlan, PlanError> {
