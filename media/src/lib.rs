@@ -56,7 +56,8 @@ pub use engine::spec::output_size;
 pub use error::{ErrorKind, MediaError};
 pub use ffutil::init;
 pub use hardware::{
-    EncoderChoice, H264Encoder, HardwareChoice, HardwareReport, HwDecodeChoice, probe_hardware,
+    CompositorPlan, DecodePlan, EncoderChoice, H264Encoder, HardwareChoice, HardwarePlan,
+    HardwareReport, HwDecodeChoice, Workload, probe_hardware,
 };
 pub use probe::{AudioStreamInfo, ProbeInfo, VideoStreamInfo, probe, probe_within};
 pub use segment::{SegmentPlanOptions, SegmentReport, SegmentSpan, segment_file_name};

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use vidforge_media::gpu::{Placement, place_watermark};
 use vidforge_media::{
     BackendChoice, EncoderChoice, EncoderSettings, Engine, H264Encoder, HardwareChoice,
-    HwDecodeChoice, OutputFormat, Position, RenderJob, Resolution, WatermarkSpec, output_size,
+    HwDecodeChoice, OutputFormat, Position, RenderJob, Resolution, WatermarkSpec, Workload,
+    output_size,
 };
 
 use super::{LOGO_SIZE, OPACITY};
@@ -58,7 +59,10 @@ pub(super) fn run_one(path: &Path) -> anyhow::Result<()> {
         encoder: EncoderChoice::parse(&job.encoder).context("bad encoder")?,
     };
     let t = Instant::now();
-    let engine = Engine::with_hardware(backend, hardware)?;
+    let workload = Workload::One {
+        h264: format != OutputFormat::Webm,
+    };
+    let engine = Engine::with_hardware(backend, hardware, workload)?;
     let engine_init_s = t.elapsed().as_secs_f64();
     let render = RenderJob {
         input: job.input.clone(),

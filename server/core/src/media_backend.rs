@@ -26,7 +26,9 @@ impl MediaRenderer {
             decode: config.hwdecode,
             encoder: config.encoder,
         };
-        let engine = media::Engine::with_hardware(config.backend, hardware).map_err(map_error)?;
+        let engine =
+            media::Engine::with_hardware(config.backend, hardware, media::Workload::Service)
+                .map_err(map_error)?;
         Ok(MediaRenderer { engine })
     }
 }

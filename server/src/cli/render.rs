@@ -12,7 +12,7 @@ use vidforge_core::config::{parse_encoder, parse_hwdecode};
 use vidforge_media::{
     BackendChoice, EncoderChoice, EncoderSettings, Engine, HardwareChoice, HdrPolicy,
     HwDecodeChoice, OutputFormat, Position, Progress, RenderJob, RenderReport, Resolution, Stage,
-    WatermarkSpec,
+    WatermarkSpec, Workload,
 };
 
 fn parse_resolution(s: &str) -> Result<Resolution, String> {
@@ -213,8 +213,11 @@ pub fn run_render(args: RenderArgs) -> anyhow::Result<()> {
         decode: args.hwdecode,
         encoder: args.encoder,
     };
-    let engine =
-        Engine::with_hardware(args.backend, hardware).context("starting the render engine")?;
+    let workload = Workload::One {
+        h264: job.format != OutputFormat::Webm,
+    };
+    let engine = Engine::with_hardware(args.backend, hardware, workload)
+        .context("starting the render engine")?;
 
     if let Some(png) = &args.preview {
         let (w, h) = engine
