@@ -233,8 +233,11 @@ impl Engine {
         }
         let mut src = source::open(&job.input)?;
         let spec = compose_spec(job, &src, true)?;
-        let (decoder, nvdec) =
-            src.video_decoder_for_output((spec.out_width, spec.out_height), self.cuda.as_ref())?;
+        let (decoder, nvdec) = src.video_decoder_for_output(
+            (spec.out_width, spec.out_height),
+            self.cuda.as_ref(),
+            job.encoder.threads,
+        )?;
         let frames_total = span.map_or(src.video.frames_estimate, |s| Some(s.frames));
         let frames_declared = src.video.frames_declared;
         let length_declared = DeclaredLength {

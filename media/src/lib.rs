@@ -57,7 +57,7 @@ pub use error::{ErrorKind, MediaError};
 pub use ffutil::init;
 pub use hardware::{
     CompositorPlan, DecodePlan, EncoderChoice, H264Encoder, HardwareChoice, HardwarePlan,
-    HardwareReport, HwDecodeChoice, Workload, probe_hardware,
+    HardwareReport, HwDecodeChoice, Workload, plan_hardware, probe_hardware,
 };
 pub use probe::{AudioStreamInfo, ProbeInfo, VideoStreamInfo, probe, probe_within};
 pub use segment::{SegmentPlanOptions, SegmentReport, SegmentSpan, segment_file_name};

@@ -188,7 +188,9 @@ pub struct EncoderSettings {
     pub vp9_deadline: String,
     /// Audio bitrate when audio is transcoded; `None`: 128 kb/s AAC, 96 kb/s Opus (stereo).
     pub audio_bitrate: Option<u32>,
-    /// Encoder threads; 0 lets the encoder decide (x264 auto, libvpx one per core).
+    /// Threads of the render's encoder, and of its decoder; 0 lets each decide (x264 and
+    /// FFmpeg's decoders: about one per core; libvpx one per core). A service sets the
+    /// render's share of the host's cores when several run at once.
     pub threads: u32,
 }
 

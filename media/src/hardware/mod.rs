@@ -151,6 +151,17 @@ pub fn probe_hardware() -> HardwareReport {
     }
 }
 
+/// What `auto` (or the given choices) would use for `workload` on this host, and why, probing
+/// afresh (the NVENC cache is refreshed). `vidforge probe --hardware` prints it.
+pub fn plan_hardware(
+    backend: crate::types::BackendChoice,
+    hardware: HardwareChoice,
+    workload: Workload,
+) -> Result<HardwarePlan, crate::error::MediaError> {
+    ffutil::init();
+    plan(backend, hardware, workload, &mut host::LiveHost::new(true))
+}
+
 /// Opens (and closes) one NVENC H.264 session, as a render would: the only reliable test of
 /// an encoder (the FFmpeg build has `h264_nvenc` everywhere; the card and driver decide).
 pub(crate) fn probe_nvenc() -> Result<(), String> {

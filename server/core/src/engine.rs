@@ -55,10 +55,13 @@ impl EngineError {
 pub struct HardwareInfo {
     /// The compositor: `cpu` or the GPU adapter's name.
     pub compositor: String,
-    /// `nvdec` (CUDA device open: codecs NVDEC supports decode on the GPU) or `software`.
+    /// `software`, `nvdec` (codecs NVDEC supports decode on the GPU, each frame downloaded) or
+    /// `nvdec-zero-copy` (their frames stay on the GPU for the compositor).
     pub decoder: String,
     /// The H.264 encoder of mp4/mov (`libx264` or `h264_nvenc`).
     pub h264_encoder: String,
+    /// Why each was chosen, a sentence each (the banner and the logs).
+    pub why: Vec<String>,
 }
 
 /// Renders videos and previews. Implementations block; the worker pool calls them from
@@ -73,6 +76,7 @@ pub trait Renderer: Send + Sync {
             compositor: self.backend_name(),
             decoder: "software".into(),
             h264_encoder: "libx264".into(),
+            why: Vec::new(),
         }
     }
 

@@ -43,15 +43,12 @@ impl Renderer for MediaRenderer {
     }
 
     fn hardware(&self) -> HardwareInfo {
+        let plan = self.engine.hardware_plan();
         HardwareInfo {
             compositor: self.engine.backend_name(),
-            decoder: if self.engine.hw_decode() {
-                "nvdec"
-            } else {
-                "software"
-            }
-            .into(),
+            decoder: plan.decode.as_str().into(),
             h264_encoder: self.engine.h264_encoder().ffmpeg_name().into(),
+            why: plan.why.clone(),
         }
     }
 

@@ -391,7 +391,7 @@ fn print_hardware() {
         Ok(ctx) => {
             let a = ctx.adapter();
             println!(
-                "  hardware adapter: {} ({}, {}) - backend auto uses it",
+                "  hardware adapter: {} ({}, {})",
                 a.name, a.backend, a.device_type
             );
         }
@@ -399,7 +399,7 @@ fn print_hardware() {
             println!("  hardware adapter: none ({e})");
             match GpuContext::new(AdapterPreference::AllowSoftware) {
                 Ok(ctx) => println!(
-                    "  software adapter: {} - only --backend wgpu uses it; auto uses the CPU compositor",
+                    "  software adapter: {} - only --backend wgpu uses it",
                     ctx.adapter().name
                 ),
                 Err(_) => println!("  software adapter: none"),
@@ -409,8 +409,8 @@ fn print_hardware() {
     let hw = vidforge_media::probe_hardware();
     println!("Decoding (NVDEC)");
     match &hw.cuda {
-        Ok(device) => println!("  CUDA device: opened ({device}) - hwdecode auto uses NVDEC"),
-        Err(e) => println!("  CUDA device: none ({e}) - hwdecode auto decodes in software"),
+        Ok(device) => println!("  CUDA device: opened ({device})"),
+        Err(e) => println!("  CUDA device: none ({e})"),
     }
     println!(
         "  cuda hwaccel codecs: {}",
@@ -422,8 +422,24 @@ fn print_hardware() {
     );
     println!("Encoding (NVENC)");
     match &hw.nvenc {
-        Ok(()) => println!("  h264_nvenc: session opened - encoder auto uses NVENC"),
-        Err(e) => println!("  h264_nvenc: unavailable ({e}) - encoder auto uses libx264"),
+        Ok(()) => println!("  h264_nvenc: session opened"),
+        Err(e) => println!("  h264_nvenc: unavailable ({e})"),
+    }
+    println!("What auto chooses, and why");
+    for (who, workload) in [
+        ("vidforge serve", Workload::Service),
+        ("vidforge render to mp4/mov", Workload::One { h264: true }),
+        ("vidforge render to webm", Workload::One { h264: false }),
+    ] {
+        println!("  {who}:");
+        match vidforge_media::plan_hardware(
+            BackendChoice::Auto,
+            HardwareChoice::default(),
+            workload,
+        ) {
+            Ok(plan) => plan.why.iter().for_each(|line| println!("    {line}")),
+            Err(e) => println!("    cannot start: {e}"),
+        }
     }
 }
 

@@ -75,10 +75,11 @@ declare_settings! {
     tokens: BTreeMap<String, String> = BTreeMap::new(), Tokens,
         help: "Bearer token and its principal as TOKEN=PRINCIPAL; repeatable (env: comma-separated).",
         flag(long = "token", env = "VIDFORGE_TOKENS", value_delimiter = ',', hide_env_values = true): Vec<String>;
-    /// Worker threads, i.e. renders that run at once.
+    /// Worker threads, i.e. renders that run at once. Each render's decoder and encoder get
+    /// the cores shared among the renders running at once.
     render_slots: usize = default_render_slots(), Plain<usize>,
-        help: "Renders that run at once.",
-        shown: "1 (2 with 8 or more cores)",
+        help: "Renders that run at once; each gets the cores shared among those running.",
+        shown: "half the cores (1 on 2 cores, 8 on 16; at most 32)",
         flag(long, env = "VIDFORGE_RENDER_SLOTS"): Option<usize>;
     /// The nice value (0–19) of the render threads: decode, compose and encode, and the
     /// encoders' own threads, which inherit it. Above the front's 0, so MCP requests, uploads

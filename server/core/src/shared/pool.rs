@@ -45,6 +45,17 @@ impl Pool {
         }
     }
 
+    /// Threads a render (or segment) starting now may use in each of its decoder and its
+    /// encoder: the host's cores shared among the renders that will run at once on this
+    /// node's `slots` (those running, this one included, and those queued for a free slot).
+    /// A render alone uses the whole host; a full node about `cores / slots` each, so the
+    /// cores stay busy without hundreds of threads fighting for them.
+    pub fn thread_budget(&self, slots: usize) -> u32 {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let running = slots.saturating_sub(self.idle_workers.load(Ordering::SeqCst));
+        threads_for(cores, running + self.queue.len(), slots)
+    }
+
     /// Whether the service is stopping.
     pub fn stopping(&self) -> bool {
         self.shutdown.load(Ordering::SeqCst)
@@ -90,5 +101,39 @@ impl Pool {
     /// Whether another node took `id` over from this one.
     pub fn is_lost(&self, id: &str) -> bool {
         lock(&self.lost).contains(id)
+    }
+}
+
+/// `cores` shared by `demand` renders at once on at most `slots`, at least one thread each.
+fn threads_for(cores: usize, demand: usize, slots: usize) -> u32 {
+    let at_once = demand.clamp(1, slots.max(1));
+    (cores / at_once).clamp(1, 64) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::threads_for;
+
+    #[test]
+    fn a_render_alone_takes_the_host_a_full_node_shares_it() {
+        assert_eq!(threads_for(16, 1, 8), 16, "alone: every core");
+        assert_eq!(threads_for(16, 4, 8), 4);
+        assert_eq!(
+            threads_for(16, 16, 8),
+            2,
+            "16 waiting on 8 slots: 8 at once"
+        );
+        assert_eq!(
+            threads_for(16, 0, 8),
+            16,
+            "nothing counted yet: at least this one"
+        );
+        assert_eq!(threads_for(2, 5, 1), 2, "one slot: the render has the host");
+        assert_eq!(
+            threads_for(4, 8, 8),
+            1,
+            "never zero (0 would mean 'the machine')"
+        );
+        assert_eq!(threads_for(256, 1, 1), 64, "bounded");
     }
 }

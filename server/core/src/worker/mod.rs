@@ -297,7 +297,10 @@ fn build_plan(shared: &Shared, rec: &RenderRecord) -> Result<RenderPlan, PlanErr
         resolution: rec.args.resolution,
         format: rec.args.output_format,
         watermark,
-        encoder: Default::default(),
+        encoder: vidforge_media::EncoderSettings {
+            threads: shared.pool.thread_budget(shared.config.render_slots),
+            ..Default::default()
+        },
         hdr: if rec.keep_hdr {
             HdrPolicy::Keep
         } else {
