@@ -22,7 +22,8 @@ pub use plan::{CompositorPlan, DecodePlan, HardwarePlan, HostProbe, Workload, pl
 /// `--hwdecode`: how video is decoded.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum HwDecodeChoice {
-    /// NVDEC when a CUDA device opens (and, per job, when it supports the codec), else
+    /// NVDEC where it pays (frames kept on the GPU, or NVENC encoding; `plan.rs`) and, per
+    /// job, where it supports the codec; else
     /// software decoding.
     #[default]
     Auto,

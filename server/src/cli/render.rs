@@ -74,10 +74,10 @@ pub struct RenderArgs {
     /// (webm) with its transfer and mastering metadata, instead of tone-mapping it to SDR.
     #[arg(long)]
     pub keep_hdr: bool,
-    /// Compositor: auto (hardware GPU if any, else CPU), wgpu (any adapter), cpu.
+    /// Compositor: auto (one render: the CPU), wgpu (any adapter), cpu. See `probe --hardware`.
     #[arg(long, default_value = "auto", value_parser = parse_backend)]
     pub backend: BackendChoice,
-    /// Decoding: auto (NVDEC when a CUDA device opens and supports the codec), cuda, off.
+    /// Decoding: auto (one render: NVDEC only where NVENC encodes), cuda, off.
     #[arg(long, default_value = "auto", value_parser = parse_hwdecode)]
     pub hwdecode: HwDecodeChoice,
     /// H.264 encoder for mp4/mov: auto (NVENC when a session opens, else x264), x264, nvenc.

@@ -343,11 +343,11 @@ declare_settings! {
         flag(long, env = "VIDFORGE_MAX_LEGACY_SESSIONS_PER_PRINCIPAL"): Option<usize>;
     /// Compositor choice.
     backend: media::BackendChoice = media::BackendChoice::Auto, Choice<media::BackendChoice>,
-        help: "Compositor backend.",
+        help: "Compositor backend: auto (wgpu where frames stay on the GPU, else cpu), wgpu, cpu; `vidforge probe --hardware` says what auto picks and why.",
         flag(long, env = "VIDFORGE_BACKEND", value_parser = choice_parser::<media::BackendChoice>()): Option<media::BackendChoice>;
     /// Decoder choice.
     hwdecode: media::HwDecodeChoice = media::HwDecodeChoice::Auto, Choice<media::HwDecodeChoice>,
-        help: "Video decoding: NVDEC when a CUDA device opens (auto), always (cuda), never (off).",
+        help: "Video decoding: NVDEC where it pays (auto: frames kept on the GPU, or NVENC encoding), always (cuda), never (off).",
         flag(long, env = "VIDFORGE_HWDECODE", value_parser = choice_parser::<media::HwDecodeChoice>()): Option<media::HwDecodeChoice>;
     /// H.264 encoder choice.
     encoder: media::EncoderChoice = media::EncoderChoice::Auto, Choice<media::EncoderChoice>,
