@@ -160,9 +160,10 @@ pub fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
         if !args.think_seconds.is_finite() || args.think_seconds < 0.0 {
             bail!("--think-seconds must be a number of seconds, 0 or more");
         }
-        let resolutions = args.resolutions.clone().unwrap_or_else(|| {
-            ["720p", "1080p", "4k"].map(String::from).to_vec()
-        });
+        let resolutions = args
+            .resolutions
+            .clone()
+            .unwrap_or_else(|| ["720p", "1080p", "4k"].map(String::from).to_vec());
         return human_wait::run(human_wait::HumanWaitArgs {
             out: &args.out,
             resolutions: &resolutions,

@@ -63,6 +63,8 @@ struct Row {
     ratio_gpu: Option<f64>,
     /// Median time from a render's create call to its result, seconds (approval included).
     vidforge_latency_s: f64,
+    /// Of which: create → preview ready (`input_required`), median seconds.
+    vidforge_preview_s: f64,
     ffmpeg_gpu_error: Option<String>,
 }
 
@@ -116,8 +118,9 @@ pub fn run(args: ServiceArgs<'_>) -> anyhow::Result<()> {
     let short_dir = work.path().join("short");
     std::fs::create_dir_all(&short_dir)?;
     let short = fixture(&short_dir, 1920, 1080, 1.0)?;
-    let logo = synthetic::watermark_png(work.path(), LOGO_SIZE.0, LOGO_SIZE.1, [255, 255, 255, 200])
-        .context("writing the watermark PNG")?;
+    let logo =
+        synthetic::watermark_png(work.path(), LOGO_SIZE.0, LOGO_SIZE.1, [255, 255, 255, 200])
+            .context("writing the watermark PNG")?;
     eprintln!("start-up: vidforge render and ffmpeg on a 1 s clip ...");
     let (vidforge_render_s, ffmpeg_s) = startup(work.path(), &short, &logo)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -137,8 +140,16 @@ pub fn run(args: ServiceArgs<'_>) -> anyhow::Result<()> {
         let wm = server.upload(&client, &logo).await?;
         eprintln!("warming the server up with one render ...");
         batch(&client, &server.base, &clip, &wm, Resolution::P720, 1, true).await?;
-        let rows = measure(&args, &client, &server.base, (&clip, &wm), work.path(), &src, &logo)
-            .await?;
+        let rows = measure(
+            &args,
+            &client,
+            &server.base,
+            (&clip, &wm),
+            work.path(),
+            &src,
+            &logo,
+        )
+        .await?;
         anyhow::Ok((serve_ready_s, rows))
     });
     let server_hardware = server.banner_hardware();
@@ -234,6 +245,7 @@ async fn measure(
         for &n in args.jobs {
             let mut walls: Vec<Vec<f64>> = tools.iter().map(|_| Vec::new()).collect();
             let mut latencies = Vec::new();
+            let mut previews = Vec::new();
             let mut gpu_error = None;
             for run in 0..args.repeats {
                 let mut order: Vec<usize> = (0..tools.len()).collect();
@@ -242,11 +254,12 @@ async fn measure(
                     let label = format!("{} × {n} run {}", res.as_str(), run + 1);
                     match tools[t] {
                         Tool::Vidforge => {
-                            let (wall, lat) =
+                            let (wall, times) =
                                 batch(client, base, clip, wm, res, n, run == 0).await?;
                             eprintln!("{label}: vidforge serve {wall:.2} s");
                             walls[t].push(wall);
-                            latencies.extend(lat);
+                            latencies.extend(times.iter().map(|t| t.result));
+                            previews.extend(times.iter().map(|t| t.preview));
                         }
                         Tool::Peer(peer) => {
                             let tag = format!("{}-{n}-{run}-{}", res.as_str(), peer.name());
@@ -265,13 +278,21 @@ async fn measure(
                     }
                 }
             }
-            rows.push(row(res, n, &walls, median(latencies), gpu_error));
+            let mut row = row(res, n, &walls, median(latencies), gpu_error);
+            row.vidforge_preview_s = median(previews);
+            rows.push(row);
         }
     }
     Ok(rows)
 }
 
-fn row(res: Resolution, n: u32, walls: &[Vec<f64>], latency: f64, gpu_error: Option<String>) -> Row {
+fn row(
+    res: Resolution,
+    n: u32,
+    walls: &[Vec<f64>],
+    latency: f64,
+    gpu_error: Option<String>,
+) -> Row {
     let per_hour = |s: f64| n as f64 * 3600.0 / s.max(1e-9);
     let vidforge_s = median(walls[0].clone());
     let ffmpeg_s = median(walls[1].clone());
@@ -291,6 +312,7 @@ fn row(res: Resolution, n: u32, walls: &[Vec<f64>], latency: f64, gpu_error: Opt
         ratio: ffmpeg_s / vidforge_s.max(1e-9),
         ratio_gpu: ffmpeg_gpu_s.map(|g| g / vidforge_s.max(1e-9)),
         vidforge_latency_s: latency,
+        vidforge_preview_s: 0.0,
         ffmpeg_gpu_error: gpu_error,
     }
 }
@@ -326,9 +348,15 @@ fn peers_at_once(
     Ok(t.elapsed().as_secs_f64())
 }
 
+/// One render's times from its create call, seconds.
+struct Times {
+    preview: f64,
+    result: f64,
+}
+
 /// `n` watermarked renders at once through the server, each approved as soon as its preview
-/// is ready; the batch's wall time and each render's time from create to result. `check`:
-/// download one result and check it has the source's length.
+/// is ready; the batch's wall time and each render's times. `check`: download one result and
+/// check it lasts what the result says.
 async fn batch(
     client: &reqwest::Client,
     base: &str,
@@ -337,7 +365,7 @@ async fn batch(
     res: Resolution,
     n: u32,
     check: bool,
-) -> anyhow::Result<(f64, Vec<f64>)> {
+) -> anyhow::Result<(f64, Vec<Times>)> {
     let t = Instant::now();
     let mut renders = tokio::task::JoinSet::new();
     for _ in 0..n {
@@ -348,8 +376,8 @@ async fn batch(
     let mut latencies = Vec::new();
     let mut last = None;
     while let Some(done) = renders.join_next().await {
-        let (latency, result) = done.context("a render's task panicked")??;
-        latencies.push(latency);
+        let (times, result) = done.context("a render's task panicked")??;
+        latencies.push(times);
         last = Some(result);
     }
     let wall = t.elapsed().as_secs_f64();
@@ -359,14 +387,14 @@ async fn batch(
     Ok((wall, latencies))
 }
 
-/// Create → `input_required` → approve → `completed`; seconds, and the task's result.
+/// Create → `input_required` → approve → `completed`; its times, and the task's result.
 async fn one_render(
     client: &reqwest::Client,
     base: &str,
     clip: &str,
     wm: &str,
     res: Resolution,
-) -> anyhow::Result<(f64, Value)> {
+) -> anyhow::Result<(Times, Value)> {
     let t = Instant::now();
     let created = call(
         client,
@@ -383,7 +411,7 @@ async fn one_render(
         .context("the render call answered without a task")?
         .to_string();
     let deadline = Instant::now() + BATCH_LIMIT;
-    let mut approved = false;
+    let mut preview = None;
     loop {
         let got = call(client, base, 2, "tasks/get", json!({"taskId": task})).await?;
         match got["status"].as_str() {
@@ -391,9 +419,12 @@ async fn one_render(
                 if got["result"]["isError"] == true {
                     bail!("the render failed: {got}");
                 }
-                return Ok((t.elapsed().as_secs_f64(), got["result"].clone()));
+                let result = t.elapsed().as_secs_f64();
+                let preview = preview.unwrap_or(result);
+                return Ok((Times { preview, result }, got["result"].clone()));
             }
-            Some("input_required") if !approved => {
+            Some("input_required") if preview.is_none() => {
+                preview = Some(t.elapsed().as_secs_f64());
                 call(
                     client,
                     base,
@@ -403,7 +434,6 @@ async fn one_render(
                         "arguments": {"render_id": task, "approved": true}}),
                 )
                 .await?;
-                approved = true;
             }
             Some("failed" | "cancelled") => bail!("the task ended {}: {got}", got["status"]),
             _ => {}
@@ -471,18 +501,22 @@ fn markdown(r: &ServiceReport) -> String {
     md.push_str(&format!(
         "\nStart-up (not in the throughput): `vidforge render` with defaults on a 1 s clip \
          {:.2} s, `ffmpeg` {:.2} s (medians of {STARTUP_RUNS}); `vidforge serve` ready in {:.2} s.\n\n\
-         | output | renders at once | vidforge serve: s (renders/h) | ffmpeg: s (renders/h) | ratio | ffmpeg GPU: s (renders/h) | ratio (GPU) | vidforge latency p50 |\n\
+         | output | renders at once | vidforge serve: s (renders/h) | ffmpeg: s (renders/h) | ratio | ffmpeg GPU: s (renders/h) | ratio (GPU) | vidforge p50: preview / result |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|\n",
         s.vidforge_render_s, s.ffmpeg_s, s.serve_ready_s
     ));
     for row in &r.rows {
-        let gpu = match (row.ffmpeg_gpu_s, row.ffmpeg_gpu_per_hour, &row.ffmpeg_gpu_error) {
+        let gpu = match (
+            row.ffmpeg_gpu_s,
+            row.ffmpeg_gpu_per_hour,
+            &row.ffmpeg_gpu_error,
+        ) {
             (Some(secs), Some(h), _) => format!("{secs:.2} ({h:.0})"),
             (_, _, Some(_)) => "failed".to_string(),
             _ => "–".to_string(),
         };
         md.push_str(&format!(
-            "| {} | {} | {:.2} ({:.0}) | {:.2} ({:.0}) | **{:.2}×** | {} | {} | {:.2} s |\n",
+            "| {} | {} | {:.2} ({:.0}) | {:.2} ({:.0}) | **{:.2}×** | {} | {} | {:.2} s / {:.2} s |\n",
             row.resolution,
             row.renders_at_once,
             row.vidforge_s,
@@ -492,6 +526,7 @@ fn markdown(r: &ServiceReport) -> String {
             row.ratio,
             gpu,
             row.ratio_gpu.map_or("–".to_string(), |x| format!("**{x:.2}×**")),
+            row.vidforge_preview_s,
             row.vidforge_latency_s,
         ));
     }

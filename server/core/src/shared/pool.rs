@@ -48,8 +48,9 @@ impl Pool {
     /// Threads a render (or segment) starting now may use in each of its decoder and its
     /// encoder: the host's cores shared among the renders that will run at once on this
     /// node's `slots` (those running, this one included, and those queued for a free slot).
-    /// A render alone uses the whole host; a full node about `cores / slots` each, so the
-    /// cores stay busy without hundreds of threads fighting for them.
+    /// A render alone uses the whole host (0: its libraries choose, as in a process of its
+    /// own); a full node about `cores / slots` each, so the cores stay busy without hundreds
+    /// of threads fighting for them.
     pub fn thread_budget(&self, slots: usize) -> u32 {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let running = slots.saturating_sub(self.idle_workers.load(Ordering::SeqCst));
@@ -104,9 +105,14 @@ impl Pool {
     }
 }
 
-/// `cores` shared by `demand` renders at once on at most `slots`, at least one thread each.
+/// `cores` shared by `demand` renders at once on at most `slots`, at least one thread each;
+/// 0 (each library's own choice, as for a render alone in its process) when one render has
+/// the host.
 fn threads_for(cores: usize, demand: usize, slots: usize) -> u32 {
     let at_once = demand.clamp(1, slots.max(1));
+    if at_once == 1 {
+        return 0;
+    }
     (cores / at_once).clamp(1, 64) as u32
 }
 
@@ -116,7 +122,7 @@ mod tests {
 
     #[test]
     fn a_render_alone_takes_the_host_a_full_node_shares_it() {
-        assert_eq!(threads_for(16, 1, 8), 16, "alone: every core");
+        assert_eq!(threads_for(16, 1, 8), 0, "alone: the libraries' own choice");
         assert_eq!(threads_for(16, 4, 8), 4);
         assert_eq!(
             threads_for(16, 16, 8),
@@ -134,6 +140,6 @@ mod tests {
             1,
             "never zero (0 would mean 'the machine')"
         );
-        assert_eq!(threads_for(256, 1, 1), 64, "bounded");
+        assert_eq!(threads_for(256, 2, 2), 64, "bounded");
     }
 }
