@@ -129,17 +129,9 @@ mod tests {
             2,
             "16 waiting on 8 slots: 8 at once"
         );
-        assert_eq!(
-            threads_for(16, 0, 8),
-            16,
-            "nothing counted yet: at least this one"
-        );
-        assert_eq!(threads_for(2, 5, 1), 2, "one slot: the render has the host");
-        assert_eq!(
-            threads_for(4, 8, 8),
-            1,
-            "never zero (0 would mean 'the machine')"
-        );
+        assert_eq!(threads_for(16, 0, 8), 0, "nothing counted: this one alone");
+        assert_eq!(threads_for(2, 5, 1), 0, "one slot: the render has the host");
+        assert_eq!(threads_for(4, 8, 8), 1, "shared: never 0 ('the machine')");
         assert_eq!(threads_for(256, 2, 2), 64, "bounded");
     }
 }
