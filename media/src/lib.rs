@@ -35,6 +35,7 @@ mod lend;
 mod muxer;
 mod pipeline;
 mod probe;
+pub mod quality;
 mod scale;
 mod segment;
 mod source;
@@ -57,6 +58,9 @@ pub use error::{ErrorKind, MediaError};
 pub use ffutil::init;
 pub use hardware::{
     EncoderChoice, H264Encoder, HardwareChoice, HardwareReport, HwDecodeChoice, probe_hardware,
+};
+pub use quality::{
+    QualityReport, QualitySummary, QualityTally, SegmentQuality, WorstSecond,
 };
 pub use probe::{AudioStreamInfo, ProbeInfo, VideoStreamInfo, probe, probe_within};
 pub use segment::{SegmentPlanOptions, SegmentReport, SegmentSpan, segment_file_name};
