@@ -30,113 +30,128 @@ impl<'a> Plane<'a> {
     }
 }
 
-/// A sample type of a plane's row.
-trait Sample {
-    fn at(row: &[u8], x: usize) -> u32;
+/// Rows of one plane as samples: 8-bit rows as they are, 16-bit ones read into a scratch row.
+struct Rows<'a> {
+    plane: Plane<'a>,
+    scratch: Vec<u16>,
 }
 
-struct Narrow;
-struct Wide;
-
-impl Sample for Narrow {
-    #[inline(always)]
-    fn at(row: &[u8], x: usize) -> u32 {
-        u32::from(row[x])
+impl<'a> Rows<'a> {
+    fn new(plane: Plane<'a>) -> Self {
+        let scratch = if plane.wide {
+            vec![0; plane.width]
+        } else {
+            Vec::new()
+        };
+        Rows { plane, scratch }
     }
 }
 
-impl Sample for Wide {
-    #[inline(always)]
-    fn at(row: &[u8], x: usize) -> u32 {
-        u32::from(u16::from_le_bytes([row[2 * x], row[2 * x + 1]]))
+/// The squared error of two rows of samples.
+fn row_error<T: Copy + Into<u32>>(a: &[T], b: &[T]) -> u64 {
+    a.iter()
+        .zip(b)
+        .map(|(&p, &q)| {
+            let d = i64::from(p.into()) - i64::from(q.into());
+            (d * d) as u64
+        })
+        .sum()
+}
+
+/// Row `y` of `rows` as 16-bit samples (wide planes only).
+fn wide_row<'s>(rows: &'s mut Rows<'_>, y: usize) -> &'s [u16] {
+    let bytes = rows.plane.row(y);
+    for (s, b) in rows.scratch.iter_mut().zip(bytes.chunks_exact(2)) {
+        *s = u16::from_le_bytes([b[0], b[1]]);
     }
+    &rows.scratch
 }
 
 /// The sum of squared differences of two planes of one size and depth.
 pub(crate) fn squared_error(a: Plane<'_>, b: Plane<'_>) -> u64 {
-    match a.wide {
-        false => squared_error_of::<Narrow>(a, b),
-        true => squared_error_of::<Wide>(a, b),
+    if !a.wide {
+        return (0..a.height).map(|y| row_error(a.row(y), b.row(y))).sum();
     }
-}
-
-fn squared_error_of<S: Sample>(a: Plane<'_>, b: Plane<'_>) -> u64 {
-    let mut total = 0u64;
-    for y in 0..a.height {
-        let (ra, rb) = (a.row(y), b.row(y));
-        let mut row = 0u64;
-        for x in 0..a.width {
-            let d = i64::from(S::at(ra, x)) - i64::from(S::at(rb, x));
-            row += (d * d) as u64;
-        }
-        total += row;
-    }
-    total
-}
-
-/// The SSIM of two planes of one size and depth, samples up to `peak` (255, 1023). A plane
-/// smaller than two blocks (8×8) has no window: 1.0, as FFmpeg's divide gives nothing to
-/// compare.
-pub(crate) fn ssim(a: Plane<'_>, b: Plane<'_>, peak: u32) -> f64 {
-    match a.wide {
-        false => ssim_of::<Narrow>(a, b, peak),
-        true => ssim_of::<Wide>(a, b, peak),
-    }
+    let (mut ra, mut rb) = (Rows::new(a), Rows::new(b));
+    (0..a.height)
+        .map(|y| {
+            let pa = wide_row(&mut ra, y).to_vec();
+            row_error(&pa, wide_row(&mut rb, y))
+        })
+        .sum()
 }
 
 /// The sums of one 4×4 block: Σa, Σb, Σ(a²+b²), Σab.
-type BlockSums = [u64; 4];
+type BlockSums = [u32; 4];
 
-fn block_row<S: Sample>(a: Plane<'_>, b: Plane<'_>, block_y: usize, out: &mut [BlockSums]) {
-    out.iter_mut().for_each(|s| *s = [0; 4]);
-    for dy in 0..4 {
-        let (ra, rb) = (a.row(4 * block_y + dy), b.row(4 * block_y + dy));
-        for (bx, sums) in out.iter_mut().enumerate() {
-            let (mut s1, mut s2, mut ss, mut s12) = (0u32, 0u32, 0u32, 0u32);
-            for dx in 0..4 {
-                let (p, q) = (S::at(ra, 4 * bx + dx), S::at(rb, 4 * bx + dx));
-                s1 += p;
-                s2 += q;
-                ss += p * p + q * q;
-                s12 += p * q;
-            }
-            sums[0] += u64::from(s1);
-            sums[1] += u64::from(s2);
-            sums[2] += u64::from(ss);
-            sums[3] += u64::from(s12);
+/// Adds one row of samples to its blocks' sums.
+fn add_row<T: Copy + Into<u32>>(a: &[T], b: &[T], out: &mut [BlockSums]) {
+    for ((sums, ca), cb) in out.iter_mut().zip(a.chunks_exact(4)).zip(b.chunks_exact(4)) {
+        for k in 0..4 {
+            let (p, q) = (ca[k].into(), cb[k].into());
+            sums[0] += p;
+            sums[1] += q;
+            sums[2] += p * p + q * q;
+            sums[3] += p * q;
         }
     }
 }
 
-/// One 8×8 window's SSIM from its four blocks' sums (FFmpeg's `ssim_end1`).
-fn window(s: BlockSums, peak: u32) -> f64 {
+/// The block sums of block row `by` of two planes.
+fn block_row(a: &mut Rows<'_>, b: &mut Rows<'_>, by: usize, out: &mut [BlockSums]) {
+    out.iter_mut().for_each(|s| *s = [0; 4]);
+    for y in 4 * by..4 * by + 4 {
+        if a.plane.wide {
+            let pa = wide_row(a, y).to_vec();
+            add_row(&pa, wide_row(b, y), out);
+        } else {
+            add_row(a.plane.row(y), b.plane.row(y), out);
+        }
+    }
+}
+
+/// SSIM's constants for samples up to `peak` (FFmpeg's `ssim_c1`, `ssim_c2`).
+fn constants(peak: u32) -> (i64, i64) {
     let max = f64::from(peak);
-    let c1 = (0.01 * 0.01 * max * max * 64.0 + 0.5) as i64;
-    let c2 = (0.03 * 0.03 * max * max * 64.0 * 63.0 + 0.5) as i64;
-    let [s1, s2, ss, s12] = s.map(|v| v as i64);
+    (
+        (0.01 * 0.01 * max * max * 64.0 + 0.5) as i64,
+        (0.03 * 0.03 * max * max * 64.0 * 63.0 + 0.5) as i64,
+    )
+}
+
+/// One 8×8 window's SSIM from its four blocks' sums (FFmpeg's `ssim_end1`).
+fn window(s: [i64; 4], (c1, c2): (i64, i64)) -> f64 {
+    let [s1, s2, ss, s12] = s;
     let vars = ss * 64 - s1 * s1 - s2 * s2;
     let covar = s12 * 64 - s1 * s2;
     ((2 * s1 * s2 + c1) as f64 * (2 * covar + c2) as f64)
         / ((s1 * s1 + s2 * s2 + c1) as f64 * (vars + c2) as f64)
 }
 
-fn ssim_of<S: Sample>(a: Plane<'_>, b: Plane<'_>, peak: u32) -> f64 {
+/// The SSIM of two planes of one size and depth, samples up to `peak` (255, 1023). A plane
+/// smaller than two blocks (8×8) has no window: 1.0.
+pub(crate) fn ssim(a: Plane<'_>, b: Plane<'_>, peak: u32) -> f64 {
     let (bw, bh) = (a.width / 4, a.height / 4);
     if bw < 2 || bh < 2 {
         return 1.0;
     }
-    let mut above = vec![[0u64; 4]; bw];
-    let mut below = vec![[0u64; 4]; bw];
-    block_row::<S>(a, b, 0, &mut above);
+    let c = constants(peak);
+    let (mut ra, mut rb) = (Rows::new(a), Rows::new(b));
+    let mut above = vec![[0u32; 4]; bw];
+    let mut below = vec![[0u32; 4]; bw];
+    block_row(&mut ra, &mut rb, 0, &mut above);
     let mut total = 0.0;
     for by in 1..bh {
-        block_row::<S>(a, b, by, &mut below);
+        block_row(&mut ra, &mut rb, by, &mut below);
         for x in 0..bw - 1 {
-            let mut s = [0u64; 4];
-            for k in 0..4 {
-                s[k] = above[x][k] + above[x + 1][k] + below[x][k] + below[x + 1][k];
+            let mut s = [0i64; 4];
+            for (k, v) in s.iter_mut().enumerate() {
+                *v = i64::from(above[x][k])
+                    + i64::from(above[x + 1][k])
+                    + i64::from(below[x][k])
+                    + i64::from(below[x + 1][k]);
             }
-            total += window(s, peak);
+            total += window(s, c);
         }
         std::mem::swap(&mut above, &mut below);
     }

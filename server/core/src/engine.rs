@@ -29,6 +29,13 @@ pub use vidforge_media::RenderReport as EngineReport;
 /// One segment of a source (a span of its frames, cut at a keyframe): the media crate's own
 /// type.
 pub use vidforge_media::SegmentSpan;
+/// What a rendered segment produced (its frames, and its quality when measured): the media
+/// crate's own type.
+pub use vidforge_media::SegmentReport as EngineSegmentReport;
+/// A render's quality measurements (the whole, each segment's): the media crate's own types.
+pub use vidforge_media::{QualityReport, SegmentQuality};
+/// The encoder settings of a [`RenderPlan`]: the media crate's own type.
+pub use vidforge_media::EncoderSettings as PlanEncoder;
 /// The watermark of a [`RenderPlan`]: the media crate's own type.
 pub use vidforge_media::WatermarkSpec as PlanWatermark;
 
@@ -102,7 +109,8 @@ pub trait Renderer: Send + Sync {
     }
 
     /// Renders the video of one segment of `plan` into `out` (no audio); returns its
-    /// frames. Progress and `cancel` as [`Renderer::render`].
+    /// frames and, when `plan` measures it, its quality. Progress and `cancel` as
+    /// [`Renderer::render`].
     fn render_segment(
         &self,
         plan: &RenderPlan,
@@ -110,7 +118,7 @@ pub trait Renderer: Send + Sync {
         out: &Path,
         progress: &mut dyn FnMut(EngineProgress),
         cancel: &AtomicBool,
-    ) -> Result<u64, EngineError> {
+    ) -> Result<EngineSegmentReport, EngineError> {
         let _ = (plan, span, out, progress, cancel);
         Err(EngineError::new(
             FailureKind::RenderFailed,

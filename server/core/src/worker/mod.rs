@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use crate::catalog::{self};
 use crate::clock::add_ms;
 use crate::engine::{
-    EngineError, EngineProgress, FailureKind, HdrPolicy, PlanWatermark, RenderPlan,
+    EngineError, EngineProgress, FailureKind, HdrPolicy, PlanEncoder, PlanWatermark, RenderPlan,
 };
 use crate::error::ServiceError;
 use crate::shared::Shared;
@@ -297,7 +297,10 @@ fn build_plan(shared: &Shared, rec: &RenderRecord) -> Result<RenderPlan, PlanErr
         resolution: rec.args.resolution,
         format: rec.args.output_format,
         watermark,
-        encoder: Default::default(),
+        encoder: PlanEncoder {
+            measure_quality: rec.measure_quality,
+            ..Default::default()
+        },
         hdr: if rec.keep_hdr {
             HdrPolicy::Keep
         } else {
