@@ -59,10 +59,8 @@ pub use ffutil::init;
 pub use hardware::{
     EncoderChoice, H264Encoder, HardwareChoice, HardwareReport, HwDecodeChoice, probe_hardware,
 };
-pub use quality::{
-    QualityReport, QualitySummary, QualityTally, SegmentQuality, WorstSecond,
-};
 pub use probe::{AudioStreamInfo, ProbeInfo, VideoStreamInfo, probe, probe_within};
+pub use quality::{QualityReport, QualitySummary, QualityTally, SegmentQuality, WorstSecond};
 pub use segment::{SegmentPlanOptions, SegmentReport, SegmentSpan, segment_file_name};
 pub use source::hdr::{ContentLight, DolbyVision, DynamicRange, MasteringDisplay, SourceColor};
 pub use source::{MAX_DIMENSION, OverLimits, SourceLimits};

@@ -219,7 +219,9 @@ fn run(
                     c.waiting.insert(pts, f);
                 }
                 Ok(Msg::Packet(p)) => {
-                    c.dec.send_packet(&p).map_err(|e| format!("decoding: {e}"))?;
+                    c.dec
+                        .send_packet(&p)
+                        .map_err(|e| format!("decoding: {e}"))?;
                     c.receive()?;
                 }
                 // The encode side is done (or gone): the decoder's last pictures.
@@ -266,7 +268,11 @@ impl Compare {
             return Ok(());
         };
         let wide = reference.depth == SampleDepth::Ten;
-        let expected = if wide { Pixel::YUV420P10LE } else { Pixel::YUV420P };
+        let expected = if wide {
+            Pixel::YUV420P10LE
+        } else {
+            Pixel::YUV420P
+        };
         let p = &self.picture;
         if p.format() != expected || (p.width(), p.height()) != (reference.width, reference.height)
         {
@@ -282,14 +288,30 @@ impl Compare {
         let (w, h) = (reference.width as usize, reference.height as usize);
         let (cw, ch) = Yuv420Frame::chroma_size(reference.width, reference.height);
         let b = if wide { 2 } else { 1 };
-        let sizes = [(w, h), (cw as usize, ch as usize), (cw as usize, ch as usize)];
+        let sizes = [
+            (w, h),
+            (cw as usize, ch as usize),
+            (cw as usize, ch as usize),
+        ];
         let ours = [&reference.y, &reference.u, &reference.v];
         let mut squared_error = [0u64; 3];
         let mut ssim = 0.0;
         let total: u64 = self.tally.plane_samples.iter().sum();
         for (i, ((pw, ph), data)) in sizes.into_iter().zip(ours).enumerate() {
-            let a = Plane { data, stride: pw * b, width: pw, height: ph, wide };
-            let d = Plane { data: p.data(i), stride: p.stride(i), width: pw, height: ph, wide };
+            let a = Plane {
+                data,
+                stride: pw * b,
+                width: pw,
+                height: ph,
+                wide,
+            };
+            let d = Plane {
+                data: p.data(i),
+                stride: p.stride(i),
+                width: pw,
+                height: ph,
+                wide,
+            };
             if !a.fits() || !d.fits() {
                 return Err(format!("plane {i} is shorter than its size"));
             }
@@ -298,7 +320,8 @@ impl Compare {
             ssim += weight * metrics::ssim(a, d, self.tally.peak);
         }
         let seconds = (pts.max(0) as f64 * f64::from(self.tb)).floor();
-        self.tally.add(seconds.min(f64::from(u32::MAX)) as u32, squared_error, ssim);
+        self.tally
+            .add(seconds.min(f64::from(u32::MAX)) as u32, squared_error, ssim);
         let _ = self.free.try_send(reference);
         Ok(())
     }

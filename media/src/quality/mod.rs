@@ -295,19 +295,33 @@ mod tests {
         assert!((s.ssim - 0.85).abs() < 1e-12);
         assert_eq!((s.frames_measured, s.worst.at_seconds), (2, 1));
         assert!((s.worst.ssim - 0.8).abs() < 1e-12);
-        assert_eq!(s.line(), format!("PSNR {:.1} dB, worst {:.1} dB at 00:01, SSIM 0.850", s.psnr_db, s.worst.psnr_db));
+        assert_eq!(
+            s.line(),
+            format!(
+                "PSNR {:.1} dB, worst {:.1} dB at 00:01, SSIM 0.850",
+                s.psnr_db, s.worst.psnr_db
+            )
+        );
     }
 
     #[test]
     fn identical_pictures_hit_the_ceiling_and_nothing_measured_has_no_figures() {
         let s = tally(&[(3, [0, 0, 0], 1.0)]).summary().unwrap();
-        assert_eq!((s.psnr_db, s.psnr_y_db, s.worst.at_seconds), (100.0, 100.0, 3));
+        assert_eq!(
+            (s.psnr_db, s.psnr_y_db, s.worst.at_seconds),
+            (100.0, 100.0, 3)
+        );
         assert_eq!(QualityTally::new(255, [4, 1, 1]).summary(), None);
     }
 
     #[test]
     fn parts_merge_into_the_whole() {
-        let frames = [(0, [5, 1, 2], 0.9), (1, [7, 0, 1], 0.95), (1, [9, 3, 3], 0.7), (2, [1, 1, 1], 0.99)];
+        let frames = [
+            (0, [5, 1, 2], 0.9),
+            (1, [7, 0, 1], 0.95),
+            (1, [9, 3, 3], 0.7),
+            (2, [1, 1, 1], 0.99),
+        ];
         let whole = tally(&frames);
         let (a, b) = (tally(&frames[..2]), tally(&frames[2..]));
         assert_eq!(QualityTally::merge([&b, &a]).unwrap(), Some(whole));

@@ -226,7 +226,10 @@ impl Peer {
 }
 
 /// The job's output size and watermark placement, as vidforge computes them.
-pub(super) fn geometry(src: &Path, res: Resolution) -> anyhow::Result<((u32, u32), bool, Placement)> {
+pub(super) fn geometry(
+    src: &Path,
+    res: Resolution,
+) -> anyhow::Result<((u32, u32), bool, Placement)> {
     let probe = vidforge_media::probe(src)?;
     let v = probe.video.context("fixture has no video")?;
     let (ow, oh) = output_size(v.display_width, v.display_height, res);

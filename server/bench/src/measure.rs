@@ -7,9 +7,7 @@ use anyhow::Context;
 use serde::Serialize;
 use vidforge_media::{BackendChoice, HardwareChoice, OutputFormat, Resolution, output_size};
 
-use super::child::{
-    ChildReport, Job, Peer, output_path, peer_cmd, spawn, vidforge_cmd, wait_rss,
-};
+use super::child::{ChildReport, Job, Peer, output_path, peer_cmd, spawn, vidforge_cmd, wait_rss};
 use super::quality::QualityCheck;
 
 /// One measured run of one tool.

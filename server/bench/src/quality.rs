@@ -128,10 +128,13 @@ mod tests {
 
     #[test]
     fn the_average_is_read_from_the_summary_line() {
-        let log = "[Parsed_psnr_5 @ 0x55] PSNR y:44.10 u:47.02 v:47.33 average:45.01 min:43.2 max:47.9\n";
+        let log =
+            "[Parsed_psnr_5 @ 0x55] PSNR y:44.10 u:47.02 v:47.33 average:45.01 min:43.2 max:47.9\n";
         assert_eq!(average_psnr(log), Some(45.01));
         assert_eq!(
-            average_psnr("[Parsed_psnr_0 @ 0x1] PSNR y:inf u:inf v:inf average:inf min:inf max:inf"),
+            average_psnr(
+                "[Parsed_psnr_0 @ 0x1] PSNR y:inf u:inf v:inf average:inf min:inf max:inf"
+            ),
             Some(100.0)
         );
         assert_eq!(average_psnr("nothing here"), None);

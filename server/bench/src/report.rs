@@ -293,6 +293,7 @@ pub(super) fn svg_chart(r: &Report) -> String {
 mod tests {
     use super::super::OPACITY;
     use super::super::measure::{Run, StageFps};
+    use super::super::quality::QualityCheck;
     use super::*;
 
     #[test]
@@ -328,6 +329,12 @@ mod tests {
             ratio_gpu: Some(0.5),
             ffmpeg_gpu_error: None,
             rss_ratio: 1.0,
+            quality: QualityCheck {
+                vidforge_psnr_db: 41.0,
+                ffmpeg_psnr_db: 41.7,
+                ffmpeg_gpu_psnr_db: None,
+                flagged: true,
+            },
             stages: StageFps {
                 demux_decode: 300.0,
                 compose: 900.0,
@@ -360,6 +367,9 @@ mod tests {
         assert!(md.contains("nvdec / libx264"), "{md}");
         assert!(md.contains("overlay_cuda"), "{md}");
         assert!(md.contains("1080p → 720p mp4 (1280x720)"), "{md}");
+        // Quality beside the speed: both PSNRs, and the row marked (0.7 dB below).
+        assert!(md.contains("| 41.0 / 41.7 ⚠ lower |"), "{md}");
+        assert!(md.contains("Marked: x."), "{md}");
         let svg = svg_chart(&report);
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert!(svg.contains("vidforge cpu") && svg.contains("ffmpeg"));

@@ -5,8 +5,8 @@
 //! of renders not measured), so old records read as they were.
 
 use serde::{Deserialize, Serialize};
-use vidforge_media::{QualityReport, QualitySummary, QualityTally, WorstSecond};
 use vidforge_media::quality::SecondTally;
+use vidforge_media::{QualityReport, QualitySummary, QualityTally, WorstSecond};
 
 /// The figures of a render or of one of its segments (see [`QualitySummary`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -185,7 +185,12 @@ mod tests {
                 psnr_db: 45.5,
                 ssim: 0.99,
                 frames_measured: 30,
-                worst: WorstFigures { at_seconds: 1, psnr_y_db: 41.0, psnr_db: 42.0, ssim: 0.98 },
+                worst: WorstFigures {
+                    at_seconds: 1,
+                    psnr_y_db: 41.0,
+                    psnr_db: 42.0,
+                    ssim: 0.98,
+                },
             },
             segments: vec![],
         };
@@ -194,12 +199,19 @@ mod tests {
         assert_eq!(v["worst"]["at_seconds"], 1);
         assert!(v.get("segments").is_none());
         assert_eq!(serde_json::from_value::<QualityFigures>(v).unwrap(), f);
-        assert_eq!(f.whole.line(), "PSNR 45.5 dB, worst 42.0 dB at 00:01, SSIM 0.990");
+        assert_eq!(
+            f.whole.line(),
+            "PSNR 45.5 dB, worst 42.0 dB at 00:01, SSIM 0.990"
+        );
     }
 
     #[test]
     fn a_tally_round_trips() {
-        let t = StoredTally { peak: 255, plane_samples: [4, 1, 1], seconds: vec![(2, 1, [1, 2, 3], 0.5), (0, 2, [4, 5, 6], 1.5)] };
+        let t = StoredTally {
+            peak: 255,
+            plane_samples: [4, 1, 1],
+            seconds: vec![(2, 1, [1, 2, 3], 0.5), (0, 2, [4, 5, 6], 1.5)],
+        };
         let back = QualityTally::from(&t);
         assert_eq!(back.seconds[0].second, 0);
         assert_eq!(back.frames(), 3);

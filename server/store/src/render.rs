@@ -229,7 +229,7 @@ pub enum Outcome {
         fps: f64,
         /// The video's quality against the frames the encoder was given, when measured.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        quality: Option<crate::QualityFigures>,
+        quality: Option<Box<crate::QualityFigures>>,
     },
     Error {
         #[serde(with = "error_code_serde")]

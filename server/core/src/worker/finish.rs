@@ -71,7 +71,11 @@ pub(crate) fn success_outcome(
         backend: report.backend.clone(),
         frames: report.frames,
         fps: report.fps,
-        quality: report.quality.as_ref().and_then(QualityFigures::of),
+        quality: report
+            .quality
+            .as_ref()
+            .and_then(QualityFigures::of)
+            .map(Box::new),
     }
 }
 

@@ -200,7 +200,7 @@ impl Presenter {
                     "Rendered {} {} {wm}{}; retained {}.",
                     fields.resolution,
                     rec.args.output_format.extension(),
-                    notes::quality_note(quality.as_ref()),
+                    notes::quality_note(quality.as_deref()),
                     catalog::human_duration(self.lifetimes.result_ttl)
                 ));
                 link.mime_type = Some(mime_type.clone());
@@ -457,7 +457,7 @@ fn result_fields(rec: &RenderRecord) -> Option<ResultFields> {
             size_bytes: *size_bytes,
             resolution: resolution.clone(),
             watermark_applied: *watermark_applied,
-            quality: quality.as_ref().map(quality_wire),
+            quality: quality.as_deref().map(quality_wire),
         }),
         Outcome::Error { .. } => None,
     }
