@@ -45,6 +45,8 @@ pub(crate) struct Meter {
     copies: usize,
     max_copies: usize,
     stride: u64,
+    /// The offer at which `stride` last grew.
+    raised_at: u64,
     offered: u64,
     thread: Option<JoinHandle<Option<QualityTally>>>,
 }
@@ -90,6 +92,7 @@ impl Meter {
             copies: 0,
             max_copies,
             stride: 1,
+            raised_at: 0,
             offered: 0,
             thread: Some(thread),
         })
@@ -118,11 +121,17 @@ impl Meter {
                 img.clone()
             }
             Err(_) => {
-                self.stride = (self.stride * 2).min(MAX_STRIDE);
-                tracing::debug!(
-                    stride = self.stride,
-                    "quality: copy budget full, measuring fewer frames"
-                );
+                // Copies come back only after the encoder's and decoder's delay: grow the
+                // spacing again only once a budget's worth of frames went by at this one.
+                let settled = self.raised_at + self.max_copies as u64 * self.stride;
+                if n >= settled && self.stride < MAX_STRIDE {
+                    self.stride *= 2;
+                    self.raised_at = n;
+                    tracing::debug!(
+                        stride = self.stride,
+                        "quality: copy budget full, measuring fewer frames"
+                    );
+                }
                 return;
             }
         };
