@@ -2,8 +2,8 @@
 //! output against the frames the encoder was given, for the whole and for its worst second.
 //!
 //! **How it is measured.** The encoder's own packets are decoded again in process, beside the
-//! encode ([`meter`]), and each decoded picture is compared with the composed frame it was
-//! made from ([`metrics`], FFmpeg's `psnr` and `ssim` filter arithmetic). Why not the
+//! encode (`meter.rs`), and each decoded picture is compared with the composed frame it was
+//! made from (`metrics.rs`, FFmpeg's `psnr` and `ssim` filter arithmetic). Why not the
 //! encoders' own figures: with FFmpeg 5.1 only libvpx reports them (PSNR, through
 //! `AV_PKT_DATA_QUALITY_STATS` with `AV_CODEC_FLAG_PSNR`); libx264's wrapper passes no error
 //! sums (x264 prints its totals to the log only), libx265 and NVENC report none, and none

@@ -93,18 +93,20 @@ fn ffmpeg_figures(
     )
 }
 
-#[test]
-fn the_figures_match_ffmpegs_psnr_and_ssim_filters_on_the_same_frames() {
-    let dir = tempdir();
+/// One second of 320x180 testsrc2 at 25 fps, no audio.
+fn one_second(dir: &Path) -> std::path::PathBuf {
     let spec = ClipSpec {
-        width: 320,
-        height: 180,
         fps: 25,
-        seconds: 1.0,
         audio: false,
         ..ClipSpec::h264(320, 180)
     };
-    let input = clip(dir.path(), spec);
+    clip(dir, spec)
+}
+
+#[test]
+fn the_figures_match_ffmpegs_psnr_and_ssim_filters_on_the_same_frames() {
+    let dir = tempdir();
+    let input = one_second(dir.path());
     let engine = cpu();
     let out = dir.path().join("out.mp4");
     let j = measured(&input, &out, OutputFormat::Mp4, 23);
@@ -147,15 +149,7 @@ fn the_figures_match_ffmpegs_psnr_and_ssim_filters_on_the_same_frames() {
 #[test]
 fn a_degraded_encode_reports_lower_figures_and_an_unmeasured_one_none() {
     let dir = tempdir();
-    let spec = ClipSpec {
-        width: 320,
-        height: 180,
-        fps: 25,
-        seconds: 1.0,
-        audio: false,
-        ..ClipSpec::h264(320, 180)
-    };
-    let input = clip(dir.path(), spec);
+    let input = one_second(dir.path());
     let engine = cpu();
     let good = render(
         &engine,
