@@ -32,6 +32,7 @@ use crate::hdr_out::HdrOutput;
 use crate::hwdecode::CudaDevice;
 use crate::muxer::{MuxTarget, Muxer};
 use crate::pipeline::{self, FrameReader, PipelineOutcome};
+use crate::quality::QualityReport;
 use crate::segment::SegmentSpan;
 use crate::source::{self, Source};
 use crate::tempout::TempOutput;
@@ -203,6 +204,10 @@ impl Engine {
             encode_ms = outcome.stage_times.encode.as_millis() as u64,
             "render finished"
         );
+        let quality = outcome.encode.quality.map(QualityReport::single);
+        if let Some(q) = quality.as_ref().and_then(|q| q.whole.summary()) {
+            tracing::info!(output = %job.output.display(), frames_measured = q.frames_measured, "quality: {}", q.line());
+        }
         Ok(RenderReport {
             frames,
             duration_seconds,
@@ -215,6 +220,7 @@ impl Engine {
             elapsed,
             fps,
             stage_times: outcome.stage_times,
+            quality,
         })
     }
 

@@ -35,6 +35,7 @@ mod lend;
 mod muxer;
 mod pipeline;
 mod probe;
+pub mod quality;
 mod scale;
 mod segment;
 mod source;
@@ -60,6 +61,7 @@ pub use hardware::{
     HardwareReport, HwDecodeChoice, Workload, plan_hardware, probe_hardware,
 };
 pub use probe::{AudioStreamInfo, ProbeInfo, VideoStreamInfo, probe, probe_within};
+pub use quality::{QualityReport, QualitySummary, QualityTally, SegmentQuality, WorstSecond};
 pub use segment::{SegmentPlanOptions, SegmentReport, SegmentSpan, segment_file_name};
 pub use source::hdr::{ContentLight, DolbyVision, DynamicRange, MasteringDisplay, SourceColor};
 pub use source::{MAX_DIMENSION, OverLimits, SourceLimits};

@@ -122,6 +122,7 @@ impl Engine {
             elapsed,
             fps,
             stage_times: StageTimes::default(),
+            quality: None,
         })
     }
 }

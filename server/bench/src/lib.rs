@@ -16,6 +16,7 @@ mod child;
 mod human_wait;
 pub mod load;
 mod measure;
+mod quality;
 mod report;
 mod service;
 
@@ -373,7 +374,7 @@ fn run_jobs(setup: &Setup, sources: &Sources, quick: bool) -> anyhow::Result<Vec
 /// The progress line of a measured job.
 fn job_line(j: &JobResult) -> String {
     format!(
-        "  vidforge {:.1} fps ({:.0} MB, {} decode, {}) | ffmpeg {:.1} fps ({:.0} MB) | ratio {:.2}{}",
+        "  vidforge {:.1} fps ({:.0} MB, {} decode, {}) | ffmpeg {:.1} fps ({:.0} MB) | ratio {:.2}{} | PSNR {}",
         j.vidforge.fps,
         j.vidforge.max_rss_mb,
         j.decoder,
@@ -389,7 +390,8 @@ fn job_line(j: &JobResult) -> String {
                 g.max_rss_mb,
                 j.ratio_gpu.unwrap_or(0.0)
             ))
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        j.quality.cell()
     )
 }
 

@@ -12,6 +12,8 @@ use std::time::Duration;
 use crate::store::AssetProbe;
 pub use vidforge_media::SourceLimits;
 
+/// The encoder settings of a [`RenderPlan`]: the media crate's own type.
+pub use vidforge_media::EncoderSettings as PlanEncoder;
 /// Failure classes the service maps to error codes: the media crate's own type.
 /// `SourceNotFound` → `source_not_found`; `UnsupportedCodec` and `InvalidInput` →
 /// `unsupported_codec`; `RenderFailed` → `render_failed` (temporary); `Cancelled`: the cancel
@@ -26,11 +28,16 @@ pub use vidforge_media::Progress as EngineProgress;
 pub use vidforge_media::RenderJob as RenderPlan;
 /// What a finished render produced: the media crate's own type.
 pub use vidforge_media::RenderReport as EngineReport;
+/// What a rendered segment produced (its frames, and its quality when measured): the media
+/// crate's own type.
+pub use vidforge_media::SegmentReport as EngineSegmentReport;
 /// One segment of a source (a span of its frames, cut at a keyframe): the media crate's own
 /// type.
 pub use vidforge_media::SegmentSpan;
 /// The watermark of a [`RenderPlan`]: the media crate's own type.
 pub use vidforge_media::WatermarkSpec as PlanWatermark;
+/// A render's quality measurements (the whole, each segment's): the media crate's own types.
+pub use vidforge_media::{QualityReport, SegmentQuality};
 
 /// An engine failure with its class and a human-readable reason.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -106,7 +113,8 @@ pub trait Renderer: Send + Sync {
     }
 
     /// Renders the video of one segment of `plan` into `out` (no audio); returns its
-    /// frames. Progress and `cancel` as [`Renderer::render`].
+    /// frames and, when `plan` measures it, its quality. Progress and `cancel` as
+    /// [`Renderer::render`].
     fn render_segment(
         &self,
         plan: &RenderPlan,
@@ -114,7 +122,7 @@ pub trait Renderer: Send + Sync {
         out: &Path,
         progress: &mut dyn FnMut(EngineProgress),
         cancel: &AtomicBool,
-    ) -> Result<u64, EngineError> {
+    ) -> Result<EngineSegmentReport, EngineError> {
         let _ = (plan, span, out, progress, cancel);
         Err(EngineError::new(
             FailureKind::RenderFailed,

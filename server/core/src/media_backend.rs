@@ -8,8 +8,8 @@ use vidforge_media as media;
 
 use crate::config::Config;
 use crate::engine::{
-    EngineError, EngineProgress, EngineReport, HardwareInfo, Prober, RenderPlan, Renderer,
-    SegmentSpan,
+    EngineError, EngineProgress, EngineReport, EngineSegmentReport, HardwareInfo, Prober,
+    RenderPlan, Renderer, SegmentSpan,
 };
 use crate::store::{AssetColor, AssetProbe};
 
@@ -89,10 +89,9 @@ impl Renderer for MediaRenderer {
         out: &Path,
         progress: &mut dyn FnMut(EngineProgress),
         cancel: &AtomicBool,
-    ) -> Result<u64, EngineError> {
+    ) -> Result<EngineSegmentReport, EngineError> {
         self.engine
             .render_segment(plan, span, out, progress, cancel)
-            .map(|report| report.frames)
             .map_err(map_error)
     }
 

@@ -92,6 +92,11 @@ pub struct RenderArgs {
     /// Encoder threads (0 = automatic).
     #[arg(long, default_value_t = 0)]
     pub threads: u32,
+    /// Measure the output's quality: PSNR (Y and all planes) and SSIM of the encoded video
+    /// against the frames the encoder was given, the mean and the worst second. Costs a
+    /// decode and a comparison of every frame (docs/bench/quality.md).
+    #[arg(long)]
+    pub quality: bool,
     /// Write a watermark preview PNG of one frame here instead of rendering.
     #[arg(long)]
     pub preview: Option<PathBuf>,
@@ -271,6 +276,14 @@ fn print_report(args: &RenderArgs, job: &RenderJob, report: &RenderReport) {
         report.stage_times.compose.as_secs_f64(),
         report.stage_times.encode.as_secs_f64()
     );
+    if let Some(q) = report.quality.as_ref().and_then(|q| q.whole.summary()) {
+        println!(
+            "  quality: {} (PSNR Y {:.1} dB, {} frames measured)",
+            q.line(),
+            q.psnr_y_db,
+            q.frames_measured
+        );
+    }
 }
 
 /// The job the arguments describe: the format (from `--format` or the output's extension),
@@ -296,6 +309,7 @@ fn render_job(args: &RenderArgs) -> anyhow::Result<RenderJob> {
     let mut encoder = EncoderSettings {
         h264_preset: args.preset.clone(),
         threads: args.threads,
+        measure_quality: args.quality,
         ..Default::default()
     };
     if let Some(crf) = args.crf {

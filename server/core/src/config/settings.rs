@@ -405,6 +405,13 @@ declare_settings! {
         help: "Principals whose renders of HDR sources stay HDR (HEVC Main10 in mp4/mov, VP9 profile 2 in webm) instead of being tone-mapped to SDR, weighing 6.5x (mp4/mov) or 1.5x (webm) in the work estimate; * for all (comma-separated).",
         shown: "none",
         flag(long = "keep-hdr", env = "VIDFORGE_KEEP_HDR", value_delimiter = ','): Vec<String>;
+    /// Every render on this node measures its quality (PSNR, SSIM of the encoded video against
+    /// the frames the encoder was given; see `vidforge_media::quality`) unless it asks not to
+    /// (`quality_report: false`); off, only renders that ask (`quality_report: true`) do. It
+    /// costs a decode and a comparison of every frame (docs/bench/quality.md), hence opt-in.
+    quality_report: bool = false, Switch,
+        help: "Measure every render's quality (PSNR, SSIM against the frames the encoder got; a render may still opt out); default: only renders that ask for it.",
+        flag(long, env = "VIDFORGE_QUALITY_REPORT"): bool;
     /// `/metrics` answers without authentication to any address (default: only to loopback
     /// peers; others need an admin's bearer token).
     metrics_public: bool = false, Switch,
