@@ -18,9 +18,10 @@ use serde_json::{Value, json};
 use vidforge_media::synthetic;
 use vidforge_media::{OutputFormat, Resolution};
 
-use crate::child::{Job, Peer, peer_cmd, spawn, wait_rss};
+use crate::child::{Job, Peer, output_path, peer_cmd, spawn, wait_rss};
 use crate::load::{ServerChild, call};
 use crate::measure::median;
+use crate::quality::{QualityCheck, TOLERANCE_DB};
 use crate::report::{cpu_model, ffmpeg_version};
 use crate::{LOGO_SIZE, OPACITY, fixture};
 
@@ -65,6 +66,8 @@ struct Row {
     vidforge_latency_s: f64,
     /// Of which: create → preview ready (`input_required`), median seconds.
     vidforge_preview_s: f64,
+    /// Both outputs' PSNR against the same reference, checked before the speeds compare.
+    quality: Option<QualityCheck>,
     ffmpeg_gpu_error: Option<String>,
 }
 
@@ -139,7 +142,17 @@ pub fn run(args: ServiceArgs<'_>) -> anyhow::Result<()> {
         let clip = server.upload(&client, &src).await?;
         let wm = server.upload(&client, &logo).await?;
         eprintln!("warming the server up with one render ...");
-        batch(&client, &server.base, &clip, &wm, Resolution::P720, 1, true).await?;
+        let warm = work.path().join("warm-up.mp4");
+        batch(
+            &client,
+            &server.base,
+            &clip,
+            &wm,
+            Resolution::P720,
+            1,
+            Some(&warm),
+        )
+        .await?;
         let rows = measure(
             &args,
             &client,
@@ -247,6 +260,7 @@ async fn measure(
             let mut latencies = Vec::new();
             let mut previews = Vec::new();
             let mut gpu_error = None;
+            let vidforge_out = work.join(format!("{}-{n}-vidforge.mp4", res.as_str()));
             for run in 0..args.repeats {
                 let mut order: Vec<usize> = (0..tools.len()).collect();
                 order.rotate_left(run as usize % tools.len());
@@ -254,8 +268,8 @@ async fn measure(
                     let label = format!("{} × {n} run {}", res.as_str(), run + 1);
                     match tools[t] {
                         Tool::Vidforge => {
-                            let (wall, times) =
-                                batch(client, base, clip, wm, res, n, run == 0).await?;
+                            let keep = (run == 0).then_some(vidforge_out.as_path());
+                            let (wall, times) = batch(client, base, clip, wm, res, n, keep).await?;
                             eprintln!("{label}: vidforge serve {wall:.2} s");
                             walls[t].push(wall);
                             latencies.extend(times.iter().map(|t| t.result));
@@ -280,10 +294,39 @@ async fn measure(
             }
             let mut row = row(res, n, &walls, median(latencies), gpu_error);
             row.vidforge_preview_s = median(previews);
+            let gpu = args.gpu_peer.filter(|_| row.ffmpeg_gpu_s.is_some());
+            row.quality = Some(quality(work, src, logo, res, n, &vidforge_out, gpu)?);
             rows.push(row);
         }
     }
     Ok(rows)
+}
+
+/// Both tools' first outputs of the row against the job's lossless reference (the peers'
+/// files are named by [`peers_at_once`]'s tags: run 0, process 0).
+fn quality(
+    work: &Path,
+    src: &Path,
+    logo: &Path,
+    res: Resolution,
+    n: u32,
+    vidforge: &Path,
+    gpu_peer: Option<Peer>,
+) -> anyhow::Result<QualityCheck> {
+    let job = Job {
+        work,
+        tag: "quality",
+        src,
+        res,
+        format: OutputFormat::Mp4,
+        logo,
+    };
+    let peer_out = |peer: Peer| {
+        let tag = format!("{}-{n}-0-{}-0", res.as_str(), peer.name());
+        output_path(&Job { tag: &tag, ..job }, Some(peer))
+    };
+    let gpu = gpu_peer.map(peer_out);
+    QualityCheck::of(&job, vidforge, &peer_out(Peer::Cpu), gpu.as_deref())
 }
 
 fn row(
@@ -313,6 +356,7 @@ fn row(
         ratio_gpu: ffmpeg_gpu_s.map(|g| g / vidforge_s.max(1e-9)),
         vidforge_latency_s: latency,
         vidforge_preview_s: 0.0,
+        quality: None,
         ffmpeg_gpu_error: gpu_error,
     }
 }
@@ -355,8 +399,8 @@ struct Times {
 }
 
 /// `n` watermarked renders at once through the server, each approved as soon as its preview
-/// is ready; the batch's wall time and each render's times. `check`: download one result and
-/// check it lasts what the result says.
+/// is ready; the batch's wall time and each render's times. `keep`: download one result there
+/// and check that it lasts what the result says.
 async fn batch(
     client: &reqwest::Client,
     base: &str,
@@ -364,7 +408,7 @@ async fn batch(
     wm: &str,
     res: Resolution,
     n: u32,
-    check: bool,
+    keep: Option<&Path>,
 ) -> anyhow::Result<(f64, Vec<Times>)> {
     let t = Instant::now();
     let mut renders = tokio::task::JoinSet::new();
@@ -381,8 +425,8 @@ async fn batch(
         last = Some(result);
     }
     let wall = t.elapsed().as_secs_f64();
-    if check && let Some(result) = last {
-        check_output(client, base, &result).await?;
+    if let (Some(path), Some(result)) = (keep, last) {
+        check_output(client, base, &result, path).await?;
     }
     Ok((wall, latencies))
 }
@@ -447,23 +491,26 @@ async fn one_render(
 
 /// Downloads the render's result (`vidforge://videos/…` is served at `<base>/videos/…`) and
 /// checks that it lasts what the result says.
-async fn check_output(client: &reqwest::Client, base: &str, result: &Value) -> anyhow::Result<()> {
+async fn check_output(
+    client: &reqwest::Client,
+    base: &str,
+    result: &Value,
+    path: &Path,
+) -> anyhow::Result<()> {
     let sc = &result["structuredContent"];
-    let path = sc["video_uri"]
+    let url_path = sc["video_uri"]
         .as_str()
         .and_then(|u| u.strip_prefix("vidforge://"))
         .context("the result names no video_uri")?;
     let bytes = client
-        .get(format!("{base}/{path}"))
+        .get(format!("{base}/{url_path}"))
         .send()
         .await?
         .error_for_status()?
         .bytes()
         .await?;
-    let dir = tempfile::tempdir()?;
-    let path = dir.path().join("out.mp4");
-    std::fs::write(&path, &bytes)?;
-    let probe = vidforge_media::probe(&path)?;
+    std::fs::write(path, &bytes)?;
+    let probe = vidforge_media::probe(path)?;
     let seconds = probe.duration_seconds;
     let expected = sc["duration_seconds"].as_f64().unwrap_or(seconds);
     if seconds <= 0.0 || (seconds - expected).abs() > 0.1 {
@@ -501,8 +548,8 @@ fn markdown(r: &ServiceReport) -> String {
     md.push_str(&format!(
         "\nStart-up (not in the throughput): `vidforge render` with defaults on a 1 s clip \
          {:.2} s, `ffmpeg` {:.2} s (medians of {STARTUP_RUNS}); `vidforge serve` ready in {:.2} s.\n\n\
-         | output | renders at once | vidforge serve: s (renders/h) | ffmpeg: s (renders/h) | ratio | ffmpeg GPU: s (renders/h) | ratio (GPU) | vidforge p50: preview / result |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|\n",
+         | output | renders at once | PSNR dB vidforge / ffmpeg (/ GPU) | vidforge serve: s (renders/h) | ffmpeg: s (renders/h) | ratio | ffmpeg GPU: s (renders/h) | ratio (GPU) | vidforge p50: preview / result |\n\
+         |---|---:|---|---:|---:|---:|---:|---:|---:|\n",
         s.vidforge_render_s, s.ffmpeg_s, s.serve_ready_s
     ));
     for row in &r.rows {
@@ -516,9 +563,10 @@ fn markdown(r: &ServiceReport) -> String {
             _ => "–".to_string(),
         };
         md.push_str(&format!(
-            "| {} | {} | {:.2} ({:.0}) | {:.2} ({:.0}) | **{:.2}×** | {} | {} | {:.2} s / {:.2} s |\n",
+            "| {} | {} | {} | {:.2} ({:.0}) | {:.2} ({:.0}) | **{:.2}×** | {} | {} | {:.2} s / {:.2} s |\n",
             row.resolution,
             row.renders_at_once,
+            row.quality.as_ref().map_or("–".to_string(), QualityCheck::cell),
             row.vidforge_s,
             row.vidforge_per_hour,
             row.ffmpeg_s,
@@ -531,7 +579,10 @@ fn markdown(r: &ServiceReport) -> String {
         ));
     }
     md.push_str(&format!(
-        "\nratio = vidforge's renders/hour ÷ the peer's. Total {:.0} s.\n",
+        "\nratio = vidforge's renders/hour ÷ the peer's. PSNR: each tool's first output of the \
+         row against one lossless reference of the job (ffmpeg, Lanczos, the same watermark); ⚠ \
+         marks a row where vidforge is more than {TOLERANCE_DB} dB below a peer, whose speed \
+         ratio then compares unequal videos. Total {:.0} s.\n",
         r.total_s
     ));
     md
