@@ -110,7 +110,7 @@ pub fn run(args: ServiceArgs<'_>) -> anyhow::Result<()> {
     if !synthetic::ffmpeg_available() {
         bail!("vidforge bench --service needs the ffmpeg CLI on PATH (the peer)");
     }
-    if args.jobs.iter().any(|&n| n == 0) || args.jobs.is_empty() {
+    if args.jobs.contains(&0) || args.jobs.is_empty() {
         bail!("--jobs: renders at once, each at least 1");
     }
     let started = Instant::now();
