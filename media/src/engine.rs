@@ -37,6 +37,7 @@ use crate::tempout::TempOutput;
 use crate::types::{BackendChoice, OutputFormat, Progress, RenderJob, RenderReport, Stage};
 use crate::video_out;
 use crate::watermark;
+use crate::zero_copy::{ZeroCopyPath, zero_copy_probe};
 
 /// Frames the GPU compositor keeps in flight (overlaps upload, compute and readback).
 const GPU_FRAMES_IN_FLIGHT: usize = 3;
@@ -50,6 +51,9 @@ pub struct Engine {
     choice: BackendChoice,
     /// The one CUDA device of the process for NVDEC decoding, shared by every decoder.
     cuda: Option<CudaDevice>,
+    /// NVDEC's frames into the wgpu compositor without leaving the GPU (self-tested once
+    /// when both exist), or why not.
+    zero_copy: Result<ZeroCopyPath, String>,
     h264: H264Encoder,
 }
 
@@ -59,6 +63,7 @@ impl std::fmt::Debug for Engine {
             .field("choice", &self.choice)
             .field("backend", &self.backend_name())
             .field("nvdec", &self.cuda.is_some())
+            .field("zero_copy", &self.zero_copy.is_ok())
             .field("h264", &self.h264)
             .finish()
     }
@@ -109,12 +114,20 @@ impl Engine {
                 software = a.is_software, "GPU compositor ready"
             );
         }
+        let zero_copy = probe_zero_copy(gpu.as_ref(), cuda.as_ref());
         Ok(Engine {
             gpu,
             choice,
             cuda,
+            zero_copy,
             h264,
         })
+    }
+
+    /// Whether renders that decode on NVDEC hand their frames to the wgpu compositor without
+    /// leaving the GPU (zero-copy), or why not.
+    pub fn zero_copy(&self) -> Result<(), &str> {
+        self.zero_copy.as_ref().map(|_| ()).map_err(String::as_str)
     }
 
     /// `cpu` or the GPU adapter's name.
@@ -192,6 +205,7 @@ impl Engine {
             decode_ms = outcome.stage_times.decode.as_millis() as u64,
             compose_ms = outcome.stage_times.compose.as_millis() as u64,
             encode_ms = outcome.stage_times.encode.as_millis() as u64,
+            hops = %hops_line(&outcome.stage_times.hops, frames),
             "render finished"
         );
         Ok(RenderReport {
@@ -270,7 +284,10 @@ impl Engine {
         if let Some(span) = span {
             reader.set_window(span.start_pts, span.end_pts);
         }
-        let make = self.compositor_factory(spec);
+        // NVDEC's frames stay on the GPU when the compositor can take them there.
+        let zero_copy = self.zero_copy.as_ref().ok().filter(|_| nvdec).cloned();
+        reader.keep_on_gpu(zero_copy.is_some());
+        let make = self.compositor_factory(spec, zero_copy);
         let outcome = pipeline::run(reader, make, muxer, cancel, progress, frames_total, depths)?;
         Ok(Rendered {
             outcome,
@@ -306,13 +323,23 @@ impl Engine {
         );
     }
 
-    /// Builds this engine's compositor for `spec` on the compose thread.
+    /// Builds this engine's compositor for `spec` on the compose thread (taking NVDEC's
+    /// frames on the GPU through `zero_copy` when given).
     fn compositor_factory(
         &self,
         spec: ComposeSpec,
+        zero_copy: Option<ZeroCopyPath>,
     ) -> Box<dyn FnOnce() -> Result<Box<dyn Compositor>, MediaError> + Send> {
         let gpu = self.gpu.clone();
-        Box::new(move || Ok(build_compositor(gpu.as_ref(), spec)))
+        Box::new(move || {
+            Ok(match (zero_copy, gpu) {
+                (Some(path), _) => Box::new(
+                    WgpuCompositor::new(path.gpu(), spec, GPU_FRAMES_IN_FLIGHT)
+                        .with_zero_copy(path),
+                ),
+                (None, gpu) => build_compositor(gpu.as_ref(), spec),
+            })
+        })
     }
 }
 
@@ -341,6 +368,39 @@ pub(crate) fn output_facts(output: &Path, fallback_seconds: f64) -> (u64, f64) {
         .map(|d| d as f64 / ffi::AV_TIME_BASE as f64)
         .unwrap_or(fallback_seconds);
     (size_bytes, duration_seconds)
+}
+
+/// The decode and compose hops of a render of `frames` frames, per frame, for the log.
+fn hops_line(h: &crate::types::Hops, frames: u64) -> String {
+    let per = |d: std::time::Duration| d.as_secs_f64() * 1e3 / frames.max(1) as f64;
+    format!(
+        "ms/frame: download {:.3}, copy in {:.3}, submit {:.3}, gpu wait {:.3}, readback {:.3}; \
+         zero-copy frames {}",
+        per(h.download),
+        per(h.copy_in),
+        per(h.submit),
+        per(h.gpu_wait),
+        per(h.readback),
+        h.zero_copy_frames
+    )
+}
+
+/// The zero-copy path for the process's GPU compositor and CUDA device, or why there is
+/// none (logged once).
+fn probe_zero_copy(
+    gpu: Option<&GpuContext>,
+    cuda: Option<&CudaDevice>,
+) -> Result<ZeroCopyPath, String> {
+    let path = match (gpu, cuda) {
+        (Some(gpu), Some(cuda)) => zero_copy_probe(gpu, cuda),
+        (None, _) => Err("no GPU compositor".into()),
+        (_, None) => Err("no CUDA device".into()),
+    };
+    match &path {
+        Ok(_) => tracing::info!("NVDEC frames go to the GPU compositor zero-copy"),
+        Err(e) => tracing::debug!("NVDEC frames are downloaded: {e}"),
+    }
+    path
 }
 
 /// The compositor for `spec`: the wgpu one when there is a GPU context, else the CPU one.

@@ -260,9 +260,33 @@ pub struct Progress {
 /// Busy time of each stage (time spent working, not waiting on queues).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct StageTimes {
+    /// Demuxing and decoding, NVDEC's download to system memory included.
     pub decode: Duration,
     pub compose: Duration,
     pub encode: Duration,
+    /// The decode and compose stages hop by hop.
+    pub hops: Hops,
+}
+
+/// Where a frame's way from the decoder to the encoder spent its time, summed over a render
+/// (wall time on the stage threads; zero for hops a path does not have). The GPU's own work
+/// shows as `gpu_wait`; the compose pass alone is timed by `GpuCompositor::kernel_timing`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Hops {
+    /// NVDEC surfaces copied to system memory (decode thread; the compose thread for frames
+    /// the zero-copy path hands back).
+    pub download: Duration,
+    /// Source frames into the GPU compositor's input: a host copy into the upload buffer,
+    /// or, zero-copy, the CUDA device-to-device copy and its stream synchronisation.
+    pub copy_in: Duration,
+    /// Recording and submitting the compose commands.
+    pub submit: Duration,
+    /// Waiting on the GPU: the compose pass and the output's copy to host-visible memory.
+    pub gpu_wait: Duration,
+    /// Composed frames copied out of the mapped readback buffer.
+    pub readback: Duration,
+    /// Frames that reached the compositor without leaving the GPU.
+    pub zero_copy_frames: u64,
 }
 
 /// What a finished render produced.

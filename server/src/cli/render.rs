@@ -268,6 +268,19 @@ fn print_report(args: &RenderArgs, job: &RenderJob, report: &RenderReport) {
         report.stage_times.compose.as_secs_f64(),
         report.stage_times.encode.as_secs_f64()
     );
+    let hops = &report.stage_times.hops;
+    let per = |d: std::time::Duration| d.as_secs_f64() * 1e3 / report.frames.max(1) as f64;
+    println!(
+        "  hops, ms/frame: download {:.3}, copy in {:.3}, submit {:.3}, gpu wait {:.3}, \
+         readback {:.3}; zero-copy frames {} of {}",
+        per(hops.download),
+        per(hops.copy_in),
+        per(hops.submit),
+        per(hops.gpu_wait),
+        per(hops.readback),
+        hops.zero_copy_frames,
+        report.frames
+    );
 }
 
 /// The job the arguments describe: the format (from `--format` or the output's extension),
@@ -391,6 +404,13 @@ fn print_hardware() {
                 "  hardware adapter: {} ({}, {}) - backend auto uses it",
                 a.name, a.backend, a.device_type
             );
+            match ctx.interop() {
+                Ok(_) => println!(
+                    "  external memory: yes - NVDEC frames can reach it zero-copy (self-tested \
+                     when an engine starts with both)"
+                ),
+                Err(e) => println!("  external memory: no ({e}) - NVDEC frames are downloaded"),
+            }
         }
         Err(e) => {
             println!("  hardware adapter: none ({e})");
