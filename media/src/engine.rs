@@ -37,7 +37,7 @@ use crate::tempout::TempOutput;
 use crate::types::{BackendChoice, OutputFormat, Progress, RenderJob, RenderReport, Stage};
 use crate::video_out;
 use crate::watermark;
-use crate::zero_copy::{ZeroCopyPath, zero_copy_probe};
+use crate::zero_copy::{ZeroCopyPath, select_zero_copy};
 
 /// Frames the GPU compositor keeps in flight (overlaps upload, compute and readback).
 const GPU_FRAMES_IN_FLIGHT: usize = 3;
@@ -114,7 +114,7 @@ impl Engine {
                 software = a.is_software, "GPU compositor ready"
             );
         }
-        let zero_copy = probe_zero_copy(gpu.as_ref(), cuda.as_ref());
+        let zero_copy = select_zero_copy(hardware.zero_copy, gpu.as_ref(), cuda.as_ref())?;
         Ok(Engine {
             gpu,
             choice,
@@ -205,7 +205,7 @@ impl Engine {
             decode_ms = outcome.stage_times.decode.as_millis() as u64,
             compose_ms = outcome.stage_times.compose.as_millis() as u64,
             encode_ms = outcome.stage_times.encode.as_millis() as u64,
-            hops = %hops_line(&outcome.stage_times.hops, frames),
+            hops = %outcome.stage_times.hops.per_frame(frames),
             "render finished"
         );
         Ok(RenderReport {
@@ -368,39 +368,6 @@ pub(crate) fn output_facts(output: &Path, fallback_seconds: f64) -> (u64, f64) {
         .map(|d| d as f64 / ffi::AV_TIME_BASE as f64)
         .unwrap_or(fallback_seconds);
     (size_bytes, duration_seconds)
-}
-
-/// The decode and compose hops of a render of `frames` frames, per frame, for the log.
-fn hops_line(h: &crate::types::Hops, frames: u64) -> String {
-    let per = |d: std::time::Duration| d.as_secs_f64() * 1e3 / frames.max(1) as f64;
-    format!(
-        "ms/frame: download {:.3}, copy in {:.3}, submit {:.3}, gpu wait {:.3}, readback {:.3}; \
-         zero-copy frames {}",
-        per(h.download),
-        per(h.copy_in),
-        per(h.submit),
-        per(h.gpu_wait),
-        per(h.readback),
-        h.zero_copy_frames
-    )
-}
-
-/// The zero-copy path for the process's GPU compositor and CUDA device, or why there is
-/// none (logged once).
-fn probe_zero_copy(
-    gpu: Option<&GpuContext>,
-    cuda: Option<&CudaDevice>,
-) -> Result<ZeroCopyPath, String> {
-    let path = match (gpu, cuda) {
-        (Some(gpu), Some(cuda)) => zero_copy_probe(gpu, cuda),
-        (None, _) => Err("no GPU compositor".into()),
-        (_, None) => Err("no CUDA device".into()),
-    };
-    match &path {
-        Ok(_) => tracing::info!("NVDEC frames go to the GPU compositor zero-copy"),
-        Err(e) => tracing::debug!("NVDEC frames are downloaded: {e}"),
-    }
-    path
 }
 
 /// The compositor for `spec`: the wgpu one when there is a GPU context, else the CPU one.

@@ -109,11 +109,13 @@ impl H264Encoder {
     }
 }
 
-/// Both hardware choices, as configured.
+/// The hardware choices, as configured.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct HardwareChoice {
     pub decode: HwDecodeChoice,
     pub encoder: EncoderChoice,
+    /// NVDEC's frames to the wgpu compositor without a download.
+    pub zero_copy: crate::zero_copy::ZeroCopyChoice,
 }
 
 /// Resolves the decode choice with `open`, which tries to open a CUDA device.

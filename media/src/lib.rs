@@ -69,3 +69,4 @@ pub use types::{
     RenderReport, Resolution, Stage, StageTimes, WatermarkSpec,
 };
 pub use watermark::load_watermark_png;
+pub use zero_copy::ZeroCopyChoice;

@@ -289,6 +289,23 @@ pub struct Hops {
     pub zero_copy_frames: u64,
 }
 
+impl Hops {
+    /// One line for reports and logs: each hop in ms per frame of `frames`.
+    pub fn per_frame(&self, frames: u64) -> String {
+        let per = |d: Duration| d.as_secs_f64() * 1e3 / frames.max(1) as f64;
+        format!(
+            "ms/frame: download {:.3}, copy in {:.3}, submit {:.3}, gpu wait {:.3}, \
+             readback {:.3}; zero-copy frames {} of {frames}",
+            per(self.download),
+            per(self.copy_in),
+            per(self.submit),
+            per(self.gpu_wait),
+            per(self.readback),
+            self.zero_copy_frames
+        )
+    }
+}
+
 /// What a finished render produced.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RenderReport {

@@ -32,6 +32,63 @@ use crate::hwdecode::{self, CudaDevice};
 use cuda::{Cuda, Imported};
 use layout::{DeviceFrame, plane_copies};
 
+/// `--zero-copy`: whether NVDEC's frames may reach the wgpu compositor without leaving the
+/// GPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ZeroCopyChoice {
+    /// When the start-up self-test passes (a wgpu compositor and a CUDA device on the same
+    /// GPU); else NVDEC's frames are downloaded, as ever.
+    #[default]
+    Auto,
+    /// Required: starting fails, with the reason, when the path does not work.
+    On,
+    /// Never: NVDEC's frames are downloaded (and the self-test does not run).
+    Off,
+}
+
+vidforge_gpu::enum_names!(ZeroCopyChoice {
+    Auto => "auto",
+    On => "on",
+    Off => "off",
+});
+
+impl ZeroCopyChoice {
+    /// A name in any case, spaces around it ignored.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|c| c.as_str().eq_ignore_ascii_case(s.trim()))
+    }
+}
+
+/// Resolves `choice` for the process's GPU compositor and CUDA device: the working path, or
+/// why there is none (logged); an error only when `On` cannot be had.
+pub(crate) fn select_zero_copy(
+    choice: ZeroCopyChoice,
+    gpu: Option<&GpuContext>,
+    cuda: Option<&CudaDevice>,
+) -> Result<Result<ZeroCopyPath, String>, MediaError> {
+    let path = match (choice, gpu, cuda) {
+        (ZeroCopyChoice::Off, _, _) => Err("turned off (--zero-copy off)".to_string()),
+        (_, Some(gpu), Some(cuda)) => zero_copy_probe(gpu, cuda),
+        (_, None, _) => Err("no GPU compositor".into()),
+        (_, _, None) => Err("no CUDA device".into()),
+    };
+    match &path {
+        Ok(_) => tracing::info!("NVDEC frames go to the GPU compositor zero-copy"),
+        Err(e) if choice == ZeroCopyChoice::On => {
+            return Err(MediaError::HardwareUnavailable {
+                reason: format!(
+                    "--zero-copy on: {e}; use --zero-copy auto or off where NVDEC's frames \
+                     cannot reach the GPU compositor directly"
+                ),
+            });
+        }
+        Err(e) => tracing::debug!("NVDEC frames are downloaded: {e}"),
+    }
+    Ok(path)
+}
+
 /// A zero-copy path that passed its self-test: FFmpeg's CUDA context and the wgpu context it
 /// feeds, on the same GPU. Cheap to clone; shared by every render of the process.
 #[derive(Clone, Debug)]

@@ -25,6 +25,7 @@ impl MediaRenderer {
         let hardware = media::HardwareChoice {
             decode: config.hwdecode,
             encoder: config.encoder,
+            ..Default::default()
         };
         let engine = media::Engine::with_hardware(config.backend, hardware).map_err(map_error)?;
         Ok(MediaRenderer { engine })

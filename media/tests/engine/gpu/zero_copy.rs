@@ -16,6 +16,7 @@ fn engine(decode: HwDecodeChoice) -> Option<Engine> {
     let hardware = HardwareChoice {
         decode,
         encoder: EncoderChoice::X264,
+        ..Default::default()
     };
     Some(Engine::with_hardware(BackendChoice::Wgpu, hardware).expect("wgpu engine"))
 }
