@@ -13,6 +13,7 @@ pub(crate) mod truncation;
 pub(crate) use truncation::check_complete;
 
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -37,7 +38,7 @@ use crate::tempout::TempOutput;
 use crate::types::{BackendChoice, OutputFormat, Progress, RenderJob, RenderReport, Stage};
 use crate::video_out;
 use crate::watermark;
-use crate::zero_copy::{ZeroCopyPath, select_zero_copy};
+use crate::zero_copy::{ZeroCopy, ZeroCopyPath};
 
 /// Frames the GPU compositor keeps in flight (overlaps upload, compute and readback).
 const GPU_FRAMES_IN_FLIGHT: usize = 3;
@@ -51,9 +52,9 @@ pub struct Engine {
     choice: BackendChoice,
     /// The one CUDA device of the process for NVDEC decoding, shared by every decoder.
     cuda: Option<CudaDevice>,
-    /// NVDEC's frames into the wgpu compositor without leaving the GPU (self-tested once
-    /// when both exist), or why not.
-    zero_copy: Result<ZeroCopyPath, String>,
+    /// NVDEC's frames into the wgpu compositor without leaving the GPU: probed and
+    /// self-tested once, when a render first needs it (at start for `--zero-copy on`).
+    zero_copy: Arc<ZeroCopy>,
     h264: H264Encoder,
 }
 
@@ -63,7 +64,7 @@ impl std::fmt::Debug for Engine {
             .field("choice", &self.choice)
             .field("backend", &self.backend_name())
             .field("nvdec", &self.cuda.is_some())
-            .field("zero_copy", &self.zero_copy.is_ok())
+            .field("zero_copy", &self.zero_copy)
             .field("h264", &self.h264)
             .finish()
     }
@@ -114,7 +115,11 @@ impl Engine {
                 software = a.is_software, "GPU compositor ready"
             );
         }
-        let zero_copy = select_zero_copy(hardware.zero_copy, gpu.as_ref(), cuda.as_ref())?;
+        let zero_copy = Arc::new(ZeroCopy::new(
+            hardware.zero_copy,
+            gpu.as_ref(),
+            cuda.as_ref(),
+        )?);
         Ok(Engine {
             gpu,
             choice,
@@ -125,9 +130,10 @@ impl Engine {
     }
 
     /// Whether renders that decode on NVDEC hand their frames to the wgpu compositor without
-    /// leaving the GPU (zero-copy), or why not.
+    /// leaving the GPU (zero-copy), or why not. Probes the path (with its self-test) on the
+    /// first call of the process, when no render has yet.
     pub fn zero_copy(&self) -> Result<(), &str> {
-        self.zero_copy.as_ref().map(|_| ()).map_err(String::as_str)
+        self.zero_copy.path().map(|_| ())
     }
 
     /// `cpu` or the GPU adapter's name.
@@ -285,7 +291,7 @@ impl Engine {
             reader.set_window(span.start_pts, span.end_pts);
         }
         // NVDEC's frames stay on the GPU when the compositor can take them there.
-        let zero_copy = self.zero_copy.as_ref().ok().filter(|_| nvdec).cloned();
+        let zero_copy = nvdec.then(|| self.zero_copy.path().ok().cloned()).flatten();
         reader.keep_on_gpu(zero_copy.is_some());
         let make = self.compositor_factory(spec, zero_copy);
         let outcome = pipeline::run(reader, make, muxer, cancel, progress, frames_total, depths)?;

@@ -6,7 +6,8 @@
 //! `cuStreamSynchronize`, before the compose pass is submitted). Only the output-sized
 //! composed frame comes back to system memory, for libx264 / libvpx.
 //!
-//! [`zero_copy_probe`] decides once per process whether the path works: external memory on
+//! [`zero_copy_probe`] decides once per process ([`ZeroCopy`], when a render first needs it)
+//! whether the path works: external memory on
 //! the compositor's device, libcuda loadable, CUDA's device the same GPU as Vulkan's, and a
 //! self-test (`selftest.rs`) that pushes a known frame through exactly the render's copy and
 //! compares the composed result with the upload path's. Any failure is a reason string, and
@@ -21,6 +22,7 @@ pub(crate) mod layout;
 mod selftest;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use ffmpeg::frame;
@@ -61,22 +63,33 @@ impl ZeroCopyChoice {
     }
 }
 
-/// Resolves `choice` for the process's GPU compositor and CUDA device: the working path, or
-/// why there is none (logged); an error only when `On` cannot be had.
-pub(crate) fn select_zero_copy(
+/// The process's zero-copy path as `--zero-copy` asks: probed (self-test included) once,
+/// when a render first needs it, or at start for `on`. Shared by every clone of the engine.
+#[derive(Debug)]
+pub(crate) struct ZeroCopy {
     choice: ZeroCopyChoice,
-    gpu: Option<&GpuContext>,
-    cuda: Option<&CudaDevice>,
-) -> Result<Result<ZeroCopyPath, String>, MediaError> {
-    let path = match (choice, gpu, cuda) {
-        (ZeroCopyChoice::Off, _, _) => Err("turned off (--zero-copy off)".to_string()),
-        (_, Some(gpu), Some(cuda)) => zero_copy_probe(gpu, cuda),
-        (_, None, _) => Err("no GPU compositor".into()),
-        (_, _, None) => Err("no CUDA device".into()),
-    };
-    match &path {
-        Ok(_) => tracing::info!("NVDEC frames go to the GPU compositor zero-copy"),
-        Err(e) if choice == ZeroCopyChoice::On => {
+    gpu: Option<GpuContext>,
+    cuda: Option<CudaDevice>,
+    path: OnceLock<Result<ZeroCopyPath, String>>,
+}
+
+impl ZeroCopy {
+    /// The path for the process's GPU compositor and CUDA device; with `On` probed now, and
+    /// an error when it cannot be had.
+    pub(crate) fn new(
+        choice: ZeroCopyChoice,
+        gpu: Option<&GpuContext>,
+        cuda: Option<&CudaDevice>,
+    ) -> Result<Self, MediaError> {
+        let state = ZeroCopy {
+            choice,
+            gpu: gpu.cloned(),
+            cuda: cuda.cloned(),
+            path: OnceLock::new(),
+        };
+        if choice == ZeroCopyChoice::On
+            && let Err(e) = state.path()
+        {
             return Err(MediaError::HardwareUnavailable {
                 reason: format!(
                     "--zero-copy on: {e}; use --zero-copy auto or off where NVDEC's frames \
@@ -84,9 +97,26 @@ pub(crate) fn select_zero_copy(
                 ),
             });
         }
-        Err(e) => tracing::debug!("NVDEC frames are downloaded: {e}"),
+        Ok(state)
     }
-    Ok(path)
+
+    /// The working path, or why there is none (probed on the first call, logged once).
+    pub(crate) fn path(&self) -> Result<&ZeroCopyPath, &str> {
+        let path = self.path.get_or_init(|| {
+            let path = match (self.choice, &self.gpu, &self.cuda) {
+                (ZeroCopyChoice::Off, _, _) => Err("turned off (--zero-copy off)".to_string()),
+                (_, Some(gpu), Some(cuda)) => zero_copy_probe(gpu, cuda),
+                (_, None, _) => Err("no GPU compositor".into()),
+                (_, _, None) => Err("no CUDA device".into()),
+            };
+            match &path {
+                Ok(_) => tracing::info!("NVDEC frames go to the GPU compositor zero-copy"),
+                Err(e) => tracing::debug!("NVDEC frames are downloaded: {e}"),
+            }
+            path
+        });
+        path.as_ref().map_err(String::as_str)
+    }
 }
 
 /// A zero-copy path that passed its self-test: FFmpeg's CUDA context and the wgpu context it
