@@ -189,7 +189,7 @@ for variant in "cuda on" "cuda off" "off off"; do
   wait "${pids[@]}"
   ms=$(( ($(date +%s%N) - t0) / 1000000 ))
   ok=$(grep -L '^refused' "$work"/zcp*.line | wc -l)
-  echo "zero-copy check, $name, $ZC_AT_ONCE at once: $ok ok in $ms ms; first: $(head -c 400 "$work/zcp1.line")" >> "$OUT/renders.txt"
+  echo "zero-copy check, $name, $ZC_AT_ONCE at once: $ok ok in $ms ms; first: $(head -c 600 "$work/zcp1.line")" >> "$OUT/renders.txt"
   rm -f "$work"/zcp*.line
 done
 sed 's/^/    /' "$OUT/renders.txt" | tee -a "$summary"
