@@ -11,7 +11,9 @@
 #      with the compose kernel timed by timestamp queries;
 #   4. one 1080p -> 720p render per backend x decoder x encoder combination, a 10-bit HEVC
 #      source (P010 from NVDEC), and the quality of each H.264 encoder against the source
-#      (PSNR, side by side);
+#      (PSNR, side by side); then NVDEC -> wgpu compositor zero-copy against the download and
+#      against software decoding, per hop (decode, download, copy in, GPU wait, readback),
+#      one render at a time and several at once;
 #   5. what one `vidforge serve` serves with its defaults (`vidforge bench --service`): 1 and 16
 #      watermarked 1080p -> 720p renders at once over MCP against as many ffmpeg processes and
 #      ffmpeg's GPU pipeline, renders/hour side by side, start-up on its own line; then 16
@@ -39,11 +41,16 @@ if [ $on_device = 1 ]; then
   # The issue's job (20 s of 1080p30, 16 at once and 1), twice each; then 4k, once.
   SERVICE_ARGS=(--jobs 1,16 --seconds 20 --repeats 2)
   SERVICE_4K_ARGS=(--jobs 16 --seconds 4 --resolutions 4k --repeats 1)
+  # Zero-copy vs download: repeats of one render, and renders at once.
+  ZC_REPEATS=3 ZC_AT_ONCE=8
+  # The media GPU tests require the zero-copy path here (its start-up self-test must pass).
+  export VIDFORGE_REQUIRE_CUDA=1
 else
   BIN=$PWD/.device/bin
   # A rehearsal on a small machine: the quick forms.
   SERVICE_ARGS=(--quick --jobs 1,2)
   SERVICE_4K_ARGS=(--jobs 2 --seconds 1 --resolutions 4k --repeats 1)
+  ZC_REPEATS=1 ZC_AT_ONCE=2
 fi
 export WGPU_BACKEND=vulkan XDG_RUNTIME_DIR=/tmp RUST_LOG=warn VIDFORGE_REQUIRE_GPU=1 RUST_BACKTRACE=0
 for b in vidforge fps gpu-compose-tests media-gpu-tests; do
@@ -102,7 +109,9 @@ say ""
 say "## 3. Compositor alone (1080p source, watermark, upload + compose + readback)"
 : > "$OUT/compositor.jsonl"
 for out in 720p 1080p 4k; do
-  for fmt in yuv420p nv12; do
+  # nv12-device: the frames already on the GPU, copied device to device (the zero-copy path's
+  # input, no upload).
+  for fmt in yuv420p nv12 nv12-device; do
     if timeout 60 "$BIN/fps" "$out" 3 "$fmt" > "$work/fps.txt" 2>&1; then
       grep -v '^{' "$work/fps.txt" | sed 's/^/    /' >> "$summary"
       grep '^{' "$work/fps.txt" >> "$OUT/compositor.jsonl"
@@ -127,7 +136,7 @@ for backend in cpu wgpu; do
       if timeout 180 "$BIN/vidforge" render "$work/src.mp4" -o "$work/r.mp4" -r 720p --quiet \
         --watermark "$work/logo.png" --backend $backend --hwdecode $hwdecode --encoder $encoder \
         > "$work/r.txt" 2>&1; then
-        echo "$combo: ok: $(head -n 2 "$work/r.txt" | sed "s#$work/##" | tr -s ' \n' ' ')" >> "$OUT/renders.txt"
+        echo "$combo: ok: $(head -n 3 "$work/r.txt" | sed "s#$work/##" | tr -s ' \n' ' ')" >> "$OUT/renders.txt"
       else
         echo "$combo: refused: $(first_error "$work/r.txt")" >> "$OUT/renders.txt"
       fi
@@ -140,7 +149,7 @@ ffmpeg -hide_banner -v error -y -f lavfi -i testsrc2=size=1920x1080:rate=30:dura
   -c:v libx265 -preset ultrafast -pix_fmt yuv420p10le -x265-params log-level=error "$work/src10.mp4"
 if timeout 180 "$BIN/vidforge" render "$work/src10.mp4" -o "$work/r10.mp4" -r 720p --quiet \
   --watermark "$work/logo.png" --backend auto > "$work/r10.txt" 2>&1; then
-  echo "10-bit HEVC source, auto: ok: $(head -n 2 "$work/r10.txt" | sed "s#$work/##" | tr -s ' \n' ' ')" >> "$OUT/renders.txt"
+  echo "10-bit HEVC source, auto: ok: $(head -n 3 "$work/r10.txt" | sed "s#$work/##" | tr -s ' \n' ' ')" >> "$OUT/renders.txt"
 else
   echo "10-bit HEVC source, auto: failed: $(first_error "$work/r10.txt")" >> "$OUT/renders.txt"
 fi
@@ -156,6 +165,36 @@ for encoder in x264 nvenc; do
   else
     echo "quality $encoder: not available: $(first_error "$work/q.txt")" >> "$OUT/renders.txt"
   fi
+done
+# NVDEC -> wgpu compositor: zero-copy (frames stay on the GPU), the download it replaces, and
+# software decoding, on the same job; each render's hops line says where the time went.
+zc_render() { # NAME HWDECODE ZERO_COPY: one render, its summary and hops on one line
+  if timeout 180 "$BIN/vidforge" render "$work/src.mp4" -o "$work/$1.mp4" -r 720p --quiet \
+    --watermark "$work/logo.png" --backend wgpu --encoder x264 --hwdecode "$2" --zero-copy "$3" \
+    > "$work/$1.txt" 2>&1; then
+    head -n 3 "$work/$1.txt" | sed "s#$work/##" | tr -s ' \n' ' '
+  else
+    echo "refused: $(first_error "$work/$1.txt")"
+  fi
+  rm -f "$work/$1.mp4"
+}
+for variant in "cuda on" "cuda off" "off off"; do
+  read -r hw zc <<< "$variant"
+  name="hwdecode=$hw zero-copy=$zc"
+  for rep in $(seq 1 "$ZC_REPEATS"); do
+    echo "zero-copy check, $name, run $rep: $(zc_render "zc$rep" "$hw" "$zc")" >> "$OUT/renders.txt"
+  done
+  t0=$(date +%s%N)
+  pids=()
+  for i in $(seq 1 "$ZC_AT_ONCE"); do
+    zc_render "zcp$i" "$hw" "$zc" > "$work/zcp$i.line" &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  ok=$(grep -L '^refused' "$work"/zcp*.line | wc -l)
+  echo "zero-copy check, $name, $ZC_AT_ONCE at once: $ok ok in $ms ms; first: $(head -c 600 "$work/zcp1.line")" >> "$OUT/renders.txt"
+  rm -f "$work"/zcp*.line
 done
 sed 's/^/    /' "$OUT/renders.txt" | tee -a "$summary"
 

@@ -1,8 +1,11 @@
 //! Throughput of the GPU compositor: `cargo run -p vidforge-gpu --release --example fps
 //! [OUTPUT] [SECONDS] [INPUT_FORMAT]`. OUTPUT is `WxH` or 720p / 1080p / 4k (default 720p),
-//! INPUT_FORMAT yuv420p (default), nv12 or p010 (what NVDEC hands over). The source is a 1080p
-//! frame, with a watermark, 3 frames in flight, for about SECONDS (default 5, capped at 10).
-//! Upload, compose and readback are all included in the fps; where the adapter records
+//! INPUT_FORMAT yuv420p (default), nv12 or p010 (what NVDEC hands over), or nv12-device /
+//! p010-device: the frames already on the GPU, copied device to device into the compositor's
+//! exported inputs (a Vulkan copy through an import of them, standing in for the CUDA copy of
+//! the zero-copy path), so no upload. The source is a 1080p frame, with a watermark, 3 frames
+//! in flight, for about SECONDS (default 5, capped at 10).
+//! Upload (or the device copy), compose and readback are all included in the fps; where the adapter records
 //! timestamps the compose pass alone is timed too (GPU time per frame, and the bandwidth it
 //! reaches moving the source once and the output once). The last line is JSON.
 
@@ -40,10 +43,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let (ow, oh) = output_size(args.next().as_deref().unwrap_or("720p"))?;
     let seconds: f64 = args.next().map(|s| s.parse()).transpose()?.unwrap_or(5.0);
-    let format = match args.next().as_deref() {
-        None | Some("yuv420p") => SourceFormat::Yuv420p,
-        Some("nv12") => SourceFormat::Nv12,
-        Some("p010") => SourceFormat::P010,
+    let (format, on_device) = match args.next().as_deref() {
+        None | Some("yuv420p") => (SourceFormat::Yuv420p, false),
+        Some("nv12") => (SourceFormat::Nv12, false),
+        Some("p010") => (SourceFormat::P010, false),
+        Some("nv12-device") => (SourceFormat::Nv12, true),
+        Some("p010-device") => (SourceFormat::P010, true),
         Some(other) => return Err(format!("unknown input format {other}").into()),
     };
     let budget = Duration::from_secs_f64(seconds.clamp(0.5, 10.0));
@@ -73,7 +78,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         src_format: format,
         light: OutputLight::Sdr,
     };
-    let mut gpu = GpuCompositor::new(&ctx, cfg, 3)?;
+    let mut gpu = if on_device {
+        GpuCompositor::with_external_input(&ctx, cfg, 3)?
+    } else {
+        GpuCompositor::new(&ctx, cfg, 3)?
+    };
     // Two distinct frames so nothing can be cached between submissions.
     let planar: Vec<Yuv420Frame> = (0..2u8)
         .map(|i| {
@@ -95,23 +104,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Warm-up: first dispatch compiles/allocates lazily on some drivers.
     gpu.compose_one(frame(0))?;
+    let device = on_device
+        .then(|| DeviceFrames::new(&ctx, &mut gpu, [frame(0), frame(1)]))
+        .transpose()?;
     let cpu_start = cpu_seconds();
     let start = Instant::now();
     let mut done = 0u64;
     let mut submitted = 0usize;
     while start.elapsed() < budget {
-        if gpu.submit(frame(submitted % 2))?.is_some() {
-            done += 1;
-        }
+        let out = match &device {
+            Some(d) => gpu.submit_filled(|slot| d.copy(&ctx, submitted % 2, slot))?,
+            None => gpu.submit(frame(submitted % 2))?,
+        };
+        done += out.is_some() as u64;
         submitted += 1;
     }
     done += gpu.finish()?.len() as u64;
     let secs = start.elapsed().as_secs_f64();
     let cpu = cpu_seconds().zip(cpu_start).map(|(end, begin)| end - begin);
     let fps = done as f64 / secs;
-    println!(
-        "{sw}x{sh} {} -> {ow}x{oh} (+watermark): {done} frames in {secs:.2} s = {fps:.1} fps ({:.2} ms/frame){}",
+    let input = format!(
+        "{}{}",
         format.as_str(),
+        if on_device { "-device" } else { "" }
+    );
+    println!(
+        "{sw}x{sh} {input} -> {ow}x{oh} (+watermark): {done} frames in {secs:.2} s = {fps:.1} fps ({:.2} ms/frame){}",
         secs * 1000.0 / done.max(1) as f64,
         // On a software adapter the "GPU" is this process's threads: CPU time per frame is the
         // cost that stays meaningful on a busy machine.
@@ -145,9 +163,66 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "{{\"adapter\": \"{}\", \"source\": \"{sw}x{sh}\", \"input_format\": \"{}\", \"output\": \"{ow}x{oh}\", \"frames\": {done}, \"seconds\": {secs:.3}, \"fps\": {fps:.1}, \"gpu_mib\": {gpu_mb:.1}, \"kernel\": {kernel_json}}}",
         a.name.replace('"', "'"),
-        format.as_str()
+        input
     );
     Ok(())
+}
+
+/// Source frames already in device memory, laid out as the compositor's input, and its
+/// exported inputs imported again, so each frame arrives by a device-to-device copy.
+struct DeviceFrames {
+    sources: Vec<wgpu::Buffer>,
+    inputs: Vec<wgpu::Buffer>,
+    size: u64,
+}
+
+impl DeviceFrames {
+    fn new(
+        ctx: &GpuContext,
+        gpu: &mut GpuCompositor,
+        frames: [vidforge_gpu::SourceFrame; 2],
+    ) -> Result<Self, vidforge_gpu::GpuError> {
+        let layout = gpu.input_layout();
+        let inputs = gpu
+            .take_exported_inputs()
+            .into_iter()
+            .map(|m| ctx.import_buffer(m, "fps input alias"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let sources = frames
+            .iter()
+            .map(|f| {
+                let mut bytes = vec![0u8; layout.size as usize];
+                for (p, &(data, stride)) in layout.planes.iter().zip(&f.planes) {
+                    for r in 0..p.rows as usize {
+                        let at = (p.offset + r as u64 * p.pitch) as usize;
+                        let row = p.row_bytes as usize;
+                        bytes[at..at + row].copy_from_slice(&data[r * stride..][..row]);
+                    }
+                }
+                let buffer = ctx.device().create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("fps device source"),
+                    size: layout.size,
+                    usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                ctx.queue().write_buffer(&buffer, 0, &bytes);
+                Ok(buffer)
+            })
+            .collect::<Result<Vec<_>, vidforge_gpu::GpuError>>()?;
+        Ok(DeviceFrames {
+            sources,
+            inputs,
+            size: layout.size,
+        })
+    }
+
+    /// Copies source `i` into input `slot` on the queue (ahead of the compose submission).
+    fn copy(&self, ctx: &GpuContext, i: usize, slot: usize) -> Result<(), vidforge_gpu::GpuError> {
+        let mut encoder = ctx.device().create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(&self.sources[i], 0, &self.inputs[slot], 0, self.size);
+        ctx.queue().submit([encoder.finish()]);
+        Ok(())
+    }
 }
 
 /// User + system CPU time of this process (Linux), in seconds.

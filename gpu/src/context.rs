@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::error::GpuError;
+use crate::interop::{InteropInfo, open};
 
 /// What adapter a context runs on, for logs and for callers deciding between GPU and CPU paths.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,6 +42,8 @@ pub(crate) struct ContextInner {
     pub(crate) lost: Arc<Mutex<Option<String>>>,
     /// Whether the device records GPU timestamps (profiling the compose kernel).
     pub(crate) timestamps: bool,
+    /// External memory (the device opened with it), or why not.
+    pub(crate) interop: Result<InteropInfo, String>,
 }
 
 /// The pipeline-overridable constants of compose.wgsl: one pipeline per plane group and
@@ -149,7 +152,7 @@ impl GpuContext {
         let instance = wgpu::Instance::new(desc);
         let (adapter, summary) = pick_adapter(&instance, backends, pref)?;
         let limits = adapter.limits();
-        let (device, queue, timestamps) = request_device(&adapter, &summary, &limits)?;
+        let (device, queue, timestamps, interop) = request_device(&adapter, &summary, &limits)?;
         let lost = watch_device(&device);
 
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
@@ -163,6 +166,7 @@ impl GpuContext {
             backend = %summary.backend,
             device_type = %summary.device_type,
             software = summary.is_software,
+            interop = interop.as_ref().map_or_else(|e| e.as_str(), |_| "external memory"),
             "GPU compositor adapter"
         );
         Ok(Self {
@@ -177,6 +181,7 @@ impl GpuContext {
                 pipelines: Mutex::new(HashMap::new()),
                 lost,
                 timestamps,
+                interop,
             }),
         })
     }
@@ -184,6 +189,17 @@ impl GpuContext {
     /// The adapter this context runs on.
     pub fn adapter(&self) -> &AdapterSummary {
         &self.inner.summary
+    }
+
+    /// The wgpu device, for callers working with buffers of this context (e.g. one
+    /// [`GpuContext::import_buffer`] made).
+    pub fn device(&self) -> &wgpu::Device {
+        &self.inner.device
+    }
+
+    /// The device's queue.
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.inner.queue
     }
 
     /// The compose pipeline for `key`, compiled on first use and cached.
@@ -289,12 +305,14 @@ fn pick_adapter(
     Ok((adapter, summary))
 }
 
-/// The device and queue with all of `limits`, and whether they record timestamps.
+/// The device and queue with all of `limits`, whether they record timestamps, and their
+/// external memory: a Vulkan device that has it opens with it, any other opens as ever
+/// (keeping the reason).
 fn request_device(
     adapter: &wgpu::Adapter,
     summary: &AdapterSummary,
     limits: &wgpu::Limits,
-) -> Result<(wgpu::Device, wgpu::Queue, bool), GpuError> {
+) -> Result<DeviceParts, GpuError> {
     // Timestamp queries when the adapter has them: only profiling uses them.
     let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
     let required_features = if timestamps {
@@ -302,15 +320,24 @@ fn request_device(
     } else {
         wgpu::Features::empty()
     };
-    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+    let desc = wgpu::DeviceDescriptor {
         label: Some("vidforge-gpu"),
         required_limits: limits.clone(),
         required_features,
         ..Default::default()
-    }))
-    .map_err(|e| GpuError::RequestDevice(format!("adapter {}: {e}", summary.name)))?;
-    Ok((device, queue, timestamps))
+    };
+    let reason = match open::open_device(adapter, &desc) {
+        Ok((device, queue, info)) => return Ok((device, queue, timestamps, Ok(info))),
+        Err(reason) => reason,
+    };
+    tracing::debug!(adapter = %summary.name, "no GPU external memory: {reason}");
+    let (device, queue) = pollster::block_on(adapter.request_device(&desc))
+        .map_err(|e| GpuError::RequestDevice(format!("adapter {}: {e}", summary.name)))?;
+    Ok((device, queue, timestamps, Err(reason)))
 }
+
+/// A device, its queue, whether it records timestamps, its external memory or why none.
+type DeviceParts = (wgpu::Device, wgpu::Queue, bool, Result<InteropInfo, String>);
 
 /// Installs the device-lost and uncaptured-error callbacks; the returned slot holds the
 /// device-lost message once there is one.

@@ -44,4 +44,7 @@ pub enum GpuError {
     /// Waiting for the GPU failed (timeout or bad submission index).
     #[error("waiting for the GPU failed: {0}")]
     Poll(String),
+    /// External memory is unavailable or one of its Vulkan calls failed.
+    #[error("GPU external memory: {0}")]
+    Interop(String),
 }

@@ -12,6 +12,9 @@
 //!   [`PreparedWatermark`] with the integer rule of [`blend_watermark`] (bit-exact).
 //! - [`GpuCompositor`] keeps a ring of `frames_in_flight` upload/readback buffers, so the GPU
 //!   works ahead while the caller encodes; outputs come back in submission order.
+//! - Or its slots read exported device memory that another API on the same GPU fills
+//!   ([`GpuCompositor::with_external_input`], Vulkan external memory: [`GpuContext::interop`]),
+//!   so decoded frames never cross the bus; only the composed frame comes back.
 //! - The WGSL lives in `shaders/compose.wgsl`; [`filter`] holds the same math on the CPU.
 //!
 //! ```no_run
@@ -33,17 +36,23 @@
 //! # Ok::<(), vidforge_gpu::GpuError>(())
 //! ```
 
-// The GPU crate needs no unsafe code: wgpu and bytemuck carry it.
-#![forbid(unsafe_code)]
+// Unsafe code lives in `interop/` alone (raw Vulkan handles wgpu has no safe API for); the
+// rest of the crate needs none: wgpu and bytemuck carry it.
+#![deny(unsafe_code)]
 
 mod compositor;
 mod context;
 mod error;
 pub mod filter;
 pub mod frame;
+#[allow(unsafe_code)]
+mod interop;
 mod names;
 
-pub use compositor::{ComposeConfig, GpuCompositor, KernelTiming, MAX_FRAMES_IN_FLIGHT};
+pub use compositor::{
+    ComposeConfig, EXTERNAL_ROW_ALIGN, GpuCompositor, HopTimes, InputLayout, InputPlane,
+    KernelTiming, MAX_FRAMES_IN_FLIGHT,
+};
 pub use context::{AdapterPreference, AdapterSummary, GpuContext};
 pub use error::GpuError;
 pub use frame::{
@@ -51,6 +60,7 @@ pub use frame::{
     SampleDepth, SemiPlanarFrame, SourceFormat, SourceFrame, WatermarkImage, Yuv420Frame,
     blend_watermark, place_watermark, prepare_watermark,
 };
+pub use interop::{ExportedMemory, InteropInfo};
 
 #[cfg(test)]
 mod tests {

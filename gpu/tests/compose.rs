@@ -2,6 +2,7 @@
 //! ran on and skips loudly without one (fails instead when `VIDFORGE_REQUIRE_GPU=1`).
 
 mod common;
+mod interop;
 
 use common::*;
 use vidforge_gpu::filter::color_affine;

@@ -13,6 +13,7 @@ pub(crate) mod truncation;
 pub(crate) use truncation::check_complete;
 
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -27,7 +28,9 @@ use crate::compose::{ComposeSpec, Compositor, CpuCompositor, WgpuCompositor};
 use crate::error::MediaError;
 use crate::ffutil;
 use crate::hardware::host::LiveHost;
-use crate::hardware::{self, CompositorPlan, H264Encoder, HardwareChoice, HardwarePlan, Workload};
+use crate::hardware::{
+    self, CompositorPlan, DecodePlan, H264Encoder, HardwareChoice, HardwarePlan, Workload,
+};
 use crate::hdr_out::HdrOutput;
 use crate::hwdecode::CudaDevice;
 use crate::muxer::{MuxTarget, Muxer};
@@ -39,6 +42,7 @@ use crate::tempout::TempOutput;
 use crate::types::{BackendChoice, OutputFormat, Progress, RenderJob, RenderReport, Stage};
 use crate::video_out;
 use crate::watermark;
+use crate::zero_copy::{ZeroCopy, ZeroCopyPath};
 
 /// Frames the GPU compositor keeps in flight (overlaps upload, compute and readback).
 const GPU_FRAMES_IN_FLIGHT: usize = 3;
@@ -52,6 +56,9 @@ pub struct Engine {
     choice: BackendChoice,
     /// The one CUDA device of the process for NVDEC decoding, shared by every decoder.
     cuda: Option<CudaDevice>,
+    /// NVDEC's frames into the wgpu compositor without leaving the GPU: probed and
+    /// self-tested once, when a render first needs it (at start for `--zero-copy on`).
+    zero_copy: Arc<ZeroCopy>,
     h264: H264Encoder,
     /// What `auto` decided, and why.
     plan: HardwarePlan,
@@ -63,6 +70,7 @@ impl std::fmt::Debug for Engine {
             .field("choice", &self.choice)
             .field("backend", &self.backend_name())
             .field("decode", &self.plan.decode)
+            .field("zero_copy", &self.zero_copy)
             .field("h264", &self.h264)
             .finish()
     }
@@ -113,10 +121,23 @@ impl Engine {
                 software = a.is_software, "GPU compositor ready"
             );
         }
+        let zero_copy = Arc::new(ZeroCopy::decided(match plan.decode {
+            DecodePlan::NvdecZeroCopy => host
+                .zero_copy_path()
+                .ok_or_else(|| "the plan chose a path that was never probed".to_string()),
+            _ if gpu.is_none() => Err("no GPU compositor: the plan composes on the CPU".into()),
+            DecodePlan::Software => {
+                Err("no CUDA device in use: the plan decodes in software".into())
+            }
+            DecodePlan::Nvdec => Err(host.zero_copy_error().unwrap_or_else(|| {
+                "frames are downloaded: the plan did not ask for zero-copy".into()
+            })),
+        }));
         Ok(Engine {
             gpu,
             choice,
             cuda,
+            zero_copy,
             h264: plan.h264,
             plan,
         })
@@ -125,6 +146,13 @@ impl Engine {
     /// What this engine uses, and why (one line per decision).
     pub fn hardware_plan(&self) -> &HardwarePlan {
         &self.plan
+    }
+
+    /// Whether renders that decode on NVDEC hand their frames to the wgpu compositor without
+    /// leaving the GPU (zero-copy), or why not (decided, and self-tested where it was asked,
+    /// when the engine started).
+    pub fn zero_copy(&self) -> Result<(), &str> {
+        self.zero_copy.path().map(|_| ())
     }
 
     /// `cpu` or the GPU adapter's name.
@@ -202,6 +230,7 @@ impl Engine {
             decode_ms = outcome.stage_times.decode.as_millis() as u64,
             compose_ms = outcome.stage_times.compose.as_millis() as u64,
             encode_ms = outcome.stage_times.encode.as_millis() as u64,
+            hops = %outcome.stage_times.hops.per_frame(frames),
             "render finished"
         );
         let quality = outcome.encode.quality.map(QualityReport::single);
@@ -288,7 +317,10 @@ impl Engine {
         if let Some(span) = span {
             reader.set_window(span.start_pts, span.end_pts);
         }
-        let make = self.compositor_factory(spec);
+        // NVDEC's frames stay on the GPU when the compositor can take them there.
+        let zero_copy = nvdec.then(|| self.zero_copy.path().ok().cloned()).flatten();
+        reader.keep_on_gpu(zero_copy.is_some());
+        let make = self.compositor_factory(spec, zero_copy);
         let outcome = pipeline::run(reader, make, muxer, cancel, progress, frames_total, depths)?;
         Ok(Rendered {
             outcome,
@@ -324,13 +356,23 @@ impl Engine {
         );
     }
 
-    /// Builds this engine's compositor for `spec` on the compose thread.
+    /// Builds this engine's compositor for `spec` on the compose thread (taking NVDEC's
+    /// frames on the GPU through `zero_copy` when given).
     fn compositor_factory(
         &self,
         spec: ComposeSpec,
+        zero_copy: Option<ZeroCopyPath>,
     ) -> Box<dyn FnOnce() -> Result<Box<dyn Compositor>, MediaError> + Send> {
         let gpu = self.gpu.clone();
-        Box::new(move || Ok(build_compositor(gpu.as_ref(), spec)))
+        Box::new(move || {
+            Ok(match (zero_copy, gpu) {
+                (Some(path), _) => Box::new(
+                    WgpuCompositor::new(path.gpu(), spec, GPU_FRAMES_IN_FLIGHT)
+                        .with_zero_copy(path),
+                ),
+                (None, gpu) => build_compositor(gpu.as_ref(), spec),
+            })
+        })
     }
 }
 

@@ -4,7 +4,9 @@
 //! the wgpu compositor reads directly, so no CPU colour conversion follows.
 //!
 //! The download is FFmpeg's `av_hwframe_transfer_data` (a CUDA 2D copy into the frame's
-//! buffer), on the decode thread.
+//! buffer), on the decode thread. With the zero-copy path (`crate::zero_copy`) frames stay on
+//! the GPU instead and the compose stage copies them into the compositor's memory; only
+//! frames it cannot take that way are downloaded, there.
 
 use std::ffi::CStr;
 use std::ptr;
@@ -82,6 +84,18 @@ impl CudaDevice {
         "cuda"
     }
 
+    /// The CUDA context FFmpeg created for the device and the stream its decoders copy
+    /// surfaces on (null: the context's default stream). Valid while `self` lives.
+    pub(crate) fn raw_handles(&self) -> (ffi::CUcontext, ffi::CUstream) {
+        // SAFETY: `buf` is a live reference to an AVHWDeviceContext of type CUDA (opened by
+        // `open`), whose `hwctx` is an AVCUDADeviceContext.
+        unsafe {
+            let dev = (*self.buf).data as *const ffi::AVHWDeviceContext;
+            let cu = (*dev).hwctx as *const ffi::AVCUDADeviceContext;
+            ((*cu).cuda_ctx, (*cu).stream)
+        }
+    }
+
     /// Attaches the device to an unopened decoder context and makes it ask for CUDA frames.
     ///
     /// # Safety
@@ -122,6 +136,23 @@ unsafe extern "C" fn prefer_cuda(
     }
 }
 
+/// The software format of a CUDA frame's surfaces (NV12, P010...): its frames context's
+/// `sw_format`; `None` for frames that are not CUDA frames.
+pub(crate) fn cuda_sw_format(f: &frame::Video) -> Option<ffmpeg::format::Pixel> {
+    if f.format() != ffmpeg::format::Pixel::CUDA {
+        return None;
+    }
+    // SAFETY: a CUDA frame from a decoder carries its frames context (checked non-null).
+    unsafe {
+        let ctx = (*f.as_ptr()).hw_frames_ctx;
+        if ctx.is_null() {
+            return None;
+        }
+        let frames = (*ctx).data as *const ffi::AVHWFramesContext;
+        Some((*frames).sw_format.into())
+    }
+}
+
 /// Whether FFmpeg's native decoder for `codec` has a `cuda` hwaccel configuration.
 pub(crate) fn cuda_supports(codec: *const ffi::AVCodec) -> bool {
     if codec.is_null() {
@@ -150,6 +181,11 @@ pub(crate) fn download(f: frame::Video) -> Result<frame::Video, MediaError> {
     if f.format() != ffmpeg::format::Pixel::CUDA {
         return Ok(f);
     }
+    download_copy(&f)
+}
+
+/// A system-memory copy of the CUDA frame `f` (which stays as it is).
+pub(crate) fn download_copy(f: &frame::Video) -> Result<frame::Video, MediaError> {
     let mut sw = frame::Video::empty();
     // SAFETY: `sw` is an empty frame FFmpeg allocates into; `f` is a decoded CUDA frame.
     let ret = unsafe { ffi::av_hwframe_transfer_data(sw.as_mut_ptr(), f.as_ptr(), 0) };

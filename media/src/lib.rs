@@ -45,6 +45,7 @@ mod tonemap;
 mod types;
 mod video_out;
 mod watermark;
+mod zero_copy;
 
 pub use ffmpeg_next as ffmpeg;
 pub use vidforge_gpu as gpu;
@@ -67,7 +68,8 @@ pub use source::hdr::{ContentLight, DolbyVision, DynamicRange, MasteringDisplay,
 pub use source::{MAX_DIMENSION, OverLimits, SourceLimits};
 pub use tempout::{sync_dir, sync_parent_dirs};
 pub use types::{
-    BackendChoice, EncoderSettings, HdrPolicy, OutputFormat, Progress, RenderJob, RenderReport,
-    Resolution, Stage, StageTimes, WatermarkSpec,
+    BackendChoice, EncoderSettings, HdrPolicy, Hops, OutputFormat, Progress, RenderJob,
+    RenderReport, Resolution, Stage, StageTimes, WatermarkSpec,
 };
 pub use watermark::load_watermark_png;
+pub use zero_copy::ZeroCopyChoice;

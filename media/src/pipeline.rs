@@ -21,7 +21,7 @@ use crate::compose::Compositor;
 use crate::error::MediaError;
 use crate::muxer::Muxer;
 use crate::quality::QualityTally;
-use crate::types::{Progress, Stage, StageTimes};
+use crate::types::{Hops, Progress, Stage, StageTimes};
 
 /// Frames buffered between stages. A few are enough to absorb jitter; more only costs memory.
 const QUEUE_FRAMES: usize = 4;
@@ -102,11 +102,15 @@ fn send<T>(tx: &Sender<T>, msg: T) -> StageResult<()> {
     tx.send(msg).map_err(|_| StageFail::PeerGone)
 }
 
+/// What the decode stage reports: its busy time, NVDEC downloads' share of it, and how far
+/// into the source it got.
+type DecodeOutcome = (Duration, Duration, DecodedExtent);
+
 fn decode_stage(
     mut reader: FrameReader,
     tx: Sender<Decoded>,
     cancel: &AtomicBool,
-) -> StageResult<(Duration, DecodedExtent)> {
+) -> StageResult<DecodeOutcome> {
     let mut busy = Duration::ZERO;
     loop {
         check_cancel(cancel)?;
@@ -118,7 +122,7 @@ fn decode_stage(
             Some(Item::Audio(p)) => send(&tx, Decoded::Audio(p))?,
             None => {
                 send(&tx, Decoded::End)?;
-                return Ok((busy, reader.extent()));
+                return Ok((busy, reader.download_time(), reader.extent()));
             }
         }
     }
@@ -170,7 +174,7 @@ fn compose_stage(
     recycle: Receiver<Yuv420Frame>,
     max_outstanding: usize,
     cancel: &AtomicBool,
-) -> StageResult<Duration> {
+) -> StageResult<(Duration, Hops)> {
     let mut busy = Duration::ZERO;
     let t = Instant::now();
     let mut comp = make()?;
@@ -222,7 +226,7 @@ fn compose_stage(
                     emit(o, &mut timing, &mut outstanding)?;
                 }
                 send(&tx, Composed::End)?;
-                return Ok(busy);
+                return Ok((busy, comp.hops()));
             }
         }
     }
@@ -391,15 +395,21 @@ pub(crate) fn run(
         let rc = real_error(rc)?;
         let re = real_error(re)?;
         match (rd, rc, re) {
-            (Some((decode, decoded)), Some(compose), Some(enc)) => Ok(PipelineOutcome {
-                decoded,
-                stage_times: StageTimes {
-                    decode,
-                    compose,
-                    encode: enc.busy,
-                },
-                encode: enc,
-            }),
+            (Some((decode, download, decoded)), Some((compose, hops)), Some(enc)) => {
+                Ok(PipelineOutcome {
+                    decoded,
+                    stage_times: StageTimes {
+                        decode,
+                        compose,
+                        encode: enc.busy,
+                        hops: Hops {
+                            download: download + hops.download,
+                            ..hops
+                        },
+                    },
+                    encode: enc,
+                })
+            }
             _ => Err(MediaError::failed("a render stage stopped unexpectedly")),
         }
     })

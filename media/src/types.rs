@@ -268,9 +268,50 @@ pub struct Progress {
 /// Busy time of each stage (time spent working, not waiting on queues).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct StageTimes {
+    /// Demuxing and decoding, NVDEC's download to system memory included.
     pub decode: Duration,
     pub compose: Duration,
     pub encode: Duration,
+    /// The decode and compose stages hop by hop.
+    pub hops: Hops,
+}
+
+/// Where a frame's way from the decoder to the encoder spent its time, summed over a render
+/// (wall time on the stage threads; zero for hops a path does not have). The GPU's own work
+/// shows as `gpu_wait`; the compose pass alone is timed by `GpuCompositor::kernel_timing`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Hops {
+    /// NVDEC surfaces copied to system memory (decode thread; the compose thread for frames
+    /// the zero-copy path hands back).
+    pub download: Duration,
+    /// Source frames into the GPU compositor's input: a host copy into the upload buffer,
+    /// or, zero-copy, the CUDA device-to-device copy and its stream synchronisation.
+    pub copy_in: Duration,
+    /// Recording and submitting the compose commands.
+    pub submit: Duration,
+    /// Waiting on the GPU: the compose pass and the output's copy to host-visible memory.
+    pub gpu_wait: Duration,
+    /// Composed frames copied out of the mapped readback buffer.
+    pub readback: Duration,
+    /// Frames that reached the compositor without leaving the GPU.
+    pub zero_copy_frames: u64,
+}
+
+impl Hops {
+    /// One line for reports and logs: each hop in ms per frame of `frames`.
+    pub fn per_frame(&self, frames: u64) -> String {
+        let per = |d: Duration| d.as_secs_f64() * 1e3 / frames.max(1) as f64;
+        format!(
+            "ms/frame: download {:.3}, copy in {:.3}, submit {:.3}, gpu wait {:.3}, \
+             readback {:.3}; zero-copy frames {} of {frames}",
+            per(self.download),
+            per(self.copy_in),
+            per(self.submit),
+            per(self.gpu_wait),
+            per(self.readback),
+            self.zero_copy_frames
+        )
+    }
 }
 
 /// What a finished render produced.

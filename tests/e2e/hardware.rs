@@ -138,3 +138,32 @@ fn probe_needs_a_file_or_hardware() {
     let out = vidforge(&["probe"], dir.path());
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
 }
+
+/// `--zero-copy on` needs a wgpu compositor and a CUDA device on one GPU, with its self-test
+/// passing: where that is missing (CI: no CUDA) it stops at start with the reason and leaves
+/// nothing; `off` renders anywhere, with no frame zero-copy.
+#[test]
+fn zero_copy_on_works_or_stops_at_start_and_off_renders() {
+    let dir = tempfile::tempdir().unwrap();
+    let clip = make_clip(dir.path(), "in.mp4", 320, 180, 0.2, false);
+    let clip = clip.to_str().unwrap();
+    let render = |zero_copy: &str| {
+        let name = format!("zc-{zero_copy}.mp4");
+        let args = ["render", clip, "-o", &name, "-r", "720p", "--quiet"];
+        let out = vidforge(
+            &[&args[..], &["--backend", "wgpu", "--zero-copy", zero_copy]].concat(),
+            dir.path(),
+        );
+        (out.status.code(), text(&out), dir.path().join(name))
+    };
+    let (code, t, out) = render("on");
+    assert!(!t.contains("panicked"), "{t}");
+    if code != Some(0) {
+        assert_eq!(code, Some(1), "{t}");
+        assert!(t.contains("--zero-copy on: "), "{t}");
+        assert!(!out.exists(), "a refused render left {}", out.display());
+    }
+    let (code, t, out) = render("off");
+    assert_eq!(code, Some(0), "--zero-copy off: {t}");
+    assert!(out.exists() && t.contains("zero-copy frames 0 of"), "{t}");
+}

@@ -7,16 +7,16 @@ use crate::frame::{Rotation, SampleDepth, SourceFormat, Yuv420Frame};
 /// Must match `MAX_ROW_WORDS` in compose.wgsl.
 pub(super) const MAX_ROW_WORDS: u32 = 8;
 
-/// The source planes packed back to back, rows tightly packed, in one storage buffer (the
-/// shader addresses bytes).
-#[derive(Clone, Copy, Debug)]
-pub(super) struct InLayout {
-    pub(super) format: SourceFormat,
-    pub(super) luma: (u32, u32),
-    pub(super) chroma: (u32, u32),
-    /// Per memory plane: byte offset, row bytes, rows (unused planes: zeros).
-    pub(super) planes: [(u64, usize, usize); 3],
-    pub(super) size: u64,
+/// One memory plane of the source in the device input buffer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct PlaneSpan {
+    /// Byte offset of its first row.
+    pub(super) offset: u64,
+    /// Bytes of one row's samples.
+    pub(super) row: usize,
+    pub(super) rows: usize,
+    /// Bytes from one row's start to the next (`row` when tightly packed).
+    pub(super) pitch: usize,
 }
 
 /// Where one display plane's samples are: the byte of sample (0, 0) of the coded plane, the
@@ -28,14 +28,36 @@ pub(super) struct PlaneBytes {
     pub(super) stride: u64,
 }
 
+/// The source planes back to back in one storage buffer (the shader addresses bytes): rows
+/// tightly packed for uploads, or, for input written by another API, every row and plane
+/// starting at a multiple of a pitch alignment.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct InLayout {
+    pub(super) format: SourceFormat,
+    pub(super) luma: (u32, u32),
+    pub(super) chroma: (u32, u32),
+    /// Per memory plane (unused planes: zeros).
+    pub(super) planes: [PlaneSpan; 3],
+    pub(super) size: u64,
+}
+
 impl InLayout {
-    pub(super) fn new(w: u32, h: u32, format: SourceFormat) -> Self {
-        let mut planes = [(0u64, 0usize, 0usize); 3];
+    /// Rows and planes aligned to `align` bytes (1: tightly packed).
+    pub(super) fn new(w: u32, h: u32, format: SourceFormat, align: usize) -> Self {
+        let align = align.max(1);
+        let mut planes = [PlaneSpan::default(); 3];
         let mut end = 0u64;
         for (i, plane) in planes.iter_mut().enumerate().take(format.plane_count()) {
             let (row, rows) = format.plane_shape(i, w, h);
-            *plane = (end, row, rows);
-            end += row as u64 * rows as u64;
+            let offset = end.next_multiple_of(align as u64);
+            let pitch = row.next_multiple_of(align);
+            *plane = PlaneSpan {
+                offset,
+                row,
+                rows,
+                pitch,
+            };
+            end = offset + pitch as u64 * rows as u64;
         }
         Self {
             format,
@@ -57,9 +79,9 @@ impl InLayout {
     pub(super) fn plane_bytes(&self, plane: usize) -> PlaneBytes {
         let sb = self.format.sample_bytes() as u64;
         let at = |i: usize, first: u64, step: u64| PlaneBytes {
-            base: self.planes[i].0 + first,
+            base: self.planes[i].offset + first,
             step,
-            stride: self.planes[i].1 as u64,
+            stride: self.planes[i].pitch as u64,
         };
         match (self.format, plane) {
             (_, 0) => at(0, 0, sb),
@@ -70,7 +92,10 @@ impl InLayout {
 
     /// Bytes of the source planes proper (no row padding, no slack words).
     pub(super) fn source_bytes(&self) -> u64 {
-        self.planes.iter().map(|p| p.1 as u64 * p.2 as u64).sum()
+        self.planes
+            .iter()
+            .map(|p| p.row as u64 * p.rows as u64)
+            .sum()
     }
 }
 

@@ -16,10 +16,13 @@
 //!   pipeline keys, workgroup counts);
 //! - `setup.rs`: [`GpuCompositor::new`], the plan turned into device objects;
 //! - `ring.rs`: one slot's round trip (upload, dispatch, readback, waiting on buffer maps);
+//! - `external.rs`: input slots in exported memory that another API fills
+//!   ([`GpuCompositor::with_external_input`], [`GpuCompositor::submit_filled`]);
 //! - `timing.rs`: [`GpuCompositor::kernel_timing`], the pass alone by timestamp queries;
 //! - here: the public types and the ring's bookkeeping (submit, finish, preview).
 
 mod checks;
+mod external;
 mod layout;
 mod plan;
 mod ring;
@@ -34,7 +37,11 @@ use crate::error::GpuError;
 use crate::frame::{
     ColorSpec, OutputLight, PreparedWatermark, Rotation, SourceFormat, SourceFrame, Yuv420Frame,
 };
+use crate::interop::ExportedMemory;
+pub use external::{InputLayout, InputPlane};
+pub use ring::HopTimes;
 use ring::{Shared, Slot};
+pub use setup::EXTERNAL_ROW_ALIGN;
 
 /// What [`GpuCompositor::kernel_timing`] measured.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -88,6 +95,8 @@ pub struct GpuCompositor {
     in_flight: VecDeque<usize>,
     /// Dedicated slot for [`GpuCompositor::compose_one`], so previews never disturb the ring.
     preview: Option<Slot>,
+    /// External input: each slot's exported memory, by slot index, until taken.
+    exported: Vec<ExportedMemory>,
 }
 
 impl GpuCompositor {
@@ -146,18 +155,25 @@ impl GpuCompositor {
         self.shared.retrieve(slot)
     }
 
-    /// Bytes of GPU-visible memory this compositor holds: its ring of upload and readback
-    /// buffers, the device input and output buffers, the watermark and the parameters (a
-    /// preview slot, once used, counts too). What one render costs on the card.
+    /// Bytes of GPU-visible memory this compositor holds: its ring of input (upload or
+    /// external) and readback buffers, the device input (uploads only) and output buffers,
+    /// the watermark and the parameters (a preview slot, once used, counts too). What one
+    /// render costs on the card.
     pub fn gpu_bytes(&self) -> u64 {
         let shared = &self.shared;
         let slot = shared.in_layout.size + shared.out_layout.size;
         let slots = (self.slots.len() + self.preview.is_some() as usize) as u64;
+        let upload_target = shared.upload_target.as_ref().map_or(0, |(b, _)| b.size());
         slots * slot
-            + shared.in_layout.size
+            + upload_target
             + shared.out_layout.size
-            + shared._wm.size()
-            + shared._params.size()
+            + shared.wm.size()
+            + shared.params.size()
+    }
+
+    /// Where the time of the frames composed so far went (CPU side).
+    pub fn hop_times(&self) -> HopTimes {
+        self.shared.times
     }
 
     /// Frames submitted and not yet returned.

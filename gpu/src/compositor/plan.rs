@@ -101,11 +101,16 @@ pub(super) struct Plan {
 }
 
 impl Plan {
-    /// Checks `cfg` against `limits` and derives the pass, step by step.
-    pub(super) fn new(cfg: &ComposeConfig, limits: &wgpu::Limits) -> Result<Self, GpuError> {
+    /// Checks `cfg` against `limits` and derives the pass, step by step; the source rows in
+    /// the input buffer start at multiples of `row_align` bytes (1: tightly packed).
+    pub(super) fn new(
+        cfg: &ComposeConfig,
+        limits: &wgpu::Limits,
+        row_align: usize,
+    ) -> Result<Self, GpuError> {
         checks::config(cfg, limits.max_texture_dimension_2d)?;
         let sizes = Sizes::new(cfg);
-        let in_layout = InLayout::new(cfg.src_width, cfg.src_height, cfg.src_format);
+        let in_layout = InLayout::new(cfg.src_width, cfg.src_height, cfg.src_format, row_align);
         let out_layout = OutLayout::new(cfg.out_width, cfg.out_height, cfg.light.depth());
         let max_binding = limits
             .max_storage_buffer_binding_size

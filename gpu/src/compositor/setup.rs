@@ -1,15 +1,31 @@
-//! [`GpuCompositor::new`]: a checked plan turned into device objects, in named steps: the two
-//! specialised pipelines (from the context's cache), the uniform, watermark, input and output
-//! buffers and their bind group, then the ring's slots. Device errors are caught by error
-//! scopes and come back typed, never as a panic.
+//! [`GpuCompositor::new`] and [`GpuCompositor::with_external_input`]: a checked plan turned
+//! into device objects, in named steps: the two specialised pipelines (from the context's
+//! cache), the uniform, watermark, input and output buffers and their bind group, then the
+//! ring's slots (upload buffers, or inputs in exported memory). Device errors are caught by
+//! error scopes and come back typed, never as a panic.
 
 use std::collections::VecDeque;
 
 use super::plan::{Params, Plan};
-use super::ring::{Shared, Slot};
+use super::ring::{HopTimes, Shared, Slot};
 use super::{ComposeConfig, GpuCompositor, checks};
 use crate::context::GpuContext;
 use crate::error::GpuError;
+use crate::interop::ExportedMemory;
+
+/// Row and plane alignment of an external input, in bytes: what copy engines ask of pitched
+/// device memory (CUDA's `cuMemAllocPitch` pitches are multiples of it), so a 2D copy
+/// into it is never refused for its pitch.
+pub const EXTERNAL_ROW_ALIGN: usize = 512;
+
+/// How the ring's slots get their frames.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Input {
+    /// Host frames through mapped upload buffers (tightly packed rows).
+    Upload,
+    /// Each slot's own device input in exported memory (rows at [`EXTERNAL_ROW_ALIGN`]).
+    External,
+}
 
 impl GpuCompositor {
     /// Builds the buffers and bind group for `cfg`. Keeps up to
@@ -19,10 +35,39 @@ impl GpuCompositor {
         cfg: ComposeConfig,
         frames_in_flight: usize,
     ) -> Result<Self, GpuError> {
+        Self::build(ctx, cfg, frames_in_flight, Input::Upload)
+    }
+
+    /// Like [`GpuCompositor::new`], but each of the `frames_in_flight` slots reads its source
+    /// from its own input buffer in exported device memory, which another API writes
+    /// ([`GpuCompositor::take_exported_inputs`], [`GpuCompositor::submit_filled`]); host
+    /// frames can still be submitted (queue writes into the same inputs). Fails with
+    /// [`GpuError::Interop`] when the context has no external memory.
+    pub fn with_external_input(
+        ctx: &GpuContext,
+        cfg: ComposeConfig,
+        frames_in_flight: usize,
+    ) -> Result<Self, GpuError> {
+        ctx.interop()
+            .map_err(|e| GpuError::Interop(e.to_string()))?;
+        Self::build(ctx, cfg, frames_in_flight, Input::External)
+    }
+
+    fn build(
+        ctx: &GpuContext,
+        cfg: ComposeConfig,
+        frames_in_flight: usize,
+        input: Input,
+    ) -> Result<Self, GpuError> {
         checks::frames_in_flight(frames_in_flight)?;
-        let plan = Plan::new(&cfg, &ctx.inner.limits)?;
+        let align = match input {
+            Input::Upload => 1,
+            Input::External => EXTERNAL_ROW_ALIGN,
+        };
+        let plan = Plan::new(&cfg, &ctx.inner.limits, align)?;
         let dispatches = pipelines(ctx, &plan)?;
-        let (shared, slots) = create_resources(ctx, &plan, dispatches, frames_in_flight)?;
+        let (shared, slots, exported) =
+            create_resources(ctx, &plan, dispatches, frames_in_flight, input)?;
         log_ready(ctx, &cfg, &plan, frames_in_flight);
         Ok(Self {
             shared,
@@ -30,6 +75,7 @@ impl GpuCompositor {
             slots,
             in_flight: VecDeque::with_capacity(frames_in_flight),
             preview: None,
+            exported,
         })
     }
 }
@@ -47,19 +93,32 @@ fn pipelines(
     ])
 }
 
-/// The device objects shared by the slots, then `frames_in_flight` slots, all inside one
-/// out-of-memory and one validation error scope.
+/// The device objects shared by the slots, then `frames_in_flight` slots (with their exported
+/// memory for external input), all inside one out-of-memory and one validation error scope.
 fn create_resources(
     ctx: &GpuContext,
     plan: &Plan,
     dispatches: [(wgpu::ComputePipeline, u32, u32); 2],
     frames_in_flight: usize,
-) -> Result<(Shared, Vec<Slot>), GpuError> {
+    input: Input,
+) -> Result<(Shared, Vec<Slot>, Vec<ExportedMemory>), GpuError> {
     let device = &ctx.inner.device;
     let oom_scope = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
     let val_scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-    let shared = create_shared(ctx, plan, dispatches);
-    let slots: Vec<Slot> = (0..frames_in_flight).map(|_| shared.new_slot()).collect();
+    let shared = create_shared(ctx, plan, dispatches, input);
+    let mut slots = Vec::with_capacity(frames_in_flight);
+    let mut exported = Vec::new();
+    for _ in 0..frames_in_flight {
+        match input {
+            Input::Upload => slots.push(shared.new_slot()),
+            Input::External => {
+                let (buffer, memory) =
+                    ctx.export_buffer(plan.in_layout.size, "compose external input")?;
+                slots.push(shared.slot_with(shared.device_input(buffer)));
+                exported.push(memory);
+            }
+        }
+    }
     if let Some(e) = pollster::block_on(val_scope.pop()) {
         return Err(GpuError::Device(format!(
             "creating compositor resources: {e}"
@@ -71,15 +130,16 @@ fn create_resources(
             plan.in_layout.size, plan.out_layout.size
         )));
     }
-    Ok((shared, slots))
+    Ok((shared, slots, exported))
 }
 
-/// The uniforms and the watermark (uploaded), the device input and output buffers, and the
-/// bind group over all four.
+/// The uniforms and the watermark (uploaded), the output buffer and, for uploads, the
+/// device input and the bind group over all four.
 fn create_shared(
     ctx: &GpuContext,
     plan: &Plan,
     dispatches: [(wgpu::ComputePipeline, u32, u32); 2],
+    input: Input,
 ) -> Shared {
     use wgpu::BufferUsages as U;
     let device = &ctx.inner.device;
@@ -92,20 +152,23 @@ fn create_shared(
     let wm_size = plan.wm_bytes.len() as u64;
     let wm = buffer(device, "compose watermark", wm_size, shader_in);
     queue.write_buffer(&wm, 0, &plan.wm_bytes);
-    let input = buffer(device, "compose input", plan.in_layout.size, shader_in);
     let output = buffer(device, "compose output", plan.out_layout.size, shader_out);
-    let bind_group = bind_group(ctx, [&params, &input, &wm, &output]);
+    let upload_target = (input == Input::Upload).then(|| {
+        let input = buffer(device, "compose input", plan.in_layout.size, shader_in);
+        let bind_group = bind_group(ctx, [&params, &input, &wm, &output]);
+        (input, bind_group)
+    });
     Shared {
         ctx: ctx.clone(),
-        bind_group,
-        input,
+        upload_target,
         output,
         in_layout: plan.in_layout,
         out_layout: plan.out_layout,
         dispatches,
         out_size: plan.sizes.out,
-        _params: params,
-        _wm: wm,
+        params,
+        wm,
+        times: HopTimes::default(),
     }
 }
 
@@ -125,7 +188,7 @@ fn buffer(
 
 /// Bindings 0..=3 of compose.wgsl, in order: the uniforms, the input, the watermark, the
 /// output.
-fn bind_group(ctx: &GpuContext, buffers: [&wgpu::Buffer; 4]) -> wgpu::BindGroup {
+pub(super) fn bind_group(ctx: &GpuContext, buffers: [&wgpu::Buffer; 4]) -> wgpu::BindGroup {
     let entries: [wgpu::BindGroupEntry; 4] = std::array::from_fn(|i| wgpu::BindGroupEntry {
         binding: i as u32,
         resource: buffers[i].as_entire_binding(),

@@ -23,9 +23,14 @@ impl GpuCompositor {
         if !ctx.inner.timestamps || iterations == 0 {
             return Ok(None);
         }
-        // Leaves `frame` in the device input buffer.
+        // Leaves `frame` in the device input the preview slot binds.
         self.compose_one(frame)?;
-        let ticks = time_passes(&self.shared, iterations)?;
+        let bind_group = self
+            .preview
+            .as_ref()
+            .and_then(|slot| self.shared.bind_group(slot))
+            .ok_or_else(|| GpuError::Device("no preview input to time".into()))?;
+        let ticks = time_passes(&self.shared, bind_group, iterations)?;
         let nanos = ticks as f64 * f64::from(ctx.inner.queue.get_timestamp_period());
         let shared = &self.shared;
         Ok(Some(KernelTiming {
@@ -87,8 +92,13 @@ impl Timestamps {
     }
 }
 
-/// GPU ticks of one pass composing the frame already in the input buffer `iterations` times.
-fn time_passes(shared: &Shared, iterations: u32) -> Result<u64, GpuError> {
+/// GPU ticks of one pass composing the frame already in the input `bind_group` binds
+/// `iterations` times.
+fn time_passes(
+    shared: &Shared,
+    bind_group: &wgpu::BindGroup,
+    iterations: u32,
+) -> Result<u64, GpuError> {
     let device = &shared.ctx.inner.device;
     let queue = &shared.ctx.inner.queue;
     let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
@@ -105,7 +115,7 @@ fn time_passes(shared: &Shared, iterations: u32) -> Result<u64, GpuError> {
                 end_of_pass_write_index: Some(1),
             }),
         });
-        shared.record_pass(&mut pass, iterations);
+        shared.record_pass(&mut pass, bind_group, iterations);
     }
     encoder.resolve_query_set(&stamps.queries, 0..2, &stamps.resolve, 0);
     encoder.copy_buffer_to_buffer(&stamps.resolve, 0, &stamps.read, 0, 16);

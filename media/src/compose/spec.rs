@@ -8,6 +8,7 @@ use vidforge_gpu::{OutputLight, PreparedWatermark, Rotation, Yuv420Frame};
 
 use crate::error::MediaError;
 use crate::source::{FrameColor, frame_color};
+use crate::types::Hops;
 
 /// What every compositor needs to know about the output.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,6 +36,10 @@ pub trait Compositor: Send {
     fn recycle(&mut self, _frame: Yuv420Frame) {}
     /// `cpu` or the adapter name.
     fn backend(&self) -> String;
+    /// Where the compose stage's time went, hop by hop (zeros where a backend has no hops).
+    fn hops(&self) -> Hops {
+        Hops::default()
+    }
 
     /// Composes exactly one frame (previews): push, then drain.
     fn compose_single(&mut self, frame: &frame::Video) -> Result<Yuv420Frame, MediaError> {

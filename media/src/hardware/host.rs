@@ -7,6 +7,7 @@ use vidforge_gpu::{AdapterPreference, GpuContext};
 use super::cache;
 use super::plan::HostProbe;
 use crate::hwdecode::CudaDevice;
+use crate::zero_copy::{ZeroCopyPath, zero_copy_probe};
 
 /// The host as probed so far.
 pub(crate) struct LiveHost {
@@ -16,7 +17,7 @@ pub(crate) struct LiveHost {
     nvenc: Option<Result<(), String>>,
     cuda: Option<Result<CudaDevice, String>>,
     gpu: Option<Result<GpuContext, String>>,
-    zero_copy: Option<Result<(), String>>,
+    zero_copy: Option<Result<ZeroCopyPath, String>>,
 }
 
 impl LiveHost {
@@ -35,6 +36,16 @@ impl LiveHost {
     /// The CUDA device, opened now if it was not yet.
     pub(crate) fn cuda_device(&mut self) -> Result<CudaDevice, String> {
         self.cuda.get_or_insert_with(CudaDevice::open).clone()
+    }
+
+    /// The zero-copy path, when it was probed and passed its self-test.
+    pub(crate) fn zero_copy_path(&self) -> Option<ZeroCopyPath> {
+        self.zero_copy.as_ref()?.as_ref().ok().cloned()
+    }
+
+    /// Why the zero-copy path failed, when it was probed and did.
+    pub(crate) fn zero_copy_error(&self) -> Option<String> {
+        self.zero_copy.as_ref()?.as_ref().err().cloned()
     }
 
     /// A GPU context of `pref`: the hardware one opened while probing when there is one.
@@ -90,11 +101,19 @@ impl HostProbe for LiveHost {
     }
 
     fn zero_copy(&mut self) -> Result<(), String> {
-        if let Some(answer) = &self.zero_copy {
-            return answer.clone();
+        if self.zero_copy.is_none() {
+            let probed = self.cuda_device().and_then(|cuda| {
+                let gpu = self
+                    .gpu_context(AdapterPreference::HardwareOnly)
+                    .map_err(|e| format!("no hardware GPU adapter ({e})"))?;
+                zero_copy_probe(&gpu, &cuda)
+            });
+            self.zero_copy = Some(probed);
         }
-        let answer = Err("this build has no NVDEC → wgpu interop".to_string());
-        self.zero_copy = Some(answer.clone());
-        answer
+        match &self.zero_copy {
+            Some(Ok(_)) => Ok(()),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err("not probed".into()),
+        }
     }
 }

@@ -116,11 +116,13 @@ impl H264Encoder {
     }
 }
 
-/// Both hardware choices, as configured.
+/// The hardware choices, as configured.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct HardwareChoice {
     pub decode: HwDecodeChoice,
     pub encoder: EncoderChoice,
+    /// NVDEC's frames to the wgpu compositor without a download.
+    pub zero_copy: crate::zero_copy::ZeroCopyChoice,
 }
 
 /// Whether one job decodes on the GPU: only with a device and a codec NVDEC supports.

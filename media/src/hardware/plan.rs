@@ -20,6 +20,7 @@ use vidforge_gpu::AdapterPreference;
 use super::{EncoderChoice, H264Encoder, HardwareChoice, HwDecodeChoice};
 use crate::error::MediaError;
 use crate::types::BackendChoice;
+use crate::zero_copy::ZeroCopyChoice;
 
 /// What a process does with its engine; it decides which start-up costs pay back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,8 +103,7 @@ pub fn plan(
 ) -> Result<HardwarePlan, MediaError> {
     let mut why = Vec::new();
     let h264 = plan_h264(hardware.encoder, workload, host, &mut why)?;
-    let (compositor, decode) =
-        plan_frames(backend, hardware.decode, workload, h264, host, &mut why)?;
+    let (compositor, decode) = plan_frames(backend, hardware, workload, h264, host, &mut why)?;
     Ok(HardwarePlan {
         compositor,
         decode,
@@ -195,14 +195,42 @@ const CPU_COMPOSE: &str = "compositor cpu: frames arrive in CPU memory, where co
 const GPU_COMPOSE: &str = "compositor wgpu: NVDEC's frames stay on the GPU (zero-copy)";
 const ZERO_COPY: &str = "decoding on NVDEC, frames copied on the GPU into the compositor";
 
+/// Whether to ask if frames can stay on the GPU: only where the answer may change the plan
+/// (`--zero-copy on` asks everywhere, and must be satisfiable).
+fn ask_zero_copy(
+    backend: BackendChoice,
+    hardware: HardwareChoice,
+    workload: Workload,
+    host: &mut dyn HostProbe,
+) -> Result<bool, MediaError> {
+    let refuse = |what: &str| {
+        Err(unavailable(format!(
+            "--zero-copy on needs {what}; use --zero-copy auto or off"
+        )))
+    };
+    Ok(match (hardware.zero_copy, backend, hardware.decode) {
+        (ZeroCopyChoice::Off, _, _) => false,
+        (ZeroCopyChoice::On, BackendChoice::Cpu, _) => return refuse("the wgpu compositor"),
+        (ZeroCopyChoice::On, _, HwDecodeChoice::Off) => return refuse("NVDEC decoding"),
+        (ZeroCopyChoice::On, _, _) => true,
+        (_, BackendChoice::Cpu, _) | (_, _, HwDecodeChoice::Off) => false,
+        (_, _, HwDecodeChoice::Cuda) => true,
+        (_, BackendChoice::Wgpu, HwDecodeChoice::Auto) => host.nvidia_driver(),
+        (_, BackendChoice::Auto, HwDecodeChoice::Auto) => {
+            workload == Workload::Service && host.nvidia_driver()
+        }
+    })
+}
+
 fn plan_frames(
     backend: BackendChoice,
-    decode: HwDecodeChoice,
+    hardware: HardwareChoice,
     workload: Workload,
     h264: H264Encoder,
     host: &mut dyn HostProbe,
     why: &mut Vec<String>,
 ) -> Result<(CompositorPlan, DecodePlan), MediaError> {
+    let decode = hardware.decode;
     if decode == HwDecodeChoice::Cuda {
         host.cuda().map_err(|e| {
             unavailable(format!(
@@ -211,22 +239,20 @@ fn plan_frames(
             ))
         })?;
     }
-    // Whether frames can stay on the GPU: asked only where the answer may change the plan.
-    let ask_zero_copy = match (backend, decode) {
-        (BackendChoice::Cpu, _) | (_, HwDecodeChoice::Off) => false,
-        (_, HwDecodeChoice::Cuda) => true,
-        (BackendChoice::Wgpu, HwDecodeChoice::Auto) => host.nvidia_driver(),
-        (BackendChoice::Auto, HwDecodeChoice::Auto) => {
-            workload == Workload::Service && host.nvidia_driver()
-        }
-    };
-    let zero_copy = if ask_zero_copy {
+    let asked = ask_zero_copy(backend, hardware, workload, host)?;
+    let zero_copy = if asked {
         host.zero_copy()
     } else {
         Err(String::new())
     };
+    if let (ZeroCopyChoice::On, Err(e)) = (hardware.zero_copy, &zero_copy) {
+        return Err(unavailable(format!(
+            "--zero-copy on: {e}; use --zero-copy auto or off where NVDEC's frames cannot reach \
+             the GPU compositor directly"
+        )));
+    }
     let note = match &zero_copy {
-        Err(e) if ask_zero_copy => format!("; frames cannot stay on the GPU ({e})"),
+        Err(e) if asked => format!("; frames cannot stay on the GPU ({e})"),
         _ => String::new(),
     };
     let (compositor, plan) = match (backend, decode) {

@@ -1,5 +1,8 @@
-//! Reading a source: demuxing, decoding (with the NVDEC download), and how far into the source
-//! the frames and packets read so far reach.
+//! Reading a source: demuxing, decoding (with the NVDEC download, unless frames stay on the
+//! GPU for the zero-copy path), and how far into the source the frames and packets read so
+//! far reach.
+
+use std::time::{Duration, Instant};
 
 use ffmpeg::format::context::Input;
 use ffmpeg::{Packet, decoder, frame};
@@ -101,6 +104,10 @@ pub(crate) struct FrameReader {
     window: (Option<i64>, Option<i64>),
     /// A frame at or past the window's end was decoded: nothing more comes out.
     window_closed: bool,
+    /// NVDEC frames come out as they are (CUDA surfaces) instead of downloaded.
+    keep_on_gpu: bool,
+    /// Time spent downloading NVDEC frames.
+    download: Duration,
 }
 
 impl FrameReader {
@@ -126,7 +133,20 @@ impl FrameReader {
             last_error: None,
             window: (None, None),
             window_closed: false,
+            keep_on_gpu: false,
+            download: Duration::ZERO,
         }
+    }
+
+    /// NVDEC frames come out as CUDA surfaces (for the zero-copy compositor) instead of
+    /// downloaded to system memory.
+    pub fn keep_on_gpu(&mut self, keep: bool) {
+        self.keep_on_gpu = keep;
+    }
+
+    /// Time spent so far downloading NVDEC frames to system memory.
+    pub fn download_time(&self) -> Duration {
+        self.download
     }
 
     /// Restricts the frames that come out to those whose pts (source stream time base) lies in
@@ -222,8 +242,14 @@ impl FrameReader {
                         }
                     }
                     self.note_video_frame(&f);
+                    if self.keep_on_gpu {
+                        return Ok(Some(Item::Video(f)));
+                    }
                     // NVDEC surfaces come to system memory here (NV12 / P010).
-                    return Ok(Some(Item::Video(crate::hwdecode::download(f)?)));
+                    let t = Instant::now();
+                    let f = crate::hwdecode::download(f)?;
+                    self.download += t.elapsed();
+                    return Ok(Some(Item::Video(f)));
                 }
                 Err(ffmpeg::Error::Eof) => return self.finish(),
                 Err(e) if is_eagain(&e) => {}

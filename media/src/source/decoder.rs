@@ -30,7 +30,8 @@ impl Source {
     /// several run at once (`EncoderSettings::threads`): then exactly that many.
     ///
     /// With a CUDA device the decoder uses NVDEC when FFmpeg has a `cuda` hwaccel for the
-    /// codec (the flag says whether it does); frames then need [`crate::hwdecode::download`].
+    /// codec (the flag says whether it does); frames then come as CUDA surfaces, downloaded
+    /// by [`crate::hwdecode::download`] or copied on the GPU (`crate::zero_copy`).
     pub fn video_decoder_for_output(
         &self,
         out: (u32, u32),

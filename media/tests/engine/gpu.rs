@@ -184,3 +184,5 @@ fn nv12_and_p010_frames_compose_like_the_cpu_compositor() {
         }
     }
 }
+
+mod zero_copy;

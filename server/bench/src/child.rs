@@ -57,6 +57,7 @@ pub(super) fn run_one(path: &Path) -> anyhow::Result<()> {
     let hardware = HardwareChoice {
         decode: HwDecodeChoice::parse(&job.hwdecode).context("bad hwdecode")?,
         encoder: EncoderChoice::parse(&job.encoder).context("bad encoder")?,
+        ..Default::default()
     };
     let t = Instant::now();
     let workload = Workload::One {

@@ -191,6 +191,7 @@ pub fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
         hardware: HardwareChoice {
             decode: args.hwdecode,
             encoder: args.encoder,
+            ..Default::default()
         },
         gpu,
         backends: match args.backend {

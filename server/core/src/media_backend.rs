@@ -25,6 +25,7 @@ impl MediaRenderer {
         let hardware = media::HardwareChoice {
             decode: config.hwdecode,
             encoder: config.encoder,
+            zero_copy: config.zero_copy,
         };
         let engine =
             media::Engine::with_hardware(config.backend, hardware, media::Workload::Service)

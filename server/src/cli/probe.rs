@@ -86,6 +86,13 @@ fn print_hardware() {
                 "  hardware adapter: {} ({}, {})",
                 a.name, a.backend, a.device_type
             );
+            match ctx.interop() {
+                Ok(_) => println!(
+                    "  external memory: yes - NVDEC frames can reach it zero-copy (self-tested \
+                     when an engine starts with both)"
+                ),
+                Err(e) => println!("  external memory: no ({e}) - NVDEC frames are downloaded"),
+            }
         }
         Err(e) => {
             println!("  hardware adapter: none ({e})");

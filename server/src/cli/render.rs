@@ -12,7 +12,7 @@ use vidforge_core::config::{parse_encoder, parse_hwdecode};
 use vidforge_media::{
     BackendChoice, EncoderChoice, EncoderSettings, Engine, HardwareChoice, HdrPolicy,
     HwDecodeChoice, OutputFormat, Position, Progress, RenderJob, RenderReport, Resolution, Stage,
-    WatermarkSpec, Workload,
+    WatermarkSpec, Workload, ZeroCopyChoice,
 };
 
 fn parse_resolution(s: &str) -> Result<Resolution, String> {
@@ -83,6 +83,10 @@ pub struct RenderArgs {
     /// H.264 encoder for mp4/mov: auto (NVENC when a session opens, else x264), x264, nvenc.
     #[arg(long, default_value = "auto", value_parser = parse_encoder)]
     pub encoder: EncoderChoice,
+    /// NVDEC frames to the wgpu compositor without leaving the GPU: auto (when its start-up
+    /// self-test passes), on (required), off (download them, as the CPU compositor does).
+    #[arg(long, default_value = "auto", value_parser = parse_zero_copy)]
+    pub zero_copy: ZeroCopyChoice,
     /// x264 preset (mp4/mov).
     #[arg(long, default_value = "veryfast")]
     pub preset: String,
@@ -201,12 +205,17 @@ fn cancel_on_ctrl_c(cancel: Arc<AtomicBool>) {
         });
 }
 
+fn parse_zero_copy(s: &str) -> Result<ZeroCopyChoice, String> {
+    ZeroCopyChoice::parse(s).ok_or_else(|| format!("{s:?} is not one of auto, on, off"))
+}
+
 /// `vidforge render`: one file rendered (or previewed) on this machine, with a progress line.
 pub fn run_render(args: RenderArgs) -> anyhow::Result<()> {
     let job = render_job(&args)?;
     let hardware = HardwareChoice {
         decode: args.hwdecode,
         encoder: args.encoder,
+        zero_copy: args.zero_copy,
     };
     let workload = Workload::One {
         h264: job.format != OutputFormat::Webm,
@@ -274,6 +283,8 @@ fn print_report(args: &RenderArgs, job: &RenderJob, report: &RenderReport) {
             q.frames_measured
         );
     }
+    let hops = report.stage_times.hops.per_frame(report.frames);
+    println!("  hops, {hops}");
 }
 
 /// The job the arguments describe: the format (from `--format` or the output's extension),

@@ -62,6 +62,7 @@ fn with_nvenc(zero_copy: bool) -> Host {
 const AUTO: HardwareChoice = HardwareChoice {
     decode: HwDecodeChoice::Auto,
     encoder: EncoderChoice::Auto,
+    zero_copy: ZeroCopyChoice::Auto,
 };
 
 fn decide(
@@ -273,4 +274,55 @@ fn every_plan_says_why_in_one_line_per_decision() {
             assert!(p.why.iter().all(|l| !l.contains('\n') && !l.is_empty()));
         }
     }
+}
+
+#[test]
+fn zero_copy_on_is_required_off_is_never_asked() {
+    let on = HardwareChoice {
+        zero_copy: ZeroCopyChoice::On,
+        ..AUTO
+    };
+    // One render with --zero-copy on: asked even where auto would not ask.
+    let p = decide(
+        BackendChoice::Auto,
+        on,
+        Workload::One { h264: true },
+        &mut hopper(true),
+    );
+    assert_eq!(
+        shape(&p),
+        (GPU, DecodePlan::NvdecZeroCopy, H264Encoder::X264)
+    );
+    let err = plan(
+        BackendChoice::Auto,
+        on,
+        Workload::Service,
+        &mut hopper(false),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("--zero-copy on: no interop"),
+        "{err}"
+    );
+    let err = plan(BackendChoice::Cpu, on, Workload::Service, &mut hopper(true)).unwrap_err();
+    assert!(err.to_string().contains("wgpu compositor"), "{err}");
+    let off_decode = HardwareChoice {
+        decode: HwDecodeChoice::Off,
+        ..on
+    };
+    let err = plan(
+        BackendChoice::Auto,
+        off_decode,
+        Workload::Service,
+        &mut hopper(true),
+    );
+    assert!(err.unwrap_err().to_string().contains("NVDEC decoding"));
+    let off = HardwareChoice {
+        zero_copy: ZeroCopyChoice::Off,
+        ..AUTO
+    };
+    let mut host = hopper(true);
+    let p = decide(BackendChoice::Auto, off, Workload::Service, &mut host);
+    assert_eq!(shape(&p), (CPU, DecodePlan::Software, H264Encoder::X264));
+    assert!(!host.asked.contains(&"zero_copy"), "{:?}", host.asked);
 }

@@ -373,6 +373,20 @@ impl MediaChoice for media::HwDecodeChoice {
     }
 }
 
+impl MediaChoice for media::ZeroCopyChoice {
+    const CHOICES: &'static [(Self, &'static str)] = &[
+        (
+            Self::Auto,
+            "Where the service decodes on NVDEC into the wgpu compositor, when its start-up self-test passes",
+        ),
+        (Self::On, "Required; the server does not start without it"),
+        (Self::Off, "Never: NVDEC's frames are downloaded"),
+    ];
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
 impl MediaChoice for media::EncoderChoice {
     const CHOICES: &'static [(Self, &'static str)] = &[
         (

@@ -104,6 +104,7 @@ mod tests {
         ]);
         check(&media::HwDecodeChoice::ALL);
         check(&media::EncoderChoice::ALL);
+        check(&media::ZeroCopyChoice::ALL);
         check(&crate::config::Speculative::ALL);
         check(&crate::config::Fanout::ALL);
     }

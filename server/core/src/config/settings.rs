@@ -349,6 +349,10 @@ declare_settings! {
     hwdecode: media::HwDecodeChoice = media::HwDecodeChoice::Auto, Choice<media::HwDecodeChoice>,
         help: "Video decoding: NVDEC where it pays (auto: frames kept on the GPU, or NVENC encoding), always (cuda), never (off).",
         flag(long, env = "VIDFORGE_HWDECODE", value_parser = choice_parser::<media::HwDecodeChoice>()): Option<media::HwDecodeChoice>;
+    /// NVDEC's frames into the wgpu compositor without leaving the GPU.
+    zero_copy: media::ZeroCopyChoice = media::ZeroCopyChoice::Auto, Choice<media::ZeroCopyChoice>,
+        help: "NVDEC frames to the wgpu compositor on the GPU: auto (where auto's table asks and the self-test passes), on (required), off.",
+        flag(long, env = "VIDFORGE_ZERO_COPY", value_parser = choice_parser::<media::ZeroCopyChoice>()): Option<media::ZeroCopyChoice>;
     /// H.264 encoder choice.
     encoder: media::EncoderChoice = media::EncoderChoice::Auto, Choice<media::EncoderChoice>,
         help: "H.264 encoder for mp4/mov: NVENC when a session opens (auto), x264, nvenc.",
