@@ -105,8 +105,36 @@ fn the_extension_is_negotiated_and_its_view_served() {
         .as_str()
         .unwrap()
         .to_string();
-    assert_eq!(card_url, format!("{base}/.well-known/mcp/server-card.json"));
+    assert_eq!(card_url, format!("{base}/mcp/server-card"));
     let card: Value = reqwest::blocking::get(&card_url).unwrap().json().unwrap();
+    // The same card at the well-known path; both revalidate with their ETag (304, no body).
+    let http = reqwest::blocking::Client::new();
+    let mut etags = Vec::new();
+    for url in [
+        card_url.clone(),
+        format!("{base}/.well-known/mcp/server-card.json"),
+    ] {
+        let first = http.get(&url).send().unwrap();
+        assert_eq!(first.status().as_u16(), 200, "{url}");
+        let etag = first.headers()["etag"].to_str().unwrap().to_string();
+        assert_eq!(first.json::<Value>().unwrap(), card, "{url}");
+        let again = http
+            .get(&url)
+            .header("If-None-Match", &etag)
+            .send()
+            .unwrap();
+        assert_eq!(again.status().as_u16(), 304, "{url}");
+        assert_eq!(again.headers()["etag"], etag.as_str());
+        assert!(again.bytes().unwrap().is_empty());
+        let stale = http
+            .get(&url)
+            .header("If-None-Match", "\"not-this-one\"")
+            .send()
+            .unwrap();
+        assert_eq!(stale.status().as_u16(), 200, "{url}");
+        etags.push(etag);
+    }
+    assert_eq!(etags[0], etags[1]);
     let listing: Value =
         serde_json::from_str(&std::fs::read_to_string(repo_root().join("server.json")).unwrap())
             .unwrap();

@@ -29,6 +29,7 @@ mod declared;
 pub mod discovery;
 pub mod extension;
 mod handler;
+pub mod inline;
 pub mod inputs;
 pub mod jsonrpc;
 pub mod legacy;
@@ -83,6 +84,7 @@ pub fn router(
         presenter: presentation::Presenter::new(lifetimes, config.base_url()),
         extensions,
         app: app::AppSurface::new(&service, config),
+        inline: Default::default(),
         service,
     });
     let discovery = discovery::router(&shared, config, &auth);

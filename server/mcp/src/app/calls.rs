@@ -12,6 +12,7 @@ use vidforge_http::envelope::Envelope;
 use vidforge_http::playback::LINK_TTL;
 
 use crate::args::fallback_input;
+use crate::inline::InlineGrant;
 use crate::inputs::RenderIdInput;
 use crate::request::{VidforgeMcp, internal, service_envelope, tool_error, tool_ok};
 
@@ -52,17 +53,10 @@ impl VidforgeMcp {
             .value(id);
             return tool_error(env);
         }
-        let path = match service.preview_path(principal, id) {
-            Ok((_, path)) => path,
-            Err(e) => return tool_error(service_envelope(&e, Some(id))),
-        };
-        let bytes = match service
-            .media()
-            .read(&path, catalog::MAX_INLINE_RESOURCE_BYTES)
-            .await
-        {
-            Ok(bytes) => bytes,
-            Err(e) => return tool_error(service_envelope(&e, Some(id))),
+        // The grant is held until the answer is built.
+        let (bytes, _grant) = match self.view_preview(principal, id).await {
+            Ok(read) => read,
+            Err(env) => return tool_error(*env),
         };
         use base64::Engine as _;
         let image = format!(
@@ -93,21 +87,69 @@ impl VidforgeMcp {
         )
     }
 
+    /// The preview's copy sized for a chat view, within the principal's and the node's inline
+    /// budget; a preview made before such copies were is read whole (within the same budget,
+    /// at most [`catalog::MAX_INLINE_RESOURCE_BYTES`]).
+    async fn view_preview(
+        &self,
+        principal: &str,
+        id: &str,
+    ) -> Result<(Vec<u8>, InlineGrant), Box<Envelope>> {
+        let service = &self.shared.service;
+        let envelope =
+            |e: vidforge_core::error::ServiceError| Box::new(service_envelope(&e, Some(id)));
+        let view = service.view_preview_path(principal, id).map_err(envelope)?;
+        let budget = |bytes| {
+            self.shared
+                .inline
+                .take(principal, bytes)
+                .map_err(|busy| Box::new(busy.envelope()))
+        };
+        let grant = budget(catalog::MAX_VIEW_PREVIEW_BYTES)?;
+        if let Ok(bytes) = service
+            .media()
+            .read(&view, catalog::MAX_VIEW_PREVIEW_BYTES)
+            .await
+        {
+            return Ok((bytes, grant));
+        }
+        drop(grant);
+        let (_, full) = service.preview_path(principal, id).map_err(envelope)?;
+        let grant = budget(catalog::MAX_INLINE_RESOURCE_BYTES)?;
+        let bytes = service
+            .media()
+            .read(&full, catalog::MAX_INLINE_RESOURCE_BYTES)
+            .await
+            .map_err(envelope)?;
+        Ok((bytes, grant))
+    }
+
     async fn app_playback(&self, principal: &str, id: &str) -> Result<CallToolResponse, McpError> {
         let service = &self.shared.service;
         let found = match service.resolve_result(principal, id) {
             Ok(found) => found,
             Err(e) => return tool_error(service_envelope(&e, Some(id))),
         };
-        let expires_ms = service.clock().now_ms() + LINK_TTL.as_millis() as u64;
-        let url = match service.media().presigned(&found.path, false).await {
-            Ok(Some(presigned)) => presigned,
-            Ok(None) => self
-                .shared
-                .app
-                .links
-                .link(id, &found.file_name, principal, expires_ms / 1000)
-                .map_err(internal)?,
+        let now_ms = service.clock().now_ms();
+        // One lifetime for the link, `expires_at` and what the tool says: the bucket's link is
+        // signed for no longer than a playback link lives.
+        let (url, expires_ms) = match service
+            .media()
+            .presigned(&found.path, false, Some(LINK_TTL))
+            .await
+        {
+            Ok(Some((presigned, ttl))) => (presigned, now_ms + ttl.as_millis() as u64),
+            Ok(None) => {
+                // Whole seconds: the link states its expiry in them.
+                let expires_ms = (now_ms + LINK_TTL.as_millis() as u64) / 1000 * 1000;
+                let link = self
+                    .shared
+                    .app
+                    .links
+                    .link(id, &found.file_name, principal, expires_ms / 1000)
+                    .map_err(internal)?;
+                (link, expires_ms)
+            }
             Err(e) => return tool_error(service_envelope(&e, Some(id))),
         };
         tool_ok(
