@@ -353,3 +353,119 @@ fn with_media_in_a_bucket_the_view_plays_the_presigned_link() {
     assert_eq!(status, 200);
     assert_eq!(body.len() as u64, sc["size_bytes"].as_u64().unwrap());
 }
+
+/// A 4k watermark preview of pure noise (a PNG of about 25 MB) read inline by 24 concurrent
+/// `vidforge_app_preview` calls and 24 concurrent `resources/read`s of its owner: the view gets
+/// a copy sized for a chat view (640x360, well under 2 MB), the full preview is read under the
+/// principal's inline budget (the reads past it refused at once, temporary), the server's peak
+/// memory during the burst grows by less than 256 MB (before: 24 calls took 1.44 GB), and
+/// another principal is answered meanwhile.
+#[test]
+fn inline_previews_of_a_4k_noise_frame_keep_memory_bounded() {
+    use base64::Engine as _;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &TWO_PRINCIPALS);
+    let noise = dir.path().join("noise.mp4");
+    ffmpeg_lavfi(
+        "nullsrc=s=3840x2160:r=1:d=1,geq=lum='random(1)*255':cb='random(2)*255':cr='random(3)*255'",
+        &[
+            "-c:v",
+            "libx264",
+            "-preset",
+            "ultrafast",
+            "-qp",
+            "4",
+            "-pix_fmt",
+            "yuv420p",
+        ],
+        &noise,
+    );
+    let clip = upload(&server, Some("token-alice-1"), &noise);
+    let logo = upload(&server, Some("token-alice-1"), &make_logo(dir.path()));
+    let mut alice = session(&server, Some("token-alice-1"), ui_caps());
+    let accepted = alice.tool(
+        "vidforge_render_video",
+        json!({"source_asset_uri": clip, "output_format": "mp4", "resolution": "4k",
+               "watermark": {"image_asset_uri": logo}}),
+    );
+    let id = accepted.result()["structuredContent"]["render_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_state(&mut alice, &id, |s| {
+        s["state"] == "awaiting_watermark_approval"
+    });
+    let uri = format!("vidforge://renders/{id}/watermark-preview.png");
+    let mut clients: Vec<Legacy> = (0..48)
+        .map(|_| session(&server, Some("token-alice-1"), ui_caps()))
+        .collect();
+    // The peak from here on.
+    server.reset_peak_rss();
+    let before = server.rss_kib() << 10;
+    let replies: Vec<WireReply> = std::thread::scope(|s| {
+        let calls: Vec<_> = clients
+            .iter_mut()
+            .enumerate()
+            .map(|(i, client)| {
+                let (id, uri) = (id.clone(), uri.clone());
+                s.spawn(move || {
+                    if i % 2 == 0 {
+                        client.tool("vidforge_app_preview", json!({"render_id": id}))
+                    } else {
+                        client.request("resources/read", json!({"uri": uri}))
+                    }
+                })
+            })
+            .collect();
+        // Another principal is answered meanwhile (the time shares two cores with 48 clients
+        // parsing their answers: printed, not asserted).
+        let mut bob = Mcp::new(&server.base()).with_token("token-bob-22");
+        let asked = std::time::Instant::now();
+        assert_eq!(bob.call("tools/list", json!({}), Caps::NONE).status, 200);
+        eprintln!(
+            "mcp_app: bob's tools/list during the burst: {:?}",
+            asked.elapsed()
+        );
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    let grown = (server.peak_rss_kib() << 10).saturating_sub(before);
+    eprintln!(
+        "mcp_app: 48 inline reads of a 4k noise preview: peak RSS +{} MB",
+        grown >> 20
+    );
+    let (mut read_whole, mut refused) = (0, 0);
+    for (i, reply) in replies.iter().enumerate() {
+        if i % 2 == 0 {
+            let image = reply.result()["structuredContent"]["image"]
+                .as_str()
+                .unwrap();
+            let png = image.strip_prefix("data:image/png;base64,").unwrap();
+            assert!(
+                png.len() < 2 << 20,
+                "an inline preview of {} bytes",
+                png.len()
+            );
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(png)
+                .unwrap();
+            let info = png::Decoder::new(std::io::Cursor::new(bytes))
+                .read_info()
+                .unwrap();
+            assert_eq!((info.info().width, info.info().height), (640, 360));
+        } else if reply.body["result"]["contents"][0]["blob"].is_string() {
+            read_whole += 1;
+        } else {
+            assert!(matches!(reply.status, 429 | 503), "{}", reply.body);
+            let data = &reply.body["error"]["data"];
+            assert_eq!(data["temporary"], true, "{}", reply.body);
+            assert!(data["retry_after_ms"].as_u64().is_some(), "{}", reply.body);
+            refused += 1;
+        }
+    }
+    eprintln!("mcp_app: full previews read inline {read_whole}, refused for the budget {refused}");
+    assert!(
+        read_whole >= 1 && read_whole + refused == 24,
+        "{read_whole} {refused}"
+    );
+    assert!(grown < 256 << 20, "peak RSS grew by {} MB", grown >> 20);
+}

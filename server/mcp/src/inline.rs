@@ -1,15 +1,20 @@
 //! The budget of inline reads: a `resources/read` blob (a watermark preview, a small result)
 //! and the MCP App's preview travel inside the JSON answer, which costs a few times their
-//! bytes in memory (the file, its base64, the serialized answer). The bytes such reads hold
-//! at once are bounded per principal ([`INLINE_BYTES_PER_PRINCIPAL`]) and per node
-//! ([`INLINE_BYTES_PER_NODE`]): a read that would pass a bound is refused at once,
-//! temporary, with `retry_after_ms` (`rate_limited` for the principal's bound,
-//! `service_unavailable` for the node's), so one principal's burst neither grows the node's
-//! memory without bound nor starves anyone else. A read reserves what it may read (the file's
-//! size where known, else the cap it reads under) and gives it back when its answer is built.
+//! bytes in memory (the file, its base64, the serialized answer, the wire layer's pass over
+//! it). The bytes such reads may hold at once are bounded per principal
+//! ([`INLINE_BYTES_PER_PRINCIPAL`]) and per node ([`INLINE_BYTES_PER_NODE`]): a read
+//! reserves the most it may read (the cap it reads under) before it starts, in the wire layer,
+//! and gives it back once its answer has been sent. A read that would pass a bound waits up
+//! to [`INLINE_WAIT`] for others to finish, then is refused, temporary, with
+//! `retry_after_ms` (`rate_limited` for the principal's bound, `service_unavailable` for the
+//! node's): one principal's burst neither grows the node's memory without bound nor starves
+//! anyone else.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
 
 use vidforge_core::catalog::{
     ErrorCode, INLINE_BYTES_PER_NODE, INLINE_BYTES_PER_PRINCIPAL, INLINE_RETRY_AFTER,
@@ -23,12 +28,17 @@ struct Held {
     by_principal: HashMap<String, u64>,
 }
 
+/// How long a read waits for room in the budget before it is refused.
+pub const INLINE_WAIT: Duration = Duration::from_secs(2);
+
 /// The node's inline-read budget (one per MCP front).
 #[derive(Debug)]
 pub struct InlineBudget {
     per_principal: u64,
     per_node: u64,
     held: Mutex<Held>,
+    /// Woken whenever bytes are given back.
+    freed: Notify,
 }
 
 /// Bytes reserved by one read; given back when dropped.
@@ -60,6 +70,7 @@ impl InlineBudget {
             per_principal,
             per_node,
             held: Mutex::new(Held::default()),
+            freed: Notify::new(),
         }
     }
 
@@ -85,6 +96,31 @@ impl InlineBudget {
             bytes,
         })
     }
+
+    /// [`InlineBudget::take`], waiting up to `wait` for bytes to be given back.
+    pub async fn take_within(
+        self: &Arc<Self>,
+        principal: &str,
+        bytes: u64,
+        wait: Duration,
+    ) -> Result<InlineGrant, InlineBusy> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            // Registered before the attempt, so a release between the two is not missed.
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            match self.take(principal, bytes) {
+                Ok(grant) => return Ok(grant),
+                Err(busy) if tokio::time::Instant::now() >= deadline => return Err(busy),
+                Err(_) => {}
+            }
+            tokio::select! {
+                () = freed => {}
+                () = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+    }
 }
 
 impl Drop for InlineGrant {
@@ -97,6 +133,8 @@ impl Drop for InlineGrant {
                 held.by_principal.remove(&self.principal);
             }
         }
+        drop(held);
+        self.budget.freed.notify_waiters();
     }
 }
 
@@ -138,5 +176,26 @@ mod tests {
         let env = InlineBusy::Node.envelope();
         assert!(env.temporary);
         assert_eq!(env.retry_after_ms, Some(1000));
+    }
+
+    #[tokio::test]
+    async fn a_read_waits_for_bytes_given_back_then_gives_up() {
+        let budget = Arc::new(InlineBudget::new(10, 10));
+        let held = budget.take("alice", 8).unwrap();
+        let later = tokio::spawn({
+            let budget = budget.clone();
+            async move { budget.take_within("alice", 8, Duration::from_secs(5)).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        drop(held);
+        assert!(
+            later.await.unwrap().is_ok(),
+            "the waiting read got the bytes"
+        );
+        let _held = budget.take("bob", 1).unwrap();
+        let refused = budget
+            .take_within("carol", 10, Duration::from_millis(50))
+            .await;
+        assert_eq!(refused.unwrap_err(), InlineBusy::Node);
     }
 }

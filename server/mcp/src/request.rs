@@ -31,8 +31,6 @@ pub struct McpShared {
     pub presenter: Presenter,
     /// The MCP App's playback links and CSP origins.
     pub app: super::app::AppSurface,
-    /// The bytes inline reads may hold, per principal and per node.
-    pub inline: Arc<super::inline::InlineBudget>,
 }
 
 #[derive(Clone)]

@@ -11,7 +11,6 @@ use vidforge_core::uri;
 
 use vidforge_http::envelope::{Envelope, RepairContext};
 
-use super::inline::InlineGrant;
 use super::request::*;
 
 impl VidforgeMcp {
@@ -80,8 +79,6 @@ impl VidforgeMcp {
             Ok((_, p)) => p,
             Err(_) => return Err(Self::resource_not_found(uri)),
         };
-        // Its size is known only once read: it may read up to the cap.
-        let _grant = self.inline_grant(principal, catalog::MAX_INLINE_RESOURCE_BYTES)?;
         let bytes = self
             .shared
             .service
@@ -90,15 +87,6 @@ impl VidforgeMcp {
             .await
             .map_err(|_| Self::resource_not_found(uri))?;
         Self::blob_contents(uri, "image/png", &bytes)
-    }
-
-    /// Reserves `bytes` of the inline budget for `principal`'s read, or the JSON-RPC refusal
-    /// (`-32603` with the temporary envelope in `data`).
-    fn inline_grant(&self, principal: &str, bytes: u64) -> Result<InlineGrant, McpError> {
-        self.shared.inline.take(principal, bytes).map_err(|busy| {
-            let env = busy.envelope();
-            McpError::internal_error(env.message.clone(), Some(env.to_jsonrpc_data()))
-        })
     }
 
     pub(super) async fn read_video(
@@ -149,7 +137,6 @@ impl VidforgeMcp {
                 Some(env.to_jsonrpc_data()),
             ));
         }
-        let _grant = self.inline_grant(principal, size)?;
         let bytes = self
             .shared
             .service

@@ -7,12 +7,12 @@ use serde_json::{Value, json};
 
 use vidforge_core::catalog::{self, ErrorCode};
 use vidforge_core::clock::rfc3339;
+use vidforge_core::error::ServiceError;
 use vidforge_core::store::RenderState;
 use vidforge_http::envelope::Envelope;
 use vidforge_http::playback::LINK_TTL;
 
 use crate::args::fallback_input;
-use crate::inline::InlineGrant;
 use crate::inputs::RenderIdInput;
 use crate::request::{VidforgeMcp, internal, service_envelope, tool_error, tool_ok};
 
@@ -53,9 +53,8 @@ impl VidforgeMcp {
             .value(id);
             return tool_error(env);
         }
-        // The grant is held until the answer is built.
-        let (bytes, _grant) = match self.view_preview(principal, id).await {
-            Ok(read) => read,
+        let bytes = match self.view_preview(principal, id).await {
+            Ok(bytes) => bytes,
             Err(env) => return tool_error(*env),
         };
         use base64::Engine as _;
@@ -87,41 +86,31 @@ impl VidforgeMcp {
         )
     }
 
-    /// The preview's copy sized for a chat view, within the principal's and the node's inline
-    /// budget; a preview made before such copies were is read whole (within the same budget,
-    /// at most [`catalog::MAX_INLINE_RESOURCE_BYTES`]).
-    async fn view_preview(
-        &self,
-        principal: &str,
-        id: &str,
-    ) -> Result<(Vec<u8>, InlineGrant), Box<Envelope>> {
+    /// The preview's copy sized for a chat view (at most [`catalog::MAX_VIEW_PREVIEW_BYTES`]:
+    /// what the wire layer reserved of the inline budget for this call); a preview made
+    /// before such copies were is read whole when it is as small, else it is not inlined
+    /// (`result_too_large_to_inline`, with its download link).
+    async fn view_preview(&self, principal: &str, id: &str) -> Result<Vec<u8>, Box<Envelope>> {
         let service = &self.shared.service;
-        let envelope =
-            |e: vidforge_core::error::ServiceError| Box::new(service_envelope(&e, Some(id)));
+        let envelope = |e: ServiceError| Box::new(service_envelope(&e, Some(id)));
+        let max = catalog::MAX_VIEW_PREVIEW_BYTES;
         let view = service.view_preview_path(principal, id).map_err(envelope)?;
-        let budget = |bytes| {
-            self.shared
-                .inline
-                .take(principal, bytes)
-                .map_err(|busy| Box::new(busy.envelope()))
-        };
-        let grant = budget(catalog::MAX_VIEW_PREVIEW_BYTES)?;
-        if let Ok(bytes) = service
-            .media()
-            .read(&view, catalog::MAX_VIEW_PREVIEW_BYTES)
-            .await
-        {
-            return Ok((bytes, grant));
+        if let Ok(bytes) = service.media().read(&view, max).await {
+            return Ok(bytes);
         }
-        drop(grant);
         let (_, full) = service.preview_path(principal, id).map_err(envelope)?;
-        let grant = budget(catalog::MAX_INLINE_RESOURCE_BYTES)?;
-        let bytes = service
-            .media()
-            .read(&full, catalog::MAX_INLINE_RESOURCE_BYTES)
-            .await
-            .map_err(envelope)?;
-        Ok((bytes, grant))
+        service.media().read(&full, max).await.map_err(|_| {
+            let link = self.shared.presenter.preview_url(id);
+            Box::new(
+                Envelope::new(
+                    ErrorCode::ResultTooLargeToInline,
+                    "This preview is too large to inline; download it over HTTP (details.download_url).",
+                )
+                .field("render_id")
+                .value(id)
+                .detail("download_url", json!(link)),
+            )
+        })
     }
 
     async fn app_playback(&self, principal: &str, id: &str) -> Result<CallToolResponse, McpError> {
