@@ -264,9 +264,20 @@ fn the_view_previews_approves_and_plays_for_its_principal_only() {
         "{url}"
     );
 
-    // No credential: the link is enough, with Range as on the download.
+    // No credential: the link is enough, with Range as on the download; nothing caches it
+    // longer than the link lives (ten minutes).
     let (status, body) = get(&url, None);
     assert_eq!(status, 200);
+    let plain = reqwest::blocking::get(&url).unwrap();
+    let cache = plain.headers()["cache-control"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let max_age: u64 = cache.rsplit("max-age=").next().unwrap().parse().unwrap();
+    assert!(
+        cache.starts_with("private") && (590..=600).contains(&max_age),
+        "{cache}"
+    );
     assert_eq!(body.len() as u64, sc["size_bytes"].as_u64().unwrap());
     let (status, body) = get(&url, Some("bytes=0-99"));
     assert_eq!((status, body.len()), (206, 100));
@@ -349,6 +360,8 @@ fn with_media_in_a_bucket_the_view_plays_the_presigned_link() {
     let sc = playback.result()["structuredContent"].clone();
     let url = sc["url"].as_str().unwrap();
     assert!(url.starts_with(&format!("{}/", s3.endpoint())), "{url}");
+    // Signed for the playback link's ten minutes (not presigned_url_ttl's fifteen).
+    assert!(url.contains("X-Amz-Expires=600"), "{url}");
     let (status, body) = get(url, None);
     assert_eq!(status, 200);
     assert_eq!(body.len() as u64, sc["size_bytes"].as_u64().unwrap());

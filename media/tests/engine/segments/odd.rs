@@ -64,7 +64,7 @@ fn starts(spans: &[SegmentSpan]) -> Vec<f64> {
 #[test]
 fn a_paused_recording_and_a_frame_rate_jump_join_like_a_single_pass() {
     let dir = tempdir();
-    let paused = fixtures::paused_recording(dir.path(), 12.0, 10, (4.0, 7.0)).expect("source");
+    let paused = fixtures::paused_recording(dir.path(), 12.0, 5, (4.0, 7.0)).expect("source");
     let spans = split_matches_single_pass(&paused, OutputFormat::Mp4, 2.0);
     assert!(spans.len() >= 3, "{spans:?}");
     let vfr = fixtures::frame_rate_jump(dir.path()).expect("source");
