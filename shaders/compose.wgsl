@@ -114,6 +114,8 @@ override ROW_WORDS: u32 = 1u;
 // interleaved U/V of NV12 (the other plane's samples sit between ours and are skipped).
 override ROW_STEP: u32 = 1u;
 const MAX_ROW_WORDS: u32 = 8u;
+// Taps of a fast row at most: its window fits MAX_ROW_WORDS words (32 bytes).
+const MAX_FAST_TAPS: u32 = 32u;
 
 @group(0) @binding(0) var<uniform> params: Params;
 @group(0) @binding(1) var<storage, read> src: array<u32>;
@@ -217,9 +219,17 @@ fn filtered4(p: Plane, origin: i32, x: u32, y: u32) -> vec4<f32> {
     // Windows only move right, so the lowest clamped index needed is the first one.
     let base = clamp(w0.start, 0, last_x);
     let step = i32(ROW_STEP);
+    // The horizontal weights and byte offsets do not depend on the row: computed once here,
+    // not once per source row (a 4x4 bicubic enlargement spent most of its time recomputing
+    // them). The loops have constant bounds, so these arrays live in registers.
+    var kxs: array<vec4<f32>, MAX_FAST_TAPS>;
+    var offs: array<vec4<i32>, MAX_FAST_TAPS>;
     var sum_x = vec4<f32>(0.0);
     for (var t = 0u; t < TAPS_X; t++) {
-        sum_x += vec4<f32>(weight(w0, KERN_X, t), weight(w1, KERN_X, t), weight(w2, KERN_X, t), weight(w3, KERN_X, t));
+        let kx = vec4<f32>(weight(w0, KERN_X, t), weight(w1, KERN_X, t), weight(w2, KERN_X, t), weight(w3, KERN_X, t));
+        kxs[t] = kx;
+        sum_x += kx;
+        offs[t] = (clamp(starts + i32(t), vec4<i32>(0), vec4<i32>(last_x)) - base) * step;
     }
     var acc = vec4<f32>(0.0);
     var sum_y = 0.0;
@@ -231,12 +241,11 @@ fn filtered4(p: Plane, origin: i32, x: u32, y: u32) -> vec4<f32> {
         for (var i = 0u; i < ROW_WORDS; i++) {
             words[i] = src[(addr >> 2u) + i];
         }
-        let skew = i32(addr & 3u) - base * step;
+        let skew = vec4<i32>(i32(addr & 3u));
         var s = vec4<f32>(0.0);
         for (var t = 0u; t < TAPS_X; t++) {
-            let k = clamp(starts + i32(t), vec4<i32>(0), vec4<i32>(last_x)) * step + skew;
-            let kx = vec4<f32>(weight(w0, KERN_X, t), weight(w1, KERN_X, t), weight(w2, KERN_X, t), weight(w3, KERN_X, t));
-            s += kx * vec4<f32>(pick(words, k.x), pick(words, k.y), pick(words, k.z), pick(words, k.w));
+            let k = offs[t] + skew;
+            s += kxs[t] * vec4<f32>(pick(words, k.x), pick(words, k.y), pick(words, k.z), pick(words, k.w));
         }
         acc += ky * s;
     }

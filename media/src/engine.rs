@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use ffmpeg::ffi;
 use ffmpeg_next as ffmpeg;
-use vidforge_gpu::{AdapterPreference, GpuContext, OutputLight};
+use vidforge_gpu::{GpuContext, OutputLight};
 
 use spec::compose_spec;
 use truncation::{DeclaredLength, check_length};
@@ -26,11 +26,13 @@ use truncation::{DeclaredLength, check_length};
 use crate::compose::{ComposeSpec, Compositor, CpuCompositor, WgpuCompositor};
 use crate::error::MediaError;
 use crate::ffutil;
-use crate::hardware::{self, H264Encoder, HardwareChoice};
+use crate::hardware::host::LiveHost;
+use crate::hardware::{self, CompositorPlan, H264Encoder, HardwareChoice, HardwarePlan, Workload};
 use crate::hdr_out::HdrOutput;
 use crate::hwdecode::CudaDevice;
 use crate::muxer::{MuxTarget, Muxer};
 use crate::pipeline::{self, FrameReader, PipelineOutcome};
+use crate::quality::QualityReport;
 use crate::segment::SegmentSpan;
 use crate::source::{self, Source};
 use crate::tempout::TempOutput;
@@ -51,6 +53,8 @@ pub struct Engine {
     /// The one CUDA device of the process for NVDEC decoding, shared by every decoder.
     cuda: Option<CudaDevice>,
     h264: H264Encoder,
+    /// What `auto` decided, and why.
+    plan: HardwarePlan,
 }
 
 impl std::fmt::Debug for Engine {
@@ -58,49 +62,49 @@ impl std::fmt::Debug for Engine {
         f.debug_struct("Engine")
             .field("choice", &self.choice)
             .field("backend", &self.backend_name())
-            .field("nvdec", &self.cuda.is_some())
+            .field("decode", &self.plan.decode)
             .field("h264", &self.h264)
             .finish()
     }
 }
 
 impl Engine {
-    /// `Auto`: a hardware adapter if any, else the CPU compositor. `Wgpu`: any adapter,
-    /// software included; an error when there is none. `Cpu`: no GPU at all.
+    /// `Auto`: the CPU compositor unless NVDEC's frames can stay on a hardware GPU (see
+    /// [`crate::hardware::plan`]). `Wgpu`: any adapter, software included; an error when there
+    /// is none. `Cpu`: no GPU at all.
     ///
-    /// Hardware decoding and encoding are `auto` (see [`Engine::with_hardware`]).
+    /// Hardware decoding and encoding are `auto`, for a service (see [`Engine::with_hardware`]).
     pub fn new(choice: BackendChoice) -> Result<Engine, MediaError> {
-        Self::with_hardware(choice, HardwareChoice::default())
+        Self::with_hardware(choice, HardwareChoice::default(), Workload::Service)
     }
 
-    /// Like [`Engine::new`], with the decode and encode choices: a CUDA device is opened and
-    /// an NVENC session tried once, here; forced choices that cannot be had are errors.
+    /// Like [`Engine::new`], with the decode and encode choices and the process's workload:
+    /// the plan is decided here, once, probing only what it needs (a CUDA device, an NVENC
+    /// session, a GPU context); forced choices that cannot be had are errors.
     pub fn with_hardware(
         choice: BackendChoice,
         hardware: HardwareChoice,
+        workload: Workload,
     ) -> Result<Engine, MediaError> {
         ffutil::init();
-        let cuda = hardware::select_decoder(hardware.decode, CudaDevice::open)?;
-        let h264 = hardware::select_encoder(hardware.encoder, hardware::probe_nvenc)?;
-        tracing::info!(
-            nvdec = cuda.is_some(),
-            h264 = h264.ffmpeg_name(),
-            "decoder and encoder selected"
-        );
-        let gpu = match choice {
-            BackendChoice::Cpu => None,
-            BackendChoice::Wgpu => Some(
-                GpuContext::new(AdapterPreference::AllowSoftware).map_err(|e| {
-                    MediaError::failed(format!("the wgpu backend has no adapter: {e}"))
-                })?,
-            ),
-            BackendChoice::Auto => match GpuContext::new(AdapterPreference::HardwareOnly) {
-                Ok(ctx) => Some(ctx),
-                Err(e) => {
-                    tracing::info!("no hardware GPU adapter, using the CPU compositor ({e})");
-                    None
-                }
-            },
+        let mut host = LiveHost::new(workload == Workload::Service);
+        let plan = hardware::plan(choice, hardware, workload, &mut host)?;
+        for line in &plan.why {
+            tracing::info!("{line}");
+        }
+        let gpu = match plan.compositor {
+            CompositorPlan::Cpu => None,
+            CompositorPlan::Wgpu(pref) => Some(host.gpu_context(pref).map_err(|e| {
+                MediaError::failed(format!("the wgpu backend has no adapter: {e}"))
+            })?),
+        };
+        let cuda = if plan.decode.uses_cuda() {
+            Some(
+                host.cuda_device()
+                    .map_err(|reason| MediaError::HardwareUnavailable { reason })?,
+            )
+        } else {
+            None
         };
         if let Some(ctx) = &gpu {
             let a = ctx.adapter();
@@ -113,8 +117,14 @@ impl Engine {
             gpu,
             choice,
             cuda,
-            h264,
+            h264: plan.h264,
+            plan,
         })
+    }
+
+    /// What this engine uses, and why (one line per decision).
+    pub fn hardware_plan(&self) -> &HardwarePlan {
+        &self.plan
     }
 
     /// `cpu` or the GPU adapter's name.
@@ -194,6 +204,10 @@ impl Engine {
             encode_ms = outcome.stage_times.encode.as_millis() as u64,
             "render finished"
         );
+        let quality = outcome.encode.quality.map(QualityReport::single);
+        if let Some(q) = quality.as_ref().and_then(|q| q.whole.summary()) {
+            tracing::info!(output = %job.output.display(), frames_measured = q.frames_measured, "quality: {}", q.line());
+        }
         Ok(RenderReport {
             frames,
             duration_seconds,
@@ -206,6 +220,7 @@ impl Engine {
             elapsed,
             fps,
             stage_times: outcome.stage_times,
+            quality,
         })
     }
 
@@ -224,8 +239,11 @@ impl Engine {
         }
         let mut src = source::open(&job.input)?;
         let spec = compose_spec(job, &src, true)?;
-        let (decoder, nvdec) =
-            src.video_decoder_for_output((spec.out_width, spec.out_height), self.cuda.as_ref())?;
+        let (decoder, nvdec) = src.video_decoder_for_output(
+            (spec.out_width, spec.out_height),
+            self.cuda.as_ref(),
+            job.encoder.threads,
+        )?;
         let frames_total = span.map_or(src.video.frames_estimate, |s| Some(s.frames));
         let frames_declared = src.video.frames_declared;
         let length_declared = DeclaredLength {

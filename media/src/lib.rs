@@ -35,6 +35,7 @@ mod lend;
 mod muxer;
 mod pipeline;
 mod probe;
+pub mod quality;
 mod scale;
 mod segment;
 mod source;
@@ -56,9 +57,11 @@ pub use engine::spec::output_size;
 pub use error::{ErrorKind, MediaError};
 pub use ffutil::init;
 pub use hardware::{
-    EncoderChoice, H264Encoder, HardwareChoice, HardwareReport, HwDecodeChoice, probe_hardware,
+    CompositorPlan, DecodePlan, EncoderChoice, H264Encoder, HardwareChoice, HardwarePlan,
+    HardwareReport, HwDecodeChoice, Workload, plan_hardware, probe_hardware,
 };
 pub use probe::{AudioStreamInfo, ProbeInfo, VideoStreamInfo, probe, probe_within};
+pub use quality::{QualityReport, QualitySummary, QualityTally, SegmentQuality, WorstSecond};
 pub use segment::{SegmentFile, SegmentPlanOptions, SegmentReport, SegmentSpan, segment_file_name};
 pub use source::hdr::{ContentLight, DolbyVision, DynamicRange, MasteringDisplay, SourceColor};
 pub use source::{MAX_DIMENSION, OverLimits, SourceLimits};

@@ -13,6 +13,7 @@ use crate::audio_out::AudioOut;
 use crate::error::MediaError;
 use crate::hardware::H264Encoder;
 use crate::hdr_out::HdrOutput;
+use crate::quality::QualityTally;
 use crate::source::Source;
 use crate::types::{EncoderSettings, OutputFormat};
 use crate::video_out::{OutputParams, VideoOut};
@@ -95,6 +96,7 @@ impl Muxer {
             out_h,
             global_header,
             hdr,
+            measure_quality: settings.measure_quality,
         };
         let mut video = VideoOut::open(&mut octx, &params, src)?;
         let mut audio = match target.segment {
@@ -148,13 +150,16 @@ impl Muxer {
             .write_trailer()
             .map_err(|e| MediaError::ffmpeg("finishing the output file", e))?;
         let seconds = self.video.seconds();
+        let quality = self.video.quality();
         // Dropping closes the file.
         drop(self);
-        Ok(VideoTiming { seconds })
+        Ok(VideoTiming { seconds, quality })
     }
 }
 
 /// What the encoder saw of the video timeline.
 pub(crate) struct VideoTiming {
     pub seconds: f64,
+    /// When measured.
+    pub quality: Option<QualityTally>,
 }

@@ -20,6 +20,7 @@ use reader::{Item, frame_timing};
 use crate::compose::Compositor;
 use crate::error::MediaError;
 use crate::muxer::Muxer;
+use crate::quality::QualityTally;
 use crate::types::{Progress, Stage, StageTimes};
 
 /// Frames buffered between stages. A few are enough to absorb jitter; more only costs memory.
@@ -231,6 +232,8 @@ pub(crate) struct EncodeOutcome {
     pub frames: u64,
     pub video_seconds: f64,
     pub busy: Duration,
+    /// When measured.
+    pub quality: Option<QualityTally>,
 }
 
 fn encode_stage(
@@ -277,6 +280,7 @@ fn encode_stage(
                     frames,
                     video_seconds: timing.seconds,
                     busy,
+                    quality: timing.quality,
                 });
             }
         }

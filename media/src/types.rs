@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use vidforge_gpu::Position;
 
+use crate::quality::QualityReport;
+
 /// Output resolution class: the output fits inside this box (rotated for vertical video).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Resolution {
@@ -188,8 +190,13 @@ pub struct EncoderSettings {
     pub vp9_deadline: String,
     /// Audio bitrate when audio is transcoded; `None`: 128 kb/s AAC, 96 kb/s Opus (stereo).
     pub audio_bitrate: Option<u32>,
-    /// Encoder threads; 0 lets the encoder decide (x264 auto, libvpx one per core).
+    /// Threads of the render's encoder, and of its decoder; 0 lets each decide (x264 and
+    /// FFmpeg's decoders: about one per core; libvpx one per core). A service sets the
+    /// render's share of the host's cores when several run at once.
     pub threads: u32,
+    /// Measure the encoded video's quality against the frames the encoder is given (PSNR,
+    /// SSIM: [`RenderReport::quality`]); it costs a decode and a comparison of each frame.
+    pub measure_quality: bool,
 }
 
 impl Default for EncoderSettings {
@@ -202,6 +209,7 @@ impl Default for EncoderSettings {
             vp9_deadline: "realtime".to_string(),
             audio_bitrate: None,
             threads: 0,
+            measure_quality: false,
         }
     }
 }
@@ -283,6 +291,11 @@ pub struct RenderReport {
     /// Frames per second of wall time.
     pub fps: f64,
     pub stage_times: StageTimes,
+    /// The video's quality against the frames the encoder was given, when measured
+    /// ([`EncoderSettings::measure_quality`]). A join of segments reports none: the segments
+    /// were measured ([`crate::SegmentReport::quality`]), and whoever holds their tallies
+    /// makes the report ([`QualityReport::of_segments`]).
+    pub quality: Option<QualityReport>,
 }
 
 #[cfg(test)]

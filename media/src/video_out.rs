@@ -16,6 +16,8 @@ use crate::ffutil::{is_eagain, rescale};
 use crate::hardware::H264Encoder;
 use crate::hdr_out::{HDR_OUTPUT_FORMAT, HEVC_ENCODER, HdrOutput};
 use crate::lend::{copy_frame, lend_frame};
+use crate::quality::QualityTally;
+use crate::quality::meter::Meter;
 use crate::source::Source;
 use crate::types::{EncoderSettings, OutputFormat};
 
@@ -34,6 +36,8 @@ pub(crate) struct OutputParams<'a> {
     pub global_header: bool,
     /// HDR kept: 10-bit frames in this colour, its metadata carried over.
     pub hdr: Option<HdrOutput>,
+    /// Measure the output's quality against the frames given (see [`crate::quality`]).
+    pub measure_quality: bool,
 }
 
 /// The video encoder's name for `format` in the output's `light`: H.264 through `h264`, HEVC
@@ -225,6 +229,8 @@ pub(crate) struct VideoOut {
     default_duration: i64,
     /// pts -> duration of frames inside the encoder, to stamp packet durations.
     durations: BTreeMap<i64, i64>,
+    /// Decodes the packets again and compares (when measuring quality).
+    meter: Option<Meter>,
 }
 
 impl VideoOut {
@@ -250,6 +256,15 @@ impl VideoOut {
             unsafe { tag_hdr_stream(ost.as_mut_ptr(), p.format, p.hdr.as_ref())? };
             ost.index()
         };
+        let depth = if p.hdr.is_some() {
+            SampleDepth::Ten
+        } else {
+            SampleDepth::Eight
+        };
+        let meter = p
+            .measure_quality
+            .then(|| Meter::start(&venc, (p.out_w, p.out_h), depth, enc_tb))
+            .flatten();
         Ok(VideoOut {
             enc: venc,
             ost: vost,
@@ -258,11 +273,7 @@ impl VideoOut {
             clock,
             width: p.out_w,
             height: p.out_h,
-            depth: if p.hdr.is_some() {
-                SampleDepth::Ten
-            } else {
-                SampleDepth::Eight
-            },
+            depth,
             frame: None,
             packet: Packet::empty(),
             last_pts: None,
@@ -270,6 +281,7 @@ impl VideoOut {
             end_pts: 0,
             default_duration: rescale(1, fps.invert(), enc_tb).max(1),
             durations: BTreeMap::new(),
+            meter,
         })
     }
 
@@ -320,6 +332,9 @@ impl VideoOut {
         v.first_pts.get_or_insert(p);
         v.end_pts = v.end_pts.max(p + dur);
         v.durations.insert(p, dur);
+        if let Some(m) = v.meter.as_mut() {
+            m.offer(&img, p);
+        }
         match lend_frame(img, home) {
             Ok(mut f) => {
                 f.set_pts(Some(p));
@@ -357,6 +372,9 @@ impl VideoOut {
                         }
                         v.packet.set_duration(dur);
                     }
+                    if let Some(m) = v.meter.as_mut() {
+                        m.packet(&v.packet);
+                    }
                     v.packet.set_stream(v.ost);
                     v.packet.rescale_ts(v.clock.enc_tb, v.ost_tb);
                     v.packet.set_position(-1);
@@ -377,6 +395,12 @@ impl VideoOut {
             .send_eof()
             .map_err(|e| MediaError::ffmpeg("flushing the video encoder", e))?;
         self.drain(octx)
+    }
+
+    /// The quality of what was encoded, once [`VideoOut::finish`]ed: `None` when not
+    /// measured (not asked, or the meter failed).
+    pub fn quality(&mut self) -> Option<QualityTally> {
+        self.meter.take()?.finish()
     }
 
     /// Seconds from the first frame's start to the last frame's end.

@@ -25,6 +25,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -176,7 +177,8 @@ class Test:
 
     def args(self) -> dict:
         return {"source_asset_uri": self.clip, "output_format": "webm", "resolution": "720p",
-                "watermark": {"image_asset_uri": self.logo, "position": "top_left", "opacity": 0.8}}
+                "watermark": {"image_asset_uri": self.logo, "position": "top_left", "opacity": 0.8},
+                "quality_report": True}
 
     def open_host(self, token: str, **params) -> None:
         q = {"token": token, "sandbox": f"http://127.0.0.1:{self.sandbox_port}/sandbox.html"}
@@ -258,6 +260,14 @@ class Test:
         if status.get("state") != "succeeded" or status.get("watermark_applied") is not True:
             fail(f"after Approve the render is {status}")
         ok("Approve in the view: succeeded with watermark_applied: true")
+        # The quality report, asked for, in one line a person reads (from the same figures).
+        q = status.get("quality") or fail(f"a measured render's status has no quality: {status}")
+        line = wait_until("the quality line", lambda: self.view(
+            "const q = document.getElementById('quality'); return !q.hidden && q.textContent;"), 30, 0.3)
+        m = re.fullmatch(r"Quality: PSNR ([0-9.]+) dB, worst ([0-9.]+) dB at 00:0[0-9], SSIM (0\.9[0-9]{2}|1\.000)", line)
+        if not m or abs(float(m[1]) - q["psnr_db"]) > 0.06 or abs(float(m[2]) - q["worst"]["psnr_db"]) > 0.06:
+            fail(f"the view's quality line is {line!r}, the status says {q}")
+        ok(f"the view says how faithful the video is: {line!r}")
         src = self.view("return document.getElementById('player').src;")
         if not src.startswith(f"{self.base}/play/{rid}/"):
             fail(f"the player's link is {src}")

@@ -35,6 +35,7 @@ fn hardware(dir: &Path) -> (bool, bool) {
         "GPU compositor (wgpu)",
         "Decoding (NVDEC)",
         "Encoding (NVENC)",
+        "What auto chooses, and why",
     ] {
         assert!(t.contains(section), "no '{section}' in: {t}");
     }
@@ -53,14 +54,15 @@ fn forced_hardware_works_or_fails_cleanly_and_auto_falls_back() {
     let clip = make_clip(dir.path(), "in.mp4", 320, 180, 0.4, false);
     let clip = clip.to_str().unwrap();
 
-    // auto: whatever the machine has, the render works and says what it used.
+    // auto: whatever the machine has, the render works and says what it used. One render
+    // decodes on NVDEC only where NVENC encodes (media/src/hardware/plan.rs).
     let out = vidforge(
         &["render", clip, "-o", "auto.mp4", "-r", "720p", "--quiet"],
         dir.path(),
     );
     let t = text(&out);
     assert!(out.status.success(), "auto render failed: {t}");
-    let decode = if cuda {
+    let decode = if cuda && nvenc {
         "nvdec decode"
     } else {
         "software decode"

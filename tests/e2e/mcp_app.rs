@@ -149,6 +149,17 @@ fn the_extension_is_negotiated_and_its_view_served() {
     assert_eq!(tool_names(&card), tool_names(listed.result()));
 }
 
+/// Starts a watermarked render with `args` and waits until it awaits approval; its id.
+fn awaiting_approval(client: &mut Legacy, args: Value) -> String {
+    let accepted = client.tool("vidforge_render_video", args);
+    let id = accepted.result()["structuredContent"]["render_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_state(client, &id, |s| s["state"] == "awaiting_watermark_approval");
+    id
+}
+
 fn wait_state(client: &mut Legacy, id: &str, done: impl Fn(&Value) -> bool) -> Value {
     let mut status = Value::Null;
     for _ in 0..1200 {
@@ -200,18 +211,11 @@ fn the_view_previews_approves_and_plays_for_its_principal_only() {
     let mut alice = session(&server, Some("token-alice-1"), ui_caps());
     let mut bob = session(&server, Some("token-bob-22"), ui_caps());
 
-    let accepted = alice.tool(
-        "vidforge_render_video",
+    let id = awaiting_approval(
+        &mut alice,
         json!({"source_asset_uri": clip, "output_format": "mp4", "resolution": "720p",
                "watermark": {"image_asset_uri": logo, "position": "top_left", "opacity": 0.6}}),
     );
-    let id = accepted.result()["structuredContent"]["render_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    wait_state(&mut alice, &id, |s| {
-        s["state"] == "awaiting_watermark_approval"
-    });
 
     let preview = alice.tool("vidforge_app_preview", json!({"render_id": id}));
     let sc = &preview.result()["structuredContent"];
@@ -396,18 +400,11 @@ fn inline_previews_of_a_4k_noise_frame_keep_memory_bounded() {
     let clip = upload(&server, Some("token-alice-1"), &noise);
     let logo = upload(&server, Some("token-alice-1"), &make_logo(dir.path()));
     let mut alice = session(&server, Some("token-alice-1"), ui_caps());
-    let accepted = alice.tool(
-        "vidforge_render_video",
+    let id = awaiting_approval(
+        &mut alice,
         json!({"source_asset_uri": clip, "output_format": "mp4", "resolution": "4k",
                "watermark": {"image_asset_uri": logo}}),
     );
-    let id = accepted.result()["structuredContent"]["render_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    wait_state(&mut alice, &id, |s| {
-        s["state"] == "awaiting_watermark_approval"
-    });
     let uri = format!("vidforge://renders/{id}/watermark-preview.png");
     let mut clients: Vec<Legacy> = (0..48)
         .map(|_| session(&server, Some("token-alice-1"), ui_caps()))

@@ -157,6 +157,8 @@ fn every_transition_is_delivered_signed_once_and_survives_outages_and_crashes() 
     assert_eq!(got["data"]["size_bytes"], result["size_bytes"]);
     assert_eq!(got["data"]["duration_seconds"], result["duration_seconds"]);
     assert_eq!(got["data"]["video_uri"], result["video_uri"]);
+    // Not measured (the node's default is off): no quality anywhere, never a made-up figure.
+    assert!(result.get("quality").is_none() && got["data"].get("quality").is_none());
     assert!(
         got["data"]["download_url"]
             .as_str()
@@ -200,11 +202,20 @@ fn every_transition_is_delivered_signed_once_and_survives_outages_and_crashes() 
     );
 
     // 4. Bob's own endpoint, secret and event list: his success there, nothing of his here.
-    let bobs_render = bob.render_task(
-        &json!({"source_asset_uri": clip_b, "output_format": "mp4", "resolution": "720p"}),
-    );
-    wait_status(&mut bob, &bobs_render, "completed");
-    bobs.wait_for(&bobs_render, "render.succeeded", WAIT);
+    // He asks for a quality report: the result, its webhook, the dashboard and /metrics say
+    // how faithful the video is.
+    let bobs_render = bob.render_task(&json!({"source_asset_uri": clip_b, "output_format": "mp4",
+        "resolution": "720p", "quality_report": true}));
+    let bobs_done = wait_status(&mut bob, &bobs_render, "completed");
+    let got = bobs.wait_for(&bobs_render, "render.succeeded", WAIT);
+    let result = &bobs_done["result"]["structuredContent"];
+    assert_quality(&mut bob, result);
+    assert_eq!(got["data"]["quality"], result["quality"]);
+    // Bob's row on the dashboard (alice is an admin) says it in one line.
+    let page = dashboard(&server);
+    assert!(page.contains("dB at 00:00, SSIM 0.9"), "{page}");
+    let psnr_count = "vidforge_render_psnr_db_count{window=\"whole\",format=\"mp4\"}";
+    assert!(metric(&server, psnr_count) >= 1.0);
 
     // 5. A receiver that redirects: the attempt fails, nothing follows the redirect, and the
     // retry (after it answers again) delivers.
@@ -302,6 +313,32 @@ fn every_transition_is_delivered_signed_once_and_survives_outages_and_crashes() 
     assert!(page.contains(&crashed), "{page}");
     server.terminate();
     assert!(server.log().contains("vidforge stopped"));
+}
+
+/// `result` (a measured render's `structuredContent`) has figures a 720p x264 encode has,
+/// and fits the render tool's served output schema.
+fn assert_quality(mcp: &mut Mcp, result: &Value) {
+    let q = &result["quality"];
+    let psnr = q["psnr_db"].as_f64().expect("psnr_db");
+    assert!((30.0..100.0).contains(&psnr), "{q}");
+    assert!(
+        q["psnr_y_db"].as_f64().is_some() && q["worst"]["at_seconds"] == 0,
+        "{q}"
+    );
+    let ssim = q["ssim"].as_f64().expect("ssim");
+    assert!(ssim > 0.9 && ssim <= 1.0, "{q}");
+    let tools = mcp.call("tools/list", json!({}), Caps::NONE);
+    let schema = tools.result()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "vidforge_render_video")
+        .expect("the render tool")["outputSchema"]
+        .clone();
+    let validator = jsonschema::validator_for(&schema).expect("the output schema compiles");
+    if let Err(e) = validator.validate(result) {
+        panic!("{result} does not fit the output schema: {e}");
+    }
 }
 
 /// The dashboard as alice (an admin) sees it.

@@ -132,6 +132,7 @@ impl Engine {
             elapsed,
             fps,
             stage_times: StageTimes::default(),
+            quality: None,
         })
     }
 }

@@ -63,6 +63,9 @@ pub struct SegmentReport {
     pub frames: u64,
     pub size_bytes: u64,
     pub elapsed: Duration,
+    /// The segment's quality when measured; the whole render's is the merge of its
+    /// segments' ([`crate::QualityTally::merge`]).
+    pub quality: Option<crate::QualityTally>,
 }
 
 /// The segment file's name for segment `index` (the extension is the intermediate

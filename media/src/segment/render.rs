@@ -70,6 +70,7 @@ impl Engine {
             frames,
             size_bytes,
             elapsed,
+            quality: rendered.outcome.encode.quality,
         })
     }
 }

@@ -26,16 +26,22 @@ impl Source {
     /// source is 4K-class (12 MB a frame; measured: -25 to -30 MB peak RSS, fps within run
     /// noise). Smaller shrinking renders are decode-bound and keep the automatic count.
     ///
+    /// `budget` (threads; 0: the machine) is the render's share of the host's cores when
+    /// several run at once (`EncoderSettings::threads`): then exactly that many.
+    ///
     /// With a CUDA device the decoder uses NVDEC when FFmpeg has a `cuda` hwaccel for the
     /// codec (the flag says whether it does); frames then need [`crate::hwdecode::download`].
     pub fn video_decoder_for_output(
         &self,
         out: (u32, u32),
         cuda: Option<&CudaDevice>,
+        budget: u32,
     ) -> Result<(decoder::Video, bool), MediaError> {
         let pixels = |(w, h): (u32, u32)| u64::from(w) * u64::from(h);
         let src = pixels((self.video.width, self.video.height));
-        let threads = if pixels(out) >= src || src >= BIG_SOURCE_PIXELS {
+        let threads = if budget > 0 {
+            budget as usize
+        } else if pixels(out) >= src || src >= BIG_SOURCE_PIXELS {
             std::thread::available_parallelism().map_or(0, |n| n.get())
         } else {
             0

@@ -9,6 +9,7 @@ mod errors;
 mod formats;
 mod gpu;
 mod hdr;
+mod quality;
 mod segments;
 mod sources;
 mod watermark;

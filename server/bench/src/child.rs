@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use vidforge_media::gpu::{Placement, place_watermark};
 use vidforge_media::{
     BackendChoice, EncoderChoice, EncoderSettings, Engine, H264Encoder, HardwareChoice,
-    HwDecodeChoice, OutputFormat, Position, RenderJob, Resolution, WatermarkSpec, output_size,
+    HwDecodeChoice, OutputFormat, Position, RenderJob, Resolution, WatermarkSpec, Workload,
+    output_size,
 };
 
 use super::{LOGO_SIZE, OPACITY};
@@ -58,7 +59,10 @@ pub(super) fn run_one(path: &Path) -> anyhow::Result<()> {
         encoder: EncoderChoice::parse(&job.encoder).context("bad encoder")?,
     };
     let t = Instant::now();
-    let engine = Engine::with_hardware(backend, hardware)?;
+    let workload = Workload::One {
+        h264: format != OutputFormat::Webm,
+    };
+    let engine = Engine::with_hardware(backend, hardware, workload)?;
     let engine_init_s = t.elapsed().as_secs_f64();
     let render = RenderJob {
         input: job.input.clone(),
@@ -156,6 +160,17 @@ pub(super) struct Job<'a> {
     pub(super) logo: &'a Path,
 }
 
+/// Where `tool` (`None`: vidforge) writes `job`'s output.
+pub(super) fn output_path(job: &Job, tool: Option<Peer>) -> PathBuf {
+    let who = match tool {
+        None => "vf",
+        Some(Peer::Cpu) => "ff",
+        Some(Peer::Gpu(_)) => "ffgpu",
+    };
+    job.work
+        .join(format!("{}.{who}.{}", job.tag, job.format.extension()))
+}
+
 /// vidforge's child for `job`, and the path its report will be written to.
 pub(super) fn vidforge_cmd(
     job: &Job,
@@ -174,7 +189,7 @@ pub(super) fn vidforge_cmd(
     let report = work.join(format!("{tag}.report.json"));
     let child = ChildJob {
         input: src.to_path_buf(),
-        output: work.join(format!("{tag}.vf.{}", format.extension())),
+        output: output_path(job, None),
         resolution: res.as_str().into(),
         format: format.as_str().into(),
         watermark: logo.to_path_buf(),
@@ -215,7 +230,10 @@ impl Peer {
 }
 
 /// The job's output size and watermark placement, as vidforge computes them.
-fn geometry(src: &Path, res: Resolution) -> anyhow::Result<((u32, u32), bool, Placement)> {
+pub(super) fn geometry(
+    src: &Path,
+    res: Resolution,
+) -> anyhow::Result<((u32, u32), bool, Placement)> {
     let probe = vidforge_media::probe(src)?;
     let v = probe.video.context("fixture has no video")?;
     let (ow, oh) = output_size(v.display_width, v.display_height, res);
@@ -260,12 +278,11 @@ pub(super) fn peer_cmd(peer: Peer, job: &Job) -> anyhow::Result<Command> {
 
 fn ffmpeg_gpu_cmd(job: &Job, encoder: H264Encoder) -> anyhow::Result<Command> {
     let &Job {
-        work,
-        tag,
         src,
         res,
         format,
         logo,
+        ..
     } = job;
     if format == OutputFormat::Webm {
         bail!("ffmpeg's GPU pipeline has no VP9 encoder");
@@ -291,7 +308,7 @@ fn ffmpeg_gpu_cmd(job: &Job, encoder: H264Encoder) -> anyhow::Result<Command> {
         .arg(logo)
         .args(["-filter_complex", &graph, "-map", "[out]", "-map", "0:a?"]);
     h264_args(&mut cmd, encoder);
-    cmd.arg(work.join(format!("{tag}.ffgpu.{}", format.extension())));
+    cmd.arg(output_path(job, Some(Peer::Gpu(encoder))));
     Ok(cmd)
 }
 
@@ -299,12 +316,11 @@ fn ffmpeg_gpu_cmd(job: &Job, encoder: H264Encoder) -> anyhow::Result<Command> {
 /// settings.
 fn ffmpeg_cmd(job: &Job) -> anyhow::Result<Command> {
     let &Job {
-        work,
-        tag,
         src,
         res,
         format,
         logo,
+        ..
     } = job;
     let ((ow, oh), enlarging, p) = geometry(src, res)?;
     let flags = if enlarging { "bicubic" } else { "area" };
@@ -344,7 +360,7 @@ fn ffmpeg_cmd(job: &Job) -> anyhow::Result<Command> {
         OutputFormat::Mp4 | OutputFormat::Mov => h264_args(&mut cmd, H264Encoder::X264),
     }
     cmd.args(["-pix_fmt", "yuv420p"])
-        .arg(work.join(format!("{tag}.ff.{}", format.extension())));
+        .arg(output_path(job, Some(Peer::Cpu)));
     Ok(cmd)
 }
 

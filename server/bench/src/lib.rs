@@ -16,7 +16,9 @@ mod child;
 mod human_wait;
 pub mod load;
 mod measure;
+mod quality;
 mod report;
+mod service;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -108,7 +110,7 @@ pub struct BenchArgs {
     /// Concurrency levels of the throughput test (renders at once).
     #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
     pub jobs: Vec<u32>,
-    /// vidforge's decoding: auto (NVDEC when a CUDA device opens), cuda, off.
+    /// vidforge's decoding: auto (what `vidforge probe --hardware` says it picks), cuda, off.
     #[arg(long, default_value = "auto", value_parser = parse_hwdecode)]
     pub hwdecode: HwDecodeChoice,
     /// vidforge's H.264 encoder: auto (NVENC when a session opens), x264, nvenc.
@@ -126,12 +128,26 @@ pub struct BenchArgs {
     /// and off side by side (human-wait.json, human-wait.md).
     #[arg(long)]
     pub human_wait: bool,
-    /// --human-wait: output resolutions.
-    #[arg(long, value_delimiter = ',', default_value = "720p,1080p,4k")]
-    pub resolutions: Vec<String>,
+    /// --human-wait (default 720p,1080p,4k) and --service (default 720p): output resolutions.
+    #[arg(long, value_delimiter = ',')]
+    pub resolutions: Option<Vec<String>>,
     /// --human-wait: how long the person looks at the preview before approving, in seconds.
     #[arg(long, default_value_t = 10.0)]
     pub think_seconds: f64,
+    /// Instead of one process per render: what one `vidforge serve` serves. `--jobs` renders
+    /// at once over MCP (created, previews approved, results awaited) against as many ffmpeg
+    /// processes (and ffmpeg's GPU pipeline with a CUDA device), renders/hour side by side;
+    /// start-up on its own line (service.json, service.md).
+    #[arg(long)]
+    pub service: bool,
+    /// --service: the source's length in seconds (1080p30 H.264 + AAC); default 20, 2 with
+    /// --quick.
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// --service: an argument for `vidforge serve` (repeatable, e.g.
+    /// `--server-arg=--render-slots=16`); none: its defaults.
+    #[arg(long, allow_hyphen_values = true)]
+    pub server_arg: Vec<String>,
     /// Internal: run one render described by this JSON file and write its report.
     #[arg(long, hide = true)]
     pub run_one: Option<PathBuf>,
@@ -145,13 +161,20 @@ pub fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
         if !args.think_seconds.is_finite() || args.think_seconds < 0.0 {
             bail!("--think-seconds must be a number of seconds, 0 or more");
         }
+        let resolutions = args
+            .resolutions
+            .clone()
+            .unwrap_or_else(|| ["720p", "1080p", "4k"].map(String::from).to_vec());
         return human_wait::run(human_wait::HumanWaitArgs {
             out: &args.out,
-            resolutions: &args.resolutions,
+            resolutions: &resolutions,
             runs: args.repeats.unwrap_or(5).max(1),
             think: std::time::Duration::from_secs_f64(args.think_seconds),
             backend: args.backend.server_choice(),
         });
+    }
+    if args.service {
+        return run_service(&args);
     }
     let started = Instant::now();
     if !synthetic::ffmpeg_available() {
@@ -208,6 +231,33 @@ pub fn run_bench(args: BenchArgs) -> anyhow::Result<()> {
         report.total_s
     );
     Ok(())
+}
+
+/// `--service`: its arguments checked and defaulted, the run.
+fn run_service(args: &BenchArgs) -> anyhow::Result<()> {
+    let resolutions = match &args.resolutions {
+        None => vec![Resolution::P720],
+        Some(names) => names
+            .iter()
+            .map(|n| Resolution::parse(n).with_context(|| format!("--resolutions: {n}?")))
+            .collect::<anyhow::Result<_>>()?,
+    };
+    let seconds = args.seconds.unwrap_or(if args.quick { 2.0 } else { 20.0 });
+    if !seconds.is_finite() || !(0.5..=600.0).contains(&seconds) {
+        bail!("--seconds must be between 0.5 and 600");
+    }
+    let (gpu_peer, gpu_peer_text) = gpu_peer(args.gpu_peer)?;
+    eprintln!("ffmpeg GPU pipeline: {gpu_peer_text}");
+    service::run(service::ServiceArgs {
+        out: &args.out,
+        jobs: &args.jobs,
+        resolutions: &resolutions,
+        repeats: args.repeats.unwrap_or(1).max(1),
+        seconds,
+        server_args: &args.server_arg,
+        gpu_peer,
+        gpu_peer_text,
+    })
 }
 
 /// What every measurement of one bench run shares.
@@ -324,7 +374,7 @@ fn run_jobs(setup: &Setup, sources: &Sources, quick: bool) -> anyhow::Result<Vec
 /// The progress line of a measured job.
 fn job_line(j: &JobResult) -> String {
     format!(
-        "  vidforge {:.1} fps ({:.0} MB, {} decode, {}) | ffmpeg {:.1} fps ({:.0} MB) | ratio {:.2}{}",
+        "  vidforge {:.1} fps ({:.0} MB, {} decode, {}) | ffmpeg {:.1} fps ({:.0} MB) | ratio {:.2}{} | PSNR {}",
         j.vidforge.fps,
         j.vidforge.max_rss_mb,
         j.decoder,
@@ -340,7 +390,8 @@ fn job_line(j: &JobResult) -> String {
                 g.max_rss_mb,
                 j.ratio_gpu.unwrap_or(0.0)
             ))
-            .unwrap_or_default()
+            .unwrap_or_default(),
+        j.quality.cell()
     )
 }
 
@@ -403,7 +454,7 @@ fn write_report(out: &Path, report: &Report) -> anyhow::Result<String> {
     Ok(md)
 }
 
-fn fixture(dir: &Path, w: u32, h: u32, secs: f64) -> anyhow::Result<PathBuf> {
+pub(crate) fn fixture(dir: &Path, w: u32, h: u32, secs: f64) -> anyhow::Result<PathBuf> {
     synthetic::clip(
         dir,
         &ClipSpec {

@@ -127,12 +127,17 @@ pub fn run_load(args: LoadArgs) -> anyhow::Result<()> {
 pub(crate) struct ServerChild {
     child: Child,
     pub(crate) base: String,
+    /// Where its console (the banner) goes.
+    console: std::path::PathBuf,
 }
 
 impl ServerChild {
     pub(crate) fn start(dir: &Path, backend: &str, extra: &[&str]) -> anyhow::Result<ServerChild> {
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let exe = std::env::current_exe().context("locating the vidforge binary")?;
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let console = dir.join("console.txt");
+        let out = std::fs::File::create(&console).context("creating the server's console file")?;
         let child = Command::new(exe)
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
             .arg("--data-dir")
@@ -141,13 +146,28 @@ impl ServerChild {
             .args(extra)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(out)
             .spawn()
             .context("starting vidforge serve")?;
         Ok(ServerChild {
             child,
             base: format!("http://127.0.0.1:{port}"),
+            console,
         })
+    }
+
+    /// The banner's lines saying what hardware the server uses and why.
+    pub(crate) fn banner_hardware(&self) -> Vec<String> {
+        let text = std::fs::read_to_string(&self.console).unwrap_or_default();
+        text.lines()
+            .map(str::trim)
+            .filter(|l| {
+                ["backend ", "decoder ", "h264 encoder ", "because "]
+                    .iter()
+                    .any(|k| l.starts_with(k))
+            })
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect()
     }
 
     /// Waits (up to a minute) until it answers `/healthz`.

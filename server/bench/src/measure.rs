@@ -7,7 +7,8 @@ use anyhow::Context;
 use serde::Serialize;
 use vidforge_media::{BackendChoice, HardwareChoice, OutputFormat, Resolution, output_size};
 
-use super::child::{ChildReport, Job, Peer, peer_cmd, spawn, vidforge_cmd, wait_rss};
+use super::child::{ChildReport, Job, Peer, output_path, peer_cmd, spawn, vidforge_cmd, wait_rss};
+use super::quality::QualityCheck;
 
 /// One measured run of one tool.
 #[derive(Clone, Debug, Serialize)]
@@ -56,6 +57,8 @@ pub(super) struct JobResult {
     /// Why the GPU pipeline has no numbers for this job (it failed, or cannot do it).
     pub(super) ffmpeg_gpu_error: Option<String>,
     pub(super) rss_ratio: f64,
+    /// Both outputs' PSNR against one reference, checked before the speed is compared.
+    pub(super) quality: QualityCheck,
     pub(super) stages: StageFps,
     pub(super) vidforge_runs: Vec<Run>,
     pub(super) ffmpeg_runs: Vec<Run>,
@@ -161,6 +164,16 @@ pub(super) fn measure_job(
     let vf = summarize(&vf_runs);
     let ff = summarize(&ff_runs);
     let ffmpeg_gpu = (!gpu_runs.is_empty() && gpu_error.is_none()).then(|| summarize(&gpu_runs));
+    let gpu_out = gpu_peer
+        .filter(|_| ffmpeg_gpu.is_some())
+        .map(|p| output_path(&job, Some(p)));
+    let quality = QualityCheck::of(
+        &job,
+        &output_path(&job, None),
+        &output_path(&job, Some(Peer::Cpu)),
+        gpu_out.as_deref(),
+    )
+    .context("measuring the outputs' quality")?;
     let last = reports.last().context("no vidforge run")?;
     let stages = stage_fps(&reports, last.frames);
     let probe = vidforge_media::probe(src)?;
@@ -183,6 +196,7 @@ pub(super) fn measure_job(
         ffmpeg_gpu,
         ffmpeg_gpu_error: gpu_error,
         rss_ratio: vf.max_rss_mb / ff.max_rss_mb.max(1e-9),
+        quality,
         vidforge: vf,
         ffmpeg: ff,
         stages,

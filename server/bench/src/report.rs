@@ -6,6 +6,7 @@ use std::process::Command;
 use serde::Serialize;
 
 use super::measure::{ConcurrencyResult, JobResult};
+use super::quality;
 
 #[derive(Clone, Debug, Serialize)]
 pub(super) struct Report {
@@ -66,8 +67,8 @@ pub(super) fn markdown(r: &Report) -> String {
     );
     let _ = writeln!(s, "ffmpeg GPU pipeline: {}.\n", r.gpu_peer);
     s.push_str(
-        "| job | backend (adapter) | decode / encoder | frames | vidforge fps | ffmpeg fps | ratio | ffmpeg GPU fps | ratio (GPU) | vidforge RSS MB | ffmpeg RSS MB | vidforge CPU ms/frame | ffmpeg CPU ms/frame | decode fps | compose ms/frame | encode+mux fps |\n\
-         |---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| job | backend (adapter) | decode / encoder | frames | PSNR dB vidforge / ffmpeg (/ GPU) | vidforge fps | ffmpeg fps | ratio | ffmpeg GPU fps | ratio (GPU) | vidforge RSS MB | ffmpeg RSS MB | vidforge CPU ms/frame | ffmpeg CPU ms/frame | decode fps | compose ms/frame | encode+mux fps |\n\
+         |---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for j in &r.jobs {
         let (gpu_fps, gpu_ratio) = match (&j.ffmpeg_gpu, j.ratio_gpu) {
@@ -76,7 +77,7 @@ pub(super) fn markdown(r: &Report) -> String {
         };
         let _ = writeln!(
             s,
-            "| {} → {} {} ({}x{}) | {} ({}) | {} / {} | {} | {:.1} | {:.1} | **{:.2}×** | {} | {} | {:.0} | {:.0} | {:.1} | {:.1} | {:.0} | {:.2} | {:.0} |",
+            "| {} → {} {} ({}x{}) | {} ({}) | {} / {} | {} | {} | {:.1} | {:.1} | **{:.2}×** | {} | {} | {:.0} | {:.0} | {:.1} | {:.1} | {:.0} | {:.2} | {:.0} |",
             j.source,
             j.output,
             j.format,
@@ -87,6 +88,7 @@ pub(super) fn markdown(r: &Report) -> String {
             j.decoder,
             j.encoder,
             j.frames,
+            j.quality.cell(),
             j.vidforge.fps,
             j.ffmpeg.fps,
             j.ratio,
@@ -135,6 +137,22 @@ pub(super) fn markdown(r: &Report) -> String {
             );
         }
     }
+    let flagged: Vec<&str> = r
+        .jobs
+        .iter()
+        .filter(|j| j.quality.flagged)
+        .map(|j| j.label.as_str())
+        .collect();
+    let _ = writeln!(
+        s,
+        "\nQuality first: PSNR (all planes) of each output against one reference, the job done by ffmpeg without loss (Lanczos scale, the same watermark, raw frames). A row where vidforge is more than {:.1} dB below a peer is marked ⚠: its speed ratio compares unequal videos. {}",
+        quality::TOLERANCE_DB,
+        if flagged.is_empty() {
+            "No row is marked.".to_string()
+        } else {
+            format!("Marked: {}.", flagged.join(", "))
+        }
+    );
     let _ = writeln!(
         s,
         "\nfps = frames ÷ wall time of the whole process (start-up, probing, encoder flush and mux included) for both tools. Stage columns are vidforge's busy time per stage (stages run concurrently, so they overlap). Total benchmark time {:.0} s.",
@@ -275,6 +293,7 @@ pub(super) fn svg_chart(r: &Report) -> String {
 mod tests {
     use super::super::OPACITY;
     use super::super::measure::{Run, StageFps};
+    use super::super::quality::QualityCheck;
     use super::*;
 
     #[test]
@@ -310,6 +329,12 @@ mod tests {
             ratio_gpu: Some(0.5),
             ffmpeg_gpu_error: None,
             rss_ratio: 1.0,
+            quality: QualityCheck {
+                vidforge_psnr_db: 41.0,
+                ffmpeg_psnr_db: 41.7,
+                ffmpeg_gpu_psnr_db: None,
+                flagged: true,
+            },
             stages: StageFps {
                 demux_decode: 300.0,
                 compose: 900.0,
@@ -342,6 +367,9 @@ mod tests {
         assert!(md.contains("nvdec / libx264"), "{md}");
         assert!(md.contains("overlay_cuda"), "{md}");
         assert!(md.contains("1080p → 720p mp4 (1280x720)"), "{md}");
+        // Quality beside the speed: both PSNRs, and the row marked (0.7 dB below).
+        assert!(md.contains("| 41.0 / 41.7 ⚠ lower |"), "{md}");
+        assert!(md.contains("Marked: x."), "{md}");
         let svg = svg_chart(&report);
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         assert!(svg.contains("vidforge cpu") && svg.contains("ffmpeg"));

@@ -147,6 +147,7 @@ mod tests {
                 opacity: 0.6,
             }),
             idempotency_key: Some("k".into()),
+            quality_report: None,
         }
     }
 

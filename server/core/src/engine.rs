@@ -12,6 +12,8 @@ use std::time::Duration;
 use crate::store::AssetProbe;
 pub use vidforge_media::SourceLimits;
 
+/// The encoder settings of a [`RenderPlan`]: the media crate's own type.
+pub use vidforge_media::EncoderSettings as PlanEncoder;
 /// Failure classes the service maps to error codes: the media crate's own type.
 /// `SourceNotFound` → `source_not_found`; `UnsupportedCodec` and `InvalidInput` →
 /// `unsupported_codec`; `RenderFailed` → `render_failed` (temporary); `Cancelled`: the cancel
@@ -26,10 +28,15 @@ pub use vidforge_media::Progress as EngineProgress;
 pub use vidforge_media::RenderJob as RenderPlan;
 /// What a finished render produced: the media crate's own type.
 pub use vidforge_media::RenderReport as EngineReport;
+/// What a rendered segment produced (its frames, and its quality when measured): the media
+/// crate's own type.
+pub use vidforge_media::SegmentReport as EngineSegmentReport;
 /// The watermark of a [`RenderPlan`]: the media crate's own type.
 pub use vidforge_media::WatermarkSpec as PlanWatermark;
-/// One segment of a source (a span of its frames, cut at a keyframe): the media crate's own
-/// type.
+/// A render's quality measurements (the whole, each segment's): the media crate's own types.
+pub use vidforge_media::{QualityReport, SegmentQuality};
+/// One segment of a source (a span of its frames, cut at a keyframe), and one rendered for
+/// the join (its file and its span): the media crate's own types.
 pub use vidforge_media::{SegmentFile, SegmentSpan};
 
 /// An engine failure with its class and a human-readable reason.
@@ -55,10 +62,13 @@ impl EngineError {
 pub struct HardwareInfo {
     /// The compositor: `cpu` or the GPU adapter's name.
     pub compositor: String,
-    /// `nvdec` (CUDA device open: codecs NVDEC supports decode on the GPU) or `software`.
+    /// `software`, `nvdec` (codecs NVDEC supports decode on the GPU, each frame downloaded) or
+    /// `nvdec-zero-copy` (their frames stay on the GPU for the compositor).
     pub decoder: String,
     /// The H.264 encoder of mp4/mov (`libx264` or `h264_nvenc`).
     pub h264_encoder: String,
+    /// Why each was chosen, a sentence each (the banner and the logs).
+    pub why: Vec<String>,
 }
 
 /// Renders videos and previews. Implementations block; the worker pool calls them from
@@ -73,6 +83,7 @@ pub trait Renderer: Send + Sync {
             compositor: self.backend_name(),
             decoder: "software".into(),
             h264_encoder: "libx264".into(),
+            why: Vec::new(),
         }
     }
 
@@ -107,7 +118,8 @@ pub trait Renderer: Send + Sync {
     }
 
     /// Renders the video of one segment of `plan` into `out` (no audio); returns its
-    /// frames. Progress and `cancel` as [`Renderer::render`].
+    /// frames and, when `plan` measures it, its quality. Progress and `cancel` as
+    /// [`Renderer::render`].
     fn render_segment(
         &self,
         plan: &RenderPlan,
@@ -115,7 +127,7 @@ pub trait Renderer: Send + Sync {
         out: &Path,
         progress: &mut dyn FnMut(EngineProgress),
         cancel: &AtomicBool,
-    ) -> Result<u64, EngineError> {
+    ) -> Result<EngineSegmentReport, EngineError> {
         let _ = (plan, span, out, progress, cancel);
         Err(EngineError::new(
             FailureKind::RenderFailed,

@@ -8,8 +8,8 @@ use vidforge_media as media;
 
 use crate::config::Config;
 use crate::engine::{
-    EngineError, EngineProgress, EngineReport, HardwareInfo, Prober, RenderPlan, Renderer,
-    SegmentFile, SegmentSpan,
+    EngineError, EngineProgress, EngineReport, EngineSegmentReport, HardwareInfo, Prober,
+    RenderPlan, Renderer, SegmentFile, SegmentSpan,
 };
 use crate::store::{AssetColor, AssetProbe};
 
@@ -26,7 +26,9 @@ impl MediaRenderer {
             decode: config.hwdecode,
             encoder: config.encoder,
         };
-        let engine = media::Engine::with_hardware(config.backend, hardware).map_err(map_error)?;
+        let engine =
+            media::Engine::with_hardware(config.backend, hardware, media::Workload::Service)
+                .map_err(map_error)?;
         Ok(MediaRenderer { engine })
     }
 }
@@ -41,15 +43,12 @@ impl Renderer for MediaRenderer {
     }
 
     fn hardware(&self) -> HardwareInfo {
+        let plan = self.engine.hardware_plan();
         HardwareInfo {
             compositor: self.engine.backend_name(),
-            decoder: if self.engine.hw_decode() {
-                "nvdec"
-            } else {
-                "software"
-            }
-            .into(),
+            decoder: plan.decode.as_str().into(),
             h264_encoder: self.engine.h264_encoder().ffmpeg_name().into(),
+            why: plan.why.clone(),
         }
     }
 
@@ -97,10 +96,9 @@ impl Renderer for MediaRenderer {
         out: &Path,
         progress: &mut dyn FnMut(EngineProgress),
         cancel: &AtomicBool,
-    ) -> Result<u64, EngineError> {
+    ) -> Result<EngineSegmentReport, EngineError> {
         self.engine
             .render_segment(plan, span, out, progress, cancel)
-            .map(|report| report.frames)
             .map_err(map_error)
     }
 

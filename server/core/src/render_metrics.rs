@@ -6,7 +6,7 @@ use std::time::Duration;
 use metrics::{counter, histogram};
 
 use crate::catalog::ErrorCode;
-use crate::store::{Outcome, RenderRecord, RenderState};
+use crate::store::{Figures, Outcome, RenderRecord, RenderState};
 
 /// A stored render moved from `before` to `after.state` (called once per transition, by the
 /// node that wrote it).
@@ -64,5 +64,16 @@ pub fn render_finished(
     }
     for (stage, busy) in stages {
         histogram!("vidforge_stage_busy_seconds", "stage" => stage).record(busy.as_secs_f64());
+    }
+}
+
+/// A measured render's quality: its PSNR (all planes), over the whole and its worst second.
+pub fn render_quality(rec: &RenderRecord, quality: &Figures) {
+    let format = rec.args.output_format.as_str();
+    for (window, db) in [
+        ("whole", quality.psnr_db),
+        ("worst_second", quality.worst.psnr_db),
+    ] {
+        histogram!("vidforge_render_psnr_db", "window" => window, "format" => format).record(db);
     }
 }

@@ -14,6 +14,7 @@
 //! | `vidforge_approval_wait_seconds` | histogram | `outcome` (approved/rejected/timeout/cancelled) |
 //! | `vidforge_render_duration_seconds`, `vidforge_render_fps` | histogram | `resolution`, `format`, `backend` |
 //! | `vidforge_stage_busy_seconds` | histogram | `stage` (decode/compose/encode): busy time per render; `_sum` is the total |
+//! | `vidforge_render_psnr_db` | histogram | `window` (whole, worst_second), `format`: PSNR (all planes) of each render whose quality was measured |
 //! | `vidforge_uploads_total` | counter | `outcome` (created/refused) |
 //! | `vidforge_upload_bytes_total` | counter | |
 //! | `vidforge_http_requests_total`, `vidforge_http_request_duration_seconds` | counter, histogram | `method`, `route`, `status` (duration: no status) |
@@ -30,7 +31,7 @@
 //! | `vidforge_webhooks_dropped_total` | counter | events given up (retry window over, or no endpoint any more) |
 //!
 //! The series about a render record (`vidforge_approval_wait_seconds`,
-//! `vidforge_renders_finished_total`, the render duration, fps and stage series) are recorded
+//! `vidforge_renders_finished_total`, the render duration, fps, stage and PSNR series) are recorded
 //! by `render_metrics.rs`, which reads the records; `vidforge_store_flush_seconds` by the store
 //! itself (`vidforge_store`).
 //!
@@ -49,6 +50,10 @@ pub const LATENCY_BUCKETS: [f64; 13] = [
 /// Seconds buckets of whole renders and approval waits (0.5 s … 1 h).
 pub const LONG_BUCKETS: [f64; 12] = [
     0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+];
+/// PSNR buckets, dB (100: identical pictures).
+pub const PSNR_BUCKETS: [f64; 12] = [
+    20.0, 25.0, 30.0, 33.0, 36.0, 38.0, 40.0, 42.0, 44.0, 46.0, 50.0, 60.0,
 ];
 /// Frames-per-second buckets.
 pub const FPS_BUCKETS: [f64; 12] = [

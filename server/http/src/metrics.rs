@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use metrics::{Counter, Histogram, counter, gauge, histogram};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use vidforge_core::store::RenderState;
-use vidforge_core::telemetry::{FPS_BUCKETS, LATENCY_BUCKETS, LONG_BUCKETS};
+use vidforge_core::telemetry::{FPS_BUCKETS, LATENCY_BUCKETS, LONG_BUCKETS, PSNR_BUCKETS};
 
 use crate::session::Sessions;
 
@@ -54,6 +54,7 @@ pub fn install() -> Option<PrometheusHandle> {
                 ("vidforge_stage_busy_seconds", &LONG_BUCKETS[..]),
                 ("vidforge_speculative_seconds", &LONG_BUCKETS[..]),
                 ("vidforge_render_fps", &FPS_BUCKETS[..]),
+                ("vidforge_render_psnr_db", &PSNR_BUCKETS[..]),
             ] {
                 builder = builder
                     .and_then(|b| b.set_buckets_for_metric(Matcher::Full(name.into()), buckets));

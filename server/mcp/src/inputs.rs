@@ -139,6 +139,9 @@ pub struct RenderVideoInput {
     /// Length bounds: [`ValidateArgs::validate`].
     #[serde(default, deserialize_with = "present")]
     pub idempotency_key: Option<String>,
+    /// Omitted: the server's `quality_report` setting decides.
+    #[serde(default, deserialize_with = "present")]
+    pub quality_report: Option<bool>,
 }
 
 impl ToolInput for RenderVideoInput {
@@ -153,6 +156,10 @@ impl ToolInput for RenderVideoInput {
         ),
         ("watermark.opacity", "must be a number (omit it for 1.0)"),
         ("idempotency_key", "must be a string (omit it for none)"),
+        (
+            "quality_report",
+            "must be a boolean (omit it for the server's default)",
+        ),
     ];
 }
 
@@ -188,6 +195,7 @@ impl From<RenderVideoInput> for RenderArgs {
                 opacity: w.opacity,
             }),
             idempotency_key: input.idempotency_key,
+            quality_report: input.quality_report,
         }
     }
 }

@@ -78,9 +78,53 @@ pub fn render_input_schema(idempotency_ttl: Duration) -> Value {
                 "description": "Omit entirely to render without a watermark; when present, the render pauses for user approval of a preview."
             },
             "idempotency_key": { "type": "string", "minLength": 1, "maxLength": 128,
-                "description": format!("Optional client-supplied key; calls with the same key within {} return the same render job instead of starting a new one. Omitted means no deduplication — each call renders.", catalog::human_duration(idempotency_ttl)) }
+                "description": format!("Optional client-supplied key; calls with the same key within {} return the same render job instead of starting a new one. Omitted means no deduplication — each call renders.", catalog::human_duration(idempotency_ttl)) },
+            "quality_report": { "type": "boolean",
+                "description": QUALITY_REPORT_DESCRIPTION }
         },
         "additionalProperties": false
+    })
+}
+
+/// The render tool's `quality_report` argument.
+pub const QUALITY_REPORT_DESCRIPTION: &str = "Optional: true to measure how faithful the output is (PSNR and SSIM of the encoded video against the frames the encoder was given, the mean and the worst second), reported under `quality` in the result; false not to. It costs a decode and a comparison of every frame. Omitted means the server's default (its quality_report setting; off unless the operator turned it on).";
+
+/// The `quality` result property: a render's figures, present only when measured.
+fn quality_schema() -> Value {
+    let figures = json!({
+        "psnr_y_db": { "type": "number", "description": "PSNR of the luma plane, dB (100 for identical pictures)." },
+        "psnr_db": { "type": "number", "description": "PSNR of all planes weighted by their samples, dB (FFmpeg psnr's average)." },
+        "ssim": { "type": "number", "minimum": 0, "maximum": 1, "description": "SSIM of all planes (FFmpeg ssim's All)." },
+        "frames_measured": { "type": "integer", "minimum": 1 },
+        "worst": {
+            "type": "object",
+            "required": ["at_seconds", "psnr_y_db", "psnr_db", "ssim"],
+            "properties": {
+                "at_seconds": { "type": "integer", "minimum": 0, "description": "The worst second's start, whole seconds into the output." },
+                "psnr_y_db": { "type": "number" }, "psnr_db": { "type": "number" }, "ssim": { "type": "number" }
+            },
+            "additionalProperties": false,
+            "description": "The one-second window with the lowest PSNR."
+        }
+    });
+    let mut segment = figures.clone();
+    let m = segment.as_object_mut().expect("an object");
+    m.insert("index".into(), json!({ "type": "integer", "minimum": 0 }));
+    m.insert("start_seconds".into(), json!({ "type": "number" }));
+    m.insert("end_seconds".into(), json!({ "type": "number" }));
+    let mut whole = figures;
+    whole.as_object_mut().expect("an object").insert(
+        "segments".into(),
+        json!({ "type": "array", "description": "A split render's segments, each measured on its own.",
+            "items": { "type": "object", "properties": segment, "additionalProperties": false,
+                "required": ["index", "start_seconds", "end_seconds", "psnr_y_db", "psnr_db", "ssim", "frames_measured", "worst"] } }),
+    );
+    json!({
+        "type": "object",
+        "required": ["psnr_y_db", "psnr_db", "ssim", "frames_measured", "worst"],
+        "properties": whole,
+        "additionalProperties": false,
+        "description": "How faithful the video is: PSNR and SSIM of the encoded output against the frames the encoder was given. Present only when the render measured it (quality_report)."
     })
 }
 
@@ -102,7 +146,8 @@ fn render_output_schema() -> Value {
             "render_id": { "type": "string" },
             "state": { "type": "string", "enum": ACCEPTED_STATES },
             "poll_after_ms": { "type": "integer", "minimum": 0 },
-            "follow_up": follow_up_schema()
+            "follow_up": follow_up_schema(),
+            "quality": quality_schema()
         },
         "additionalProperties": false
     })
@@ -162,7 +207,8 @@ pub fn tool_definitions(lifetimes: &Lifetimes) -> Vec<Value> {
             "resolution": { "type": "string" },
             "watermark_applied": { "type": "boolean" },
             "error": { "type": "object", "description": "On state failed: the full error envelope (code, message, details, temporary, retry_after_ms, repair, request_id, fingerprint)." },
-            "follow_up": follow_up_schema()
+            "follow_up": follow_up_schema(),
+            "quality": quality_schema()
         },
         "additionalProperties": false
     });

@@ -12,7 +12,7 @@ use vidforge_core::config::{parse_encoder, parse_hwdecode};
 use vidforge_media::{
     BackendChoice, EncoderChoice, EncoderSettings, Engine, HardwareChoice, HdrPolicy,
     HwDecodeChoice, OutputFormat, Position, Progress, RenderJob, RenderReport, Resolution, Stage,
-    WatermarkSpec,
+    WatermarkSpec, Workload,
 };
 
 fn parse_resolution(s: &str) -> Result<Resolution, String> {
@@ -74,10 +74,10 @@ pub struct RenderArgs {
     /// (webm) with its transfer and mastering metadata, instead of tone-mapping it to SDR.
     #[arg(long)]
     pub keep_hdr: bool,
-    /// Compositor: auto (hardware GPU if any, else CPU), wgpu (any adapter), cpu.
+    /// Compositor: auto (one render: the CPU), wgpu (any adapter), cpu. See `probe --hardware`.
     #[arg(long, default_value = "auto", value_parser = parse_backend)]
     pub backend: BackendChoice,
-    /// Decoding: auto (NVDEC when a CUDA device opens and supports the codec), cuda, off.
+    /// Decoding: auto (one render: NVDEC only where NVENC encodes), cuda, off.
     #[arg(long, default_value = "auto", value_parser = parse_hwdecode)]
     pub hwdecode: HwDecodeChoice,
     /// H.264 encoder for mp4/mov: auto (NVENC when a session opens, else x264), x264, nvenc.
@@ -92,6 +92,11 @@ pub struct RenderArgs {
     /// Encoder threads (0 = automatic).
     #[arg(long, default_value_t = 0)]
     pub threads: u32,
+    /// Measure the output's quality: PSNR (Y and all planes) and SSIM of the encoded video
+    /// against the frames the encoder was given, the mean and the worst second. Costs a
+    /// decode and a comparison of every frame (docs/bench/quality.md).
+    #[arg(long)]
+    pub quality: bool,
     /// Write a watermark preview PNG of one frame here instead of rendering.
     #[arg(long)]
     pub preview: Option<PathBuf>,
@@ -213,8 +218,11 @@ pub fn run_render(args: RenderArgs) -> anyhow::Result<()> {
         decode: args.hwdecode,
         encoder: args.encoder,
     };
-    let engine =
-        Engine::with_hardware(args.backend, hardware).context("starting the render engine")?;
+    let workload = Workload::One {
+        h264: job.format != OutputFormat::Webm,
+    };
+    let engine = Engine::with_hardware(args.backend, hardware, workload)
+        .context("starting the render engine")?;
 
     if let Some(png) = &args.preview {
         let (w, h) = engine
@@ -268,6 +276,14 @@ fn print_report(args: &RenderArgs, job: &RenderJob, report: &RenderReport) {
         report.stage_times.compose.as_secs_f64(),
         report.stage_times.encode.as_secs_f64()
     );
+    if let Some(q) = report.quality.as_ref().and_then(|q| q.whole.summary()) {
+        println!(
+            "  quality: {} (PSNR Y {:.1} dB, {} frames measured)",
+            q.line(),
+            q.psnr_y_db,
+            q.frames_measured
+        );
+    }
 }
 
 /// The job the arguments describe: the format (from `--format` or the output's extension),
@@ -293,6 +309,7 @@ fn render_job(args: &RenderArgs) -> anyhow::Result<RenderJob> {
     let mut encoder = EncoderSettings {
         h264_preset: args.preset.clone(),
         threads: args.threads,
+        measure_quality: args.quality,
         ..Default::default()
     };
     if let Some(crf) = args.crf {
@@ -388,7 +405,7 @@ fn print_hardware() {
         Ok(ctx) => {
             let a = ctx.adapter();
             println!(
-                "  hardware adapter: {} ({}, {}) - backend auto uses it",
+                "  hardware adapter: {} ({}, {})",
                 a.name, a.backend, a.device_type
             );
         }
@@ -396,7 +413,7 @@ fn print_hardware() {
             println!("  hardware adapter: none ({e})");
             match GpuContext::new(AdapterPreference::AllowSoftware) {
                 Ok(ctx) => println!(
-                    "  software adapter: {} - only --backend wgpu uses it; auto uses the CPU compositor",
+                    "  software adapter: {} - only --backend wgpu uses it",
                     ctx.adapter().name
                 ),
                 Err(_) => println!("  software adapter: none"),
@@ -406,8 +423,8 @@ fn print_hardware() {
     let hw = vidforge_media::probe_hardware();
     println!("Decoding (NVDEC)");
     match &hw.cuda {
-        Ok(device) => println!("  CUDA device: opened ({device}) - hwdecode auto uses NVDEC"),
-        Err(e) => println!("  CUDA device: none ({e}) - hwdecode auto decodes in software"),
+        Ok(device) => println!("  CUDA device: opened ({device})"),
+        Err(e) => println!("  CUDA device: none ({e})"),
     }
     println!(
         "  cuda hwaccel codecs: {}",
@@ -419,8 +436,24 @@ fn print_hardware() {
     );
     println!("Encoding (NVENC)");
     match &hw.nvenc {
-        Ok(()) => println!("  h264_nvenc: session opened - encoder auto uses NVENC"),
-        Err(e) => println!("  h264_nvenc: unavailable ({e}) - encoder auto uses libx264"),
+        Ok(()) => println!("  h264_nvenc: session opened"),
+        Err(e) => println!("  h264_nvenc: unavailable ({e})"),
+    }
+    println!("What auto chooses, and why");
+    for (who, workload) in [
+        ("vidforge serve", Workload::Service),
+        ("vidforge render to mp4/mov", Workload::One { h264: true }),
+        ("vidforge render to webm", Workload::One { h264: false }),
+    ] {
+        println!("  {who}:");
+        match vidforge_media::plan_hardware(
+            BackendChoice::Auto,
+            HardwareChoice::default(),
+            workload,
+        ) {
+            Ok(plan) => plan.why.iter().for_each(|line| println!("    {line}")),
+            Err(e) => println!("    cannot start: {e}"),
+        }
     }
 }
 

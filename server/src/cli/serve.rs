@@ -158,6 +158,9 @@ impl Banner {
         say!("  backend       {}", hw.compositor);
         say!("  decoder       {}", hw.decoder);
         say!("  h264 encoder  {}", hw.h264_encoder);
+        for line in &hw.why {
+            say!("    because     {line}");
+        }
         for name in &self.names {
             say!("  mounted       {name} (test use only)");
             tracing::warn!(extension = %name, "extension mounted beside the production tools");

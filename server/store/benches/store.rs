@@ -60,6 +60,7 @@ fn record(i: usize) -> RenderRecord {
             resolution: Resolution::P1080,
             watermark: None,
             idempotency_key: Some(format!("key-{i}")),
+            quality_report: None,
         },
         original_arguments: json!({"source_asset_uri": "vidforge://assets/a_X"}),
         state: RenderState::Queued,
@@ -79,6 +80,7 @@ fn record(i: usize) -> RenderRecord {
         speculation: None,
         source_hdr: None,
         keep_hdr: false,
+        measure_quality: false,
     }
 }
 

@@ -18,6 +18,7 @@ pub fn sample(id: &str) -> RenderRecord {
                 opacity: 0.6,
             }),
             idempotency_key: Some("k1".into()),
+            quality_report: None,
         },
         original_arguments: serde_json::json!({"source_asset_uri": "vidforge://assets/a_X", "idempotency_key": "k1"}),
         state: RenderState::Failed,
@@ -44,6 +45,7 @@ pub fn sample(id: &str) -> RenderRecord {
         speculation: None,
         source_hdr: None,
         keep_hdr: false,
+        measure_quality: false,
     }
 }
 

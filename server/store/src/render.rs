@@ -37,6 +37,10 @@ pub struct RenderArgs {
     pub resolution: Resolution,
     pub watermark: Option<WatermarkArgs>,
     pub idempotency_key: Option<String>,
+    /// Whether to measure the output's quality; `None`: the node's `quality_report` decides.
+    /// Not part of the idempotency hash: it does not change the video.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality_report: Option<bool>,
 }
 
 /// Where a render is. Terminal: `Succeeded`, `Failed`, `Cancelled`.
@@ -223,6 +227,9 @@ pub enum Outcome {
         backend: String,
         frames: u64,
         fps: f64,
+        /// The video's quality against the frames the encoder was given, when measured.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        quality: Option<Box<crate::QualityFigures>>,
     },
     Error {
         #[serde(with = "error_code_serde")]
@@ -308,6 +315,11 @@ pub struct RenderRecord {
     /// creation so that a restart or another node renders it the same.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub keep_hdr: bool,
+    /// The render measures its output's quality (the argument, else the creating node's
+    /// `quality_report`), decided at creation so that a restart or another node (every
+    /// segment of a split render) measures it the same.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub measure_quality: bool,
 }
 
 /// A render made ahead of its approval, with exactly the previewed watermark.

@@ -86,6 +86,9 @@ pub struct SegmentRecord {
     /// as columns, timed by the database's clock).
     pub lease_owner: Option<String>,
     pub lease_until: Option<u64>,
+    /// The done segment's quality, when its render measures it (merged at the join).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quality: Option<crate::StoredTally>,
 }
 
 /// What a holder's fenced writes name: the segment and the claim (attempt) they belong to.
@@ -139,6 +142,7 @@ impl SegmentRecord {
             created_at,
             lease_owner: None,
             lease_until: None,
+            quality: None,
         }
     }
 }
@@ -223,14 +227,15 @@ impl Store {
     }
 
     /// Fenced: running under `hold`'s attempt → done (`output`, `frames_done` = `frames`,
-    /// lease cleared), durably. False when the holder lost it.
+    /// its `quality` when measured, lease cleared), durably. False when the holder lost it.
     pub fn finish_segment(
         &self,
         hold: SegmentHold<'_>,
         output: &str,
         frames: u64,
+        quality: Option<&crate::StoredTally>,
     ) -> Result<bool, StoreError> {
-        each!(self, s => s.finish_segment(hold, output, frames))
+        each!(self, s => s.finish_segment(hold, output, frames, quality))
     }
 
     /// Fenced: running under `hold`'s attempt → queued again while `attempts < max_attempts`

@@ -48,7 +48,7 @@ fn segments_survive_a_restart_and_running_ones_are_queued_again() {
             .claim_segment("n1", suite::LEASE, None, 3)
             .unwrap()
             .unwrap();
-        assert!(s.finish_segment(g.hold(), "seg/0.mp4", 30).unwrap());
+        assert!(s.finish_segment(g.hold(), "seg/0.mp4", 30, None).unwrap());
         let g = s
             .claim_segment("n1", suite::LEASE, None, 3)
             .unwrap()

@@ -266,12 +266,14 @@ impl SledStore {
         hold: SegmentHold<'_>,
         output: &str,
         frames: u64,
+        quality: Option<&crate::StoredTally>,
     ) -> Result<bool, StoreError> {
         let ours = |s: &SegmentRecord| s.attempts == hold.attempt;
         let done = self.change_held(hold.render_id, hold.index, true, ours, |s| {
             s.state = SegmentState::Done;
             s.output = Some(output.to_string());
             s.frames_done = frames;
+            s.quality = quality.cloned();
             clear_lease(s);
         })?;
         Ok(done.is_some())

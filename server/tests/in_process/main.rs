@@ -6,6 +6,7 @@ mod common;
 
 mod fuzz;
 mod http_api;
+mod quality;
 mod real_render;
 mod segments;
 mod service_core;

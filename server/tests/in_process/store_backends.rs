@@ -35,6 +35,7 @@ fn sample(id: &str, created_at: u64) -> RenderRecord {
                 opacity: 0.6,
             }),
             idempotency_key: Some("k1".into()),
+            quality_report: None,
         },
         original_arguments: serde_json::json!({"source_asset_uri": "vidforge://assets/a_X"}),
         state: RenderState::Queued,
@@ -54,6 +55,7 @@ fn sample(id: &str, created_at: u64) -> RenderRecord {
         speculation: None,
         source_hdr: None,
         keep_hdr: false,
+        measure_quality: false,
     }
 }
 

@@ -3,7 +3,8 @@
 //! ```json
 //! { "type": "render.succeeded", "timestamp": "2026-12-02T09:14:03.120Z",
 //!   "data": { "render_id": "task_…", "task": { …what tasks/get answers… },
-//!             "download_url": "…", "video_uri": "…", "size_bytes": 1234, "duration_seconds": 4.0 } }
+//!             "download_url": "…", "video_uri": "…", "size_bytes": 1234, "duration_seconds": 4.0,
+//!             "quality": { "psnr_db": 43.2, … } } }
 //! ```
 //!
 //! `data.task` is the render exactly as `tasks/get` shows it (to a client that declared no
@@ -34,7 +35,14 @@ pub fn body(presenter: &Presenter, event: &OutboxEvent) -> Vec<u8> {
         EventKind::Succeeded => {
             data.insert("download_url".into(), json!(presenter.download_url(rec)));
             let result = &task["result"]["structuredContent"];
-            for key in ["video_uri", "size_bytes", "duration_seconds", "expires_at"] {
+            // `quality` only when the render measured it.
+            for key in [
+                "video_uri",
+                "size_bytes",
+                "duration_seconds",
+                "expires_at",
+                "quality",
+            ] {
                 if let Some(v) = result.get(key) {
                     data.insert(key.into(), v.clone());
                 }

@@ -346,7 +346,7 @@ impl MediaChoice for media::BackendChoice {
     const CHOICES: &'static [(Self, &'static str)] = &[
         (
             Self::Auto,
-            "wgpu on a hardware adapter when there is one, otherwise the CPU compositor",
+            "wgpu where NVDEC's frames can stay on a hardware GPU (zero-copy), otherwise the CPU compositor",
         ),
         (Self::Wgpu, "Always wgpu (a software adapter counts)"),
         (Self::Cpu, "Always the CPU compositor"),
@@ -360,7 +360,7 @@ impl MediaChoice for media::HwDecodeChoice {
     const CHOICES: &'static [(Self, &'static str)] = &[
         (
             Self::Auto,
-            "NVDEC when a CUDA device opens and supports the codec (per job), else software",
+            "NVDEC where frames stay on the GPU or NVENC encodes (codecs it supports, per job), else software",
         ),
         (
             Self::Cuda,

@@ -290,12 +290,15 @@ impl Config {
     }
 }
 
-/// One worker on small machines (encoding already uses every core), two on larger ones.
+/// Half the cores (one on a 2-core machine; at most 32): each render's decoder and encoder then
+/// get the cores shared among the renders running at once (`Pool::thread_budget`), so a
+/// render alone still uses the whole host, and a full node keeps every core busy with a
+/// couple of threads per render instead of every render sizing itself to the whole machine.
 pub fn default_render_slots() -> usize {
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
-    if cores >= 8 { 2 } else { 1 }
+    (cores / 2).clamp(1, 32)
 }
 
 /// Resolves `p` against the current directory for display.

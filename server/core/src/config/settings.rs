@@ -78,10 +78,11 @@ declare_settings! {
     tokens: BTreeMap<String, String> = BTreeMap::new(), Tokens,
         help: "Bearer token and its principal as TOKEN=PRINCIPAL; repeatable (env: comma-separated).",
         flag(long = "token", env = "VIDFORGE_TOKENS", value_delimiter = ',', hide_env_values = true): Vec<String>;
-    /// Worker threads, i.e. renders that run at once.
+    /// Worker threads, i.e. renders that run at once. Each render's decoder and encoder get
+    /// the cores shared among the renders running at once.
     render_slots: usize = default_render_slots(), Plain<usize>,
-        help: "Renders that run at once.",
-        shown: "1 (2 with 8 or more cores)",
+        help: "Renders that run at once; each gets the cores shared among those running.",
+        shown: "half the cores (1 on 2 cores, 8 on 16; at most 32)",
         flag(long, env = "VIDFORGE_RENDER_SLOTS"): Option<usize>;
     /// The nice value (0–19) of the render threads: decode, compose and encode, and the
     /// encoders' own threads, which inherit it. Above the front's 0, so MCP requests, uploads
@@ -353,11 +354,11 @@ declare_settings! {
         flag(long, env = "VIDFORGE_MAX_LEGACY_SESSIONS_PER_PRINCIPAL"): Option<usize>;
     /// Compositor choice.
     backend: media::BackendChoice = media::BackendChoice::Auto, Choice<media::BackendChoice>,
-        help: "Compositor backend.",
+        help: "Compositor backend: auto (wgpu where frames stay on the GPU, else cpu), wgpu, cpu; `vidforge probe --hardware` says what auto picks and why.",
         flag(long, env = "VIDFORGE_BACKEND", value_parser = choice_parser::<media::BackendChoice>()): Option<media::BackendChoice>;
     /// Decoder choice.
     hwdecode: media::HwDecodeChoice = media::HwDecodeChoice::Auto, Choice<media::HwDecodeChoice>,
-        help: "Video decoding: NVDEC when a CUDA device opens (auto), always (cuda), never (off).",
+        help: "Video decoding: NVDEC where it pays (auto: frames kept on the GPU, or NVENC encoding), always (cuda), never (off).",
         flag(long, env = "VIDFORGE_HWDECODE", value_parser = choice_parser::<media::HwDecodeChoice>()): Option<media::HwDecodeChoice>;
     /// H.264 encoder choice.
     encoder: media::EncoderChoice = media::EncoderChoice::Auto, Choice<media::EncoderChoice>,
@@ -415,6 +416,13 @@ declare_settings! {
         help: "Principals whose renders of HDR sources stay HDR (HEVC Main10 in mp4/mov, VP9 profile 2 in webm) instead of being tone-mapped to SDR, weighing 6.5x (mp4/mov) or 1.5x (webm) in the work estimate; * for all (comma-separated).",
         shown: "none",
         flag(long = "keep-hdr", env = "VIDFORGE_KEEP_HDR", value_delimiter = ','): Vec<String>;
+    /// Every render on this node measures its quality (PSNR, SSIM of the encoded video against
+    /// the frames the encoder was given; see `vidforge_media::quality`) unless it asks not to
+    /// (`quality_report: false`); off, only renders that ask (`quality_report: true`) do. It
+    /// costs a decode and a comparison of every frame (docs/bench/quality.md), hence opt-in.
+    quality_report: bool = false, Switch,
+        help: "Measure every render's quality (PSNR, SSIM against the frames the encoder got; a render may still opt out); default: only renders that ask for it.",
+        flag(long, env = "VIDFORGE_QUALITY_REPORT"): bool;
     /// `/metrics` answers without authentication to any address (default: only to loopback
     /// peers; others need an admin's bearer token).
     metrics_public: bool = false, Switch,

@@ -58,6 +58,10 @@ pub(super) fn create_blocking(
     let mut rec = new_record(principal, args, original_arguments, now, estimate);
     rec.source_hdr = source_hdr;
     rec.keep_hdr = keep_hdr;
+    rec.measure_quality = rec
+        .args
+        .quality_report
+        .unwrap_or(shared.config.quality_report);
     let key = rec.args.idempotency_key.as_deref().map(|key| NewKey {
         principal,
         key,
@@ -243,6 +247,7 @@ fn new_record(
         speculation: None,
         source_hdr: None,
         keep_hdr: false,
+        measure_quality: false,
     }
 }
 

@@ -45,6 +45,18 @@ impl Pool {
         }
     }
 
+    /// Threads a render (or segment) starting now may use in each of its decoder and its
+    /// encoder: the host's cores shared among the renders that will run at once on this
+    /// node's `slots` (those running, this one included, and those queued for a free slot).
+    /// A render alone uses the whole host (0: its libraries choose, as in a process of its
+    /// own); a full node about `cores / slots` each, so the cores stay busy without hundreds
+    /// of threads fighting for them.
+    pub fn thread_budget(&self, slots: usize) -> u32 {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let running = slots.saturating_sub(self.idle_workers.load(Ordering::SeqCst));
+        threads_for(cores, running + self.queue.len(), slots)
+    }
+
     /// Whether the service is stopping.
     pub fn stopping(&self) -> bool {
         self.shutdown.load(Ordering::SeqCst)
@@ -90,5 +102,36 @@ impl Pool {
     /// Whether another node took `id` over from this one.
     pub fn is_lost(&self, id: &str) -> bool {
         lock(&self.lost).contains(id)
+    }
+}
+
+/// `cores` shared by `demand` renders at once on at most `slots`, at least one thread each;
+/// 0 (each library's own choice, as for a render alone in its process) when one render has
+/// the host.
+fn threads_for(cores: usize, demand: usize, slots: usize) -> u32 {
+    let at_once = demand.clamp(1, slots.max(1));
+    if at_once == 1 {
+        return 0;
+    }
+    (cores / at_once).clamp(1, 64) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::threads_for;
+
+    #[test]
+    fn a_render_alone_takes_the_host_a_full_node_shares_it() {
+        assert_eq!(threads_for(16, 1, 8), 0, "alone: the libraries' own choice");
+        assert_eq!(threads_for(16, 4, 8), 4);
+        assert_eq!(
+            threads_for(16, 16, 8),
+            2,
+            "16 waiting on 8 slots: 8 at once"
+        );
+        assert_eq!(threads_for(16, 0, 8), 0, "nothing counted: this one alone");
+        assert_eq!(threads_for(2, 5, 1), 0, "one slot: the render has the host");
+        assert_eq!(threads_for(4, 8, 8), 1, "shared: never 0 ('the machine')");
+        assert_eq!(threads_for(256, 2, 2), 64, "bounded");
     }
 }

@@ -265,6 +265,7 @@ mod tests {
             backend: "cpu".into(),
             frames: 25,
             fps: 12.5,
+            quality: None,
         }
     }
 

@@ -8,7 +8,7 @@ use crate::catalog::ErrorCode;
 use crate::engine::{EngineError, EngineReport, FailureKind, RenderPlan};
 use crate::error::ServiceError;
 use crate::shared::Shared;
-use crate::store::{Outcome, RenderRecord};
+use crate::store::{Outcome, QualityFigures, RenderRecord};
 
 /// A finished render: its output stored, its outcome written (unless it ended meanwhile or
 /// was taken over), its metrics recorded.
@@ -71,11 +71,20 @@ pub(crate) fn success_outcome(
         backend: report.backend.clone(),
         frames: report.frames,
         fps: report.fps,
+        quality: report
+            .quality
+            .as_ref()
+            .and_then(QualityFigures::of)
+            .map(Box::new),
     }
 }
 
-/// The metrics and the log line of a render the engine finished.
+/// The metrics and the log lines of a render the engine finished.
 pub(crate) fn record_finished(rec: &RenderRecord, report: &EngineReport) {
+    if let Some(q) = report.quality.as_ref().and_then(QualityFigures::of) {
+        crate::render_metrics::render_quality(rec, &q.whole);
+        tracing::info!(render_id = %rec.id, frames_measured = q.whole.frames_measured, "quality: {}", q.whole.line());
+    }
     crate::render_metrics::render_finished(
         rec,
         &report.backend,

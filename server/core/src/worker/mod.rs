@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use crate::catalog::{self};
 use crate::clock::add_ms;
 use crate::engine::{
-    EngineError, EngineProgress, FailureKind, HdrPolicy, PlanWatermark, RenderPlan,
+    EngineError, EngineProgress, FailureKind, HdrPolicy, PlanEncoder, PlanWatermark, RenderPlan,
 };
 use crate::error::ServiceError;
 use crate::shared::Shared;
@@ -297,7 +297,11 @@ fn build_plan(shared: &Shared, rec: &RenderRecord) -> Result<RenderPlan, PlanErr
         resolution: rec.args.resolution,
         format: rec.args.output_format,
         watermark,
-        encoder: Default::default(),
+        encoder: PlanEncoder {
+            threads: shared.pool.thread_budget(shared.config.render_slots),
+            measure_quality: rec.measure_quality,
+            ..Default::default()
+        },
         hdr: if rec.keep_hdr {
             HdrPolicy::Keep
         } else {

@@ -22,9 +22,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::speculation;
-use crate::engine::{EngineError, EngineProgress, FailureKind, RenderPlan, SegmentSpan};
+use crate::engine::{
+    EngineError, EngineProgress, EngineSegmentReport, FailureKind, RenderPlan, SegmentSpan,
+};
 use crate::shared::Shared;
-use crate::store::{RenderState, SegmentRecord, StoreError};
+use crate::store::{RenderState, SegmentRecord, StoreError, StoredTally};
 use crate::sync::lock;
 
 /// How often a running segment records its progress and looks at its render's record.
@@ -155,7 +157,7 @@ pub(super) fn run(
         ))
     });
     match result {
-        Ok(frames) => publish(shared, seg, out, frames, started),
+        Ok(report) => publish(shared, seg, out, &report, started),
         Err(e) if e.kind == FailureKind::Cancelled => {
             let _ = std::fs::remove_file(&out);
             give_back(shared, seg);
@@ -183,9 +185,10 @@ fn publish(
     shared: &Shared,
     seg: &SegmentRecord,
     out: PathBuf,
-    frames: u64,
+    report: &EngineSegmentReport,
     started: Instant,
 ) -> Outcome {
+    let frames = report.frames;
     let stop = || shared.pool.stopping();
     let stored = match shared.media.store.publish_blocking(&out, &stop) {
         Ok(stored) => stored,
@@ -197,7 +200,8 @@ fn publish(
     };
     let stored = stored.to_string_lossy().into_owned();
     let store = &shared.ledger.store;
-    match store.finish_segment(seg.hold(), &stored, frames) {
+    let quality = report.quality.as_ref().map(StoredTally::from);
+    match store.finish_segment(seg.hold(), &stored, frames, quality.as_ref()) {
         Ok(true) => {
             tracing::info!(
                 render_id = %seg.render_id,

@@ -31,7 +31,8 @@ use std::time::Duration;
 use super::segment_work::{self, Outcome};
 use crate::config::Fanout;
 use crate::engine::{
-    EngineError, EngineProgress, EngineReport, FailureKind, RenderPlan, SegmentFile,
+    EngineError, EngineProgress, EngineReport, FailureKind, QualityReport, RenderPlan, SegmentFile,
+    SegmentQuality,
 };
 use crate::shared::Shared;
 use crate::store::{RenderRecord, SegmentRecord, SegmentState, StoreError};
@@ -254,9 +255,12 @@ fn join(
         })
         .collect::<Result<Vec<SegmentFile>, EngineError>>()?;
     let started = std::time::Instant::now();
-    let report = shared
+    let mut report = shared
         .renderer
         .join_segments(plan, &files, progress, cancel)?;
+    if plan.encoder.measure_quality {
+        report.quality = merged_quality(segments);
+    }
     crate::telemetry::segments_joined(started.elapsed());
     tracing::info!(
         output = %plan.output.display(),
@@ -265,6 +269,29 @@ fn join(
         "segments joined"
     );
     Ok(report)
+}
+
+/// The split render's quality: each segment's and their merge, when every segment has one
+/// (one whose meter failed leaves the whole unmeasured rather than partly).
+fn merged_quality(segments: &[SegmentRecord]) -> Option<QualityReport> {
+    let parts: Option<Vec<SegmentQuality>> = segments
+        .iter()
+        .map(|s| {
+            s.quality.as_ref().map(|t| SegmentQuality {
+                index: s.index,
+                start_seconds: s.start_seconds,
+                end_seconds: s.end_seconds,
+                tally: t.into(),
+            })
+        })
+        .collect();
+    match QualityReport::of_segments(parts?) {
+        Ok(whole) => whole,
+        Err(e) => {
+            tracing::warn!(error = %e, "quality not reported");
+            None
+        }
+    }
 }
 
 /// Whether the render ended (or is being cancelled), so its segments are of no more use.

@@ -258,6 +258,7 @@ pub fn status(v: &RenderView, now_ms: u64) -> Markup {
                     " · " (r.width) "×" (r.height) ", " (format!("{:.1}", r.duration_seconds)) " s, "
                     (format!("{:.0}", r.fps)) " fps on " (r.backend)
                 }
+                @if let Some(q) = &r.quality { p #quality { "Quality: " (q) } }
             }
             @if let Some(e) = &v.error {
                 p.error { code { (e.code) } ": " (e.message) }
@@ -401,6 +402,9 @@ pub fn rows(renders: &[RenderView], all: bool, now_ms: u64) -> Markup {
                         @if let Some(a) = &v.approval { br; span.small { (time_left(a.deadline_ms, now_ms)) " left" } }
                     } @else {
                         span.small { (v.summary(now_ms)) }
+                        @if let Some(q) = v.result.as_ref().and_then(|r| r.quality.as_ref()) {
+                            br; span.small.quality { (q) }
+                        }
                     }
                 }
                 td {

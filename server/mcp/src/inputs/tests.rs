@@ -41,8 +41,11 @@ fn render_arguments_parse_with_defaults() {
     explicit["watermark"]["position"] = json!("bottom_right");
     explicit["watermark"]["opacity"] = json!(1);
     explicit["idempotency_key"] = json!("k");
+    explicit["quality_report"] = json!(true);
     let r2 = render_args(&explicit).unwrap();
     assert_eq!(r2.idempotency_key.as_deref(), Some("k"));
+    // Asked for or not, the quality report does not change the video: one idempotency hash.
+    assert_eq!((r.quality_report, r2.quality_report), (None, Some(true)));
     assert_eq!(
         vidforge_core::args::canonical_args_hash(&r),
         vidforge_core::args::canonical_args_hash(&r2)
@@ -76,7 +79,7 @@ fn argument_refusals() -> Vec<Case> {
         (
             Box::new(|x| x["extra"] = json!(1)),
             "extra",
-            "is an unknown property (allowed: source_asset_uri, output_format, resolution, watermark, idempotency_key)",
+            "is an unknown property (allowed: source_asset_uri, output_format, resolution, watermark, idempotency_key, quality_report)",
         ),
         (
             Box::new(|x| x["source_asset_uri"] = json!("/etc/passwd")),
@@ -102,6 +105,16 @@ fn argument_refusals() -> Vec<Case> {
             Box::new(|x| x["idempotency_key"] = Value::Null),
             "idempotency_key",
             "must be a string (omit it for none)",
+        ),
+        (
+            Box::new(|x| x["quality_report"] = json!("yes")),
+            "quality_report",
+            "must be a boolean (omit it for the server's default)",
+        ),
+        (
+            Box::new(|x| x["quality_report"] = Value::Null),
+            "quality_report",
+            "must be a boolean (omit it for the server's default)",
         ),
         (
             Box::new(|x| {

@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use vidforge_core::catalog::{self, ErrorCode, Lifetimes};
-use vidforge_core::store::{Outcome, OutputFormat, RenderRecord, RenderState};
+use vidforge_core::store::{Outcome, RenderRecord, RenderState};
 use vidforge_core::uri;
 use vidforge_http::envelope::{Envelope, RepairContext, default_repair};
 
@@ -48,6 +48,9 @@ pub struct ResultFields {
     pub size_bytes: u64,
     pub resolution: String,
     pub watermark_applied: bool,
+    /// How faithful the video is ([`quality_wire`]): only when the render measured it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quality: Option<Value>,
 }
 
 /// `structuredContent` of a succeeded render's tool result.
@@ -180,6 +183,7 @@ impl Presenter {
                 video_file_name,
                 mime_type,
                 finished_at,
+                quality,
                 ..
             } => {
                 let fields = result_fields(rec)?;
@@ -198,9 +202,10 @@ impl Presenter {
                 meta.insert(DOWNLOAD_URL_META.into(), self.download_url(rec).into());
                 let mut link = Resource::new(fields.video_uri.clone(), video_file_name.clone());
                 link.description = Some(format!(
-                    "Rendered {} {} {wm}; retained {}.",
+                    "Rendered {} {} {wm}{}; retained {}.",
                     fields.resolution,
                     rec.args.output_format.extension(),
+                    notes::quality_note(quality.as_deref()),
                     catalog::human_duration(self.lifetimes.result_ttl)
                 ));
                 link.mime_type = Some(mime_type.clone());
@@ -287,7 +292,11 @@ impl Presenter {
                     ),
                 }
             }
-            RenderState::Succeeded => format!("Render completed.{}", hdr_note(rec)),
+            RenderState::Succeeded => format!(
+                "Render completed.{}{}",
+                hdr_note(rec),
+                notes::quality_sentence(rec)
+            ),
             RenderState::Failed => match &rec.outcome {
                 Some(Outcome::Error { code, message, .. }) => {
                     format!("Render ended with {code}: {message}")
@@ -445,6 +454,7 @@ fn result_fields(rec: &RenderRecord) -> Option<ResultFields> {
             duration_seconds,
             resolution,
             watermark_applied,
+            quality,
             ..
         } => Some(ResultFields {
             video_uri: uri::video_uri(&rec.id, rec.args.output_format),
@@ -452,6 +462,7 @@ fn result_fields(rec: &RenderRecord) -> Option<ResultFields> {
             size_bytes: *size_bytes,
             resolution: resolution.clone(),
             watermark_applied: *watermark_applied,
+            quality: quality.as_deref().map(quality_wire),
         }),
         Outcome::Error { .. } => None,
     }
@@ -478,21 +489,9 @@ fn to_json_text<T: Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
+mod notes;
+use notes::hdr_note;
+mod quality;
 #[cfg(test)]
 mod tests;
-
-/// What a render does with an HDR source, for its status message: nothing for SDR.
-fn hdr_note(rec: &RenderRecord) -> String {
-    let Some(transfer) = rec.source_hdr.as_deref() else {
-        return String::new();
-    };
-    let transfer = transfer.to_ascii_uppercase();
-    if !rec.keep_hdr {
-        return format!(" The source is HDR ({transfer}): tone-mapped to SDR (BT.709).");
-    }
-    let codec = match rec.args.output_format {
-        OutputFormat::Webm => "VP9 profile 2",
-        OutputFormat::Mp4 | OutputFormat::Mov => "HEVC Main10",
-    };
-    format!(" The source is HDR ({transfer}): kept HDR ({codec}, 10-bit, its metadata carried).")
-}
+pub use quality::quality_wire;

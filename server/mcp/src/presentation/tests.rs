@@ -13,7 +13,8 @@ const FORM: Elicitation = Elicitation {
     url: false,
 };
 use vidforge_core::store::{
-    Approval, OutputFormat, ProgressSnapshot, ProgressStage, RenderArgs, Resolution, WatermarkArgs,
+    Approval, Figures, OutputFormat, ProgressSnapshot, ProgressStage, QualityFigures, RenderArgs,
+    Resolution, SegmentFigures, WatermarkArgs, WorstFigures,
 };
 
 const T0: u64 = 1_780_000_000_000;
@@ -45,6 +46,7 @@ fn record(state: RenderState) -> RenderRecord {
                 opacity: 0.5,
             }),
             idempotency_key: None,
+            quality_report: None,
         },
         original_arguments: json!({}),
         state,
@@ -64,6 +66,7 @@ fn record(state: RenderState) -> RenderRecord {
         speculation: None,
         source_hdr: None,
         keep_hdr: false,
+        measure_quality: false,
     }
 }
 
@@ -84,8 +87,25 @@ fn succeeded() -> RenderRecord {
         backend: "cpu".into(),
         frames: 75,
         fps: 30.0,
+        quality: None,
     });
     rec
+}
+
+/// Figures of a measured render (or of one of its segments).
+fn figures(psnr_db: f64, worst_at: u32) -> Figures {
+    Figures {
+        psnr_y_db: psnr_db - 1.0,
+        psnr_db,
+        ssim: 0.98765,
+        frames_measured: 75,
+        worst: WorstFigures {
+            at_seconds: worst_at,
+            psnr_y_db: psnr_db - 4.0,
+            psnr_db: psnr_db - 3.0,
+            ssim: 0.95,
+        },
+    }
 }
 
 fn json_of<T: Serialize>(v: &T) -> Value {
@@ -253,6 +273,56 @@ fn a_succeeded_render_links_its_video_and_the_fallback_mirrors_it() {
         assert_eq!(status[key], structured[key], "{key}");
     }
     assert!(status.get("error").is_none() && status.get("follow_up").is_none());
+    // Not measured: no quality key, never a made-up figure.
+    assert!(structured.get("quality").is_none() && status.get("quality").is_none());
+}
+
+#[test]
+fn a_measured_render_reports_its_quality_everywhere_its_result_shows() {
+    let mut rec = succeeded();
+    if let Some(Outcome::Success { quality, .. }) = rec.outcome.as_mut() {
+        *quality = Some(Box::new(QualityFigures {
+            whole: figures(43.216, 7),
+            segments: vec![SegmentFigures {
+                index: 0,
+                start_seconds: 0.0,
+                end_seconds: 2.5,
+                figures: figures(43.216, 7),
+            }],
+        }));
+    }
+    let p = presenter();
+    let result = json_of(&p.terminal_tool_result(&rec).unwrap());
+    let q = &result["structuredContent"]["quality"];
+    assert_eq!(q["psnr_db"], 43.22);
+    assert_eq!(q["psnr_y_db"], 42.22);
+    assert_eq!(q["ssim"], 0.9877);
+    assert_eq!(q["worst"]["at_seconds"], 7);
+    assert_eq!(q["segments"][0]["index"], 0);
+    assert_eq!(q["segments"][0]["worst"]["psnr_db"], 40.22);
+    assert_eq!(
+        result["content"][1]["description"],
+        "Rendered 720p webm with approved watermark; PSNR 43.2 dB, worst 40.2 dB at 00:07, SSIM 0.988; retained 3 days."
+    );
+    let status = json_of(&p.fallback_status(&rec));
+    assert_eq!(&status["quality"], q);
+    assert!(
+        status["status_message"]
+            .as_str()
+            .unwrap()
+            .ends_with("Quality: PSNR 43.2 dB, worst 40.2 dB at 00:07, SSIM 0.988."),
+        "{status}"
+    );
+    // The served output schema names every key the result carries.
+    let tools = crate::tools::tool_definitions(&Lifetimes::default());
+    let schema = &tools[0]["outputSchema"]["properties"]["quality"];
+    for key in q.as_object().unwrap().keys() {
+        assert!(schema["properties"].get(key).is_some(), "{key}");
+    }
+    let segment = &schema["properties"]["segments"]["items"]["properties"];
+    for key in q["segments"][0].as_object().unwrap().keys() {
+        assert!(segment.get(key).is_some(), "segments.{key}");
+    }
 }
 
 #[test]

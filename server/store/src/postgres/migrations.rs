@@ -44,6 +44,11 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         "segments",
         include_str!("../../migrations/0006_segments.sql"),
     ),
+    (
+        7,
+        "segment_quality",
+        include_str!("../../migrations/0007_segment_quality.sql"),
+    ),
 ];
 
 /// Advisory lock key serialising migrations between nodes ("vidf").

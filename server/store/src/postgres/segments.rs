@@ -18,7 +18,7 @@ use crate::{SegmentHold, SegmentRecord, SegmentState};
 /// A segment's columns, in [`segment`]'s order.
 const COLUMNS: &str = "render_id, idx, count, principal, start_pts, end_pts, start_seconds,
     end_seconds, frames, state, attempts, frames_done, output, error, created_at, lease_owner,
-    lease_until";
+    lease_until, quality";
 /// The segment `($1, $2)` while the holder of attempt `$3` runs it.
 const HELD: &str = "render_id = $1 AND idx = $2 AND state = 'running' AND attempts = $3";
 /// A write that ends the holder's lease.
@@ -178,10 +178,12 @@ impl PgStore {
         hold: SegmentHold<'_>,
         output: &str,
         frames: u64,
+        quality: Option<&crate::StoredTally>,
     ) -> Result<bool, StoreError> {
         let n = self.execute(
             format!(
-                "UPDATE segments SET state = 'done', output = $4, frames_done = $5, {CLEAR_LEASE}
+                "UPDATE segments SET state = 'done', output = $4, frames_done = $5, quality = $6,
+                     {CLEAR_LEASE}
                  WHERE {HELD}"
             ),
             params![
@@ -190,6 +192,7 @@ impl PgStore {
                 i64::from(hold.attempt),
                 output.to_string(),
                 to_i64(frames),
+                tally_json(quality)?,
             ],
         )?;
         Ok(n == 1)
@@ -308,11 +311,12 @@ async fn insert_segments(
     let insert = tx
         .prepare(&format!(
             "INSERT INTO segments ({COLUMNS}) VALUES
-             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
         ))
         .await
         .map_err(pg_error)?;
     for s in segments {
+        let quality = tally_json(s.quality.as_ref())?;
         tx.execute(
             &insert,
             &[
@@ -333,6 +337,7 @@ async fn insert_segments(
                 &to_i64(s.created_at),
                 &s.lease_owner,
                 &s.lease_until.map(to_i64),
+                &quality,
             ],
         )
         .await
@@ -362,9 +367,28 @@ fn segment(row: &Row) -> Result<SegmentRecord, StoreError> {
         created_at: u64_of(row.get(14)),
         lease_owner: row.get(15),
         lease_until: row.get::<_, Option<i64>>(16).map(u64_of),
+        quality: row
+            .get::<_, Option<serde_json::Value>>(17)
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(|e| {
+                StoreError::Postgres(format!(
+                    "segment {index} of {render_id} has an unreadable quality: {e}"
+                ))
+            })?,
         render_id,
         index,
     })
+}
+
+/// A segment's quality as the `jsonb` column holds it.
+fn tally_json(
+    quality: Option<&crate::StoredTally>,
+) -> Result<Option<serde_json::Value>, StoreError> {
+    quality
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(|e| StoreError::Postgres(format!("cannot encode a segment's quality: {e}")))
 }
 
 /// The state stored as `name` (the table's check admits only [`SegmentState`]'s names).

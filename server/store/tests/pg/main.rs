@@ -64,8 +64,12 @@ fn postgres_segments_of_a_restarted_node_and_idle_slot_heartbeats() {
         .unwrap();
     assert_eq!((taken.index, taken.attempts), (g.index, 2));
     assert_eq!(s.release_node_segments("n1").unwrap(), 0);
-    assert!(!s.finish_segment(g.hold(), "old.mp4", 30).unwrap());
-    assert!(other.finish_segment(taken.hold(), "seg/0.mp4", 30).unwrap());
+    assert!(!s.finish_segment(g.hold(), "old.mp4", 30, None).unwrap());
+    assert!(
+        other
+            .finish_segment(taken.hold(), "seg/0.mp4", 30, None)
+            .unwrap()
+    );
     assert_eq!(s.segments("task_a").unwrap()[0].state, SegmentState::Done);
 
     // Heartbeats: live ones add up, and each counts until its ttl runs out.

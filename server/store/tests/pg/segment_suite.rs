@@ -7,7 +7,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use super::store::fixtures::segments;
-use super::store::{SegmentState, Store};
+use super::store::{SegmentState, Store, StoredTally};
 
 /// Leases in this suite: long enough that none runs out between two steps of a test on a
 /// busy machine.
@@ -103,14 +103,24 @@ pub fn an_expired_lease_is_claimed_again_and_fences_the_old_holder(
             .is_empty()
     );
     assert!(!s.segment_progress(old.hold(), 20).unwrap());
-    assert!(!s.finish_segment(old.hold(), "stale.mp4", 30).unwrap());
+    assert!(!s.finish_segment(old.hold(), "stale.mp4", 30, None).unwrap());
     assert_eq!(s.fail_segment(old.hold(), "x", MAX).unwrap(), None);
     // n2 finishes it.
     assert_eq!(s.renew_segment_leases("n2", &held, LEASE).unwrap(), held);
     assert!(s.segment_progress(new.hold(), 20).unwrap());
-    assert!(s.finish_segment(new.hold(), "seg/0.mp4", 29).unwrap());
+    // Its quality is kept with it, exactly (the join merges the segments' tallies).
+    let tally = StoredTally {
+        peak: 255,
+        plane_samples: [6, 2, 2],
+        seconds: vec![(0, 2, [7, 8, 9], 1.75), (1, 1, [1, 0, 2], 0.5)],
+    };
+    assert!(
+        s.finish_segment(new.hold(), "seg/0.mp4", 29, Some(&tally))
+            .unwrap()
+    );
     let done = &s.segments("task_a").unwrap()[0];
     assert_eq!(done.state, SegmentState::Done);
+    assert_eq!(done.quality.as_ref(), Some(&tally));
     assert_eq!(
         (done.output.as_deref(), done.frames_done),
         (Some("seg/0.mp4"), 29)
@@ -120,7 +130,7 @@ pub fn an_expired_lease_is_claimed_again_and_fences_the_old_holder(
         (None, None)
     );
     // Done is final: no claim, no second finish.
-    assert!(!s.finish_segment(new.hold(), "again.mp4", 30).unwrap());
+    assert!(!s.finish_segment(new.hold(), "again.mp4", 30, None).unwrap());
     pass(PAST_LEASE);
     assert_eq!(s.claim_segment("n1", LEASE, None, MAX).unwrap(), None);
 }

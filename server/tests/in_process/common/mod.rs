@@ -13,13 +13,29 @@ use serde_json::{Value, json};
 use vidforge_core::clock::OffsetClock;
 use vidforge_core::config::Config;
 use vidforge_core::engine::{
-    EngineError, EngineProgress, EngineReport, FailureKind, RenderPlan, Renderer, SegmentFile,
-    SegmentSpan,
+    EngineError, EngineProgress, EngineReport, EngineSegmentReport, FailureKind, QualityReport,
+    RenderPlan, Renderer, SegmentFile, SegmentSpan,
 };
 use vidforge_core::media_backend::MediaProber;
 use vidforge_core::service::{RenderService, ServiceParts};
 use vidforge_core::store::{AssetRecord, RenderRecord, RenderState, Resolution};
 use vidforge_fixtures::{self as fixtures, ClipSpec};
+use vidforge_media::quality::{QualityTally, SecondTally};
+
+/// The scripted engine's quality measurements of `frames` frames in second `second`: every
+/// frame off by one in one luma sample of four (a PSNR Y of 54.2 dB), SSIM 0.99.
+pub fn scripted_tally(second: u32, frames: u64) -> QualityTally {
+    QualityTally {
+        peak: 255,
+        plane_samples: [4, 1, 1],
+        seconds: vec![SecondTally {
+            second,
+            frames: frames as u32,
+            squared_error: [frames, 0, 0],
+            ssim_sum: 0.99 * frames as f64,
+        }],
+    }
+}
 
 /// A renderer that "renders" `frames` frames with `frame_delay` each, optionally holds before
 /// finishing (until released or cancelled), and writes a small real output file.
@@ -169,6 +185,10 @@ impl Renderer for ScriptedRenderer {
             elapsed,
             fps: done as f64 / elapsed.as_secs_f64().max(1e-6),
             stage_times: Default::default(),
+            quality: plan
+                .encoder
+                .measure_quality
+                .then(|| QualityReport::single(scripted_tally(0, done))),
         })
     }
 
@@ -196,12 +216,12 @@ impl Renderer for ScriptedRenderer {
 
     fn render_segment(
         &self,
-        _plan: &RenderPlan,
+        plan: &RenderPlan,
         span: &SegmentSpan,
         out: &Path,
         progress: &mut dyn FnMut(EngineProgress),
         cancel: &AtomicBool,
-    ) -> Result<u64, EngineError> {
+    ) -> Result<EngineSegmentReport, EngineError> {
         self.segments_started.fetch_add(1, Ordering::SeqCst);
         let mut report = |done| {
             progress(EngineProgress {
@@ -224,7 +244,15 @@ impl Renderer for ScriptedRenderer {
         std::fs::write(&tmp, format!("segment {}\n", span.index))
             .and_then(|_| std::fs::rename(&tmp, out))
             .map_err(|e| EngineError::new(FailureKind::RenderFailed, e.to_string()))?;
-        Ok(done)
+        Ok(EngineSegmentReport {
+            frames: done,
+            size_bytes: 0,
+            elapsed: Duration::ZERO,
+            quality: plan
+                .encoder
+                .measure_quality
+                .then(|| scripted_tally(span.index, done)),
+        })
     }
 
     fn join_segments(
@@ -264,6 +292,8 @@ impl Renderer for ScriptedRenderer {
             elapsed: Duration::ZERO,
             fps: 0.0,
             stage_times: Default::default(),
+            // A join reports none: the coordinator merges the segments' tallies.
+            quality: None,
         })
     }
 

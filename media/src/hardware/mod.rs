@@ -1,22 +1,29 @@
-//! Which hardware a render uses besides the compositor: NVDEC decoding through FFmpeg's `cuda`
-//! hwaccel, and the NVENC H.264 encoder. The choices (`auto` / forced / off) are resolved once
-//! per process, when the [`crate::Engine`] starts, by really opening the thing: a CUDA device
-//! for decoding, an encoder session for NVENC. The selection rules are pure functions over
-//! those probes, so they are tested with injected results on machines without a GPU.
+//! Which hardware a process uses: the compositor (CPU or wgpu), NVDEC decoding through
+//! FFmpeg's `cuda` hwaccel, and the NVENC H.264 encoder. The choices (`auto` / forced / off)
+//! are resolved once per process, when the [`crate::Engine`] starts, by `plan.rs` (the one
+//! decision table, a pure function over the host's facts); `host.rs` probes those facts lazily
+//! by really opening the thing (a CUDA device, an encoder session, a GPU context), and
+//! `cache.rs` keeps the NVENC answer per driver.
 
 use ffmpeg::format::Pixel;
 use ffmpeg::{Dictionary, Rational, codec, encoder};
 use ffmpeg_next as ffmpeg;
 
-use crate::error::MediaError;
 use crate::ffutil;
 use crate::hwdecode::{self, CudaDevice};
 use crate::types::EncoderSettings;
 
+mod cache;
+pub(crate) mod host;
+mod plan;
+
+pub use plan::{CompositorPlan, DecodePlan, HardwarePlan, HostProbe, Workload, plan};
+
 /// `--hwdecode`: how video is decoded.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum HwDecodeChoice {
-    /// NVDEC when a CUDA device opens (and, per job, when it supports the codec), else
+    /// NVDEC where it pays (frames kept on the GPU, or NVENC encoding; `plan.rs`) and, per
+    /// job, where it supports the codec; else
     /// software decoding.
     #[default]
     Auto,
@@ -116,56 +123,6 @@ pub struct HardwareChoice {
     pub encoder: EncoderChoice,
 }
 
-/// Resolves the decode choice with `open`, which tries to open a CUDA device.
-pub(crate) fn select_decoder<D>(
-    choice: HwDecodeChoice,
-    open: impl FnOnce() -> Result<D, String>,
-) -> Result<Option<D>, MediaError> {
-    match choice {
-        HwDecodeChoice::Off => Ok(None),
-        HwDecodeChoice::Auto => match open() {
-            Ok(d) => Ok(Some(d)),
-            Err(e) => {
-                tracing::debug!("no CUDA device, decoding in software ({e})");
-                Ok(None)
-            }
-        },
-        HwDecodeChoice::Cuda => open()
-            .map(Some)
-            .map_err(|e| MediaError::HardwareUnavailable {
-                reason: format!(
-                    "--hwdecode cuda: no CUDA device ({e}); use --hwdecode auto or off on machines \
-                 without an NVIDIA GPU"
-                ),
-            }),
-    }
-}
-
-/// Resolves the encoder choice with `probe`, which tries to open an NVENC session.
-pub(crate) fn select_encoder(
-    choice: EncoderChoice,
-    probe: impl FnOnce() -> Result<(), String>,
-) -> Result<H264Encoder, MediaError> {
-    match choice {
-        EncoderChoice::X264 => Ok(H264Encoder::X264),
-        EncoderChoice::Auto => match probe() {
-            Ok(()) => Ok(H264Encoder::Nvenc),
-            Err(e) => {
-                tracing::debug!("no NVENC encoder, encoding H.264 with libx264 ({e})");
-                Ok(H264Encoder::X264)
-            }
-        },
-        EncoderChoice::Nvenc => probe().map(|()| H264Encoder::Nvenc).map_err(|e| {
-            MediaError::HardwareUnavailable {
-                reason: format!(
-                    "--encoder nvenc: no NVENC encoder session opens ({e}); use --encoder auto or \
-                 x264 on cards without NVENC"
-                ),
-            }
-        }),
-    }
-}
-
 /// Whether one job decodes on the GPU: only with a device and a codec NVDEC supports.
 pub(crate) fn decode_on_gpu<D>(device: Option<&D>, codec_supported: bool) -> bool {
     device.is_some() && codec_supported
@@ -193,6 +150,17 @@ pub fn probe_hardware() -> HardwareReport {
         cuda_hwaccel_codecs: hwdecode::cuda_hwaccel_codecs(),
         nvenc: probe_nvenc(),
     }
+}
+
+/// What `auto` (or the given choices) would use for `workload` on this host, and why, probing
+/// afresh (the NVENC cache is refreshed). `vidforge probe --hardware` prints it.
+pub fn plan_hardware(
+    backend: crate::types::BackendChoice,
+    hardware: HardwareChoice,
+    workload: Workload,
+) -> Result<HardwarePlan, crate::error::MediaError> {
+    ffutil::init();
+    plan(backend, hardware, workload, &mut host::LiveHost::new(true))
 }
 
 /// Opens (and closes) one NVENC H.264 session, as a render would: the only reliable test of
@@ -227,62 +195,6 @@ pub(crate) fn probe_nvenc() -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn decode_selection_auto_falls_back_cuda_fails_off_never_opens() {
-        assert_eq!(
-            select_decoder(HwDecodeChoice::Auto, || Ok::<_, String>(7)).unwrap(),
-            Some(7)
-        );
-        assert_eq!(
-            select_decoder::<u8>(HwDecodeChoice::Auto, || Err("no driver".into())).unwrap(),
-            None
-        );
-        let err = select_decoder::<u8>(HwDecodeChoice::Cuda, || Err("no driver".into()))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("no CUDA device") && err.contains("no driver"),
-            "{err}"
-        );
-        assert_eq!(
-            select_decoder(HwDecodeChoice::Cuda, || Ok::<_, String>(1)).unwrap(),
-            Some(1)
-        );
-        let opened = std::cell::Cell::new(false);
-        let off = select_decoder(HwDecodeChoice::Off, || {
-            opened.set(true);
-            Ok::<_, String>(1)
-        });
-        assert_eq!(off.unwrap(), None);
-        assert!(!opened.get(), "off must not even open a device");
-    }
-
-    #[test]
-    fn encoder_selection_auto_falls_back_nvenc_fails_x264_never_probes() {
-        assert_eq!(
-            select_encoder(EncoderChoice::Auto, || Ok(())).unwrap(),
-            H264Encoder::Nvenc
-        );
-        assert_eq!(
-            select_encoder(EncoderChoice::Auto, || Err("no NVENC".into())).unwrap(),
-            H264Encoder::X264
-        );
-        let err = select_encoder(EncoderChoice::Nvenc, || Err("OpenEncodeSessionEx".into()))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("no NVENC encoder session") && err.contains("OpenEncodeSessionEx"),
-            "{err}"
-        );
-        let probed = std::cell::Cell::new(false);
-        let x = select_encoder(EncoderChoice::X264, || {
-            probed.set(true);
-            Ok(())
-        });
-        assert_eq!(x.unwrap(), H264Encoder::X264);
-        assert!(!probed.get());
-    }
 
     #[test]
     fn choices_parse_their_names() {

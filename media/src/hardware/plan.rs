@@ -1,0 +1,575 @@
+//! `auto`'s decisions, in one place: the compositor, the decode path and the H.264 encoder a
+//! process uses, from the configured choices, what kind of work the process does and what the
+//! host has. A pure function over [`HostProbe`], which it asks only what a decision needs
+//! (each fact at most once), so the table is unit-tested for every host shape without one.
+//!
+//! What the rules stand on (measured on the H200 host, 16 cores, NVDEC, no NVENC;
+//! docs/bench/gpu/):
+//! - Frames that start in CPU memory compose faster on the CPU than uploaded to a GPU and read
+//!   back (every row of the H200 benchmark; one render 1.54 s on the CPU against 1.95 s on the
+//!   GPU), so the wgpu compositor pays only when frames are already on the GPU.
+//! - Where libx264/libvpx encode on the CPU, NVDEC plus the download of every decoded frame
+//!   costs more than decoding in software (software: 1.51× the renders/hour, 16 at once). NVDEC
+//!   pays when the frames stay on the GPU for the compositor (zero-copy), or when NVENC
+//!   encodes and the CPU has nothing better to do.
+//! - A one-shot render is measured by its wall time, start-up included: setting a GPU up
+//!   costs about a second, which a render decoding on every core of the host never pays back.
+
+use vidforge_gpu::AdapterPreference;
+
+use super::{EncoderChoice, H264Encoder, HardwareChoice, HwDecodeChoice};
+use crate::error::MediaError;
+use crate::types::BackendChoice;
+
+/// What a process does with its engine; it decides which start-up costs pay back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// A long-running service (`vidforge serve`): many renders, often at once, for hours. What
+    /// it serves per hour is bound by the CPU wherever libx264/libvpx encode, so every frame
+    /// decoded and composed off the CPU counts; the GPU's set-up is paid once, at boot.
+    Service,
+    /// One render (`vidforge render`): its wall time, start-up included. `h264`: whether it
+    /// encodes H.264 (mp4/mov); only then is NVENC probed.
+    One { h264: bool },
+}
+
+/// The host's facts, asked only when a decision needs them. Implementations probe each at
+/// most once and keep what they opened (the CUDA device, the GPU context) for the engine.
+pub trait HostProbe {
+    /// Whether an NVIDIA driver is present (its device node: no library is loaded).
+    fn nvidia_driver(&mut self) -> bool;
+    /// Whether an NVENC H.264 session opens, or why not.
+    fn nvenc(&mut self) -> Result<(), String>;
+    /// Whether a CUDA device opens (for NVDEC), or why not.
+    fn cuda(&mut self) -> Result<(), String>;
+    /// Whether NVDEC's frames reach the wgpu compositor without leaving the GPU on this host
+    /// (a hardware adapter, a CUDA device and the interop's start-up self-test), or why not.
+    fn zero_copy(&mut self) -> Result<(), String>;
+}
+
+/// Where frames are composed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompositorPlan {
+    /// swscale + the CPU blend.
+    Cpu,
+    /// The wgpu compositor on an adapter of this preference.
+    Wgpu(AdapterPreference),
+}
+
+/// How video is decoded (per job, a codec NVDEC lacks still decodes in software).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodePlan {
+    Software,
+    /// NVDEC, each frame downloaded to CPU memory.
+    Nvdec,
+    /// NVDEC, frames copied on the GPU into the wgpu compositor's input.
+    NvdecZeroCopy,
+}
+
+impl DecodePlan {
+    /// Whether a CUDA device is needed.
+    pub fn uses_cuda(self) -> bool {
+        self != DecodePlan::Software
+    }
+
+    /// The name logs and reports use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecodePlan::Software => "software",
+            DecodePlan::Nvdec => "nvdec",
+            DecodePlan::NvdecZeroCopy => "nvdec-zero-copy",
+        }
+    }
+}
+
+/// What a process uses, and why: one sentence per decision, for the banner, `vidforge probe
+/// --hardware` and the logs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HardwarePlan {
+    pub compositor: CompositorPlan,
+    pub decode: DecodePlan,
+    pub h264: H264Encoder,
+    pub why: Vec<String>,
+}
+
+/// Decides the process's hardware use. Forced choices that cannot be had are errors; `auto`
+/// never picks what did not work when probed.
+pub fn plan(
+    backend: BackendChoice,
+    hardware: HardwareChoice,
+    workload: Workload,
+    host: &mut dyn HostProbe,
+) -> Result<HardwarePlan, MediaError> {
+    let mut why = Vec::new();
+    let h264 = plan_h264(hardware.encoder, workload, host, &mut why)?;
+    let (compositor, decode) =
+        plan_frames(backend, hardware.decode, workload, h264, host, &mut why)?;
+    Ok(HardwarePlan {
+        compositor,
+        decode,
+        h264,
+        why,
+    })
+}
+
+fn unavailable(reason: String) -> MediaError {
+    MediaError::HardwareUnavailable { reason }
+}
+
+fn plan_h264(
+    choice: EncoderChoice,
+    workload: Workload,
+    host: &mut dyn HostProbe,
+    why: &mut Vec<String>,
+) -> Result<H264Encoder, MediaError> {
+    let chosen = match choice {
+        EncoderChoice::X264 => {
+            why.push("H.264 encoder libx264: --encoder x264".into());
+            H264Encoder::X264
+        }
+        EncoderChoice::Nvenc => {
+            host.nvenc().map_err(|e| {
+                unavailable(format!(
+                    "--encoder nvenc: no NVENC encoder session opens ({e}); use --encoder auto \
+                     or x264 on cards without NVENC"
+                ))
+            })?;
+            why.push("H.264 encoder NVENC: --encoder nvenc".into());
+            H264Encoder::Nvenc
+        }
+        EncoderChoice::Auto if workload == (Workload::One { h264: false }) => {
+            why.push(
+                "H.264 encoder libx264: this render encodes no H.264 (NVENC not probed)".into(),
+            );
+            H264Encoder::X264
+        }
+        EncoderChoice::Auto if !host.nvidia_driver() => {
+            why.push("H.264 encoder libx264: no NVIDIA driver".into());
+            H264Encoder::X264
+        }
+        EncoderChoice::Auto => match host.nvenc() {
+            Ok(()) => {
+                why.push("H.264 encoder NVENC: an encoder session opens".into());
+                H264Encoder::Nvenc
+            }
+            Err(e) => {
+                why.push(format!("H.264 encoder libx264: no NVENC ({e})"));
+                H264Encoder::X264
+            }
+        },
+    };
+    Ok(chosen)
+}
+
+/// How frames decoded on the CPU's side reach the compositor: NVDEC (with each frame
+/// downloaded) only when NVENC encodes, the CPU then having little else to do. `note` ends the
+/// reason (why frames cannot stay on the GPU, when that was asked).
+fn downloaded_frames(
+    h264: H264Encoder,
+    host: &mut dyn HostProbe,
+    note: &str,
+) -> (DecodePlan, String) {
+    if h264 != H264Encoder::Nvenc {
+        return (
+            DecodePlan::Software,
+            format!(
+                "decoding in software: the CPU encodes, and NVDEC plus the download of each \
+                 frame costs it more than decoding{note}"
+            ),
+        );
+    }
+    match host.cuda() {
+        Ok(()) => (
+            DecodePlan::Nvdec,
+            format!("decoding on NVDEC: NVENC encodes, so the CPU is free{note}"),
+        ),
+        Err(e) => (
+            DecodePlan::Software,
+            format!("decoding in software: no CUDA device ({e})"),
+        ),
+    }
+}
+
+const CPU_COMPOSE: &str = "compositor cpu: frames arrive in CPU memory, where composing beats \
+                           uploading each frame and reading it back";
+const GPU_COMPOSE: &str = "compositor wgpu: NVDEC's frames stay on the GPU (zero-copy)";
+const ZERO_COPY: &str = "decoding on NVDEC, frames copied on the GPU into the compositor";
+
+fn plan_frames(
+    backend: BackendChoice,
+    decode: HwDecodeChoice,
+    workload: Workload,
+    h264: H264Encoder,
+    host: &mut dyn HostProbe,
+    why: &mut Vec<String>,
+) -> Result<(CompositorPlan, DecodePlan), MediaError> {
+    if decode == HwDecodeChoice::Cuda {
+        host.cuda().map_err(|e| {
+            unavailable(format!(
+                "--hwdecode cuda: no CUDA device ({e}); use --hwdecode auto or off on machines \
+                 without an NVIDIA GPU"
+            ))
+        })?;
+    }
+    // Whether frames can stay on the GPU: asked only where the answer may change the plan.
+    let ask_zero_copy = match (backend, decode) {
+        (BackendChoice::Cpu, _) | (_, HwDecodeChoice::Off) => false,
+        (_, HwDecodeChoice::Cuda) => true,
+        (BackendChoice::Wgpu, HwDecodeChoice::Auto) => host.nvidia_driver(),
+        (BackendChoice::Auto, HwDecodeChoice::Auto) => {
+            workload == Workload::Service && host.nvidia_driver()
+        }
+    };
+    let zero_copy = if ask_zero_copy {
+        host.zero_copy()
+    } else {
+        Err(String::new())
+    };
+    let note = match &zero_copy {
+        Err(e) if ask_zero_copy => format!("; frames cannot stay on the GPU ({e})"),
+        _ => String::new(),
+    };
+    let (compositor, plan) = match (backend, decode) {
+        (BackendChoice::Cpu, _) => {
+            why.push("compositor cpu: --backend cpu".into());
+            (CompositorPlan::Cpu, cpu_side(decode, h264, host, "", why))
+        }
+        (BackendChoice::Wgpu, _) => {
+            why.push("compositor wgpu: --backend wgpu".into());
+            let plan = if zero_copy.is_ok() {
+                why.push(ZERO_COPY.into());
+                DecodePlan::NvdecZeroCopy
+            } else {
+                cpu_side(decode, h264, host, &note, why)
+            };
+            (CompositorPlan::Wgpu(AdapterPreference::AllowSoftware), plan)
+        }
+        (BackendChoice::Auto, _) if zero_copy.is_ok() => {
+            why.push(GPU_COMPOSE.into());
+            why.push(ZERO_COPY.into());
+            (
+                CompositorPlan::Wgpu(AdapterPreference::HardwareOnly),
+                DecodePlan::NvdecZeroCopy,
+            )
+        }
+        (BackendChoice::Auto, HwDecodeChoice::Auto) if workload != Workload::Service => {
+            why.push(format!(
+                "{CPU_COMPOSE}; one render: no GPU set-up (about a second) to pay back"
+            ));
+            (CompositorPlan::Cpu, cpu_side(decode, h264, host, "", why))
+        }
+        (BackendChoice::Auto, _) => {
+            why.push(CPU_COMPOSE.into());
+            (
+                CompositorPlan::Cpu,
+                cpu_side(decode, h264, host, &note, why),
+            )
+        }
+    };
+    Ok((compositor, plan))
+}
+
+/// The decode path when frames are not kept on the GPU.
+fn cpu_side(
+    decode: HwDecodeChoice,
+    h264: H264Encoder,
+    host: &mut dyn HostProbe,
+    note: &str,
+    why: &mut Vec<String>,
+) -> DecodePlan {
+    let (plan, reason) = match decode {
+        HwDecodeChoice::Off => (
+            DecodePlan::Software,
+            "decoding in software: --hwdecode off".into(),
+        ),
+        HwDecodeChoice::Cuda => (
+            DecodePlan::Nvdec,
+            format!("decoding on NVDEC, each frame downloaded: --hwdecode cuda{note}"),
+        ),
+        HwDecodeChoice::Auto if !host.nvidia_driver() => (
+            DecodePlan::Software,
+            "decoding in software: no NVIDIA driver".into(),
+        ),
+        HwDecodeChoice::Auto => downloaded_frames(h264, host, note),
+    };
+    why.push(reason);
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A host of a given shape that records what was asked.
+    #[derive(Default)]
+    struct Host {
+        nvidia: bool,
+        nvenc: bool,
+        cuda: bool,
+        zero_copy: bool,
+        asked: Vec<&'static str>,
+    }
+
+    fn answer(ok: bool, what: &str) -> Result<(), String> {
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("no {what}"))
+        }
+    }
+
+    impl HostProbe for Host {
+        fn nvidia_driver(&mut self) -> bool {
+            self.nvidia
+        }
+        fn nvenc(&mut self) -> Result<(), String> {
+            self.asked.push("nvenc");
+            answer(self.nvenc, "NVENC")
+        }
+        fn cuda(&mut self) -> Result<(), String> {
+            self.asked.push("cuda");
+            answer(self.cuda, "CUDA")
+        }
+        fn zero_copy(&mut self) -> Result<(), String> {
+            self.asked.push("zero_copy");
+            answer(self.zero_copy, "interop")
+        }
+    }
+
+    /// No GPU at all (this CI machine, lavapipe aside).
+    fn no_gpu() -> Host {
+        Host::default()
+    }
+    /// The H200 today: NVDEC, no NVENC, and frames that can stay on the GPU or not.
+    fn hopper(zero_copy: bool) -> Host {
+        Host {
+            nvidia: true,
+            cuda: true,
+            zero_copy,
+            ..Host::default()
+        }
+    }
+    /// A card with NVENC (an L4, an RTX): everything.
+    fn with_nvenc(zero_copy: bool) -> Host {
+        Host {
+            nvenc: true,
+            ..hopper(zero_copy)
+        }
+    }
+
+    const AUTO: HardwareChoice = HardwareChoice {
+        decode: HwDecodeChoice::Auto,
+        encoder: EncoderChoice::Auto,
+    };
+
+    fn decide(
+        backend: BackendChoice,
+        hw: HardwareChoice,
+        w: Workload,
+        host: &mut Host,
+    ) -> HardwarePlan {
+        plan(backend, hw, w, host).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn shape(p: &HardwarePlan) -> (CompositorPlan, DecodePlan, H264Encoder) {
+        (p.compositor, p.decode, p.h264)
+    }
+
+    const CPU: CompositorPlan = CompositorPlan::Cpu;
+    const GPU: CompositorPlan = CompositorPlan::Wgpu(AdapterPreference::HardwareOnly);
+
+    #[test]
+    fn a_host_without_a_gpu_probes_nothing_and_keeps_the_cpu_defaults() {
+        for w in [Workload::Service, Workload::One { h264: true }] {
+            let mut host = no_gpu();
+            let p = decide(BackendChoice::Auto, AUTO, w, &mut host);
+            assert_eq!(shape(&p), (CPU, DecodePlan::Software, H264Encoder::X264));
+            assert!(host.asked.is_empty(), "{:?}", host.asked);
+            assert_eq!(p.why.len(), 3, "{:?}", p.why);
+        }
+    }
+
+    #[test]
+    fn a_service_on_a_gpu_without_nvenc_keeps_frames_on_the_gpu_only_when_it_can() {
+        let mut host = hopper(true);
+        let p = decide(BackendChoice::Auto, AUTO, Workload::Service, &mut host);
+        assert_eq!(
+            shape(&p),
+            (GPU, DecodePlan::NvdecZeroCopy, H264Encoder::X264)
+        );
+        // Without the interop: what the H200 measured best (software decoding, CPU compositor).
+        let mut host = hopper(false);
+        let p = decide(BackendChoice::Auto, AUTO, Workload::Service, &mut host);
+        assert_eq!(shape(&p), (CPU, DecodePlan::Software, H264Encoder::X264));
+        assert!(
+            p.why.iter().any(|w| w.contains("no interop")),
+            "{:?}",
+            p.why
+        );
+        assert!(
+            !host.asked.contains(&"cuda"),
+            "no CUDA device opened for nothing"
+        );
+    }
+
+    #[test]
+    fn a_service_on_a_card_with_nvenc_uses_it_and_nvdec() {
+        let mut host = with_nvenc(true);
+        let p = decide(BackendChoice::Auto, AUTO, Workload::Service, &mut host);
+        assert_eq!(
+            shape(&p),
+            (GPU, DecodePlan::NvdecZeroCopy, H264Encoder::Nvenc)
+        );
+        let mut host = with_nvenc(false);
+        let p = decide(BackendChoice::Auto, AUTO, Workload::Service, &mut host);
+        assert_eq!(shape(&p), (CPU, DecodePlan::Nvdec, H264Encoder::Nvenc));
+    }
+
+    #[test]
+    fn one_render_sets_up_no_gpu_and_probes_nvenc_only_for_h264() {
+        let mut host = hopper(true);
+        let p = decide(
+            BackendChoice::Auto,
+            AUTO,
+            Workload::One { h264: false },
+            &mut host,
+        );
+        assert_eq!(shape(&p), (CPU, DecodePlan::Software, H264Encoder::X264));
+        assert!(
+            host.asked.is_empty(),
+            "a webm render probes nothing: {:?}",
+            host.asked
+        );
+        let mut host = hopper(true);
+        let p = decide(
+            BackendChoice::Auto,
+            AUTO,
+            Workload::One { h264: true },
+            &mut host,
+        );
+        assert_eq!(shape(&p), (CPU, DecodePlan::Software, H264Encoder::X264));
+        assert_eq!(host.asked, ["nvenc"]);
+        let mut host = with_nvenc(true);
+        let p = decide(
+            BackendChoice::Auto,
+            AUTO,
+            Workload::One { h264: true },
+            &mut host,
+        );
+        assert_eq!(shape(&p), (CPU, DecodePlan::Nvdec, H264Encoder::Nvenc));
+        let x264 = HardwareChoice {
+            encoder: EncoderChoice::X264,
+            ..AUTO
+        };
+        let mut host = with_nvenc(true);
+        decide(
+            BackendChoice::Auto,
+            x264,
+            Workload::One { h264: true },
+            &mut host,
+        );
+        assert!(
+            host.asked.is_empty(),
+            "--encoder x264 probes nothing: {:?}",
+            host.asked
+        );
+    }
+
+    #[test]
+    fn forced_choices_are_kept_or_refused() {
+        let cuda = HardwareChoice {
+            decode: HwDecodeChoice::Cuda,
+            ..AUTO
+        };
+        let err = plan(BackendChoice::Auto, cuda, Workload::Service, &mut no_gpu()).unwrap_err();
+        assert!(err.to_string().contains("--hwdecode cuda"), "{err}");
+        let nvenc = HardwareChoice {
+            encoder: EncoderChoice::Nvenc,
+            ..AUTO
+        };
+        let err = plan(
+            BackendChoice::Auto,
+            nvenc,
+            Workload::Service,
+            &mut hopper(true),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("--encoder nvenc"), "{err}");
+        // --hwdecode cuda on a GPU host: zero-copy when it works, else NVDEC with downloads.
+        let p = decide(
+            BackendChoice::Auto,
+            cuda,
+            Workload::One { h264: true },
+            &mut hopper(true),
+        );
+        assert_eq!(
+            shape(&p),
+            (GPU, DecodePlan::NvdecZeroCopy, H264Encoder::X264)
+        );
+        let p = decide(
+            BackendChoice::Cpu,
+            cuda,
+            Workload::Service,
+            &mut hopper(true),
+        );
+        assert_eq!(shape(&p), (CPU, DecodePlan::Nvdec, H264Encoder::X264));
+        // --backend wgpu on lavapipe: the GPU compositor, software decoding.
+        let mut host = no_gpu();
+        let p = decide(BackendChoice::Wgpu, AUTO, Workload::Service, &mut host);
+        let lavapipe = CompositorPlan::Wgpu(AdapterPreference::AllowSoftware);
+        assert_eq!(
+            shape(&p),
+            (lavapipe, DecodePlan::Software, H264Encoder::X264)
+        );
+        assert!(host.asked.is_empty(), "{:?}", host.asked);
+        // --backend cpu never asks for the interop.
+        let mut host = with_nvenc(true);
+        decide(BackendChoice::Cpu, AUTO, Workload::Service, &mut host);
+        assert!(!host.asked.contains(&"zero_copy"), "{:?}", host.asked);
+        // --hwdecode off never opens CUDA.
+        let off = HardwareChoice {
+            decode: HwDecodeChoice::Off,
+            ..AUTO
+        };
+        let mut host = with_nvenc(true);
+        let p = decide(BackendChoice::Auto, off, Workload::Service, &mut host);
+        assert_eq!(shape(&p), (CPU, DecodePlan::Software, H264Encoder::Nvenc));
+        assert!(!host.asked.iter().any(|a| *a == "cuda" || *a == "zero_copy"));
+    }
+
+    #[test]
+    fn nvdec_without_the_codec_is_the_decoders_business_not_the_plans() {
+        // The plan says NVDEC; a job whose codec NVDEC lacks (AV1 on Hopper) still decodes in
+        // software, decided per job by `decode_on_gpu` (tested in the parent module).
+        let p = decide(
+            BackendChoice::Auto,
+            AUTO,
+            Workload::Service,
+            &mut hopper(true),
+        );
+        assert!(p.decode.uses_cuda());
+        assert!(!super::super::decode_on_gpu(Some(&()), false));
+    }
+
+    #[test]
+    fn every_plan_says_why_in_one_line_per_decision() {
+        let hosts = [
+            no_gpu(),
+            hopper(false),
+            hopper(true),
+            with_nvenc(false),
+            with_nvenc(true),
+        ];
+        for mut host in hosts {
+            for w in [
+                Workload::Service,
+                Workload::One { h264: true },
+                Workload::One { h264: false },
+            ] {
+                let p = decide(BackendChoice::Auto, AUTO, w, &mut host);
+                assert_eq!(p.why.len(), 3, "{:?}", p.why);
+                assert!(p.why.iter().all(|l| !l.contains('\n') && !l.is_empty()));
+            }
+        }
+    }
+}
