@@ -374,9 +374,10 @@ fn with_media_in_a_bucket_the_view_plays_the_presigned_link() {
 /// A 4k watermark preview of pure noise (a PNG of about 25 MB) read inline by 24 concurrent
 /// `vidforge_app_preview` calls and 24 concurrent `resources/read`s of its owner: the view gets
 /// a copy sized for a chat view (640x360, well under 2 MB), the full preview is read under the
-/// principal's inline budget (the reads past it refused at once, temporary), the server's peak
-/// memory during the burst grows by less than 256 MB (before: 24 calls took 1.44 GB), and
-/// another principal is answered meanwhile.
+/// principal's inline budget (the reads past it wait, then are refused, temporary), the
+/// server's peak memory during the burst grows by less than 384 MB (measured 180-220 MB;
+/// before: 24 calls took the server from 109 MB to 1.44 GB), and another principal is
+/// answered meanwhile.
 #[test]
 fn inline_previews_of_a_4k_noise_frame_keep_memory_bounded() {
     use base64::Engine as _;
@@ -477,5 +478,7 @@ fn inline_previews_of_a_4k_noise_frame_keep_memory_bounded() {
         read_whole >= 1 && read_whole + refused == 24,
         "{read_whole} {refused}"
     );
-    assert!(grown < 256 << 20, "peak RSS grew by {} MB", grown >> 20);
+    // One full read at a time plus the copies measures 180-220 MB here; unbounded, 24 calls
+    // took 1.3 GB more. The bound leaves room for a noisy allocator.
+    assert!(grown < 384 << 20, "peak RSS grew by {} MB", grown >> 20);
 }
