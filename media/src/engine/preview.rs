@@ -42,7 +42,7 @@ pub(crate) fn view_preview_size(w: u32, h: u32) -> (u32, u32) {
 impl Engine {
     /// Writes a PNG of one representative frame (about a third into the video) at output
     /// size with the watermark applied, through the same compositor as renders, and, given
-    /// `view_out`, the same frame sized for a chat view ([`view_preview_size`]). Returns the
+    /// `view_out`, the same frame sized for a chat view (at most 640 px a side). Returns the
     /// full PNG's size.
     pub fn render_preview(
         &self,

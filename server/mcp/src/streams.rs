@@ -9,7 +9,7 @@
 //!   always find a connection: past them a new stream is refused at once (`429` / `503`,
 //!   `Retry-After`, and `Connection: close`, so a refused request gives its connection back);
 //! - **a lifetime** (`stream_max_lifetime`): a listen stream then ends cleanly (its final
-//!   `SubscriptionsListenResult`, [`crate::listen`]; the client listens again), a legacy
+//!   `SubscriptionsListenResult`, see `listen.rs`; the client listens again), a legacy
 //!   stream ends (the client reconnects with `GET`); a stream still open shortly after its
 //!   lifetime is cut ([`LISTEN_GRACE`]);
 //! - **one per legacy session**: a second `GET` for a session replaces the first, which ends
