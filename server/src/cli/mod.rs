@@ -3,6 +3,7 @@
 use clap::{Parser, Subcommand};
 
 pub mod assets;
+pub mod probe;
 pub mod render;
 pub mod serve;
 
@@ -21,7 +22,7 @@ pub enum Command {
     /// Render a video file: scale, optional watermark, encode.
     Render(render::RenderArgs),
     /// Print what the engine sees in a media file.
-    Probe(render::ProbeArgs),
+    Probe(probe::ProbeArgs),
     /// Run the MCP server (HTTP: /mcp, uploads, downloads).
     Serve(serve::ServeArgs),
     /// Manage uploaded assets.
@@ -59,7 +60,7 @@ pub fn run_with(cli: Cli, extensions: Vec<vidforge_mcp::ExtensionSpec>) -> anyho
     vidforge_core::malloc::limit_arenas();
     match cli.command {
         Command::Render(args) => render::run_render(args),
-        Command::Probe(args) => render::run_probe(args),
+        Command::Probe(args) => probe::run_probe(args),
         Command::Serve(args) => serve::run_serve_with(args, extensions),
         Command::Assets(args) => assets::run_assets(args),
         Command::Bench(args) => vidforge_bench::run_bench(args),

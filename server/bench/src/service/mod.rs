@@ -14,23 +14,23 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde::Serialize;
-use serde_json::{Value, json};
 use vidforge_media::synthetic;
 use vidforge_media::{OutputFormat, Resolution};
 
 use crate::child::{Job, Peer, output_path, peer_cmd, spawn, wait_rss};
-use crate::load::{ServerChild, call};
+use crate::load::ServerChild;
 use crate::measure::median;
-use crate::quality::{QualityCheck, TOLERANCE_DB};
+use crate::quality::QualityCheck;
+
+mod agents;
+mod report;
+
 use crate::report::{cpu_model, ffmpeg_version};
 use crate::{LOGO_SIZE, OPACITY, fixture};
+use agents::batch;
 
-/// How often the agents' side asks for a task's state.
-const POLL: Duration = Duration::from_millis(50);
-/// The longest one batch may take before the run is given up.
-const BATCH_LIMIT: Duration = Duration::from_secs(1800);
 /// Runs of each start-up measurement.
-const STARTUP_RUNS: usize = 5;
+pub(super) const STARTUP_RUNS: usize = 5;
 
 /// What `--service` measures.
 pub struct ServiceArgs<'a> {
@@ -82,7 +82,7 @@ struct Startup {
 }
 
 #[derive(Debug, Serialize)]
-struct ServiceReport {
+pub(super) struct ServiceReport {
     vidforge_version: String,
     ffmpeg_version: String,
     cpus: usize,
@@ -195,7 +195,7 @@ pub fn run(args: ServiceArgs<'_>) -> anyhow::Result<()> {
         args.out.join("service.json"),
         serde_json::to_string_pretty(&report)?,
     )?;
-    let md = markdown(&report);
+    let md = report::markdown(&report);
     std::fs::write(args.out.join("service.md"), &md)?;
     println!("{md}");
     println!(
@@ -390,200 +390,4 @@ fn peers_at_once(
         wait_rss(child, &log)?;
     }
     Ok(t.elapsed().as_secs_f64())
-}
-
-/// One render's times from its create call, seconds.
-struct Times {
-    preview: f64,
-    result: f64,
-}
-
-/// `n` watermarked renders at once through the server, each approved as soon as its preview
-/// is ready; the batch's wall time and each render's times. `keep`: download one result there
-/// and check that it lasts what the result says.
-async fn batch(
-    client: &reqwest::Client,
-    base: &str,
-    clip: &str,
-    wm: &str,
-    res: Resolution,
-    n: u32,
-    keep: Option<&Path>,
-) -> anyhow::Result<(f64, Vec<Times>)> {
-    let t = Instant::now();
-    let mut renders = tokio::task::JoinSet::new();
-    for _ in 0..n {
-        let (client, base) = (client.clone(), base.to_string());
-        let (clip, wm) = (clip.to_string(), wm.to_string());
-        renders.spawn(async move { one_render(&client, &base, &clip, &wm, res).await });
-    }
-    let mut latencies = Vec::new();
-    let mut last = None;
-    while let Some(done) = renders.join_next().await {
-        let (times, result) = done.context("a render's task panicked")??;
-        latencies.push(times);
-        last = Some(result);
-    }
-    let wall = t.elapsed().as_secs_f64();
-    if let (Some(path), Some(result)) = (keep, last) {
-        check_output(client, base, &result, path).await?;
-    }
-    Ok((wall, latencies))
-}
-
-/// Create → `input_required` → approve → `completed`; its times, and the task's result.
-async fn one_render(
-    client: &reqwest::Client,
-    base: &str,
-    clip: &str,
-    wm: &str,
-    res: Resolution,
-) -> anyhow::Result<(Times, Value)> {
-    let t = Instant::now();
-    let created = call(
-        client,
-        base,
-        1,
-        "tools/call",
-        json!({"name": "vidforge_render_video", "arguments": {
-            "source_asset_uri": clip, "output_format": "mp4", "resolution": res.as_str(),
-            "watermark": {"image_asset_uri": wm, "position": "bottom_right", "opacity": OPACITY}}}),
-    )
-    .await?;
-    let task = created["taskId"]
-        .as_str()
-        .context("the render call answered without a task")?
-        .to_string();
-    let deadline = Instant::now() + BATCH_LIMIT;
-    let mut preview = None;
-    loop {
-        let got = call(client, base, 2, "tasks/get", json!({"taskId": task})).await?;
-        match got["status"].as_str() {
-            Some("completed") => {
-                if got["result"]["isError"] == true {
-                    bail!("the render failed: {got}");
-                }
-                let result = t.elapsed().as_secs_f64();
-                let preview = preview.unwrap_or(result);
-                return Ok((Times { preview, result }, got["result"].clone()));
-            }
-            Some("input_required") if preview.is_none() => {
-                preview = Some(t.elapsed().as_secs_f64());
-                call(
-                    client,
-                    base,
-                    3,
-                    "tools/call",
-                    json!({"name": "vidforge_approve_watermark",
-                        "arguments": {"render_id": task, "approved": true}}),
-                )
-                .await?;
-            }
-            Some("failed" | "cancelled") => bail!("the task ended {}: {got}", got["status"]),
-            _ => {}
-        }
-        if Instant::now() > deadline {
-            bail!("the render never completed: {got}");
-        }
-        tokio::time::sleep(POLL).await;
-    }
-}
-
-/// Downloads the render's result (`vidforge://videos/…` is served at `<base>/videos/…`) and
-/// checks that it lasts what the result says.
-async fn check_output(
-    client: &reqwest::Client,
-    base: &str,
-    result: &Value,
-    path: &Path,
-) -> anyhow::Result<()> {
-    let sc = &result["structuredContent"];
-    let url_path = sc["video_uri"]
-        .as_str()
-        .and_then(|u| u.strip_prefix("vidforge://"))
-        .context("the result names no video_uri")?;
-    let bytes = client
-        .get(format!("{base}/{url_path}"))
-        .send()
-        .await?
-        .error_for_status()?
-        .bytes()
-        .await?;
-    std::fs::write(path, &bytes)?;
-    let probe = vidforge_media::probe(path)?;
-    let seconds = probe.duration_seconds;
-    let expected = sc["duration_seconds"].as_f64().unwrap_or(seconds);
-    if seconds <= 0.0 || (seconds - expected).abs() > 0.1 {
-        bail!("the output lasts {seconds} s, the result says {expected} s");
-    }
-    Ok(())
-}
-
-fn markdown(r: &ServiceReport) -> String {
-    let s = &r.startup;
-    let mut md = format!(
-        "# What one `vidforge serve` serves\n\n`{}` — vidforge {} against `{}`, {} CPUs ({}).\n\n\
-         Job: {}. vidforge: one `vidforge serve` ({}), every render created, its preview \
-         approved at once and its result awaited over MCP; ffmpeg: one process per render. \
-         Renders/hour from the wall time of the whole batch, medians of {} runs, the tools \
-         taking turns. ffmpeg GPU pipeline: {}.\n\n",
-        r.command,
-        r.vidforge_version,
-        r.ffmpeg_version,
-        r.cpus,
-        r.cpu_model,
-        r.source,
-        if r.server_args.is_empty() {
-            "default settings".to_string()
-        } else {
-            r.server_args.join(" ")
-        },
-        r.repeats,
-        r.gpu_peer,
-    );
-    md.push_str("The server chose:\n\n");
-    for line in &r.server_hardware {
-        md.push_str(&format!("- {line}\n"));
-    }
-    md.push_str(&format!(
-        "\nStart-up (not in the throughput): `vidforge render` with defaults on a 1 s clip \
-         {:.2} s, `ffmpeg` {:.2} s (medians of {STARTUP_RUNS}); `vidforge serve` ready in {:.2} s.\n\n\
-         | output | renders at once | PSNR dB vidforge / ffmpeg (/ GPU) | vidforge serve: s (renders/h) | ffmpeg: s (renders/h) | ratio | ffmpeg GPU: s (renders/h) | ratio (GPU) | vidforge p50: preview / result |\n\
-         |---|---:|---|---:|---:|---:|---:|---:|---:|\n",
-        s.vidforge_render_s, s.ffmpeg_s, s.serve_ready_s
-    ));
-    for row in &r.rows {
-        let gpu = match (
-            row.ffmpeg_gpu_s,
-            row.ffmpeg_gpu_per_hour,
-            &row.ffmpeg_gpu_error,
-        ) {
-            (Some(secs), Some(h), _) => format!("{secs:.2} ({h:.0})"),
-            (_, _, Some(_)) => "failed".to_string(),
-            _ => "–".to_string(),
-        };
-        md.push_str(&format!(
-            "| {} | {} | {} | {:.2} ({:.0}) | {:.2} ({:.0}) | **{:.2}×** | {} | {} | {:.2} s / {:.2} s |\n",
-            row.resolution,
-            row.renders_at_once,
-            row.quality.as_ref().map_or("–".to_string(), QualityCheck::cell),
-            row.vidforge_s,
-            row.vidforge_per_hour,
-            row.ffmpeg_s,
-            row.ffmpeg_per_hour,
-            row.ratio,
-            gpu,
-            row.ratio_gpu.map_or("–".to_string(), |x| format!("**{x:.2}×**")),
-            row.vidforge_preview_s,
-            row.vidforge_latency_s,
-        ));
-    }
-    md.push_str(&format!(
-        "\nratio = vidforge's renders/hour ÷ the peer's. PSNR: each tool's first output of the \
-         row against one lossless reference of the job (ffmpeg, Lanczos, the same watermark); ⚠ \
-         marks a row where vidforge is more than {TOLERANCE_DB} dB below a peer, whose speed \
-         ratio then compares unequal videos. Total {:.0} s.\n",
-        r.total_s
-    ));
-    md
 }
