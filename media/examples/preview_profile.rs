@@ -60,7 +60,7 @@ fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     for i in 0..iterations {
         let png = dir.path().join(format!("preview-{i}.png"));
         let start = Instant::now();
-        engine.render_preview(&job, &png)?;
+        engine.render_preview(&job, &png, None)?;
         ms.push(start.elapsed().as_secs_f64() * 1e3);
     }
     let first = ms[0];

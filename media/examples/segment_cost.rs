@@ -14,7 +14,7 @@ use std::time::Instant;
 use vidforge_fixtures::{self as fixtures, ClipSpec};
 use vidforge_media::{
     BackendChoice, EncoderSettings, Engine, OutputFormat, Position, RenderJob, Resolution,
-    SegmentPlanOptions, WatermarkSpec, segment_file_name,
+    SegmentFile, SegmentPlanOptions, WatermarkSpec, segment_file_name,
 };
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -103,7 +103,10 @@ fn main() -> Result<(), Error> {
                 measured(|| Ok(engine.render_segment(&job, span, &out, &mut |_| {}, &stop)?))?;
             seg_wall += w;
             seg_cpu += c;
-            files.push(out);
+            files.push(SegmentFile {
+                path: out,
+                span: span.clone(),
+            });
         }
         let joined = RenderJob {
             output: dir.path().join(format!("joined-{target}.mp4")),

@@ -78,7 +78,7 @@ impl std::fmt::Debug for Engine {
 
 impl Engine {
     /// `Auto`: the CPU compositor unless NVDEC's frames can stay on a hardware GPU (see
-    /// [`crate::hardware::plan`]). `Wgpu`: any adapter, software included; an error when there
+    /// `hardware/plan.rs`). `Wgpu`: any adapter, software included; an error when there
     /// is none. `Cpu`: no GPU at all.
     ///
     /// Hardware decoding and encoding are `auto`, for a service (see [`Engine::with_hardware`]).

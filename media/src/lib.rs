@@ -63,7 +63,7 @@ pub use hardware::{
 };
 pub use probe::{AudioStreamInfo, ProbeInfo, VideoStreamInfo, probe, probe_within};
 pub use quality::{QualityReport, QualitySummary, QualityTally, SegmentQuality, WorstSecond};
-pub use segment::{SegmentPlanOptions, SegmentReport, SegmentSpan, segment_file_name};
+pub use segment::{SegmentFile, SegmentPlanOptions, SegmentReport, SegmentSpan, segment_file_name};
 pub use source::hdr::{ContentLight, DolbyVision, DynamicRange, MasteringDisplay, SourceColor};
 pub use source::{MAX_DIMENSION, OverLimits, SourceLimits};
 pub use tempout::{sync_dir, sync_parent_dirs};

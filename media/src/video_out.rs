@@ -123,6 +123,33 @@ pub(crate) unsafe fn tag_hdr_stream(
     Ok(())
 }
 
+/// Where a source frame's pts lands in the encoder's time base: the source's start offset
+/// taken off, rescaled (exactly, unless the source's time base is unusable). A render and a
+/// join of segments (which checks each segment starts where its plan says) share it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct EncoderClock {
+    /// Source stream time base (frames arrive in it) and the encoder's.
+    pub ist_tb: Rational,
+    pub enc_tb: Rational,
+    offset: i64,
+}
+
+impl EncoderClock {
+    pub fn of(src: &Source) -> EncoderClock {
+        let ist_tb = src.video.time_base;
+        EncoderClock {
+            ist_tb,
+            enc_tb: video_timing(ist_tb, src.video.avg_fps).0,
+            offset: src.start_offset(ist_tb),
+        }
+    }
+
+    /// `pts` (source stream time base) in the encoder's time base.
+    pub fn pts(&self, pts: i64) -> i64 {
+        rescale(pts - self.offset, self.ist_tb, self.enc_tb)
+    }
+}
+
 /// The encoder's time base and frame rate for a source stream with time base `ist_tb`.
 fn video_timing(ist_tb: Rational, avg_fps: f64) -> (Rational, Rational) {
     // Keep source timestamps exact: the encoder runs in the source stream's time base
@@ -188,10 +215,7 @@ pub(crate) struct VideoOut {
     enc: encoder::video::Encoder,
     ost: usize,
     ost_tb: Rational,
-    /// Source stream time base (frames arrive in it) and the encoder's.
-    ist_tb: Rational,
-    enc_tb: Rational,
-    offset: i64,
+    clock: EncoderClock,
     width: u32,
     height: u32,
     /// The sample depth the encoder takes (10-bit when HDR is kept).
@@ -218,8 +242,8 @@ impl VideoOut {
                 "encoder {codec_name} is not available in this FFmpeg build"
             ))
         })?;
-        let ist_tb = src.video.time_base;
-        let (enc_tb, fps) = video_timing(ist_tb, src.video.avg_fps);
+        let clock = EncoderClock::of(src);
+        let (enc_tb, fps) = video_timing(clock.ist_tb, src.video.avg_fps);
         let venc = open_video_encoder(p, codec, codec_name, opts, (enc_tb, fps))?;
         let vost = {
             let mut ost = octx
@@ -246,9 +270,7 @@ impl VideoOut {
             ost: vost,
             // Until the header is written: the muxer may choose another.
             ost_tb: enc_tb,
-            ist_tb,
-            enc_tb,
-            offset: src.start_offset(ist_tb),
+            clock,
             width: p.out_w,
             height: p.out_h,
             depth,
@@ -268,7 +290,7 @@ impl VideoOut {
         self.ost_tb = octx
             .stream(self.ost)
             .map(|s| s.time_base())
-            .unwrap_or(self.enc_tb);
+            .unwrap_or(self.clock.enc_tb);
     }
 
     /// Sends one composed frame to the encoder. `pts`/`duration` are in the source stream's
@@ -292,7 +314,7 @@ impl VideoOut {
             )));
         }
         let mut p = match pts {
-            Some(p) => rescale(p - v.offset, v.ist_tb, v.enc_tb),
+            Some(p) => v.clock.pts(p),
             None => v.last_pts.map_or(0, |l| l + v.default_duration),
         };
         // Variable frame rate is kept, but timestamps must strictly increase.
@@ -302,7 +324,7 @@ impl VideoOut {
             p = last + 1;
         }
         let dur = if duration > 0 {
-            rescale(duration, v.ist_tb, v.enc_tb).max(1)
+            rescale(duration, v.clock.ist_tb, v.clock.enc_tb).max(1)
         } else {
             v.default_duration
         };
@@ -354,7 +376,7 @@ impl VideoOut {
                         m.packet(&v.packet);
                     }
                     v.packet.set_stream(v.ost);
-                    v.packet.rescale_ts(v.enc_tb, v.ost_tb);
+                    v.packet.rescale_ts(v.clock.enc_tb, v.ost_tb);
                     v.packet.set_position(-1);
                     v.packet
                         .write_interleaved(octx)
@@ -384,7 +406,7 @@ impl VideoOut {
     /// Seconds from the first frame's start to the last frame's end.
     pub fn seconds(&self) -> f64 {
         self.first_pts
-            .map(|f| (self.end_pts - f) as f64 * f64::from(self.enc_tb))
+            .map(|f| (self.end_pts - f) as f64 * f64::from(self.clock.enc_tb))
             .unwrap_or(0.0)
     }
 }

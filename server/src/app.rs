@@ -71,7 +71,7 @@ pub fn router_with(service: &RenderService, extensions: Extensions) -> Router {
     let policy = Arc::new(RequestPolicy::from_config(config));
     let secure = config.base_url().starts_with("https://");
     let sessions = Sessions::new(
-        auth,
+        auth.clone(),
         service.store().clone(),
         service.clock().clone(),
         SessionLimits::from_config(config),
@@ -106,7 +106,7 @@ pub fn router_with(service: &RenderService, extensions: Extensions) -> Router {
             service: service.clone(),
             sessions,
         });
-    routes::health_routes(service.clone())
+    routes::health_routes(service.clone(), auth)
         .merge(metrics)
         .merge(playback)
         .merge(guarded)

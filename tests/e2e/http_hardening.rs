@@ -2,7 +2,9 @@
 //! TCP where a well-behaved client cannot misbehave enough) on loopback:
 //!
 //! - one Host/Origin policy on every route but `/healthz` (`/assets`, `/videos/…`,
-//!   `/renders/…` and `/mcp` decide alike), answering `403` with the §6 envelope;
+//!   `/renders/…` and `/mcp` decide alike), answering `403` with the §6 envelope (no build
+//!   fingerprint for strangers);
+//! - `/healthz` is liveness for strangers: the build, node and hardware only with a token;
 //! - uploads refuse the CORS-"simple" content types (`415`);
 //! - a header-read timeout, an idle timeout, a body-progress timeout for uploads (`408`, no
 //!   `.partial` file left) and a cap on open connections, set through `VIDFORGE_*` variables.
@@ -139,13 +141,18 @@ fn assert_envelope(answer: &RawAnswer, status: u16, code: &str) -> Value {
     ] {
         assert!(env.get(key).is_some(), "envelope lacks {key}: {env}");
     }
-    assert!(
-        env["fingerprint"]
-            .as_str()
-            .unwrap_or_default()
-            .starts_with("vidforge@"),
-        "{env}"
-    );
+    if code == "request_forbidden" {
+        // A stranger (no credential was checked yet) learns no build.
+        assert!(env["fingerprint"].is_null(), "{env}");
+    } else {
+        assert!(
+            env["fingerprint"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("vidforge@"),
+            "{env}"
+        );
+    }
     env
 }
 
@@ -915,4 +922,53 @@ fn trickling_uploads_cannot_starve_other_clients() {
     );
     assert_eq!(answer.status, 201, "{}", answer.body);
     assert!(partial_uploads(&server).is_empty());
+}
+
+/// `/healthz` tells a stranger (no token, a wrong one, any `Host`) only that the node lives,
+/// never its build commit or node id; a valid token gets the details. A forged playback link's
+/// refusal names no build either.
+#[test]
+fn healthz_and_strangers_refusals_name_neither_build_nor_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("data"),
+        &["--token", "token-ops-1=ops", "--node-id", "node-7f3a"],
+    );
+    let get = |extra: &str| {
+        raw_request(
+            &server,
+            &format!(
+                "GET /healthz HTTP/1.1\r\nHost: evil.example.com\r\n{extra}Connection: close\r\n\r\n"
+            ),
+            b"",
+        )
+    };
+    let answer = get("Authorization: Bearer token-ops-1\r\n");
+    let details = answer.json();
+    assert_eq!(details["node"], "node-7f3a", "{details}");
+    let fingerprint = details["fingerprint"].as_str().unwrap().to_string();
+    let sha = fingerprint.rsplit('+').next().unwrap();
+    assert!(
+        fingerprint.starts_with("vidforge@") && sha.len() >= 7,
+        "{details}"
+    );
+    for stranger in ["", "Authorization: Bearer wrong-token\r\n"] {
+        let answer = get(stranger);
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        assert_eq!(answer.json(), json!({"status": "ok"}), "{stranger:?}");
+        assert!(!answer.body.contains("node-7f3a") && !answer.body.contains(sha));
+    }
+
+    let forged = raw_request(
+        &server,
+        &format!(
+            "GET /play/task_01JVXD00000000000000000000/final.mp4?u=616c696365&x=99999999999&s=00 \
+             HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
+            server.port
+        ),
+        b"",
+    );
+    assert_eq!(forged.status, 403, "{}", forged.body);
+    assert!(forged.json()["fingerprint"].is_null(), "{}", forged.body);
+    assert!(!forged.body.contains(sha), "{}", forged.body);
 }

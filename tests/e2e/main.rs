@@ -21,5 +21,6 @@ mod s3_media;
 mod segments;
 mod self_contained;
 mod speculative;
+mod streams;
 mod web_ui;
 mod webhooks;

@@ -105,8 +105,36 @@ fn the_extension_is_negotiated_and_its_view_served() {
         .as_str()
         .unwrap()
         .to_string();
-    assert_eq!(card_url, format!("{base}/.well-known/mcp/server-card.json"));
+    assert_eq!(card_url, format!("{base}/mcp/server-card"));
     let card: Value = reqwest::blocking::get(&card_url).unwrap().json().unwrap();
+    // The same card at the well-known path; both revalidate with their ETag (304, no body).
+    let http = reqwest::blocking::Client::new();
+    let mut etags = Vec::new();
+    for url in [
+        card_url.clone(),
+        format!("{base}/.well-known/mcp/server-card.json"),
+    ] {
+        let first = http.get(&url).send().unwrap();
+        assert_eq!(first.status().as_u16(), 200, "{url}");
+        let etag = first.headers()["etag"].to_str().unwrap().to_string();
+        assert_eq!(first.json::<Value>().unwrap(), card, "{url}");
+        let again = http
+            .get(&url)
+            .header("If-None-Match", &etag)
+            .send()
+            .unwrap();
+        assert_eq!(again.status().as_u16(), 304, "{url}");
+        assert_eq!(again.headers()["etag"], etag.as_str());
+        assert!(again.bytes().unwrap().is_empty());
+        let stale = http
+            .get(&url)
+            .header("If-None-Match", "\"not-this-one\"")
+            .send()
+            .unwrap();
+        assert_eq!(stale.status().as_u16(), 200, "{url}");
+        etags.push(etag);
+    }
+    assert_eq!(etags[0], etags[1]);
     let listing: Value =
         serde_json::from_str(&std::fs::read_to_string(repo_root().join("server.json")).unwrap())
             .unwrap();
@@ -119,6 +147,17 @@ fn the_extension_is_negotiated_and_its_view_served() {
         "text/html;profile=mcp-app"
     );
     assert_eq!(tool_names(&card), tool_names(listed.result()));
+}
+
+/// Starts a watermarked render with `args` and waits until it awaits approval; its id.
+fn awaiting_approval(client: &mut Legacy, args: Value) -> String {
+    let accepted = client.tool("vidforge_render_video", args);
+    let id = accepted.result()["structuredContent"]["render_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    wait_state(client, &id, |s| s["state"] == "awaiting_watermark_approval");
+    id
 }
 
 fn wait_state(client: &mut Legacy, id: &str, done: impl Fn(&Value) -> bool) -> Value {
@@ -172,18 +211,11 @@ fn the_view_previews_approves_and_plays_for_its_principal_only() {
     let mut alice = session(&server, Some("token-alice-1"), ui_caps());
     let mut bob = session(&server, Some("token-bob-22"), ui_caps());
 
-    let accepted = alice.tool(
-        "vidforge_render_video",
+    let id = awaiting_approval(
+        &mut alice,
         json!({"source_asset_uri": clip, "output_format": "mp4", "resolution": "720p",
                "watermark": {"image_asset_uri": logo, "position": "top_left", "opacity": 0.6}}),
     );
-    let id = accepted.result()["structuredContent"]["render_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    wait_state(&mut alice, &id, |s| {
-        s["state"] == "awaiting_watermark_approval"
-    });
 
     let preview = alice.tool("vidforge_app_preview", json!({"render_id": id}));
     let sc = &preview.result()["structuredContent"];
@@ -236,9 +268,20 @@ fn the_view_previews_approves_and_plays_for_its_principal_only() {
         "{url}"
     );
 
-    // No credential: the link is enough, with Range as on the download.
+    // No credential: the link is enough, with Range as on the download; nothing caches it
+    // longer than the link lives (ten minutes).
     let (status, body) = get(&url, None);
     assert_eq!(status, 200);
+    let plain = reqwest::blocking::get(&url).unwrap();
+    let cache = plain.headers()["cache-control"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let max_age: u64 = cache.rsplit("max-age=").next().unwrap().parse().unwrap();
+    assert!(
+        cache.starts_with("private") && (590..=600).contains(&max_age),
+        "{cache}"
+    );
     assert_eq!(body.len() as u64, sc["size_bytes"].as_u64().unwrap());
     let (status, body) = get(&url, Some("bytes=0-99"));
     assert_eq!((status, body.len()), (206, 100));
@@ -321,7 +364,121 @@ fn with_media_in_a_bucket_the_view_plays_the_presigned_link() {
     let sc = playback.result()["structuredContent"].clone();
     let url = sc["url"].as_str().unwrap();
     assert!(url.starts_with(&format!("{}/", s3.endpoint())), "{url}");
+    // Signed for the playback link's ten minutes (not presigned_url_ttl's fifteen).
+    assert!(url.contains("X-Amz-Expires=600"), "{url}");
     let (status, body) = get(url, None);
     assert_eq!(status, 200);
     assert_eq!(body.len() as u64, sc["size_bytes"].as_u64().unwrap());
+}
+
+/// A 4k watermark preview of pure noise (a PNG of about 25 MB) read inline by 24 concurrent
+/// `vidforge_app_preview` calls and 24 concurrent `resources/read`s of its owner: the view gets
+/// a copy sized for a chat view (640x360, well under 2 MB), the full preview is read under the
+/// principal's inline budget (the reads past it wait, then are refused, temporary), the
+/// server's peak memory during the burst grows by less than 384 MB (measured 180-220 MB;
+/// before: 24 calls took the server from 109 MB to 1.44 GB), and another principal is
+/// answered meanwhile.
+#[test]
+fn inline_previews_of_a_4k_noise_frame_keep_memory_bounded() {
+    use base64::Engine as _;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &TWO_PRINCIPALS);
+    let noise = dir.path().join("noise.mp4");
+    ffmpeg_lavfi(
+        "nullsrc=s=3840x2160:r=1:d=1,geq=lum='random(1)*255':cb='random(2)*255':cr='random(3)*255'",
+        &[
+            "-c:v",
+            "libx264",
+            "-preset",
+            "ultrafast",
+            "-qp",
+            "4",
+            "-pix_fmt",
+            "yuv420p",
+        ],
+        &noise,
+    );
+    let clip = upload(&server, Some("token-alice-1"), &noise);
+    let logo = upload(&server, Some("token-alice-1"), &make_logo(dir.path()));
+    let mut alice = session(&server, Some("token-alice-1"), ui_caps());
+    let id = awaiting_approval(
+        &mut alice,
+        json!({"source_asset_uri": clip, "output_format": "mp4", "resolution": "4k",
+               "watermark": {"image_asset_uri": logo}}),
+    );
+    let uri = format!("vidforge://renders/{id}/watermark-preview.png");
+    let mut clients: Vec<Legacy> = (0..48)
+        .map(|_| session(&server, Some("token-alice-1"), ui_caps()))
+        .collect();
+    // The peak from here on.
+    server.reset_peak_rss();
+    let before = server.rss_kib() << 10;
+    let replies: Vec<WireReply> = std::thread::scope(|s| {
+        let calls: Vec<_> = clients
+            .iter_mut()
+            .enumerate()
+            .map(|(i, client)| {
+                let (id, uri) = (id.clone(), uri.clone());
+                s.spawn(move || {
+                    if i % 2 == 0 {
+                        client.tool("vidforge_app_preview", json!({"render_id": id}))
+                    } else {
+                        client.request("resources/read", json!({"uri": uri}))
+                    }
+                })
+            })
+            .collect();
+        // Another principal is answered meanwhile (the time shares two cores with 48 clients
+        // parsing their answers: printed, not asserted).
+        let mut bob = Mcp::new(&server.base()).with_token("token-bob-22");
+        let asked = std::time::Instant::now();
+        assert_eq!(bob.call("tools/list", json!({}), Caps::NONE).status, 200);
+        eprintln!(
+            "mcp_app: bob's tools/list during the burst: {:?}",
+            asked.elapsed()
+        );
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    let grown = (server.peak_rss_kib() << 10).saturating_sub(before);
+    eprintln!(
+        "mcp_app: 48 inline reads of a 4k noise preview: peak RSS +{} MB",
+        grown >> 20
+    );
+    let (mut read_whole, mut refused) = (0, 0);
+    for (i, reply) in replies.iter().enumerate() {
+        if i % 2 == 0 {
+            let image = reply.result()["structuredContent"]["image"]
+                .as_str()
+                .unwrap();
+            let png = image.strip_prefix("data:image/png;base64,").unwrap();
+            assert!(
+                png.len() < 2 << 20,
+                "an inline preview of {} bytes",
+                png.len()
+            );
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(png)
+                .unwrap();
+            let info = png::Decoder::new(std::io::Cursor::new(bytes))
+                .read_info()
+                .unwrap();
+            assert_eq!((info.info().width, info.info().height), (640, 360));
+        } else if reply.body["result"]["contents"][0]["blob"].is_string() {
+            read_whole += 1;
+        } else {
+            assert!(matches!(reply.status, 429 | 503), "{}", reply.body);
+            let data = &reply.body["error"]["data"];
+            assert_eq!(data["temporary"], true, "{}", reply.body);
+            assert!(data["retry_after_ms"].as_u64().is_some(), "{}", reply.body);
+            refused += 1;
+        }
+    }
+    eprintln!("mcp_app: full previews read inline {read_whole}, refused for the budget {refused}");
+    assert!(
+        read_whole >= 1 && read_whole + refused == 24,
+        "{read_whole} {refused}"
+    );
+    // One full read at a time plus the copies measures 180-220 MB here; unbounded, 24 calls
+    // took 1.3 GB more. The bound leaves room for a noisy allocator.
+    assert!(grown < 384 << 20, "peak RSS grew by {} MB", grown >> 20);
 }

@@ -230,7 +230,8 @@ fn rejection_ends_completed_with_a_callable_repair() {
 
     let reject = mcp.tool(
         "vidforge_approve_watermark",
-        json!({"render_id": id, "approved": false, "note": "logo too large"}),
+        // A terminal escape and a right-to-left override: kept out of the note.
+        json!({"render_id": id, "approved": false, "note": "logo too large\u{1b}[2J\u{202e}"}),
         Caps::TASKS,
     );
     assert_eq!(reject.result()["isError"], false);
@@ -239,12 +240,9 @@ fn rejection_ends_completed_with_a_callable_repair() {
     assert_eq!(result["isError"], true);
     let env = &result["structuredContent"];
     assert_eq!(env["code"], "watermark_rejected");
-    assert!(
-        env["details"]["reason"]
-            .as_str()
-            .unwrap()
-            .contains("logo too large")
-    );
+    let reason = env["details"]["reason"].as_str().unwrap();
+    assert!(reason.contains("logo too large[2J"), "{reason}");
+    assert!(!reason.contains(['\u{1b}', '\u{202e}']), "{reason:?}");
     let repair = &env["repair"];
     assert_eq!(repair["tool"], "vidforge_render_video");
     assert_eq!(repair["arguments"], render_args(&f, true));

@@ -3,7 +3,8 @@
 //! sources over 3 s: a render in every format splits, its segments run on both slots, and the
 //! joined file has every frame, the audio whole (no silence at any seam), in sync; `kill -9`
 //! in the middle costs the segments that were running, not the ones done; nothing of the
-//! segments is left. The seams' quality against a single pass: `media/tests/engine/segments.rs`;
+//! segments is left; at the default settings, sources with gaps and slides split and render
+//! every frame. The seams' quality against a single pass: `media/tests/engine/segments.rs`;
 //! a farm losing a node mid-segment: `tests/e2e/cluster.rs`.
 
 use std::path::{Path, PathBuf};
@@ -254,4 +255,38 @@ fn kill_9_mid_render_costs_the_running_segments_not_the_done_ones() {
     let file = download(&server, &id, "mp4", dir.path());
     assert_seamless(&file, seconds);
     assert_no_segment_files(&data);
+}
+
+/// At the default fan-out settings on an idle two-slot node, valid sources whose timing is
+/// odd split and render every frame: a screen recording paused from 25 s to 33 s (no frames
+/// there) and a slideshow of one picture every 10 s (each a keyframe: 10 s segments would
+/// hold one frame each). No split is given up for one pass.
+#[test]
+fn sources_with_gaps_and_slides_split_at_default_settings_and_render_every_frame() {
+    use vidforge_fixtures as fixtures;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &dir.path().join("data"),
+        &["--token", &format!("{ALICE}=alice"), "--render-slots", "2"],
+    );
+    let mut alice = server.mcp().with_token(ALICE);
+    let sources = [
+        fixtures::paused_recording(dir.path(), 90.0, 2, (25.0, 33.0)).expect("recording"),
+        fixtures::slideshow(dir.path(), 90.0, 10).expect("slideshow"),
+    ];
+    for (n, clip) in sources.iter().enumerate() {
+        let frames = timeline(clip).0.len();
+        let source = upload(&server, Some(ALICE), clip);
+        let (id, _) = render(&mut alice, &source, "mp4", "720p");
+        assert_eq!(
+            metric(&server, "vidforge_renders_split_total"),
+            n as u64 + 1,
+            "{} was not split:\n{}",
+            clip.display(),
+            server.log()
+        );
+        let out = download(&server, &id, "mp4", dir.path());
+        assert_eq!(timeline(&out).0.len(), frames, "{}", clip.display());
+    }
+    assert_eq!(metric(&server, "vidforge_splits_given_up_total"), 0);
 }

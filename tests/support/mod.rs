@@ -259,6 +259,17 @@ impl Server {
         self.proc_status_kib("VmHWM")
     }
 
+    /// The server process's resident memory now (`VmRSS`), in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        self.proc_status_kib("VmRSS")
+    }
+
+    /// Starts [`Server::peak_rss_kib`] over from the resident memory now (Linux's
+    /// `clear_refs` `5`), to measure the peak of what follows.
+    pub fn reset_peak_rss(&self) {
+        std::fs::write(format!("/proc/{}/clear_refs", self.pid()), "5").expect("clear_refs");
+    }
+
     /// The server's process id.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("server is running").id()

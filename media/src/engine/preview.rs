@@ -1,4 +1,6 @@
-//! Previews: one representative frame, composed as renders compose it (always SDR), as a PNG.
+//! Previews: one representative frame, composed as renders compose it (always SDR), as a PNG
+//! at output size, and optionally a copy sized for a chat view (at most [`VIEW_PREVIEW_MAX`]
+//! on each side), small enough to travel inline.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -19,20 +21,41 @@ use crate::tempout::TempOutput;
 use crate::types::RenderJob;
 use crate::watermark;
 
+/// The largest side of the view-sized preview: a 4k frame's copy is 640x360, about a
+/// megabyte of RGB at most (what a chat view shows, never more).
+pub(crate) const VIEW_PREVIEW_MAX: u32 = 640;
+
+/// `(w, h)` scaled down (never up) to fit [`VIEW_PREVIEW_MAX`] on each side, keeping the
+/// aspect ratio; even sides of at least 2.
+pub(crate) fn view_preview_size(w: u32, h: u32) -> (u32, u32) {
+    let longest = w.max(h).max(1);
+    if longest <= VIEW_PREVIEW_MAX {
+        return (w, h);
+    }
+    let scale = |side: u32| {
+        let s = (u64::from(side) * u64::from(VIEW_PREVIEW_MAX) / u64::from(longest)) as u32;
+        (s & !1).max(2)
+    };
+    (scale(w), scale(h))
+}
+
 impl Engine {
     /// Writes a PNG of one representative frame (about a third into the video) at output
-    /// size with the watermark applied, through the same compositor as renders. Returns the
-    /// PNG's size.
+    /// size with the watermark applied, through the same compositor as renders, and, given
+    /// `view_out`, the same frame sized for a chat view (at most 640 px a side). Returns the
+    /// full PNG's size.
     pub fn render_preview(
         &self,
         job: &RenderJob,
         png_out: &Path,
+        view_out: Option<&Path>,
     ) -> Result<(u32, u32), MediaError> {
         if let Some(wm) = &job.watermark {
             watermark::check_opacity(wm.opacity)?;
         }
         let t0 = Instant::now();
         let tmp = TempOutput::new(png_out)?;
+        let view_tmp = view_out.map(TempOutput::new).transpose()?;
         let src = source::open(&job.input)?;
         let spec = compose_spec(job, &src, false)?;
         let t_open = t0.elapsed();
@@ -40,8 +63,14 @@ impl Engine {
         let t_decode = t0.elapsed();
         let out = self.compositor(spec).compose_single(&frame)?;
         let t_compose = t0.elapsed();
-        write_png(&out, tmp.path())?;
+        write_png(&out, tmp.path(), (out.width, out.height))?;
+        if let Some(view) = &view_tmp {
+            write_png(&out, view.path(), view_preview_size(out.width, out.height))?;
+        }
         tmp.commit()?;
+        if let Some(view) = view_tmp {
+            view.commit()?;
+        }
         let ms = |d: Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
         tracing::debug!(
             open_ms = ms(t_open),
@@ -81,17 +110,21 @@ fn preview_frame(src: Source, path: &Path) -> Result<frame::Video, MediaError> {
         .ok_or_else(|| MediaError::invalid(format!("{} has no decodable frame", path.display())))
 }
 
-/// BT.709 limited yuv420p -> RGB24 PNG.
-fn write_png(img: &Yuv420Frame, path: &Path) -> Result<(), MediaError> {
-    let (w, h) = (img.width, img.height);
+/// BT.709 limited yuv420p -> RGB24 PNG of `(w, h)` (area-averaged when smaller).
+fn write_png(img: &Yuv420Frame, path: &Path, (w, h): (u32, u32)) -> Result<(), MediaError> {
+    let filter = if (w, h) == (img.width, img.height) {
+        ffi::SWS_BICUBIC
+    } else {
+        ffi::SWS_AREA
+    };
     let key = SwsKey {
         src_fmt: Pixel::YUV420P,
-        src_w: w,
-        src_h: h,
+        src_w: img.width,
+        src_h: img.height,
         dst_fmt: Pixel::RGB24,
         dst_w: w,
         dst_h: h,
-        flags: ffi::SWS_BICUBIC | ffi::SWS_FULL_CHR_H_INT | ffi::SWS_ACCURATE_RND,
+        flags: filter | ffi::SWS_FULL_CHR_H_INT | ffi::SWS_ACCURATE_RND,
         src_space: ffi::SWS_CS_ITU709,
         src_full: false,
         dst_space: ffi::SWS_CS_ITU709,
@@ -114,4 +147,17 @@ fn write_png(img: &Yuv420Frame, path: &Path) -> Result<(), MediaError> {
     writer.write_image_data(&rgb).map_err(|e| io(&e))?;
     writer.finish().map_err(|e| io(&e))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn view_previews_fit_a_chat_view_and_keep_the_aspect() {
+        assert_eq!(view_preview_size(3840, 2160), (640, 360));
+        assert_eq!(view_preview_size(1080, 1920), (360, 640));
+        assert_eq!(view_preview_size(640, 480), (640, 480));
+        assert_eq!(view_preview_size(4096, 16), (640, 2));
+    }
 }

@@ -2,7 +2,7 @@
 //! re-encoded; dts made strictly increasing at the seams), and the source's audio carried once
 //! over the whole length exactly as a single pass carries it, interleaved in time order.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -10,17 +10,19 @@ use ffmpeg::format::context::Output;
 use ffmpeg::{Packet, Rational, codec, encoder, ffi};
 use ffmpeg_next as ffmpeg;
 
-use super::remux::{DtsFix, SegmentReader, check_seam};
+use super::SegmentFile;
+use super::remux::{DtsFix, SegmentReader, check_seam, check_start};
 use crate::audio_out::AudioOut;
 use crate::engine::spec::compose_spec;
 use crate::engine::{Engine, check_complete, output_facts};
 use crate::error::MediaError;
+use crate::ffutil::rescale;
 use crate::hdr_out::HdrOutput;
 use crate::muxer::{create_output, write_header};
 use crate::source::{self, Source};
 use crate::tempout::TempOutput;
 use crate::types::{OutputFormat, Progress, RenderJob, RenderReport, Stage, StageTimes};
-use crate::video_out::{color_tags, tag_hdr_stream, video_encoder_name};
+use crate::video_out::{EncoderClock, color_tags, tag_hdr_stream, video_encoder_name};
 
 /// Progress is reported every this many video packets.
 const PROGRESS_EVERY: u64 = 25;
@@ -37,12 +39,14 @@ impl Engine {
     /// Joins the segment files, in order, into `job.output` (atomically): video packets
     /// remuxed with their timestamps (dts fixed at the seams), never re-encoded; audio from
     /// `job.input` copied or transcoded once over the whole length, as [`Engine::render`]
-    /// does; video and audio interleaved in time order with bounded memory. Checks the frame
-    /// count against what the source declares, like a render.
+    /// does; video and audio interleaved in time order with bounded memory. Each segment must
+    /// start where its span does and hold its span's frames; the frame count is checked
+    /// against what the source declares, like a render. A segment that does not fit is
+    /// `RenderFailed`, naming it.
     pub fn join_segments(
         &self,
         job: &RenderJob,
-        segments: &[PathBuf],
+        segments: &[SegmentFile],
         progress: &mut dyn FnMut(Progress),
         cancel: &AtomicBool,
     ) -> Result<RenderReport, MediaError> {
@@ -89,8 +93,14 @@ impl Engine {
                 frames_total,
             })
         };
-        let (frames, video_seconds) =
-            merge(&mut out, first, segments, &mut src, cancel, &mut report)?;
+        let clock = EncoderClock::of(&src);
+        let (frames, video_seconds) = merge(
+            &mut out,
+            VideoFeed::new(first, segments, clock),
+            &mut src,
+            cancel,
+            &mut report,
+        )?;
         check_complete(frames, src.video.frames_declared)?;
         progress(Progress {
             stage: Stage::Finalizing,
@@ -129,13 +139,25 @@ impl Engine {
 
 /// Opens every segment once: all must exist, be readable and match the first. Returns the
 /// first one, open, and its picture size.
-fn check_segments(segments: &[PathBuf]) -> Result<(SegmentReader, (u32, u32)), MediaError> {
-    let Some(path) = segments.first() else {
-        return Err(MediaError::invalid("there are no segments to join"));
+fn check_segments(segments: &[SegmentFile]) -> Result<(SegmentReader, (u32, u32)), MediaError> {
+    let Some(file) = segments.first() else {
+        return Err(MediaError::failed("there are no segments to join"));
     };
-    let first = SegmentReader::open(path, 0)?;
-    for (i, path) in segments.iter().enumerate().skip(1) {
-        SegmentReader::open(path, i)?.check_matches(&first.signature)?;
+    let ends = segments.iter().map(|f| f.span.end_pts);
+    let starts = segments.iter().map(|f| f.span.start_pts);
+    // Span k starts where span k - 1 ends: the first from the start, the last to the end.
+    let mut tiled = std::iter::once(None)
+        .chain(ends)
+        .zip(starts.chain(std::iter::once(None)));
+    if let Some(k) = tiled.position(|(end, start)| end != start) {
+        return Err(MediaError::failed(format!(
+            "the segments' spans do not cover the source once, in order (at segment {k}): a \
+             segment is missing, repeated or out of order"
+        )));
+    }
+    let first = SegmentReader::open(&file.path, 0)?;
+    for (i, file) in segments.iter().enumerate().skip(1) {
+        SegmentReader::open(&file.path, i)?.check_matches(&first.signature)?;
     }
     let s = &first.signature;
     let size = (s.width.max(0) as u32, s.height.max(0) as u32);
@@ -200,10 +222,13 @@ fn open_output(
     })
 }
 
-/// The segments' video packets in order, in the output's time base, dts fixed.
+/// The segments' video packets in order, in the output's time base, dts fixed; each segment
+/// checked against its span.
 struct VideoFeed<'a> {
     current: SegmentReader,
-    segments: &'a [PathBuf],
+    segments: &'a [SegmentFile],
+    /// Where a span's start lands in a segment file (the encoder's time base).
+    clock: EncoderClock,
     fix: DtsFix,
     frames: u64,
     /// The first segment's first pts and the last one's end so far, in seconds.
@@ -211,30 +236,38 @@ struct VideoFeed<'a> {
     end: f64,
 }
 
-impl VideoFeed<'_> {
+impl<'a> VideoFeed<'a> {
+    fn new(first: SegmentReader, segments: &'a [SegmentFile], clock: EncoderClock) -> Self {
+        VideoFeed {
+            current: first,
+            segments,
+            clock,
+            fix: DtsFix::default(),
+            frames: 0,
+            start: None,
+            end: 0.0,
+        }
+    }
+
     fn next(&mut self, out_tb: Rational) -> Result<Option<Packet>, MediaError> {
         // One pass per segment at most: each turn reads a packet or moves to the next file.
         for _ in 0..=self.segments.len() {
             if let Some(pkt) = self.current.next()? {
                 return self.hand_out(pkt, out_tb).map(Some);
             }
-            let next = self.current.index + 1;
-            let Some(path) = self.segments.get(next) else {
-                if self.current.packets == 0 {
-                    return Err(MediaError::invalid(format!(
-                        "segment {} ({}) holds no frame",
-                        self.current.index,
-                        self.current.path.display()
-                    )));
-                }
+            let index = self.current.index;
+            self.current
+                .check_frames(self.segments[index].span.frames)?;
+            let Some(file) = self.segments.get(index + 1) else {
                 return Ok(None);
             };
-            let mut after = SegmentReader::open(path, next)?;
+            let mut after = SegmentReader::open(&file.path, index + 1)?;
             after.check_matches(&self.current.signature)?;
             let first = after.next()?;
-            check_seam(&self.current, &after)?;
+            let planned = self.planned_start(index + 1, after.time_base).unwrap_or(0);
+            check_seam(&self.current, &after, planned)?;
             tracing::debug!(
-                segment = self.current.index,
+                segment = index,
                 frames = self.current.packets,
                 "segment joined"
             );
@@ -246,10 +279,23 @@ impl VideoFeed<'_> {
         Ok(None)
     }
 
+    /// Where segment `index`'s span starts, in time base `tb` (`None`: from the start).
+    fn planned_start(&self, index: usize, tb: Rational) -> Option<i64> {
+        let start = self.segments.get(index)?.span.start_pts?;
+        Some(rescale(self.clock.pts(start), self.clock.enc_tb, tb))
+    }
+
     /// `pkt` of the current segment, in the output's time base with its dts fixed.
     fn hand_out(&mut self, mut pkt: Packet, out_tb: Rational) -> Result<Packet, MediaError> {
         let tb = f64::from(self.current.time_base);
         if self.start.is_none() {
+            // The first segment is checked against its span too (the seams check the rest).
+            if let (Some(planned), Some(first)) = (
+                self.planned_start(self.current.index, self.current.time_base),
+                self.current.first_pts,
+            ) {
+                check_start(&self.current, first, planned)?;
+            }
             self.start = self.current.first_pts.map(|p| p as f64 * tb);
         }
         self.end = self.current.end_pts().unwrap_or(0) as f64 * tb;
@@ -319,20 +365,11 @@ impl<'a> AudioFeed<'a> {
 /// order. Returns the frames written and the video's length in seconds.
 fn merge(
     out: &mut JoinOutput,
-    first: SegmentReader,
-    segments: &[PathBuf],
+    mut video: VideoFeed<'_>,
     src: &mut Source,
     cancel: &AtomicBool,
     report: &mut dyn FnMut(u64),
 ) -> Result<(u64, f64), MediaError> {
-    let mut video = VideoFeed {
-        current: first,
-        segments,
-        fix: DtsFix::default(),
-        frames: 0,
-        start: None,
-        end: 0.0,
-    };
     let mut audio = AudioFeed::new(src, out.audio.is_some());
     let secs = |p: &Packet| p.dts().unwrap_or(0) as f64 * f64::from(out.video_tb);
     let mut v = video.next(out.video_tb)?;

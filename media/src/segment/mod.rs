@@ -12,6 +12,7 @@ mod plan;
 mod remux;
 mod render;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use ffmpeg::ffi;
@@ -36,6 +37,14 @@ pub struct SegmentSpan {
     pub end_seconds: f64,
     /// Video packets in the span (the frames expected).
     pub frames: u64,
+}
+
+/// A rendered segment, as [`crate::Engine::join_segments`] takes it: its file and the span
+/// it was rendered from (the seams are checked against the spans).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SegmentFile {
+    pub path: PathBuf,
+    pub span: SegmentSpan,
 }
 
 /// How [`crate::Engine::plan_segments`] cuts a source.

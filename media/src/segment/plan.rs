@@ -1,8 +1,19 @@
-//! Where a source is cut: a demux-only scan of its video packets (pts and keyframe flags,
-//! no decode), and the decision, a pure function of those times, kept apart for its tests.
+//! Where a source is cut: a demux-only scan of its video packets (pts, durations and
+//! keyframe flags, no decode), and the decision, a pure function of those times, kept apart
+//! for its tests.
+//!
+//! A keyframe is a cut only where a segment can start and the one before it end without
+//! either seeing the other's frames ([`cut_points`]):
+//! - **clean**: every packet before it in decode order presents before it, and every packet
+//!   after it (past an open GOP's leading pictures) at or after it, so keyframes out of
+//!   presentation order are never cut;
+//! - **not in a gap**: the frame before it lasts until it (a paused screen recording's hole, a
+//!   jump of the frame rate: the seam would fall inside the hole);
+//! - and no segment holds fewer than [`MIN_SEGMENT_FRAMES`] frames.
 
 use std::path::Path;
 
+use ffmpeg::codec::packet::Ref as _;
 use ffmpeg::{Packet, ffi};
 use ffmpeg_next as ffmpeg;
 
@@ -13,13 +24,30 @@ use crate::source::{self, Source};
 
 /// Give up on a source whose demuxer returns this many unreadable packets in a row.
 const MAX_CONSECUTIVE_ERRORS: u32 = 500;
+/// The fewest frames a segment holds.
+pub(crate) const MIN_SEGMENT_FRAMES: usize = 2;
+/// Packets right after a keyframe (in decode order) that may still present before it: an
+/// open GOP's leading pictures, which the decoder hands out before the keyframe (its reorder
+/// delay is at most 16 pictures).
+const LEADING_PICTURES: usize = 16;
+/// The interval before a keyframe counts as a gap past this many times the frame before it.
+const GAP_FACTOR: i64 = 2;
+
+/// One video packet as the scan reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PacketTime {
+    pub pts: i64,
+    /// Its duration (0: unknown).
+    pub duration: i64,
+    pub key: bool,
+}
 
 /// A source's video timeline, as the planner sees it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Timeline {
     /// Every video packet's pts, sorted (presentation order).
     pub frames: Vec<i64>,
-    /// The pts of the keyframes, sorted.
+    /// The keyframes a segment may start at ([`cut_points`]), sorted.
     pub keyframes: Vec<i64>,
     /// The end of the last frame (its pts plus its duration).
     pub end: i64,
@@ -73,6 +101,7 @@ fn scan(src: &mut Source) -> Result<Timeline, MediaError> {
     };
     let mut last_duration = 0i64;
     let mut errors = 0u32;
+    let mut packets: Vec<PacketTime> = Vec::new();
     let mut pkt = Packet::empty();
     loop {
         match pkt.read(&mut src.input) {
@@ -81,11 +110,17 @@ fn scan(src: &mut Source) -> Result<Timeline, MediaError> {
                 let Some(pts) = pkt.pts().or(pkt.dts()) else {
                     continue;
                 };
-                t.frames.push(pts);
-                if pkt.is_key() {
-                    t.keyframes.push(pts);
+                // SAFETY: a plain field read of a packet just read.
+                if unsafe { (*pkt.as_ptr()).flags } & ffi::AV_PKT_FLAG_DISCARD != 0 {
+                    // Decoded for reference only, never shown (cut by an edit list).
+                    continue;
                 }
-                if pts + pkt.duration() >= t.end || t.frames.len() == 1 {
+                packets.push(PacketTime {
+                    pts,
+                    duration: pkt.duration().max(0),
+                    key: pkt.is_key(),
+                });
+                if pts + pkt.duration() >= t.end || packets.len() == 1 {
                     t.end = pts + pkt.duration().max(0);
                     last_duration = pkt.duration();
                 }
@@ -100,15 +135,15 @@ fn scan(src: &mut Source) -> Result<Timeline, MediaError> {
             }
         }
     }
-    if t.frames.is_empty() {
+    if packets.is_empty() {
         return Err(MediaError::invalid(format!(
             "{} has no readable video packet; it is corrupt or truncated",
             src.path.display()
         )));
     }
+    t.keyframes = cut_points(&packets);
+    t.frames = packets.iter().map(|p| p.pts).collect();
     t.frames.sort_unstable();
-    t.keyframes.sort_unstable();
-    t.keyframes.dedup();
     if last_duration <= 0 {
         // No duration on the last packet: one frame at the average rate.
         let n = t.frames.len() as i64;
@@ -118,8 +153,67 @@ fn scan(src: &mut Source) -> Result<Timeline, MediaError> {
     Ok(t)
 }
 
+/// The keyframes of `packets` (in decode order) a segment may start at, sorted: clean (no
+/// packet before one presents at or after it; none after it, past its leading pictures,
+/// before it) and not after a gap (the frame before it, in presentation order, lasts until
+/// it: at most [`GAP_FACTOR`] times its duration, or the interval before it when the
+/// container keeps no durations).
+pub(crate) fn cut_points(packets: &[PacketTime]) -> Vec<i64> {
+    let n = packets.len();
+    // The latest pts before each packet, and the earliest from each one on.
+    let mut before_max = vec![i64::MIN; n];
+    for i in 1..n {
+        before_max[i] = before_max[i - 1].max(packets[i - 1].pts);
+    }
+    let mut from_min = vec![i64::MAX; n + 1];
+    for i in (0..n).rev() {
+        from_min[i] = from_min[i + 1].min(packets[i].pts);
+    }
+    let mut by_pts: Vec<(i64, i64)> = packets.iter().map(|p| (p.pts, p.duration)).collect();
+    by_pts.sort_unstable();
+    // Past its leading pictures (the run right after it presenting before it, at most
+    // LEADING_PICTURES long), nothing presents before the keyframe at `i`.
+    let clean_after = |i: usize, pts: i64| {
+        let leading = packets[i + 1..]
+            .iter()
+            .take(LEADING_PICTURES + 1)
+            .take_while(|p| p.pts < pts)
+            .count();
+        leading <= LEADING_PICTURES && from_min[i + 1 + leading] >= pts
+    };
+    let mut cuts: Vec<i64> = packets
+        .iter()
+        .enumerate()
+        .filter(|&(i, p)| {
+            p.key && before_max[i] < p.pts && clean_after(i, p.pts) && !after_gap(&by_pts, p.pts)
+        })
+        .map(|(_, p)| p.pts)
+        .collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts
+}
+
+/// Whether the frame before `pts` (in `by_pts`, sorted by pts) ends well before it: more than
+/// [`GAP_FACTOR`] times its duration (or, unknown, the interval before it) away.
+fn after_gap(by_pts: &[(i64, i64)], pts: i64) -> bool {
+    let at = by_pts.partition_point(|&(p, _)| p < pts);
+    let Some(&(prev, duration)) = at.checked_sub(1).and_then(|i| by_pts.get(i)) else {
+        return false;
+    };
+    let step = match duration {
+        d if d > 0 => d,
+        _ => match at.checked_sub(2).and_then(|i| by_pts.get(i)) {
+            Some(&(before, _)) => prev - before,
+            None => return false,
+        },
+    };
+    pts - prev > GAP_FACTOR.saturating_mul(step.max(1))
+}
+
 /// The spans of `t`: cuts at keyframes nearest each goal (the previous cut plus the target),
-/// none closer than half the target to the previous cut or to the end.
+/// none closer than half the target to the previous cut or to the end, and none leaving a
+/// segment fewer than [`MIN_SEGMENT_FRAMES`] frames.
 pub(crate) fn plan(t: &Timeline, opts: &SegmentPlanOptions) -> Vec<SegmentSpan> {
     let first = t.frames.first().copied().unwrap_or(0);
     let secs = |pts: i64| (pts - first) as f64 * t.tick;
@@ -141,12 +235,22 @@ pub(crate) fn plan(t: &Timeline, opts: &SegmentPlanOptions) -> Vec<SegmentSpan> 
                 // What is left is under one and a half targets: the last segment takes it.
                 break;
             }
-            let at = candidates.partition_point(|&k| secs(k) < goal);
+            // The earliest cut leaving the segment its fewest frames; later ones keep it.
+            let from = cuts
+                .last()
+                .map_or(0, |&c| t.frames.partition_point(|&f| f < c));
+            let Some(&least) = t.frames.get(from + MIN_SEGMENT_FRAMES - 1) else {
+                break;
+            };
+            let at = candidates.partition_point(|&k| secs(k) < goal || k <= least);
+            let rest_enough = |k: i64| {
+                t.frames.len() - t.frames.partition_point(|&f| f < k) >= MIN_SEGMENT_FRAMES
+            };
             let nearest = [at.checked_sub(1), Some(at)]
                 .into_iter()
                 .flatten()
                 .filter_map(|i| candidates.get(i).copied())
-                .filter(|&k| (lo..=hi).contains(&secs(k)))
+                .filter(|&k| k > least && (lo..=hi).contains(&secs(k)) && rest_enough(k))
                 .min_by(|&a, &b| (secs(a) - goal).abs().total_cmp(&(secs(b) - goal).abs()));
             let Some(cut) = nearest else { break };
             cuts.push(cut);
@@ -262,5 +366,95 @@ mod tests {
         assert_eq!(spans.len(), 4);
         assert_eq!(spans[1].start_pts, Some(1000));
         assert!(spans.iter().all(|s| s.frames == 10));
+    }
+
+    /// Packets in decode order: (pts, keyframe), each lasting `duration`.
+    fn packets(list: &[(i64, bool)], duration: i64) -> Vec<PacketTime> {
+        list.iter()
+            .map(|&(pts, key)| PacketTime { pts, duration, key })
+            .collect()
+    }
+
+    #[test]
+    fn keyframes_out_of_presentation_order_are_never_cut() {
+        // GOPs of 2 frames; the second and third are swapped in presentation time.
+        let p = packets(
+            &[
+                (0, true),
+                (1, false),
+                (4, true),
+                (5, false),
+                (2, true),
+                (3, false),
+                (6, true),
+                (7, false),
+            ],
+            1,
+        );
+        assert_eq!(cut_points(&p), [0, 6]);
+    }
+
+    #[test]
+    fn an_open_gops_leading_pictures_do_not_spoil_its_keyframe() {
+        // I0 P3 B1 B2 | I6 B4 B5 P9 B7 B8: B4 and B5 present before I6, right after it.
+        let p = packets(
+            &[
+                (0, true),
+                (3, false),
+                (1, false),
+                (2, false),
+                (6, true),
+                (4, false),
+                (5, false),
+                (9, false),
+                (7, false),
+                (8, false),
+            ],
+            1,
+        );
+        assert_eq!(cut_points(&p), [0, 6]);
+    }
+
+    #[test]
+    fn no_cut_after_a_gap_or_a_jump_of_the_frame_rate() {
+        // 1 tick a frame, a hole from 4 to 10, keyframes every other frame.
+        let mut p = packets(
+            &[
+                (0, true),
+                (1, false),
+                (2, true),
+                (3, false),
+                (10, true),
+                (11, false),
+                (12, true),
+            ],
+            1,
+        );
+        assert_eq!(cut_points(&p), [0, 2, 12]);
+        // Without durations (Matroska), the interval before the frame decides.
+        for packet in &mut p {
+            packet.duration = 0;
+        }
+        assert_eq!(cut_points(&p), [0, 2, 12]);
+        // A slideshow: long frames, no gap.
+        let slides = packets(&[(0, true), (10, true), (20, true)], 10);
+        assert_eq!(cut_points(&slides), [0, 10, 20]);
+    }
+
+    #[test]
+    fn no_segment_holds_a_single_frame() {
+        // One keyframe-only frame every 10 s for 90 s, 10 s target: two frames a segment.
+        let t = Timeline {
+            frames: (0..9).map(|i| i * 10).collect(),
+            keyframes: (0..9).map(|i| i * 10).collect(),
+            end: 90,
+            tick: 1.0,
+        };
+        let spans = plan(&t, &opts(10.0, 60.0));
+        assert_eq!(starts(&spans), [0.0, 20.0, 40.0, 60.0]);
+        assert_eq!(
+            spans.iter().map(|s| s.frames).collect::<Vec<_>>(),
+            [2, 2, 2, 3]
+        );
     }
 }

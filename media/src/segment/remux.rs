@@ -1,7 +1,11 @@
 //! Reading segment files back for the join: each opened and checked against the first
 //! (same codec, size and global header: all are encoded with identical settings), its video
-//! packets read in order, and the seams checked (no frame missing or repeated between two
-//! segments) and their decode timestamps made strictly increasing.
+//! packets read in order, and the seams checked against the plan (each segment starts where
+//! its span does, holds the frames its span does, and ends before the next one starts) and
+//! their decode timestamps made strictly increasing.
+//!
+//! The segment files are the engine's own: a refusal here is `RenderFailed` (the split went
+//! wrong, not the source), naming the segment and what does not fit.
 
 use std::path::{Path, PathBuf};
 
@@ -37,6 +41,11 @@ pub(crate) struct SegmentReader {
     last_duration: i64,
 }
 
+/// A segment file's refusal: `RenderFailed`, naming the segment.
+fn refused(index: usize, path: &Path, what: impl std::fmt::Display) -> MediaError {
+    MediaError::failed(format!("segment {index} ({}) {what}", path.display()))
+}
+
 fn signature(stream: &ffmpeg::format::stream::Stream<'_>) -> CodecSignature {
     let p = stream.parameters();
     // SAFETY: codecpar is valid while the input lives; extradata holds extradata_size bytes.
@@ -64,31 +73,23 @@ impl SegmentReader {
     /// (corrupt, truncated) or one without a video stream is a typed error.
     pub fn open(path: &Path, index: usize) -> Result<Self, MediaError> {
         crate::ffutil::init();
-        std::fs::metadata(path).map_err(|e| MediaError::not_found("segment file", path, e))?;
+        std::fs::metadata(path).map_err(|e| refused(index, path, format!("is missing: {e}")))?;
         let input = ffmpeg::format::input(path).map_err(|e| {
-            MediaError::invalid(format!(
-                "segment {index} ({}) is not a readable segment file ({e}); it may be corrupt \
-                 or truncated",
-                path.display()
-            ))
+            refused(
+                index,
+                path,
+                format!("is not a readable segment file ({e}); it may be corrupt or truncated"),
+            )
         })?;
         let (stream, time_base, signature) = {
             let vs = input
                 .streams()
                 .find(|s| s.parameters().medium() == media::Type::Video)
-                .ok_or_else(|| {
-                    MediaError::invalid(format!(
-                        "segment {index} ({}) has no video stream",
-                        path.display()
-                    ))
-                })?;
+                .ok_or_else(|| refused(index, path, "has no video stream"))?;
             (vs.index(), vs.time_base(), signature(&vs))
         };
         if time_base.numerator() <= 0 || time_base.denominator() <= 0 {
-            return Err(MediaError::invalid(format!(
-                "segment {index} ({}) has no usable time base",
-                path.display()
-            )));
+            return Err(refused(index, path, "has no usable time base"));
         }
         Ok(SegmentReader {
             input,
@@ -120,12 +121,14 @@ impl SegmentReader {
         } else {
             "other codec headers (encoder settings)".to_string()
         };
-        Err(MediaError::invalid(format!(
-            "segment {} ({}) does not match segment 0: {what}; all segments of a render must \
-             be encoded with the same settings",
+        Err(refused(
             self.index,
-            self.path.display()
-        )))
+            &self.path,
+            format!(
+                "does not match segment 0: {what}; all segments of a render must be encoded \
+                 with the same settings"
+            ),
+        ))
     }
 
     /// The next video packet; `None` at the end. A read error is a corrupt segment.
@@ -137,20 +140,20 @@ impl SegmentReader {
                 Ok(()) => {}
                 Err(ffmpeg::Error::Eof) => return Ok(None),
                 Err(e) => {
-                    return Err(MediaError::invalid(format!(
-                        "segment {} ({}) is corrupt or truncated: {e}",
+                    return Err(refused(
                         self.index,
-                        self.path.display()
-                    )));
+                        &self.path,
+                        format!("is corrupt or truncated: {e}"),
+                    ));
                 }
             }
         }
         let Some(pts) = pkt.pts() else {
-            return Err(MediaError::invalid(format!(
-                "segment {} ({}) has a packet without a timestamp",
+            return Err(refused(
                 self.index,
-                self.path.display()
-            )));
+                &self.path,
+                "has a packet without a timestamp",
+            ));
         };
         self.packets += 1;
         self.first_pts = Some(self.first_pts.map_or(pts, |f| f.min(pts)));
@@ -172,36 +175,79 @@ impl SegmentReader {
         };
         Some(last + duration)
     }
+
+    /// Refuses a segment read to its end that does not hold the `frames` its span planned
+    /// (truncated, or rendered from another span).
+    pub fn check_frames(&self, frames: u64) -> Result<(), MediaError> {
+        if self.packets == frames {
+            return Ok(());
+        }
+        Err(refused(
+            self.index,
+            &self.path,
+            format!(
+                "holds {} frames where its span plans {frames}",
+                self.packets
+            ),
+        ))
+    }
 }
 
 /// Checks the seam between `before` (read to its end) and `after` (whose first packet was
-/// read): `after` starts where `before` ends, within half a frame; an overlap is a repeated
-/// frame, a gap a missing one (a truncated or wrong segment).
-pub(crate) fn check_seam(before: &SegmentReader, after: &SegmentReader) -> Result<(), MediaError> {
-    let (Some(end), Some(first)) = (before.end_pts(), before.first_pts) else {
-        return Err(MediaError::invalid(format!(
-            "segment {} ({}) holds no frame",
-            before.index,
-            before.path.display()
-        )));
+/// read) against the plan: `after` starts at `planned` (its span's start, in `after`'s time
+/// base, within a tick of rounding), and `before`'s last frame presents before that. Gaps in
+/// the source (a paused recording, a hole) are the plan's business, not a seam's.
+pub(crate) fn check_seam(
+    before: &SegmentReader,
+    after: &SegmentReader,
+    planned: i64,
+) -> Result<(), MediaError> {
+    let Some(last) = before.last_pts else {
+        return Err(refused(before.index, &before.path, "holds no frame"));
     };
     let Some(next) = after.first_pts else {
         return Ok(());
     };
-    let tb = before.time_base;
-    let next = rescale(next, after.time_base, tb);
-    let frame = ((end - first) / before.packets.max(1) as i64).max(1);
-    if (next - end).abs() * 2 > frame {
-        return Err(MediaError::invalid(format!(
-            "segments {} and {} do not join: one ends at {:.3} s, the next starts at {:.3} s \
-             (a segment is missing, truncated, repeated or out of order)",
+    check_start(after, next, planned)?;
+    let tb = after.time_base;
+    let at = |pts: i64| pts as f64 * f64::from(tb);
+    let last = rescale(last, before.time_base, tb);
+    if last >= next {
+        return Err(refused(
             before.index,
-            after.index,
-            end as f64 * f64::from(tb),
-            next as f64 * f64::from(tb)
-        )));
+            &before.path,
+            format!(
+                "runs to {:.3} s, past the start of segment {} at {:.3} s",
+                at(last),
+                after.index,
+                at(next)
+            ),
+        ));
     }
     Ok(())
+}
+
+/// Refuses `segment` whose first frame presents at `first`, not at `planned` (its span's
+/// start; both in its time base, within a tick of rounding).
+pub(crate) fn check_start(
+    segment: &SegmentReader,
+    first: i64,
+    planned: i64,
+) -> Result<(), MediaError> {
+    if (first - planned).abs() <= 1 {
+        return Ok(());
+    }
+    let at = |pts: i64| pts as f64 * f64::from(segment.time_base);
+    Err(refused(
+        segment.index,
+        &segment.path,
+        format!(
+            "starts at {:.3} s, where its span starts at {:.3} s (a segment is missing, \
+             repeated or out of order)",
+            at(first),
+            at(planned)
+        ),
+    ))
 }
 
 /// Makes decode timestamps strictly increasing across seams (in the output's time base):

@@ -1,7 +1,8 @@
 //! Segment-parallel rendering: plan -> render each segment -> join, against a single pass of
 //! the same job (frames, timestamps, stream tags, sound at the seams, quality), in mp4, webm
-//! and mov, from an open-GOP source, on the GPU compositor; `hdr.rs` kept HDR, `refusals.rs`
-//! the join's refusals.
+//! and mov, from an open-GOP source, on the GPU compositor; `hdr.rs` kept HDR, `odd.rs`
+//! sources with odd timing (gaps, slides, keyframes out of order), `refusals.rs` the join's
+//! refusals.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -10,14 +11,15 @@ use std::sync::atomic::AtomicBool;
 use vidforge_fixtures as fixtures;
 use vidforge_media::synthetic::run_tool;
 use vidforge_media::{
-    EncoderSettings, Engine, OutputFormat, RenderJob, RenderReport, Resolution, SegmentPlanOptions,
-    SegmentSpan, segment_file_name,
+    EncoderSettings, Engine, OutputFormat, RenderJob, RenderReport, Resolution, SegmentFile,
+    SegmentPlanOptions, SegmentSpan, segment_file_name,
 };
 
 use crate::common::seams::{leading_pictures, psnr_per_frame, silences, video_packets};
 use crate::common::{cpu, gpu_engine, job, leftovers, num, render, stream, tempdir};
 
 mod hdr;
+mod odd;
 mod refusals;
 
 const FPS: u32 = 25;
@@ -66,7 +68,7 @@ fn render_segments(
     job: &RenderJob,
     spans: &[SegmentSpan],
     dir: &Path,
-) -> Vec<PathBuf> {
+) -> Vec<SegmentFile> {
     spans
         .iter()
         .map(|span| {
@@ -76,12 +78,15 @@ fn render_segments(
                 .unwrap_or_else(|e| panic!("segment {}: {e}", span.index));
             assert_eq!(r.frames, span.frames, "segment {}", span.index);
             assert!(r.size_bytes > 0);
-            out
+            SegmentFile {
+                path: out,
+                span: span.clone(),
+            }
         })
         .collect()
 }
 
-fn join(engine: &Engine, job: &RenderJob, segments: &[PathBuf]) -> RenderReport {
+fn join(engine: &Engine, job: &RenderJob, segments: &[SegmentFile]) -> RenderReport {
     engine
         .join_segments(job, segments, &mut |_| {}, &AtomicBool::new(false))
         .unwrap_or_else(|e| panic!("join: {e}"))
@@ -253,7 +258,7 @@ fn fan_out_matches_single_pass(
     assert!(
         leftovers(
             &seg_dir,
-            &files.iter().map(PathBuf::as_path).collect::<Vec<_>>()
+            &files.iter().map(|f| f.path.as_path()).collect::<Vec<_>>()
         )
         .is_empty()
     );

@@ -149,7 +149,10 @@ fn preview_png_shows_the_composition() {
         },
     );
     let out = dir.path().join("preview.png");
-    let (w, h) = engine.render_preview(&j, &out).expect("preview");
+    let view = dir.path().join("view.png");
+    let (w, h) = engine
+        .render_preview(&j, &out, Some(&view))
+        .expect("preview");
     assert_eq!((w, h), (1280, 720));
     let decoder = png::Decoder::new(std::fs::File::open(&out).expect("open png"));
     let mut reader = decoder.read_info().expect("png info");
@@ -173,10 +176,22 @@ fn preview_png_shows_the_composition() {
             "background pixel {outside:?}"
         );
     }
-    // Nothing else was written.
+    // The view's copy: half the size (a chat view's 640 px), the watermark where it was.
+    let decoder = png::Decoder::new(std::fs::File::open(&view).expect("open view png"));
+    let mut reader = decoder.read_info().expect("png info");
+    let mut small = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut small).expect("png frame");
+    assert_eq!((info.width, info.height), (640, 360));
+    let i = (((p.y + p.height / 2) / 2) as usize * 640 + ((p.x + p.width / 2) / 2) as usize) * 3;
+    assert!(
+        small[i..i + 3].iter().all(|&c| c >= 250),
+        "{:?}",
+        &small[i..i + 3]
+    );
+    // Nothing else was written (the clip, the logo, the preview and its view's copy).
     assert_eq!(
         leftovers(dir.path(), &[]).len(),
-        3,
+        4,
         "{:?}",
         leftovers(dir.path(), &[])
     );
@@ -221,7 +236,7 @@ fn bad_watermarks_are_invalid_input() {
         },
     );
     let err = engine
-        .render_preview(&missing, &dir.path().join("p.png"))
+        .render_preview(&missing, &dir.path().join("p.png"), None)
         .expect_err("missing watermark");
     assert_eq!(
         err.kind(),

@@ -22,6 +22,33 @@ pub const OPACITY: RangeInclusive<f64> = 0.0..=1.0;
 /// `idempotency_key` length bound (characters; at least one).
 pub const IDEMPOTENCY_KEY_MAX: usize = 128;
 
+/// Whether `c` may not reach what others read from text a person or a token wrote: a
+/// control character (a newline would forge a log line; ESC or NUL reach an operator's
+/// terminal) or a bidirectional mark, override or isolate (which make one text read as
+/// another). OAuth subjects holding one are refused; notes drop them ([`clean_note`]).
+pub fn is_unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// A decision's note as it is kept and shown: line breaks and tabs as spaces, every other
+/// [`is_unsafe_char`] dropped, trimmed; `None` when nothing is left.
+pub fn clean_note(note: &str) -> Option<String> {
+    let cleaned: String = note
+        .chars()
+        .filter_map(|c| match c {
+            '\n' | '\r' | '\t' => Some(' '),
+            c if is_unsafe_char(c) => None,
+            c => Some(c),
+        })
+        .collect();
+    let trimmed = cleaned.trim();
+    (!trimmed.is_empty()).then(|| trimmed.to_string())
+}
+
 /// The domain's rules over [`RenderArgs`] (a record type of the store's: its rules are here).
 pub trait ValidateArgs {
     /// Checks the rules the types cannot carry (non-empty asset ids, the opacity range, the
@@ -95,6 +122,19 @@ pub fn watermark_params_hash(w: &WatermarkArgs) -> String {
 mod tests {
     use super::*;
     use crate::store::{OutputFormat, Resolution};
+
+    #[test]
+    fn notes_keep_no_terminal_escape_nor_bidirectional_override() {
+        let hostile = "\u{1b}[2J\u{1b}]0;owned\u{7} logo\u{202e}egral oot\r\nnext\u{2066}\u{0}";
+        let clean = clean_note(hostile).unwrap();
+        assert!(!clean.chars().any(is_unsafe_char), "{clean:?}");
+        assert_eq!(clean, "[2J]0;owned logoegral oot  next");
+        assert_eq!(clean_note("  \u{202e}\n "), None);
+        assert_eq!(
+            clean_note(" fine, but smaller "),
+            Some("fine, but smaller".into())
+        );
+    }
 
     fn fixed() -> RenderArgs {
         RenderArgs {

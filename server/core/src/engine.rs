@@ -5,7 +5,7 @@
 //! Keeping the seam narrow lets the scheduling, approval and recovery logic be tested without
 //! encoding video.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -31,13 +31,13 @@ pub use vidforge_media::RenderReport as EngineReport;
 /// What a rendered segment produced (its frames, and its quality when measured): the media
 /// crate's own type.
 pub use vidforge_media::SegmentReport as EngineSegmentReport;
-/// One segment of a source (a span of its frames, cut at a keyframe): the media crate's own
-/// type.
-pub use vidforge_media::SegmentSpan;
 /// The watermark of a [`RenderPlan`]: the media crate's own type.
 pub use vidforge_media::WatermarkSpec as PlanWatermark;
 /// A render's quality measurements (the whole, each segment's): the media crate's own types.
 pub use vidforge_media::{QualityReport, SegmentQuality};
+/// One segment of a source (a span of its frames, cut at a keyframe), and one rendered for
+/// the join (its file and its span): the media crate's own types.
+pub use vidforge_media::{SegmentFile, SegmentSpan};
 
 /// An engine failure with its class and a human-readable reason.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -95,9 +95,14 @@ pub trait Renderer: Send + Sync {
         cancel: &AtomicBool,
     ) -> Result<EngineReport, EngineError>;
 
-    /// Composes one representative frame of `plan` at output size into a PNG at `png_out`;
-    /// returns its size.
-    fn render_preview(&self, plan: &RenderPlan, png_out: &Path) -> Result<(u32, u32), EngineError>;
+    /// Composes one representative frame of `plan` at output size into a PNG at `png_out`,
+    /// and a copy sized for a chat view at `view_out`; returns the full PNG's size.
+    fn render_preview(
+        &self,
+        plan: &RenderPlan,
+        png_out: &Path,
+        view_out: &Path,
+    ) -> Result<(u32, u32), EngineError>;
 
     /// The segments `plan` could be rendered in: cuts at the source's keyframes near every
     /// `target`; one span when the source is not longer than `min_source` or cannot be cut.
@@ -131,11 +136,12 @@ pub trait Renderer: Send + Sync {
     }
 
     /// Joins the rendered segments, in order, into `plan.output`: the video remuxed, the
-    /// audio of the source encoded once over the whole duration.
+    /// audio of the source encoded once over the whole duration; each segment checked
+    /// against its span.
     fn join_segments(
         &self,
         plan: &RenderPlan,
-        segments: &[PathBuf],
+        segments: &[SegmentFile],
         progress: &mut dyn FnMut(EngineProgress),
         cancel: &AtomicBool,
     ) -> Result<EngineReport, EngineError> {

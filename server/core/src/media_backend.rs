@@ -1,6 +1,6 @@
 //! Production wiring of the engine seam to `vidforge-media`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use vidforge_media as media;
 use crate::config::Config;
 use crate::engine::{
     EngineError, EngineProgress, EngineReport, EngineSegmentReport, HardwareInfo, Prober,
-    RenderPlan, Renderer, SegmentSpan,
+    RenderPlan, Renderer, SegmentFile, SegmentSpan,
 };
 use crate::store::{AssetColor, AssetProbe};
 
@@ -64,8 +64,15 @@ impl Renderer for MediaRenderer {
             .map_err(map_error)
     }
 
-    fn render_preview(&self, plan: &RenderPlan, png_out: &Path) -> Result<(u32, u32), EngineError> {
-        self.engine.render_preview(plan, png_out).map_err(map_error)
+    fn render_preview(
+        &self,
+        plan: &RenderPlan,
+        png_out: &Path,
+        view_out: &Path,
+    ) -> Result<(u32, u32), EngineError> {
+        self.engine
+            .render_preview(plan, png_out, Some(view_out))
+            .map_err(map_error)
     }
 
     fn plan_segments(
@@ -99,7 +106,7 @@ impl Renderer for MediaRenderer {
     fn join_segments(
         &self,
         plan: &RenderPlan,
-        segments: &[PathBuf],
+        segments: &[SegmentFile],
         progress: &mut dyn FnMut(EngineProgress),
         cancel: &AtomicBool,
     ) -> Result<EngineReport, EngineError> {

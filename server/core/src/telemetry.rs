@@ -100,6 +100,11 @@ pub fn render_split() {
     counter!("vidforge_renders_split_total").increment(1);
 }
 
+/// A split render could not be finished or joined and ran again in one pass.
+pub fn split_given_up() {
+    counter!("vidforge_splits_given_up_total").increment(1);
+}
+
 /// A segment's run ended: `done`, `failed` or `stopped`.
 pub fn segment_ended(end: &'static str) {
     counter!("vidforge_segments_total", "end" => end).increment(1);

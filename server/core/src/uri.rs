@@ -8,6 +8,8 @@ use crate::store::OutputFormat;
 pub const SCHEME: &str = "vidforge://";
 /// File name of a render's watermark preview.
 pub const PREVIEW_FILE_NAME: &str = "watermark-preview.png";
+/// File name of its copy sized for a chat view (the MCP App's, inlined), beside it.
+pub const VIEW_PREVIEW_FILE_NAME: &str = "watermark-preview-view.png";
 
 /// `vidforge://assets/<id>`.
 pub fn asset_uri(asset_id: &str) -> String {

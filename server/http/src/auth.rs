@@ -255,7 +255,8 @@ pub fn rate_limited(wait: std::time::Duration) -> Response {
         ErrorCode::RateLimited,
         "Too many failed authentication attempts from this address; wait and try again.",
     )
-    .retry_after(Some(wait.as_millis().max(1) as u64));
+    .retry_after(Some(wait.as_millis().max(1) as u64))
+    .for_stranger();
     crate::envelope::error_response(StatusCode::TOO_MANY_REQUESTS, &env)
 }
 

@@ -1,5 +1,8 @@
 //! The §6 error envelope, one shape on every carrier:
 //! `{code, message, details, temporary, retry_after_ms, repair, request_id, fingerprint}`.
+//! A refusal of a caller who proved nothing (the request policy's, a forged playback link's,
+//! too many wrong tokens') carries `fingerprint: null` ([`Envelope::for_stranger`]): the
+//! build is for clients, not for whoever knocks.
 //!
 //! Tool-result errors put [`Envelope::to_json`] in `structuredContent`; JSON-RPC errors put
 //! [`Envelope::to_jsonrpc_data`] in `error.data` (keys `machine_code` / `human_message`); the
@@ -194,7 +197,8 @@ pub struct Envelope {
     pub retry_after_ms: Option<u64>,
     pub repair: Option<Repair>,
     pub request_id: String,
-    pub fingerprint: String,
+    /// `None` for a stranger ([`Envelope::for_stranger`]).
+    pub fingerprint: Option<String>,
 }
 
 impl Envelope {
@@ -208,8 +212,14 @@ impl Envelope {
             retry_after_ms: None,
             repair: None,
             request_id: ids::new_request_id(),
-            fingerprint: fingerprint(),
+            fingerprint: Some(fingerprint()),
         }
+    }
+
+    /// The envelope for a caller who has not authenticated: no build fingerprint.
+    pub fn for_stranger(mut self) -> Self {
+        self.fingerprint = None;
+        self
     }
 
     pub fn field(self, field: impl Into<String>) -> Self {

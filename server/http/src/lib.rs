@@ -4,12 +4,14 @@
 //! session may read), browser [`session`]s, the client address
 //! ([`peer`]), the accept loop and its limits ([`connections`]), `GET /metrics` ([`metrics`])
 //! and the §6 error [`envelope`] every front answers with; OAuth access tokens and the
-//! protected resource metadata ([`oauth`]) and what each credential may do ([`scope`]).
+//! protected resource metadata ([`oauth`]) and what each credential may do ([`scope`]);
+//! fixed public documents with entity tags ([`document`]).
 
 pub mod auth;
 pub mod auth_limit;
 pub mod auth_or_session;
 pub mod connections;
+pub mod document;
 pub mod envelope;
 pub mod metrics;
 pub mod oauth;

@@ -7,9 +7,10 @@
 //! ([`Store::server_secret`] [`SECRET_NAME`]): every node sharing the store verifies the links
 //! of every other, across restarts. `GET /play/…` (and `HEAD`) checks the tag in constant time
 //! and the expiry, then serves the file exactly as the authenticated download does (`Range`,
-//! conditionals; a `307` to the bucket's presigned link with `--media-store s3://…`). A link
-//! with an altered part or past its expiry is `403` (`request_forbidden`); a render that is
-//! gone, not the principal's or not finished is `404`.
+//! conditionals; a `307` to the bucket's presigned link with `--media-store s3://…`), except
+//! that neither `Cache-Control`'s `max-age` nor the bucket's link outlives the link's own
+//! expiry. A link with an altered part or past its expiry is `403` (`request_forbidden`, no
+//! build fingerprint); a render that is gone, not the principal's or not finished is `404`.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -164,13 +165,19 @@ async fn play(
             ErrorCode::RequestForbidden,
             "This playback link is altered or expired. Ask the view for a new one (vidforge_app_playback) or download the video with your credentials.",
         )
-        .field("s");
+        .field("s")
+        .for_stranger();
         return error_response(StatusCode::FORBIDDEN, &env);
     };
     match service.resolve_result(&principal, &id) {
         Ok(r) if r.file_name == file => {
-            crate::routes::serve_media(&service, &r.path, &r.mime_type, Some(&r.file_name), request)
-                .await
+            // Neither a cached copy nor the bucket's link outlives the link itself.
+            let left = query.x.unwrap_or(now).saturating_sub(now);
+            let served = crate::routes::Served {
+                lifetime: Some(Duration::from_secs(left)),
+                ..crate::routes::Served::download(&r.path, &r.mime_type, Some(&r.file_name))
+            };
+            crate::routes::serve_media(&service, served, request).await
         }
         Ok(_) => crate::routes::service_error(&ServiceError::NotFound),
         Err(_) => crate::routes::service_error(&ServiceError::NotFound),

@@ -152,7 +152,8 @@ pub fn forbidden(refusal: &Refusal) -> Response {
         format!("Forbidden: the {} header is not allowed.", refusal.field),
     )
     .field(refusal.field)
-    .reason(refusal.reason.clone());
+    .reason(refusal.reason.clone())
+    .for_stranger();
     crate::envelope::error_response(StatusCode::FORBIDDEN, &env)
 }
 

@@ -7,7 +7,7 @@
 //! | `DELETE /assets/{id}` | deletes the asset → `204`; `404` unknown or not yours; `409` while an unfinished render uses it |
 //! | `GET /videos/{id}/final.{ext}` | result download ([`serve_file`]: `Range` → `206`/`416`, `If-Range`, `If-Modified-Since` → `304`, `HEAD`); `404` unknown or not yours; `410` expired |
 //! | `GET /renders/{id}/watermark-preview.png` | the watermark preview (same) |
-//! | `GET /healthz` | liveness (no auth, no Host/Origin check) |
+//! | `GET /healthz` | liveness, `{"status":"ok"}` (no auth, no Host/Origin check); with a valid bearer token also the build, node, store, compositor, decoder and encoder |
 //!
 //! Every route but `/healthz` answers to the Host/Origin policy ([`crate::policy`], applied by
 //! `vidforge::app::router_with`). Uploads also refuse the content types a browser may send
@@ -27,6 +27,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
 
+use crate::auth::Auth;
+use crate::auth_limit::Verdict;
 use crate::auth_or_session::require_auth_or_session;
 use crate::connections::UploadGate;
 use crate::envelope::fingerprint;
@@ -37,7 +39,7 @@ pub(crate) use answers::service_error;
 pub use answers::status_for;
 pub use assets::asset_json;
 pub use download::serve_file;
-pub(crate) use download::serve_media;
+pub(crate) use download::{Served, serve_media};
 pub use upload::{FILENAME_HEADER, REFUSED_UPLOAD_TYPES, UPLOADS_BUSY_RETRY_AFTER};
 
 use assets::{delete_asset, get_asset};
@@ -63,14 +65,26 @@ pub fn http_routes(service: RenderService, sessions: Sessions) -> Router {
 }
 
 /// `/healthz`: no auth and no Host/Origin policy (probes and load balancers call it by IP).
-pub fn health_routes(service: RenderService) -> Router {
+pub fn health_routes(service: RenderService, auth: Auth) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
-        .with_state(service)
+        .with_state((service, auth))
 }
 
-/// `GET /healthz`: the node's liveness and what it runs on.
-async fn healthz(State(service): State<RenderService>) -> Response {
+/// `GET /healthz`: the node's liveness, `{"status":"ok"}`, to anyone. What it runs on (the
+/// build, the node, the store, the compositor, decoder and encoder) only to a caller whose
+/// bearer token is valid: a stranger learns nothing to aim at. A wrong token counts against
+/// the peer's failure budget like anywhere else, and still gets the liveness answer.
+async fn healthz(
+    State((service, auth)): State<(RenderService, Auth)>,
+    request: axum::extract::Request,
+) -> Response {
+    let outcome = auth.authenticate(request.headers()).await;
+    let verdict = auth.judge(crate::peer::client_ip(request.extensions()), &outcome);
+    let trusted = outcome.is_ok() && verdict == Verdict::Proceed;
+    if !trusted {
+        return axum::Json(json!({ "status": "ok" })).into_response();
+    }
     let hw = service.hardware();
     axum::Json(json!({
         "status": "ok",

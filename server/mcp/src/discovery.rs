@@ -1,6 +1,8 @@
-//! Discovery before connecting: the MCP Server Card (SEP-2127) at [`SERVER_CARD_PATH`] and
-//! the AI Catalog at [`AI_CATALOG_PATH`] pointing at it, both unauthenticated (behind the
-//! request policy like every route).
+//! Discovery before connecting: the MCP Server Card (SEP-2127) at `<mcp-url>/server-card`
+//! ([`MCP_SERVER_CARD_PATH`], where the discovery draft reserves it) and at the well-known
+//! [`SERVER_CARD_PATH`], and the AI Catalog at [`AI_CATALOG_PATH`] pointing at it, all
+//! unauthenticated (behind the request policy like every route), each with a strong `ETag`
+//! so clients revalidate (`If-None-Match` → `304`, [`vidforge_http::document`]).
 //!
 //! The card is built from the same sources as everything else, so it cannot drift: the
 //! repository's `server.json` (the registry listing: name, title, description, version,
@@ -11,17 +13,19 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::http::{HeaderValue, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::HeaderMap;
 use axum::routing::get;
 use rmcp::ServerHandler;
 use serde_json::{Value, json};
+use vidforge_http::document::Document;
 
 use super::capabilities::{LEGACY_REVISIONS, PROTOCOL_REVISION};
 use super::request::VidforgeMcp;
 
-/// The Server Card's path.
+/// The Server Card's well-known path.
 pub const SERVER_CARD_PATH: &str = "/.well-known/mcp/server-card.json";
+/// The Server Card beside the MCP endpoint (`<mcp-url>/server-card`).
+pub const MCP_SERVER_CARD_PATH: &str = "/mcp/server-card";
 /// The AI Catalog's path.
 pub const AI_CATALOG_PATH: &str = "/.well-known/ai-catalog.json";
 /// The Server Card schema the card names.
@@ -31,11 +35,14 @@ pub const SERVER_CARD_SCHEMA: &str =
 /// The registry listing, `server.json` at the repository's root.
 const SERVER_JSON: &str = include_str!("../../../server.json");
 
+/// How long clients may use a document before revalidating it.
+const CACHE_CONTROL: &str = "public, max-age=3600";
+
 /// The two documents, built once at start.
 #[derive(Debug, Clone)]
 pub struct Discovery {
-    card: Arc<String>,
-    catalog: Arc<String>,
+    card: Document,
+    catalog: Document,
 }
 
 impl Discovery {
@@ -51,23 +58,32 @@ impl Discovery {
                 "name": card["title"],
                 "description": card["description"],
                 "tags": ["mcp", "video", "render"],
-                "cardUrl": format!("{base_url}{SERVER_CARD_PATH}"),
+                "cardUrl": format!("{base_url}{MCP_SERVER_CARD_PATH}"),
                 "updatedAt": vidforge_core::clock::rfc3339(mcp.shared.service.clock().now_ms()),
             }]
         });
+        let document = |v: &Value| {
+            Document::new(
+                serde_json::to_string_pretty(v).unwrap_or_default(),
+                "application/json",
+                CACHE_CONTROL,
+            )
+        };
         Discovery {
-            card: Arc::new(serde_json::to_string_pretty(&card).unwrap_or_default()),
-            catalog: Arc::new(serde_json::to_string_pretty(&catalog).unwrap_or_default()),
+            card: document(&card),
+            catalog: document(&catalog),
         }
     }
 
-    /// `GET` [`SERVER_CARD_PATH`] and [`AI_CATALOG_PATH`].
+    /// `GET` (and `HEAD`) [`MCP_SERVER_CARD_PATH`], [`SERVER_CARD_PATH`] and
+    /// [`AI_CATALOG_PATH`].
     pub fn routes(self) -> Router {
-        let card = self.card.clone();
-        let catalog = self.catalog.clone();
+        let serve =
+            |doc: Document| get(move |headers: HeaderMap| async move { doc.respond(&headers) });
         Router::new()
-            .route(SERVER_CARD_PATH, get(move || serve(card.clone())))
-            .route(AI_CATALOG_PATH, get(move || serve(catalog.clone())))
+            .route(MCP_SERVER_CARD_PATH, serve(self.card.clone()))
+            .route(SERVER_CARD_PATH, serve(self.card))
+            .route(AI_CATALOG_PATH, serve(self.catalog))
     }
 }
 
@@ -82,20 +98,6 @@ pub fn router(
     };
     let authorization = super::capabilities::authorization(auth);
     Discovery::new(&mcp, &config.base_url(), &authorization).routes()
-}
-
-async fn serve(body: Arc<String>) -> Response {
-    let mut r = body.as_str().to_owned().into_response();
-    let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("public, max-age=3600"),
-    );
-    r
 }
 
 /// The registry listing, parsed.

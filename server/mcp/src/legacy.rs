@@ -32,7 +32,7 @@ use serde_json::{Value, json};
 
 use super::capabilities::{LEGACY_REVISIONS, PROTOCOL_REVISION};
 pub use super::jsonrpc::rpc_error;
-use super::legacy_streams::{LegacyStreams, Refused, Stream, StreamLimits};
+use super::streams::{Refused, Stream, Streams, WATCH};
 
 /// The session header (both eras' clients spell it this way; header names are case-insensitive).
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -106,15 +106,13 @@ pub struct Limits {
     pub idle_timeout: Duration,
     pub max_sessions: usize,
     pub max_per_principal: usize,
-    /// The bounds of the sessions' server-message streams.
-    pub streams: StreamLimits,
 }
 
 /// This node's legacy sessions: rmcp's session manager plus who owns each session and its
 /// server-message stream.
 pub struct LegacySessions {
     manager: Arc<LocalSessionManager>,
-    streams: Arc<LegacyStreams>,
+    streams: Arc<Streams>,
     /// Session id → the principal that opened it. Entries of sessions rmcp has closed (idle,
     /// DELETE) are swept on the next `initialize`.
     owners: Mutex<HashMap<String, String>>,
@@ -130,12 +128,13 @@ pub enum Admission {
 }
 
 impl LegacySessions {
-    pub fn new(limits: Limits) -> Self {
+    /// Sessions within `limits`, their server-message streams in the node's `streams`.
+    pub fn new(limits: Limits, streams: Arc<Streams>) -> Self {
         let mut manager = LocalSessionManager::default();
         manager.session_config.keep_alive = Some(limits.idle_timeout);
         Self {
             manager: Arc::new(manager),
-            streams: LegacyStreams::new(limits.streams),
+            streams,
             owners: Mutex::new(HashMap::new()),
             limits,
         }
@@ -225,14 +224,31 @@ impl LegacySessions {
     /// Forgets a session the client ended (DELETE answered 2xx), ending its stream.
     pub fn ended(&self, session: &str) {
         self.owners.lock().expect("owners lock").remove(session);
-        self.streams.end(session);
+        self.streams.end_session(session);
     }
 
     /// A new server-message stream (`GET`) of `session` for `principal`: it replaces the
     /// session's previous one, and is refused past the principal's or the node's bound
-    /// ([`crate::legacy_streams`]).
+    /// ([`crate::streams`]).
     pub fn open_stream(&self, session: &str, principal: &str) -> Result<Stream, Refused> {
-        self.streams.open(session, principal)
+        self.streams.open(principal, Some(session))
+    }
+
+    /// `response` (the stream rmcp answered a `GET` with) as `stream`: it ends after the
+    /// streams' lifetime, and within [`WATCH`] of its session's end.
+    pub fn attach_stream(&self, stream: Stream, session: &str, response: Response) -> Response {
+        let manager = self.manager.clone();
+        let session = session.to_string();
+        let gone = async move {
+            loop {
+                tokio::time::sleep(WATCH).await;
+                if !manager.sessions.read().await.contains_key(session.as_str()) {
+                    return;
+                }
+            }
+        };
+        let lifetime = self.streams.limits().max_lifetime;
+        stream.attach(response, lifetime, Some(Box::pin(gone)))
     }
 
     /// A request naming `session`: served only for the principal that opened it and only while
@@ -270,14 +286,16 @@ pub fn not_found(id: Value) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::streams::StreamLimits;
 
-    fn limits() -> Limits {
-        Limits {
+    fn sessions() -> LegacySessions {
+        let limits = Limits {
             idle_timeout: Duration::from_secs(60),
             max_sessions: 2,
             max_per_principal: 1,
-            streams: StreamLimits::for_connections(64),
-        }
+        };
+        let streams = StreamLimits::for_connections(64, Duration::from_secs(60));
+        LegacySessions::new(limits, Streams::new(streams))
     }
 
     #[test]
@@ -312,7 +330,7 @@ mod tests {
 
     #[tokio::test]
     async fn unsupported_initialize_names_the_supported_revisions() {
-        let sessions = LegacySessions::new(limits());
+        let sessions = sessions();
         for version in [
             json!("1.0.0"),
             json!("2026-07-28"),
@@ -357,7 +375,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_session_is_only_its_owners_and_only_while_rmcp_holds_it() {
-        let sessions = LegacySessions::new(limits());
+        let sessions = sessions();
         // Recorded but not live in rmcp (closed, or another node's): 404 for everyone.
         sessions.opened("s1", "alice");
         for who in ["alice", "mallory"] {

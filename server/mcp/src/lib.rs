@@ -29,10 +29,10 @@ mod declared;
 pub mod discovery;
 pub mod extension;
 mod handler;
+pub mod inline;
 pub mod inputs;
 pub mod jsonrpc;
 pub mod legacy;
-pub mod legacy_streams;
 mod listen;
 mod notify;
 pub mod presentation;
@@ -40,6 +40,7 @@ mod refusal;
 mod request;
 mod resources;
 mod rewrite;
+pub mod streams;
 mod tasks;
 mod tool_calls;
 pub mod tools;
@@ -86,12 +87,19 @@ pub fn router(
         service,
     });
     let discovery = discovery::router(&shared, config, &auth);
-    let legacy = legacy::LegacySessions::new(legacy::Limits {
-        idle_timeout: config.legacy_session_idle_timeout,
-        max_sessions: config.max_legacy_sessions,
-        max_per_principal: config.max_legacy_sessions_per_principal,
-        streams: legacy_streams::StreamLimits::for_connections(config.max_connections),
-    });
+    // One budget for every long-lived response: legacy GET streams and listen streams.
+    let streams = streams::Streams::new(streams::StreamLimits::for_connections(
+        config.max_connections,
+        config.stream_max_lifetime,
+    ));
+    let legacy = legacy::LegacySessions::new(
+        legacy::Limits {
+            idle_timeout: config.legacy_session_idle_timeout,
+            max_sessions: config.max_legacy_sessions,
+            max_per_principal: config.max_legacy_sessions_per_principal,
+        },
+        streams.clone(),
+    );
     // Host and Origin: decided by vidforge_http::policy for every route (this one included), from
     // the one list RequestPolicy::from_config builds; rmcp's duplicate check stays off. Modern
     // requests are served statelessly whatever legacy_session_mode says (rmcp classifies by
@@ -117,6 +125,8 @@ pub fn router(
     );
     let wire = Arc::new(wire_layer::Wire {
         sessions: legacy,
+        streams,
+        inline: Default::default(),
         auth: auth.clone(),
     });
     axum::Router::new()

@@ -1,5 +1,8 @@
 //! `subscriptions/listen`: `notifications/tasks` for the subscribed tasks (beside rmcp, which
-//! cannot send them) and list-changed notifications from mounted extensions.
+//! cannot send them) and list-changed notifications from mounted extensions. A listen lives at
+//! most `stream_max_lifetime` ([`crate::streams`]): it then ends cleanly with its final
+//! `SubscriptionsListenResult` (`resultType: complete`, its `subscriptionId`), and the client
+//! listens again; polling `tasks/get` stays authoritative meanwhile.
 
 use rmcp::ErrorData as McpError;
 use rmcp::service::SubscriptionContext;
@@ -44,6 +47,8 @@ impl VidforgeMcp {
         // Each subscribed task's current state first, so a subscriber that arrives while a
         // task already waits for input learns it without a further change.
         let mut pending: Vec<String> = task_ids.clone();
+        let lifetime = tokio::time::sleep(self.shared.service.config().stream_max_lifetime);
+        tokio::pin!(lifetime);
         loop {
             for id in pending.drain(..) {
                 // Re-checks ownership every time: another principal's id never fires.
@@ -67,6 +72,8 @@ impl VidforgeMcp {
             }
             tokio::select! {
                 _ = context.cancelled() => return Ok(()),
+                // The clean end: rmcp sends the final result, the client listens again.
+                () = &mut lifetime => return Ok(()),
                 changed = changes.recv(), if !task_ids.is_empty() => match to_resend(changed, &task_ids) {
                     Some(ids) => pending.extend(ids),
                     None => return Ok(()),

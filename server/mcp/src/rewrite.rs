@@ -70,8 +70,16 @@ pub(crate) async fn rewrite_response(response: Response, rewrite: Rewrite) -> Re
         let Ok(mut message) = serde_json::from_slice::<Value>(&bytes) else {
             return Response::from_parts(parts, Body::from(bytes));
         };
+        // Written once into room for it (a blob's answer is megabytes: no doubling copies),
+        // the original gone first.
+        let mut out = Vec::with_capacity(bytes.len() + 256);
+        drop(bytes);
         rewrite_message(&mut message, &rewrite);
-        let out = Bytes::from(message.to_string());
+        if serde_json::to_writer(&mut out, &message).is_err() {
+            return (StatusCode::INTERNAL_SERVER_ERROR, "response body failed").into_response();
+        }
+        drop(message);
+        let out = Bytes::from(out);
         parts
             .headers
             .insert(header::CONTENT_LENGTH, HeaderValue::from(out.len()));

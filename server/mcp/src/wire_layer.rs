@@ -1,8 +1,10 @@
 //! The axum layer in front of rmcp ([`wire_layer`]), in steps: a legacy session's `GET` /
 //! `DELETE`, the body read within [`MAX_MCP_BODY_BYTES`], the JSON-RPC check, the scope the
-//! method needs, legacy-session admission ([`legacy`]), `taskIds` off `subscriptions/listen`;
-//! and on the way out a JSON-RPC body on every refusal ([`crate::refusal`]) and `serverInfo`
-//! on modern results ([`crate::rewrite`]).
+//! method needs, legacy-session admission ([`legacy`]), `taskIds` off `subscriptions/listen`
+//! and its place in the node's stream budget ([`streams`]), an inline read's place in the
+//! inline budget ([`crate::inline`]); and on the way out every answer that streams held to
+//! the stream budget, a JSON-RPC body on every refusal ([`crate::refusal`]), `serverInfo` on
+//! modern results ([`crate::rewrite`]), and the inline budget held until the answer is sent.
 
 use std::sync::Arc;
 
@@ -12,14 +14,18 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
+use futures::StreamExt;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
+use vidforge_core::{catalog, uri};
 use vidforge_http::auth::Principal;
 use vidforge_http::scope::{Need, Scopes};
 
+use crate::inline::{INLINE_WAIT, InlineBudget, InlineBusy, InlineGrant};
 use crate::refusal::{json_rpc_refusal, rpc_error_response};
 use crate::rewrite::{Rewrite, rewrite_response};
+use crate::streams::{LISTEN_GRACE, Stream, Streams};
 use crate::{capabilities, jsonrpc, legacy, tools};
 
 /// Largest `/mcp` request body accepted.
@@ -30,10 +36,12 @@ pub const MAX_MCP_BODY_BYTES: usize = 4 * 1024 * 1024;
 #[derive(Clone, Debug)]
 pub struct RequestedTaskIds(pub Vec<String>);
 
-/// What the wire layer needs: the legacy sessions, and the authenticator (for its scope
-/// challenges).
+/// What the wire layer needs: the legacy sessions, the node's stream and inline budgets, and
+/// the authenticator (for its scope challenges).
 pub(crate) struct Wire {
     pub(crate) sessions: legacy::LegacySessions,
+    pub(crate) streams: Arc<Streams>,
+    pub(crate) inline: Arc<InlineBudget>,
     pub(crate) auth: vidforge_http::auth::Auth,
 }
 
@@ -125,9 +133,31 @@ pub(crate) async fn wire_layer(
     if let Some(ids) = &task_ids {
         parts.extensions.insert(RequestedTaskIds(ids.clone()));
     }
+    // A read answered inline takes its bytes of the inline budget before it starts.
+    let inline = match inline_cost(&message) {
+        Some(bytes) => match wire
+            .inline
+            .take_within(&principal, bytes, INLINE_WAIT)
+            .await
+        {
+            Ok(grant) => Some(grant),
+            Err(busy) => return inline_refusal(busy, id),
+        },
+        None => None,
+    };
+    // A listen stream takes its place in the budget before it starts.
+    let stream = if message["method"] == "subscriptions/listen" {
+        match wire.streams.open(&principal, None) {
+            Ok(stream) => Some(stream),
+            Err(refused) => return refused.into_response(id),
+        }
+    } else {
+        None
+    };
     let response = next
         .run(Request::from_parts(parts, Body::from(bytes)))
         .await;
+    let response = held_to_budget(&wire.streams, stream, response);
     if opens_session
         && response.status().is_success()
         && let Some(opened) = session_id(response.headers())
@@ -139,7 +169,68 @@ pub(crate) async fn wire_layer(
         task_ids,
         server_info: !is_legacy,
     };
-    rewrite_response(response, rewrite).await
+    // A legacy resource read has nothing to rewrite: its answer (a blob, maybe megabytes)
+    // passes untouched rather than parsed and written again.
+    let untouched = is_legacy && message["method"] == "resources/read";
+    let response = if untouched {
+        response
+    } else {
+        rewrite_response(response, rewrite).await
+    };
+    match inline {
+        Some(grant) => held_until_sent(response, grant),
+        None => response,
+    }
+}
+
+/// The most a request may read into its answer inline (a watermark preview or a result as a
+/// `resources/read` blob, the MCP App's preview), or `None` for any other request.
+fn inline_cost(message: &Value) -> Option<u64> {
+    match message["method"].as_str()? {
+        "resources/read" => {
+            let uri = message["params"]["uri"].as_str()?;
+            let media =
+                uri::parse_preview_uri(uri).is_some() || uri::parse_video_uri(uri).is_some();
+            media.then_some(catalog::MAX_INLINE_RESOURCE_BYTES)
+        }
+        "tools/call" if message["params"]["name"] == crate::app::APP_PREVIEW => {
+            Some(catalog::MAX_VIEW_PREVIEW_BYTES)
+        }
+        _ => None,
+    }
+}
+
+/// The refusal of an inline read past its budget: `429` / `503` with `Retry-After`, the
+/// temporary envelope in the JSON-RPC error's `data`.
+fn inline_refusal(busy: InlineBusy, id: Value) -> Response {
+    let env = busy.envelope();
+    let status = match busy {
+        InlineBusy::Principal => StatusCode::TOO_MANY_REQUESTS,
+        InlineBusy::Node => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    let mut refusal = rpc_error_response(
+        status,
+        id,
+        rmcp::model::ErrorCode::INTERNAL_ERROR,
+        &env.message,
+        env.to_jsonrpc_data(),
+    );
+    if let Some(ms) = env.retry_after_ms
+        && let Ok(v) = HeaderValue::from_str(&ms.div_ceil(1000).max(1).to_string())
+    {
+        refusal.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    refusal
+}
+
+/// `response` holding `grant` until its body has been sent (or dropped).
+fn held_until_sent(response: Response, grant: InlineGrant) -> Response {
+    let (parts, body) = response.into_parts();
+    let data = body.into_data_stream().map(move |chunk| {
+        let _held = &grant;
+        chunk
+    });
+    Response::from_parts(parts, Body::from_stream(data))
 }
 
 /// A `GET` (the legacy server-message stream) or `DELETE` (end a legacy session): both need a
@@ -171,11 +262,11 @@ async fn session_request(
     }
     let is_delete = request.method() == Method::DELETE;
     // A GET is the session's server-message stream: one per session, bounded per principal
-    // and per node, ended with its session (`legacy_streams`).
+    // and per node, ended with its session or its lifetime (`streams`).
     let stream = if request.method() == Method::GET {
         match sessions.open_stream(&session, &principal) {
             Ok(stream) => Some(stream),
-            Err(refused) => return refused.into_response(),
+            Err(refused) => return refused.into_response(Value::Null),
         }
     } else {
         None
@@ -184,7 +275,7 @@ async fn session_request(
     if let Some(stream) = stream
         && response.status().is_success()
     {
-        return stream.attach(response, sessions.manager());
+        return sessions.attach_stream(stream, &session, response);
     }
     if is_delete && response.status().is_success() {
         sessions.ended(&session);
@@ -194,6 +285,29 @@ async fn session_request(
         *response.status_mut() = StatusCode::OK;
     }
     json_rpc_refusal(response, Value::Null).await
+}
+
+/// Whether `response` streams (server-sent events) rather than answering once.
+fn streams_events(response: &Response) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"))
+}
+
+/// `response` held to the stream budget as `stream` (reserved before it started: a listen)
+/// when it streams, ending after the streams' lifetime (a listen ends itself cleanly by then:
+/// [`LISTEN_GRACE`] more). Every other answer ends with its request (a legacy session's `POST`
+/// answered over SSE included), so it takes no place.
+fn held_to_budget(budget: &Streams, stream: Option<Stream>, response: Response) -> Response {
+    match stream {
+        Some(stream) if response.status().is_success() && streams_events(&response) => {
+            let lifetime = budget.limits().max_lifetime + LISTEN_GRACE;
+            stream.attach(response, lifetime, None)
+        }
+        _ => response,
+    }
 }
 
 /// The request body, at most [`MAX_MCP_BODY_BYTES`]; a stalled or larger one is refused.

@@ -225,7 +225,7 @@ pub fn run_render(args: RenderArgs) -> anyhow::Result<()> {
 
     if let Some(png) = &args.preview {
         let (w, h) = engine
-            .render_preview(&job, png)
+            .render_preview(&job, png, None)
             .with_context(|| format!("previewing {}", args.input.display()))?;
         println!("preview {w}x{h} written to {}", png.display());
         return Ok(());

@@ -39,8 +39,18 @@ pub const SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 pub const PROGRESS_PUBLISH_INTERVAL: Duration = Duration::from_millis(250);
 
 /// Largest result `resources/read` returns inline as a base64 blob; larger results are
-/// downloaded over HTTP.
-pub const MAX_INLINE_RESOURCE_BYTES: u64 = 64 * 1024 * 1024;
+/// downloaded over HTTP. (A 4k watermark preview of pure noise, the largest preview there is,
+/// is 24.9 MB.)
+pub const MAX_INLINE_RESOURCE_BYTES: u64 = 32 * 1024 * 1024;
+/// Bytes one principal's inline reads (`resources/read` blobs, the MCP App's preview) may
+/// hold at once: an answer costs a few times its bytes (the file, its base64, the JSON).
+pub const INLINE_BYTES_PER_PRINCIPAL: u64 = MAX_INLINE_RESOURCE_BYTES;
+/// Bytes every inline read on a node may hold at once.
+pub const INLINE_BYTES_PER_NODE: u64 = 2 * MAX_INLINE_RESOURCE_BYTES;
+/// The largest copy of a preview sized for a chat view (640 px of RGB, with room to spare).
+pub const MAX_VIEW_PREVIEW_BYTES: u64 = 2 * 1024 * 1024;
+/// `retry_after_ms` of an inline read refused for its budget.
+pub const INLINE_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// `server/discover` cache lifetime.
 pub const DISCOVER_TTL: Duration = Duration::from_secs(60 * 60);

@@ -103,7 +103,7 @@ fn asset_from_json(v: &Value, h: &Harness, principal: &str) -> AssetRecord {
 async fn auth_upload_download_ranges_and_expiry() {
     let s = start().await;
 
-    // Health is open; everything else needs a token.
+    // Health is open (liveness only); its details and everything else need a token.
     let r = s
         .client
         .get(format!("{}/healthz", s.base))
@@ -112,6 +112,17 @@ async fn auth_upload_download_ranges_and_expiry() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     let health: Value = r.json().await.unwrap();
+    assert_eq!(health, serde_json::json!({"status": "ok"}));
+    let health: Value = s
+        .client
+        .get(format!("{}/healthz", s.base))
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert!(
         health["fingerprint"]
             .as_str()

@@ -1,6 +1,6 @@
 //! Segment-parallel rendering (`fanout`) with a scripted engine: a split render's segments
-//! run on idle slots and join in order, a segment that fails is retried alone, one that keeps
-//! failing fails the render with the contract's code, cancel stops every segment, another
+//! run on idle slots and join in order, a segment that fails is retried alone, a split that
+//! cannot be finished or joined falls back to one pass, cancel stops every segment, another
 //! principal's render is not starved, a restart goes on with the segments already done, and
 //! nothing of the segments is left when the render ends. (The real media, the seams and the
 //! cluster: `media/tests/engine/segments.rs`, `tests/e2e/segments.rs`, `tests/e2e/cluster.rs`.)
@@ -13,6 +13,7 @@ use crate::common::{Harness, ScriptedRenderer, render_args};
 use serde_json::Value;
 use vidforge_core::catalog::ErrorCode;
 use vidforge_core::config::Config;
+use vidforge_core::engine::{EngineError, FailureKind};
 use vidforge_core::store::{Outcome, RenderRecord, RenderState, SegmentState};
 
 async fn create(h: &Harness, principal: &str, args: &Value) -> String {
@@ -108,8 +109,10 @@ async fn a_segment_that_fails_once_is_retried_alone() {
     assert_no_segments(&h, &id);
 }
 
+/// A split that cannot be finished (a segment fails for good) or joined is given up: the
+/// render runs in one pass, which decides its outcome, and nothing of the segments is left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_segment_that_keeps_failing_fails_the_render_after_its_attempts() {
+async fn a_split_that_cannot_be_finished_or_joined_falls_back_to_one_pass() {
     let h = Harness::start(splitting(40, 2, 4), |c| {
         slots(2)(c);
         c.segment_attempts = 2;
@@ -117,10 +120,38 @@ async fn a_segment_that_keeps_failing_fails_the_render_after_its_attempts() {
     h.renderer.segment_failures.lock().unwrap().insert(2, 99);
     let video = h.video("alice").await;
     let id = create(&h, "alice", &render_args(&video, None, None)).await;
+    let done = h.wait_state("alice", &id, RenderState::Succeeded).await;
+    assert!(output_of(&done).starts_with("scripted render of"));
+    assert_eq!(h.renderer.renders_started.load(Ordering::SeqCst), 1);
+    assert_eq!(h.renderer.joins.load(Ordering::SeqCst), 0);
+    assert_no_segments(&h, &id);
+
+    // Every segment done, but the join refuses them.
+    h.renderer.segment_failures.lock().unwrap().clear();
+    h.renderer.join_failures.store(1, Ordering::SeqCst);
+    let id = create(&h, "alice", &render_args(&video, None, None)).await;
+    let done = h.wait_state("alice", &id, RenderState::Succeeded).await;
+    assert!(output_of(&done).starts_with("scripted render of"));
+    assert_eq!(h.renderer.renders_started.load(Ordering::SeqCst), 2);
+    assert_eq!(h.renderer.joins.load(Ordering::SeqCst), 1);
+    assert_no_segments(&h, &id);
+    // And a render whose one pass fails too fails with that pass's code.
+    *h.renderer.fail_next.lock().unwrap() = Some(EngineError::new(
+        FailureKind::InvalidInput,
+        "truncated at 3.2 s",
+    ));
+    h.renderer.join_failures.store(1, Ordering::SeqCst);
+    let id = create(&h, "alice", &render_args(&video, None, None)).await;
     let failed = h.wait_state("alice", &id, RenderState::Failed).await;
     match &failed.outcome {
-        Some(Outcome::Error { code, .. }) => assert_eq!(*code, ErrorCode::RenderFailed),
-        other => panic!("expected render_failed: {other:?}"),
+        Some(Outcome::Error { code, reason, .. }) => {
+            assert_eq!(*code, ErrorCode::UnsupportedCodec);
+            assert!(
+                reason.as_deref().is_some_and(|r| r.contains("truncated")),
+                "{reason:?}"
+            );
+        }
+        other => panic!("expected the one pass's failure: {other:?}"),
     }
     assert_no_segments(&h, &id);
 }

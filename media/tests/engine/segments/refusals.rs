@@ -1,11 +1,15 @@
 //! The join's refusals: no segments, a missing, truncated, corrupt, misplaced or differently
-//! encoded one, and spans no frame lies in. A typed error each time, and no output file.
+//! encoded one, and spans no frame lies in. A typed error each time (`RenderFailed` for the
+//! segments: they are the engine's files, not the source), naming the segment, and no output
+//! file.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use vidforge_fixtures as fixtures;
-use vidforge_media::{ErrorKind, OutputFormat, RenderJob, RenderReport, Resolution, SegmentSpan};
+use vidforge_media::{
+    ErrorKind, OutputFormat, RenderJob, RenderReport, Resolution, SegmentFile, SegmentSpan,
+};
 
 use super::{FRAMES, join, plan, render_segments, source};
 use crate::common::{cpu, job, leftovers, tempdir};
@@ -40,32 +44,40 @@ fn bad_segments_are_refused_without_output() {
     let out = out_dir.join("joined.mp4");
     let fan_job = job(&src, &out, Resolution::P720, OutputFormat::Mp4);
     let files = render_segments(&engine, &fan_job, &spans, &seg_dir);
-    let try_join = |segs: &[PathBuf]| {
+    let try_join = |segs: &[SegmentFile]| {
         engine.join_segments(&fan_job, segs, &mut |_| {}, &AtomicBool::new(false))
     };
-    let kind = |segs: Vec<PathBuf>| refused(try_join(&segs), &out, &out_dir, &[]);
+    let kind = |segs: Vec<SegmentFile>| refused(try_join(&segs), &out, &out_dir, &[]);
+    // Segment 1's place holding `path`.
+    let in_place_of_1 = |path: PathBuf| {
+        let mut segs = files.clone();
+        segs[1].path = path;
+        segs
+    };
 
-    assert_eq!(kind(vec![]), ErrorKind::InvalidInput);
-    let missing = vec![files[0].clone(), seg_dir.join("nope.mp4"), files[2].clone()];
-    assert_eq!(kind(missing), ErrorKind::SourceNotFound);
-    let truncated = fixtures::truncated_copy(&seg_dir, &files[1], 0.6).expect("truncate");
+    assert_eq!(kind(vec![]), ErrorKind::RenderFailed);
     assert_eq!(
-        kind(vec![files[0].clone(), truncated, files[2].clone()]),
-        ErrorKind::InvalidInput
+        kind(in_place_of_1(seg_dir.join("nope.mp4"))),
+        ErrorKind::RenderFailed
     );
+    let truncated = fixtures::truncated_copy(&seg_dir, &files[1].path, 0.6).expect("truncate");
+    assert_eq!(kind(in_place_of_1(truncated)), ErrorKind::RenderFailed);
     let garbage = fixtures::garbage_file(&seg_dir, "mp4", 4096).expect("garbage");
+    assert_eq!(kind(in_place_of_1(garbage)), ErrorKind::RenderFailed);
+    // Out of order, repeated, and one left out: a segment does not start where its span does.
+    let mut swapped = files.clone();
+    swapped[0].path = files[1].path.clone();
+    swapped[1].path = files[0].path.clone();
+    let e = try_join(&swapped).expect_err("out of order");
+    assert_eq!(e.kind(), ErrorKind::RenderFailed);
+    assert!(e.to_string().contains("where its span starts"), "{e}");
     assert_eq!(
-        kind(vec![files[0].clone(), garbage, files[2].clone()]),
-        ErrorKind::InvalidInput
-    );
-    // Out of order, and one left out: the seams do not meet.
-    assert_eq!(
-        kind(vec![files[1].clone(), files[0].clone(), files[2].clone()]),
-        ErrorKind::InvalidInput
+        kind(in_place_of_1(files[0].path.clone())),
+        ErrorKind::RenderFailed
     );
     assert_eq!(
         kind(vec![files[0].clone(), files[2].clone()]),
-        ErrorKind::InvalidInput
+        ErrorKind::RenderFailed
     );
     // A segment encoded otherwise (VP9, not H.264).
     let vp9_job = RenderJob {
@@ -74,12 +86,12 @@ fn bad_segments_are_refused_without_output() {
     };
     let other = render_segments(&engine, &vp9_job, &spans[1..2], &out_dir).remove(0);
     let e = refused(
-        try_join(&[files[0].clone(), other.clone(), files[2].clone()]),
+        try_join(&in_place_of_1(other.path.clone())),
         &out,
         &out_dir,
-        &[&other],
+        &[&other.path],
     );
-    assert_eq!(e, ErrorKind::InvalidInput);
+    assert_eq!(e, ErrorKind::RenderFailed);
 
     // A span past the source's end, and one that ends before it starts.
     let past = SegmentSpan {
@@ -107,7 +119,7 @@ fn bad_segments_are_refused_without_output() {
             &AtomicBool::new(false),
         );
         assert_eq!(r.expect_err("past the end").kind(), ErrorKind::InvalidInput);
-        assert!(leftovers(&out_dir, &[&other]).is_empty());
+        assert!(leftovers(&out_dir, &[&other.path]).is_empty());
     }
     // And the good ones still join.
     assert_eq!(join(&engine, &fan_job, &files).frames, FRAMES);

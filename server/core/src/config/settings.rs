@@ -51,6 +51,9 @@ pub const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(2 * 3600)
 /// Default [`Config::session_max_age`].
 pub const DEFAULT_SESSION_MAX_AGE: Duration = Duration::from_secs(12 * 3600);
 
+/// Default [`Config::stream_max_lifetime`].
+pub const DEFAULT_STREAM_MAX_LIFETIME: Duration = Duration::from_secs(10 * 60);
+
 /// Default [`Config::legacy_session_idle_timeout`].
 pub const DEFAULT_LEGACY_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// Default [`Config::max_legacy_sessions`].
@@ -250,6 +253,14 @@ declare_settings! {
     max_connections: usize = 1024, Plain<usize>,
         help: "Connections served at once; more wait until one closes.",
         flag(long, env = "VIDFORGE_MAX_CONNECTIONS"): Option<usize>;
+    /// The longest an answer that streams (a `subscriptions/listen` stream, a legacy
+    /// session's `GET` stream) stays open: a listen then ends cleanly with its final result
+    /// and a legacy stream ends; the client listens or connects again. Such streams are also
+    /// bounded per principal (`max_connections / 16`) and per node (`max_connections / 4`), so
+    /// they never take the connections other principals and `/healthz` need.
+    stream_max_lifetime: Duration = DEFAULT_STREAM_MAX_LIFETIME, Dur,
+        help: "Longest a subscriptions/listen or legacy GET stream stays open before it ends cleanly (the client listens again), e.g. 10m.",
+        flag(long, env = "VIDFORGE_STREAM_MAX_LIFETIME"): Option<String>;
     /// Uploads served at once (`None`: [`DEFAULT_MAX_CONCURRENT_UPLOADS`], at most half of
     /// `max_connections`; see [`Config::upload_slots`]). Further uploads are refused at once,
     /// unread: `503` `uploads_busy`. At most half of `max_connections`, so uploads alone never

@@ -145,6 +145,9 @@ impl Config {
         if self.oauth_browser_client_id.is_some() && self.oauth_issuers.is_empty() {
             return bad("oauth_browser_client_id", "needs an oauth_issuers entry");
         }
+        if self.stream_max_lifetime < Duration::from_secs(1) {
+            return bad("stream_max_lifetime", "must be at least 1s");
+        }
         if self.legacy_session_idle_timeout < Duration::from_secs(1) {
             return bad("legacy_session_idle_timeout", "must be at least 1s");
         }

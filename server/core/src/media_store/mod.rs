@@ -183,25 +183,27 @@ impl MediaStore {
         }
     }
 
-    /// A short-lived presigned link (`presigned_url_ttl`) on stored media, signed for `HEAD`
-    /// or `GET`; `None` when it is a local file (served by this server).
+    /// A short-lived presigned link on stored media, signed for `HEAD` or `GET`, and how long
+    /// it lives: `presigned_url_ttl`, or `within` when that is shorter (a link handed out
+    /// under a shorter promise never outlives it); `None` when it is a local file (served by
+    /// this server).
     pub async fn presigned(
         &self,
         stored: &Path,
         head: bool,
-    ) -> Result<Option<String>, ServiceError> {
+        within: Option<Duration>,
+    ) -> Result<Option<(String, Duration)>, ServiceError> {
         match (&self.object, object_name(stored)) {
             (Some(object), Some(rel)) => {
                 let (o, rel) = (object.clone(), rel.to_path_buf());
+                let ttl = within.map_or(o.presign_ttl(), |w| w.min(o.presign_ttl()));
                 // Signing is local: a link made says nothing of the bucket's health.
-                blocking(
-                    move || match o.backend().presign(&rel, head, o.presign_ttl()) {
-                        Ok(url) => Ok(url),
-                        Err(e) => o.outcome(Err(e)),
-                    },
-                )
+                blocking(move || match o.backend().presign(&rel, head, ttl) {
+                    Ok(url) => Ok(url),
+                    Err(e) => o.outcome(Err(e)),
+                })
                 .await
-                .map(Some)
+                .map(|url| Some((url, ttl)))
             }
             _ => Ok(None),
         }

@@ -302,7 +302,7 @@ pub(super) fn decide_blocking(
         return Err(ServiceError::ApprovalNotPending { state: rec.state });
     };
     let params_hash = watermark_params_hash(&watermark);
-    let note = note.map(|n| n.trim().to_string()).filter(|n| !n.is_empty());
+    let note = note.as_deref().and_then(crate::args::clean_note);
     let updated = decisions::decide(shared, id, approved, note.as_deref(), &params_hash)?;
     if updated.written {
         tracing::info!(render_id = %id, approved, "watermark decision recorded");

@@ -25,7 +25,7 @@ use crate::shared::Shared;
 use crate::store::{ProgressSnapshot, RenderRecord, RenderState};
 use crate::sync::lock;
 use crate::transitions::speculative::Stop;
-use crate::uri::PREVIEW_FILE_NAME;
+use crate::uri::{PREVIEW_FILE_NAME, VIEW_PREVIEW_FILE_NAME};
 use finish::{
     finish_cancelled, finish_error, finish_media_error, finish_stopped, finish_succeeded,
 };
@@ -315,9 +315,10 @@ fn run_preview(shared: &Shared, rec: &RenderRecord, plan: &RenderPlan) -> Result
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     let png = dir.join(PREVIEW_FILE_NAME);
+    let view = dir.join(VIEW_PREVIEW_FILE_NAME);
     let started = Instant::now();
     let result = catch_unwind(AssertUnwindSafe(|| {
-        shared.renderer.render_preview(plan, &png)
+        shared.renderer.render_preview(plan, &png, &view)
     }))
     .unwrap_or_else(|_| {
         Err(EngineError::new(
@@ -326,7 +327,12 @@ fn run_preview(shared: &Shared, rec: &RenderRecord, plan: &RenderPlan) -> Result
         ))
     });
     let stop = || shared.pool.stopping();
-    let result = result.map(|size| (size, shared.media.store.publish_blocking(&png, &stop)));
+    // The view's copy first: the record names the full preview, published last.
+    let publish = || {
+        shared.media.store.publish_blocking(&view, &stop)?;
+        shared.media.store.publish_blocking(&png, &stop)
+    };
+    let result = result.map(|size| (size, publish()));
     match result {
         Ok((_, Err(e))) => {
             let _ = std::fs::remove_dir_all(&dir);

@@ -43,6 +43,18 @@ pub(super) enum Outcome {
     Stopped,
 }
 
+/// The span of the source `seg` covers, as the engine takes it.
+pub(super) fn span_of(seg: &SegmentRecord) -> SegmentSpan {
+    SegmentSpan {
+        index: seg.index,
+        start_pts: seg.start_pts,
+        end_pts: seg.end_pts,
+        start_seconds: seg.start_seconds,
+        end_seconds: seg.end_seconds,
+        frames: seg.frames,
+    }
+}
+
 /// Claims a segment for this node under a lease of `lease_ttl`, within the retry budget
 /// (`segment_attempts`): of `only_render` when given (its coordinator), else of any render.
 pub(super) fn claim_for(
@@ -126,14 +138,7 @@ pub(super) fn run(
         );
         return Outcome::Failed;
     }
-    let span = SegmentSpan {
-        index: seg.index,
-        start_pts: seg.start_pts,
-        end_pts: seg.end_pts,
-        start_seconds: seg.start_seconds,
-        end_seconds: seg.end_seconds,
-        frames: seg.frames,
-    };
+    let span = span_of(seg);
     let started = Instant::now();
     let mut watch = Watch::new(shared, seg, render_cancel, &cancel);
     let mut progress = |p: EngineProgress| {

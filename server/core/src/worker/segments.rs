@@ -12,23 +12,26 @@
 //!   of the source encoded once over the whole duration, so no seam can click or gap.
 //! - **One render.** Clients see one render whose progress counts every segment's frames;
 //!   work estimates and budgets count the render once.
-//! - **Failures.** A segment that fails is retried on its own; after `segment_attempts` the
-//!   render fails. A coordinator that dies leaves the segments in the store: whoever takes
-//!   the render over (another node, or this one after a restart) goes on with them, and a
-//!   speculative render that gave its slot up leaves its finished segments for the approved
+//! - **Failures.** A segment that fails is retried on its own. A split that cannot be
+//!   finished (a segment failed `segment_attempts` times) or joined (a segment does not start
+//!   where its span does, or holds other frames) is given up: its segments go and the render
+//!   runs in one pass, which decides its outcome, so whether a render was split never decides
+//!   whether it succeeds. A coordinator that dies leaves the segments in the store: whoever
+//!   takes the render over (another node, or this one after a restart) goes on with them, and
+//!   a speculative render that gave its slot up leaves its finished segments for the approved
 //!   render to join.
 //! - **Cleanup.** The segments' files (`segments/<id>/`, locally or in the bucket) and
 //!   records go when the render ends, whatever its outcome; the sweeper removes those of
 //!   renders that ended while nobody coordinated them.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::segment_work::{self, Outcome};
 use crate::config::Fanout;
 use crate::engine::{
-    EngineError, EngineProgress, EngineReport, FailureKind, QualityReport, RenderPlan,
+    EngineError, EngineProgress, EngineReport, FailureKind, QualityReport, RenderPlan, SegmentFile,
     SegmentQuality,
 };
 use crate::shared::Shared;
@@ -52,13 +55,22 @@ pub(super) fn render(
     let result = coordinate(shared, rec, plan, segments, progress, cancel);
     let ended = match &result {
         Err(e) if e.kind == FailureKind::Cancelled => render_ended(shared, &rec.id),
-        // Done (the output is written), or failed for good.
+        // Done (the output is written), or failed: given up for one pass.
         _ => true,
     };
-    if ended && !shared.pool.is_lost(&rec.id) {
-        remove(shared, &rec.id);
+    if shared.pool.is_lost(&rec.id) || !ended {
+        return result;
     }
-    result
+    remove(shared, &rec.id);
+    let stopped = shared.pool.stopping() || cancel.load(Ordering::SeqCst);
+    match result {
+        Err(e) if e.kind != FailureKind::Cancelled && !stopped => {
+            tracing::warn!(render_id = %rec.id, error = %e, "the split render cannot be finished; rendering it in one pass");
+            crate::telemetry::split_given_up();
+            shared.renderer.render(plan, progress, cancel)
+        }
+        result => result,
+    }
 }
 
 /// The render's segments: those stored before (a takeover, or a speculative render's
@@ -226,7 +238,7 @@ fn join(
                     format!("segment {} is done but names no file", s.index + 1),
                 )
             })?;
-            shared
+            let path = shared
                 .media
                 .store
                 .local_copy_blocking(Path::new(stored), &stop)
@@ -235,9 +247,13 @@ fn join(
                         FailureKind::RenderFailed,
                         format!("cannot fetch segment {}: {e}", s.index + 1),
                     )
-                })
+                })?;
+            Ok(SegmentFile {
+                path,
+                span: segment_work::span_of(s),
+            })
         })
-        .collect::<Result<Vec<PathBuf>, EngineError>>()?;
+        .collect::<Result<Vec<SegmentFile>, EngineError>>()?;
     let started = std::time::Instant::now();
     let mut report = shared
         .renderer

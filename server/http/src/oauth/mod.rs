@@ -106,9 +106,7 @@ pub const MAX_SUBJECT_CHARS: usize = 255;
 pub fn acceptable_subject(sub: &str) -> bool {
     !sub.is_empty()
         && sub.chars().count() <= MAX_SUBJECT_CHARS
-        && !sub.chars().any(|c| {
-            c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-        })
+        && !sub.chars().any(vidforge_core::args::is_unsafe_char)
 }
 
 /// The claims vidforge reads (the rest are checked by [`Validation`] or ignored).

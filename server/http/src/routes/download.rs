@@ -2,6 +2,7 @@
 //! or a redirect to a presigned link into the bucket.
 
 use std::path::Path;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{Extension, Path as UrlPath, Request, State};
@@ -26,7 +27,8 @@ pub(super) async fn download(
 ) -> Response {
     match service.resolve_result(principal.as_str(), &id) {
         Ok(r) if r.file_name == file => {
-            serve_media(&service, &r.path, &r.mime_type, Some(&r.file_name), request).await
+            let file = Served::download(&r.path, &r.mime_type, Some(&r.file_name));
+            serve_media(&service, file, request).await
         }
         Ok(_) => service_error(&ServiceError::NotFound),
         Err(e @ ServiceError::ResultExpired { .. }) => expired(&service, &principal, &id, &e),
@@ -45,7 +47,14 @@ pub(super) async fn preview(
         return service_error(&ServiceError::NotFound);
     }
     match service.preview_path(principal.as_str(), &id) {
-        Ok((_, path)) => serve_media(&service, &path, "image/png", None, request).await,
+        Ok((_, path)) => {
+            serve_media(
+                &service,
+                Served::download(&path, "image/png", None),
+                request,
+            )
+            .await
+        }
         Err(e @ ServiceError::ResultExpired { .. }) => expired(&service, &principal, &id, &e),
         Err(e) => service_error(&e),
     }
@@ -63,23 +72,52 @@ fn expired(service: &RenderService, principal: &Principal, id: &str, e: &Service
     error_response(StatusCode::GONE, &env)
 }
 
+/// What [`serve_media`] serves: stored media, its type and download name, and how long the
+/// answer may be used (a presigned link's lifetime and `Cache-Control`'s `max-age`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Served<'a> {
+    pub stored: &'a Path,
+    pub mime: &'a str,
+    pub download_name: Option<&'a str>,
+    /// `None`: a download's (`presigned_url_ttl`; results do not change while they exist:
+    /// [`CACHE_MAX_AGE`]).
+    pub lifetime: Option<Duration>,
+}
+
+impl<'a> Served<'a> {
+    /// A download with its credentials: the default lifetimes.
+    pub fn download(stored: &'a Path, mime: &'a str, download_name: Option<&'a str>) -> Self {
+        Served {
+            stored,
+            mime,
+            download_name,
+            lifetime: None,
+        }
+    }
+}
+
 /// Serves stored media to its owner (already checked): a local file itself
 /// ([`serve_file`]); an object in the bucket by a `307` to a short-lived presigned link for
 /// the request's method (`GET` or `HEAD`), so `Range`, conditionals and the bytes come from
 /// the object store. The redirect itself is never cached (the link expires) and carries no
 /// credential of the client's: a client drops its `Authorization` on the way to another
-/// origin.
+/// origin. Neither the link nor the file's `Cache-Control` outlives `file.lifetime`.
 pub(crate) async fn serve_media(
     service: &RenderService,
-    stored: &Path,
-    mime: &str,
-    download_name: Option<&str>,
+    file: Served<'_>,
     request: Request,
 ) -> Response {
     let head = request.method() == axum::http::Method::HEAD;
-    match service.media().presigned(stored, head).await {
-        Ok(None) => serve_file(stored, mime, download_name, request).await,
-        Ok(Some(url)) => match HeaderValue::from_str(&url) {
+    match service
+        .media()
+        .presigned(file.stored, head, file.lifetime)
+        .await
+    {
+        Ok(None) => {
+            let max_age = file.lifetime.unwrap_or(CACHE_MAX_AGE);
+            serve_file(file.stored, file.mime, file.download_name, max_age, request).await
+        }
+        Ok(Some((url, _))) => match HeaderValue::from_str(&url) {
             Ok(location) => {
                 let mut r = StatusCode::TEMPORARY_REDIRECT.into_response();
                 let h = r.headers_mut();
@@ -111,6 +149,7 @@ pub async fn serve_file(
     path: &Path,
     mime: &str,
     download_name: Option<&str>,
+    max_age: Duration,
     mut request: Request,
 ) -> Response {
     let headers = request.headers_mut();
@@ -150,10 +189,10 @@ pub async fn serve_file(
         StatusCode::NOT_FOUND => return service_error(&ServiceError::NotFound),
         StatusCode::OK | StatusCode::PARTIAL_CONTENT | StatusCode::NOT_MODIFIED => {
             let h = &mut parts.headers;
-            h.insert(
-                header::CACHE_CONTROL,
-                HeaderValue::from_static(CACHE_CONTROL),
-            );
+            let cache = format!("private, max-age={}", max_age.as_secs());
+            if let Ok(v) = HeaderValue::from_str(&cache) {
+                h.insert(header::CACHE_CONTROL, v);
+            }
             if h.contains_key(header::CONTENT_TYPE) {
                 let content_type = HeaderValue::from_str(mime)
                     .unwrap_or_else(|_| HeaderValue::from_static("application/octet-stream"));
@@ -173,5 +212,6 @@ pub async fn serve_file(
 
 /// Read size per body chunk.
 const CHUNK_BYTES: usize = 256 * 1024;
-/// Results are private to their principal and do not change while they exist.
-const CACHE_CONTROL: &str = "private, max-age=3600";
+/// Results are private to their principal and do not change while they exist: cached
+/// (`private`) this long.
+pub const CACHE_MAX_AGE: Duration = Duration::from_secs(3600);

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use vidforge_core::catalog::{self, ErrorCode};
 use vidforge_core::clock::rfc3339;
+use vidforge_core::error::ServiceError;
 use vidforge_core::store::RenderState;
 use vidforge_http::envelope::Envelope;
 use vidforge_http::playback::LINK_TTL;
@@ -52,17 +53,9 @@ impl VidforgeMcp {
             .value(id);
             return tool_error(env);
         }
-        let path = match service.preview_path(principal, id) {
-            Ok((_, path)) => path,
-            Err(e) => return tool_error(service_envelope(&e, Some(id))),
-        };
-        let bytes = match service
-            .media()
-            .read(&path, catalog::MAX_INLINE_RESOURCE_BYTES)
-            .await
-        {
+        let bytes = match self.view_preview(principal, id).await {
             Ok(bytes) => bytes,
-            Err(e) => return tool_error(service_envelope(&e, Some(id))),
+            Err(env) => return tool_error(*env),
         };
         use base64::Engine as _;
         let image = format!(
@@ -93,21 +86,59 @@ impl VidforgeMcp {
         )
     }
 
+    /// The preview's copy sized for a chat view (at most [`catalog::MAX_VIEW_PREVIEW_BYTES`]:
+    /// what the wire layer reserved of the inline budget for this call); a preview made
+    /// before such copies were is read whole when it is as small, else it is not inlined
+    /// (`result_too_large_to_inline`, with its download link).
+    async fn view_preview(&self, principal: &str, id: &str) -> Result<Vec<u8>, Box<Envelope>> {
+        let service = &self.shared.service;
+        let envelope = |e: ServiceError| Box::new(service_envelope(&e, Some(id)));
+        let max = catalog::MAX_VIEW_PREVIEW_BYTES;
+        let view = service.view_preview_path(principal, id).map_err(envelope)?;
+        if let Ok(bytes) = service.media().read(&view, max).await {
+            return Ok(bytes);
+        }
+        let (_, full) = service.preview_path(principal, id).map_err(envelope)?;
+        service.media().read(&full, max).await.map_err(|_| {
+            let link = self.shared.presenter.preview_url(id);
+            Box::new(
+                Envelope::new(
+                    ErrorCode::ResultTooLargeToInline,
+                    "This preview is too large to inline; download it over HTTP (details.download_url).",
+                )
+                .field("render_id")
+                .value(id)
+                .detail("download_url", json!(link)),
+            )
+        })
+    }
+
     async fn app_playback(&self, principal: &str, id: &str) -> Result<CallToolResponse, McpError> {
         let service = &self.shared.service;
         let found = match service.resolve_result(principal, id) {
             Ok(found) => found,
             Err(e) => return tool_error(service_envelope(&e, Some(id))),
         };
-        let expires_ms = service.clock().now_ms() + LINK_TTL.as_millis() as u64;
-        let url = match service.media().presigned(&found.path, false).await {
-            Ok(Some(presigned)) => presigned,
-            Ok(None) => self
-                .shared
-                .app
-                .links
-                .link(id, &found.file_name, principal, expires_ms / 1000)
-                .map_err(internal)?,
+        let now_ms = service.clock().now_ms();
+        // One lifetime for the link, `expires_at` and what the tool says: the bucket's link is
+        // signed for no longer than a playback link lives.
+        let (url, expires_ms) = match service
+            .media()
+            .presigned(&found.path, false, Some(LINK_TTL))
+            .await
+        {
+            Ok(Some((presigned, ttl))) => (presigned, now_ms + ttl.as_millis() as u64),
+            Ok(None) => {
+                // Whole seconds: the link states its expiry in them.
+                let expires_ms = (now_ms + LINK_TTL.as_millis() as u64) / 1000 * 1000;
+                let link = self
+                    .shared
+                    .app
+                    .links
+                    .link(id, &found.file_name, principal, expires_ms / 1000)
+                    .map_err(internal)?;
+                (link, expires_ms)
+            }
             Err(e) => return tool_error(service_envelope(&e, Some(id))),
         };
         tool_ok(

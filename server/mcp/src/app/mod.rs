@@ -11,8 +11,9 @@
 //!   public origin (and the bucket's, where presigned links point): the only origin the
 //!   player may load from.
 //! - App-only tools (`_meta.ui.visibility: ["app"]`, hidden from the model by the host):
-//!   [`APP_PREVIEW`] (the preview PNG as a data URI and the settings) and [`APP_PLAYBACK`] (a
-//!   signed ten-minute link, [`vidforge_http::playback`], or the bucket's presigned link). Both
+//!   [`APP_PREVIEW`] (the preview's copy sized for a chat view, a PNG of at most 640 px a side,
+//!   as a data URI, and the settings) and [`APP_PLAYBACK`] (a signed ten-minute link,
+//!   [`vidforge_http::playback`], or the bucket's presigned link signed for as long). Both
 //!   answer for the caller's own renders only, like every other tool. The decision itself goes
 //!   through `vidforge_approve_watermark`, under the same authorization and replay rules.
 
@@ -159,7 +160,7 @@ pub fn app_tools(lifetimes: &Lifetimes) -> Vec<Value> {
         json!({
             "name": APP_PREVIEW,
             "title": "Watermark preview (view only)",
-            "description": "For the vidforge view: the watermark preview of one of your renders as a data: URI, with its settings, while it awaits approval.",
+            "description": "For the vidforge view: the watermark preview of one of your renders, sized for a chat view (at most 640 px a side), as a data: URI, with its settings, while it awaits approval.",
             "inputSchema": input,
             "annotations": { "readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false },
             "_meta": { "ui": ui, "com.vidforge/errors": errors(&[ErrorCode::RenderNotFound, ErrorCode::ApprovalNotPending, ErrorCode::InvalidArguments]) }
@@ -167,7 +168,7 @@ pub fn app_tools(lifetimes: &Lifetimes) -> Vec<Value> {
         json!({
             "name": APP_PLAYBACK,
             "title": "Playback link (view only)",
-            "description": format!("For the vidforge view: a link to one of your finished videos that plays without credentials for {}.", catalog::human_duration(vidforge_http::playback::LINK_TTL)),
+            "description": format!("For the vidforge view: a link to one of your finished videos that plays without credentials for {} (until its expires_at).", catalog::human_duration(vidforge_http::playback::LINK_TTL)),
             "inputSchema": input,
             "annotations": { "readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false },
             "_meta": { "ui": ui, "com.vidforge/errors": errors(&[ErrorCode::RenderNotFound, ErrorCode::ResultExpired, ErrorCode::InvalidArguments]) }

@@ -170,6 +170,11 @@ impl Presenter {
         uri::download_url(&self.base_url, &rec.id, rec.args.output_format)
     }
 
+    /// The HTTP link of a render's watermark preview.
+    pub fn preview_url(&self, id: &str) -> String {
+        format!("{}{}", self.base_url, uri::preview_http_path(id))
+    }
+
     /// The inline `CallToolResult` of a terminal-success or tool-error render (`None` before
     /// that, and for cancelled renders).
     pub fn terminal_tool_result(&self, rec: &RenderRecord) -> Option<CallToolResult> {

@@ -14,7 +14,7 @@ use vidforge_core::clock::OffsetClock;
 use vidforge_core::config::Config;
 use vidforge_core::engine::{
     EngineError, EngineProgress, EngineReport, EngineSegmentReport, FailureKind, QualityReport,
-    RenderPlan, Renderer, SegmentSpan,
+    RenderPlan, Renderer, SegmentFile, SegmentSpan,
 };
 use vidforge_core::media_backend::MediaProber;
 use vidforge_core::service::{RenderService, ServiceParts};
@@ -53,6 +53,8 @@ pub struct ScriptedRenderer {
     pub segment_failures: Mutex<HashMap<u32, u32>>,
     pub segments_started: AtomicUsize,
     pub joins: AtomicUsize,
+    /// Joins that fail before one succeeds (a split that cannot be joined).
+    pub join_failures: AtomicU32,
 }
 
 impl ScriptedRenderer {
@@ -69,6 +71,7 @@ impl ScriptedRenderer {
             segment_failures: Mutex::new(HashMap::new()),
             segments_started: AtomicUsize::new(0),
             joins: AtomicUsize::new(0),
+            join_failures: AtomicU32::new(0),
         })
     }
 
@@ -255,14 +258,23 @@ impl Renderer for ScriptedRenderer {
     fn join_segments(
         &self,
         plan: &RenderPlan,
-        segments: &[PathBuf],
+        segments: &[SegmentFile],
         _progress: &mut dyn FnMut(EngineProgress),
         _cancel: &AtomicBool,
     ) -> Result<EngineReport, EngineError> {
         self.joins.fetch_add(1, Ordering::SeqCst);
+        let failing = self
+            .join_failures
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        if failing.is_ok() {
+            return Err(EngineError::new(
+                FailureKind::RenderFailed,
+                "scripted join failure: segment 1 starts at 2.000 s, where its span starts at 1.000 s",
+            ));
+        }
         let mut body = String::new();
         for s in segments {
-            body += &std::fs::read_to_string(s)
+            body += &std::fs::read_to_string(&s.path)
                 .map_err(|e| EngineError::new(FailureKind::RenderFailed, e.to_string()))?;
         }
         std::fs::write(&plan.output, &body)
@@ -285,7 +297,12 @@ impl Renderer for ScriptedRenderer {
         })
     }
 
-    fn render_preview(&self, plan: &RenderPlan, png_out: &Path) -> Result<(u32, u32), EngineError> {
+    fn render_preview(
+        &self,
+        plan: &RenderPlan,
+        png_out: &Path,
+        view_out: &Path,
+    ) -> Result<(u32, u32), EngineError> {
         self.previews.fetch_add(1, Ordering::SeqCst);
         if !plan.input.is_file() {
             return Err(EngineError::new(
@@ -296,7 +313,8 @@ impl Renderer for ScriptedRenderer {
         let dir = png_out.parent().expect("preview has a parent dir");
         let made = fixtures::watermark_png(dir, 32, 18, [10, 200, 30, 255])
             .map_err(|e| EngineError::new(FailureKind::RenderFailed, e.to_string()))?;
-        std::fs::rename(made, png_out)
+        std::fs::copy(&made, view_out)
+            .and_then(|_| std::fs::rename(made, png_out))
             .map_err(|e| EngineError::new(FailureKind::RenderFailed, e.to_string()))?;
         Ok((32, 18))
     }
