@@ -361,6 +361,21 @@ fn row(
     }
 }
 
+/// The server's render threads run at nice [`RENDER_NICE`] (its `render_nice` default, so its
+/// front answers first); the peers run there too, so that whatever else the machine runs
+/// weighs on both alike.
+const RENDER_NICE: &str = "10";
+
+/// `cmd` run under `nice -n` [`RENDER_NICE`].
+fn at_render_priority(cmd: Command) -> Command {
+    let mut niced = Command::new("nice");
+    niced
+        .args(["-n", RENDER_NICE])
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    niced
+}
+
 /// `n` peer processes on the job at once; the wall time until the last one ends.
 fn peers_at_once(
     peer: Peer,
@@ -384,7 +399,10 @@ fn peers_at_once(
             format: OutputFormat::Mp4,
             logo,
         };
-        children.push((spawn(&mut peer_cmd(peer, &job)?, &log)?, log));
+        children.push((
+            spawn(&mut at_render_priority(peer_cmd(peer, &job)?), &log)?,
+            log,
+        ));
     }
     for (child, log) in children {
         wait_rss(child, &log)?;
