@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use vidforge_media::synthetic::{self, ClipSpec};
 
-use crate::load::{ServerChild, call};
+use crate::load::{ServerChild, approve, call, create_watermarked};
 use crate::measure::median;
 use crate::report::cpu_model;
 
@@ -227,33 +227,12 @@ async fn one_run(
     think: Duration,
 ) -> anyhow::Result<Waits> {
     let created_at = Instant::now();
-    let created = call(
-        client,
-        base,
-        1,
-        "tools/call",
-        json!({"name": "vidforge_render_video", "arguments": {
-            "source_asset_uri": clip, "output_format": "mp4", "resolution": res,
-            "watermark": {"image_asset_uri": logo, "position": "bottom_right", "opacity": 0.6}}}),
-    )
-    .await?;
-    let task = created["taskId"]
-        .as_str()
-        .context("the render call answered without a task")?
-        .to_string();
+    let task = create_watermarked(client, base, clip, logo, res).await?;
     wait_for(client, base, &task, "input_required").await?;
     let preview = created_at.elapsed();
     tokio::time::sleep(think).await;
     let approved_at = Instant::now();
-    let decided = call(
-        client,
-        base,
-        2,
-        "tools/call",
-        json!({"name": "vidforge_approve_watermark",
-            "arguments": {"render_id": task, "approved": true}}),
-    )
-    .await?;
+    let decided = approve(client, base, &task).await?;
     let ready_at_approval = decided["structuredContent"]["state"] == "succeeded";
     wait_for(client, base, &task, "completed").await?;
     Ok(Waits {

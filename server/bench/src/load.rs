@@ -288,6 +288,49 @@ pub(crate) async fn call(
     Ok(body["result"].clone())
 }
 
+/// Creates a watermarked mp4 render of `clip` at `res` with `logo` (bottom right, the bench's
+/// opacity), as an agent does; the task's id.
+pub(crate) async fn create_watermarked(
+    client: &reqwest::Client,
+    base: &str,
+    clip: &str,
+    logo: &str,
+    res: &str,
+) -> anyhow::Result<String> {
+    let created = call(
+        client,
+        base,
+        1,
+        "tools/call",
+        json!({"name": "vidforge_render_video", "arguments": {
+            "source_asset_uri": clip, "output_format": "mp4", "resolution": res,
+            "watermark": {"image_asset_uri": logo, "position": "bottom_right",
+                "opacity": crate::OPACITY}}}),
+    )
+    .await?;
+    created["taskId"]
+        .as_str()
+        .map(String::from)
+        .context("the render call answered without a task")
+}
+
+/// Approves the watermark of render `task`, as the person does; the tool's result.
+pub(crate) async fn approve(
+    client: &reqwest::Client,
+    base: &str,
+    task: &str,
+) -> anyhow::Result<Value> {
+    call(
+        client,
+        base,
+        2,
+        "tools/call",
+        json!({"name": "vidforge_approve_watermark",
+            "arguments": {"render_id": task, "approved": true}}),
+    )
+    .await
+}
+
 async fn start_render(
     client: &reqwest::Client,
     base: &str,

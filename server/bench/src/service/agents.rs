@@ -8,8 +8,7 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use vidforge_media::Resolution;
 
-use crate::OPACITY;
-use crate::load::call;
+use crate::load::{approve, call, create_watermarked};
 
 /// How often the agents' side asks for a task's state.
 const POLL: Duration = Duration::from_millis(50);
@@ -64,20 +63,7 @@ async fn one_render(
     res: Resolution,
 ) -> anyhow::Result<(Times, Value)> {
     let t = Instant::now();
-    let created = call(
-        client,
-        base,
-        1,
-        "tools/call",
-        json!({"name": "vidforge_render_video", "arguments": {
-            "source_asset_uri": clip, "output_format": "mp4", "resolution": res.as_str(),
-            "watermark": {"image_asset_uri": wm, "position": "bottom_right", "opacity": OPACITY}}}),
-    )
-    .await?;
-    let task = created["taskId"]
-        .as_str()
-        .context("the render call answered without a task")?
-        .to_string();
+    let task = create_watermarked(client, base, clip, wm, res.as_str()).await?;
     let deadline = Instant::now() + RENDER_LIMIT;
     let mut preview = None;
     loop {
@@ -93,15 +79,7 @@ async fn one_render(
             }
             Some("input_required") if preview.is_none() => {
                 preview = Some(t.elapsed().as_secs_f64());
-                call(
-                    client,
-                    base,
-                    3,
-                    "tools/call",
-                    json!({"name": "vidforge_approve_watermark",
-                        "arguments": {"render_id": task, "approved": true}}),
-                )
-                .await?;
+                approve(client, base, &task).await?;
             }
             Some("failed" | "cancelled") => bail!("the task ended {}: {got}", got["status"]),
             _ => {}
