@@ -186,6 +186,26 @@ impl RenderService {
             .collect())
     }
 
+    /// The newest `limit` renders of `principal` whose result is still kept (tombstones left
+    /// out), newest first: what `resources/list` offers. Reads that principal's index, so it
+    /// costs the `limit` records read whatever the store keeps (a tombstone among the newest
+    /// `limit` still takes a place: results expire oldest first, so there are none in
+    /// practice).
+    pub fn listed_renders(
+        &self,
+        principal: &str,
+        limit: usize,
+    ) -> Result<Vec<RenderRecord>, ServiceError> {
+        Ok(self
+            .shared
+            .ledger
+            .store
+            .recent_renders(Some(principal), limit)?
+            .into_iter()
+            .filter(|r| !r.result_deleted)
+            .collect())
+    }
+
     /// How busy this service is now: unfinished renders by state (from the in-memory index,
     /// which in cluster mode follows the whole cluster), and this node's busy workers.
     pub fn load_snapshot(&self) -> LoadSnapshot {

@@ -109,6 +109,7 @@ async fn migrate_on(client: &mut Client) -> Result<(), StoreError> {
         );
     }
     record_legacy(client).await?;
+    super::indexes::ensure(client).await?;
     client
         .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
         .await
