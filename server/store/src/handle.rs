@@ -188,6 +188,19 @@ impl Store {
         each!(self, s => s.stale_previews(after, limit))
     }
 
+    /// The plans PostgreSQL makes for the render queries above, by name (`EXPLAIN`, costs
+    /// left out; the listing's for `principal`): the docs show them, and tests check that
+    /// each query reads its index. PostgreSQL only.
+    pub fn render_query_plans(
+        &self,
+        principal: &str,
+    ) -> Result<Vec<(&'static str, String)>, StoreError> {
+        match &self.backend {
+            Backend::Postgres(p) => p.render_query_plans(principal),
+            Backend::Sled(_) => Err(StoreError::Unsupported("PostgreSQL's query plans")),
+        }
+    }
+
     /// Inserts or replaces every record of `recs` in one transaction (not flushed): imports,
     /// fills and benchmarks, which write many records at once.
     pub fn put_renders(&self, recs: &[RenderRecord]) -> Result<(), StoreError> {

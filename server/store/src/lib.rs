@@ -55,6 +55,8 @@ mod sled_store;
 mod update;
 
 #[cfg(test)]
+mod render_index_tests;
+#[cfg(test)]
 mod segment_tests;
 #[cfg(test)]
 mod tests;

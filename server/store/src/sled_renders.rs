@@ -363,8 +363,9 @@ impl Versioned for Renders<'_> {
 
 /// Builds the render indexes of a store written before them (or by another version of them),
 /// resuming where a build that was killed stopped; nothing when they are complete. Runs at
-/// open, before anything else reads or writes the store.
-pub(crate) fn build(store: &SledStore) -> Result<(), StoreError> {
+/// open, before anything else reads or writes the store. `max_batches` stops it early, as a
+/// kill would (tests).
+pub(crate) fn build(store: &SledStore, max_batches: Option<usize>) -> Result<(), StoreError> {
     let index = &store.render_index;
     if index.get(BUILT)?.as_deref() == Some(VERSION) {
         return Ok(());
@@ -384,7 +385,7 @@ pub(crate) fn build(store: &SledStore) -> Result<(), StoreError> {
         }
     }
     let mut done = 0usize;
-    loop {
+    for _ in 0..max_batches.unwrap_or(usize::MAX) {
         let start = match &after {
             Some(id) => Bound::Excluded(id.clone()),
             None => Bound::Unbounded,
@@ -413,6 +414,9 @@ pub(crate) fn build(store: &SledStore) -> Result<(), StoreError> {
         if n < BUILD_BATCH {
             break;
         }
+    }
+    if max_batches.is_some() {
+        return Ok(());
     }
     index.insert(BUILT, VERSION)?;
     index.remove(CURSOR)?;

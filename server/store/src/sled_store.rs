@@ -49,8 +49,16 @@ pub(crate) struct SledStore {
 }
 
 impl SledStore {
-    /// `clock` times the segments' leases.
+    /// `clock` times the segments' leases. Builds the render indexes when the store has
+    /// none yet (`sled_renders.rs`).
     pub(crate) fn open(dir: &Path, clock: SharedClock) -> Result<SledStore, StoreError> {
+        let store = SledStore::open_unbuilt(dir, clock)?;
+        crate::sled_renders::build(&store, None)?;
+        Ok(store)
+    }
+
+    /// [`SledStore::open`] without building the render indexes (tests of the build).
+    pub(crate) fn open_unbuilt(dir: &Path, clock: SharedClock) -> Result<SledStore, StoreError> {
         let db = sled::Config::new().path(dir).open().map_err(|e| match e {
             sled::Error::Io(io) if io.to_string().contains("could not acquire lock") => {
                 StoreError::Locked {
@@ -72,7 +80,6 @@ impl SledStore {
             segments: SegmentTree::open(&db, clock)?,
             db,
         };
-        crate::sled_renders::build(&store)?;
         Ok(store)
     }
 

@@ -10,3 +10,4 @@ mod real_render;
 mod segments;
 mod service_core;
 mod store_backends;
+mod sweep;

@@ -22,7 +22,7 @@
 use tokio_postgres::Client;
 
 use super::statement::params;
-use super::{PgStore, RenderRecord, StoreError, UNFINISHED, docs, pg_error};
+use super::{PgStore, RenderRecord, StoreError, UNFINISHED, docs, pg_error, to_i64};
 use crate::{ExpiryCursor, Retained};
 
 /// [`RenderRecord::retained_since`] of a row.
@@ -109,6 +109,46 @@ pub(super) async fn ensure(client: &Client) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// The statement of [`PgStore::recent_renders`]: `$1` limit, and with a principal `$2` it.
+fn recent_sql(of_principal: bool) -> &'static str {
+    if of_principal {
+        "SELECT id, doc FROM renders WHERE principal = $2
+         ORDER BY created_at DESC, id DESC LIMIT $1"
+    } else {
+        "SELECT id, doc FROM renders ORDER BY created_at DESC, id DESC LIMIT $1"
+    }
+}
+
+/// The statement of [`PgStore::unfinished_renders`].
+fn unfinished_sql() -> String {
+    format!("SELECT id, doc FROM renders WHERE state IN {UNFINISHED} ORDER BY created_at, id")
+}
+
+/// The statement of [`PgStore::expired_renders`]: `$1` until, `$2` limit, and with a cursor
+/// `$3` its time and `$4` its id.
+fn expired_sql(stage: Retained, after: bool) -> String {
+    let after = if after {
+        format!("AND ({SINCE}, id) > ($3, $4)")
+    } else {
+        String::new()
+    };
+    format!(
+        "SELECT id, doc FROM renders WHERE {} AND {SINCE} <= $1 {after}
+         ORDER BY {SINCE}, id LIMIT $2",
+        stage_rows(stage)
+    )
+}
+
+/// The statement of [`PgStore::stale_previews`]: `$1` the id to start after, `$2` limit.
+fn stale_sql() -> String {
+    format!("SELECT id, doc FROM renders WHERE {STALE_PREVIEW} AND id > $1 ORDER BY id LIMIT $2")
+}
+
+/// A limit as PostgreSQL's `bigint`.
+fn limit_of(limit: usize) -> i64 {
+    i64::try_from(limit).unwrap_or(i64::MAX)
+}
+
 impl PgStore {
     /// The newest `limit` renders (of `principal`, or everyone's), newest first.
     pub(crate) fn recent_renders(
@@ -116,31 +156,17 @@ impl PgStore {
         principal: Option<&str>,
         limit: usize,
     ) -> Result<Vec<RenderRecord>, StoreError> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let sql = recent_sql(principal.is_some());
         let rows = match principal {
-            Some(p) => self.query(
-                "SELECT id, doc FROM renders WHERE principal = $1
-                 ORDER BY created_at DESC, id DESC LIMIT $2",
-                params![p.to_string(), limit],
-            ),
-            None => self.query(
-                "SELECT id, doc FROM renders ORDER BY created_at DESC, id DESC LIMIT $1",
-                params![limit],
-            ),
+            Some(p) => self.query(sql, params![limit_of(limit), p.to_string()]),
+            None => self.query(sql, params![limit_of(limit)]),
         }?;
         Ok(docs(rows, "render"))
     }
 
     /// Every unfinished render, oldest first (each node's index of them is rebuilt from this).
     pub(crate) fn unfinished_renders(&self) -> Result<Vec<RenderRecord>, StoreError> {
-        let rows = self.query(
-            format!(
-                "SELECT id, doc FROM renders WHERE state IN {UNFINISHED}
-                 ORDER BY created_at, id"
-            ),
-            params![],
-        )?;
-        Ok(docs(rows, "render"))
+        Ok(docs(self.query(unfinished_sql(), params![])?, "render"))
     }
 
     /// Up to `limit` finished renders in `stage` retained since `until` or before, in that
@@ -152,13 +178,12 @@ impl PgStore {
         after: Option<ExpiryCursor<'_>>,
         limit: usize,
     ) -> Result<Vec<RenderRecord>, StoreError> {
-        let (until, limit) = (super::to_i64(until), i64::try_from(limit).unwrap_or(i64::MAX));
-        let rows = self.query(expired_sql(stage, after.is_some()), match after {
-            Some((since, id)) => {
-                params![until, limit, super::to_i64(since), id.to_string()]
-            }
-            None => params![until, limit],
-        })?;
+        let (until, limit) = (to_i64(until), limit_of(limit));
+        let sql = expired_sql(stage, after.is_some());
+        let rows = match after {
+            Some((since, id)) => self.query(sql, params![until, limit, to_i64(since), id.to_string()]),
+            None => self.query(sql, params![until, limit]),
+        }?;
         Ok(docs(rows, "render"))
     }
 
@@ -168,29 +193,54 @@ impl PgStore {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<RenderRecord>, StoreError> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = self.query(
-            format!(
-                "SELECT id, doc FROM renders WHERE {STALE_PREVIEW} AND id > $1
-                 ORDER BY id LIMIT $2"
-            ),
-            params![after.unwrap_or_default().to_string(), limit],
-        )?;
+        let after = after.unwrap_or_default().to_string();
+        let rows = self.query(stale_sql(), params![after, limit_of(limit)])?;
         Ok(docs(rows, "render"))
     }
-}
 
-/// The statement of [`PgStore::expired_renders`]: `$1` until, `$2` limit, and with a cursor
-/// `$3` its time and `$4` its id.
-pub(super) fn expired_sql(stage: Retained, after: bool) -> String {
-    let after = if after {
-        format!("AND ({SINCE}, id) > ($3, $4)")
-    } else {
-        String::new()
-    };
-    format!(
-        "SELECT id, doc FROM renders WHERE {} AND {SINCE} <= $1 {after}
-         ORDER BY {SINCE}, id LIMIT $2",
-        stage_rows(stage)
-    )
+    /// The plans PostgreSQL makes for the render queries (`EXPLAIN`, costs left out): with
+    /// `principal`'s listing, a sweep's batch of 256 and a cursor in the middle of what is
+    /// stored. For the docs, and the tests that check each query reads its index.
+    pub(crate) fn render_query_plans(
+        &self,
+        principal: &str,
+    ) -> Result<Vec<(&'static str, String)>, StoreError> {
+        let middle: i64 = self
+            .query_one(
+                format!(
+                    "SELECT coalesce(percentile_disc(0.5) WITHIN GROUP (ORDER BY {SINCE}), 0)
+                     FROM renders"
+                ),
+                params![],
+            )?
+            .get(0);
+        let plan = |sql: String, params| -> Result<String, StoreError> {
+            let rows = self.query(format!("EXPLAIN (COSTS OFF) {sql}"), params)?;
+            let lines: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+            Ok(lines.join("\n"))
+        };
+        let (list, batch) = (100i64, 256i64);
+        Ok(vec![
+            (
+                "recent_renders",
+                plan(recent_sql(true).into(), params![list, principal.to_string()])?,
+            ),
+            ("unfinished_renders", plan(unfinished_sql(), params![])?),
+            (
+                "expired_renders (results)",
+                plan(
+                    expired_sql(Retained::Result, true),
+                    params![middle, batch, middle / 2, String::new()],
+                )?,
+            ),
+            (
+                "expired_renders (tombstones)",
+                plan(expired_sql(Retained::Tombstone, false), params![middle, batch])?,
+            ),
+            (
+                "stale_previews",
+                plan(stale_sql(), params![String::new(), batch])?,
+            ),
+        ])
+    }
 }
