@@ -100,15 +100,16 @@ fn a_store_from_before_the_indexes_is_indexed_across_a_kill_then_recovered_and_l
     assert!(log.contains("resuming the render index build"), "{log}");
     assert!(log.contains("the render indexes are built"), "{log}");
 
-    // Recovery found every unfinished render: each has ended (crashed ones restarted without
-    // their source, awaiting ones past their deadline).
+    // Recovery found every unfinished render: each has ended with an error (crashed ones
+    // restarted without their source, awaiting ones past their approval deadline).
     let carol: Vec<&RenderRecord> = all.iter().filter(|r| r.principal == "carol").collect();
     assert_eq!(carol.len(), UNFINISHED);
     let mut mcp = server.mcp().with_token("carol-busy-token");
     for r in &carol {
-        mcp.wait_task(&r.id, Caps::TASKS, Duration::from_secs(60), |t| {
-            t["status"] == "failed"
+        let task = mcp.wait_task(&r.id, Caps::TASKS, Duration::from_secs(60), |t| {
+            t["status"] != "working" && t["status"] != "input_required"
         });
+        assert_eq!(task["result"]["isError"], true, "{task}");
     }
 
     // Listings: the principal's newest first, only theirs, at most 100.
