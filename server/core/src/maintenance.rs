@@ -6,8 +6,9 @@
 //! arguments; awaiting renders keep their stored deadline). They are read from the store's
 //! index of unfinished renders, so a boot costs the renders in flight, not the records kept.
 //! Every `tick_interval` undecided approvals past their deadline end with
-//! `watermark_approval_timeout`; every `sweep_interval` what has expired is swept. All times
-//! come from the injected clock.
+//! `watermark_approval_timeout`; on the thread's first round, then every `sweep_interval`,
+//! what has expired is swept (not at boot: a node down for a while starts at once and sweeps
+//! its backlog while it serves). All times come from the injected clock.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -68,7 +69,6 @@ pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
         "boot recovery done"
     );
     expire_due_approvals(shared)?;
-    sweep(shared)?;
     Ok(())
 }
 
@@ -119,7 +119,6 @@ fn recover_node(shared: &Shared) -> Result<(), ServiceError> {
         "node joined the cluster"
     );
     expire_due_approvals(shared)?;
-    sweep(shared)?;
     Ok(())
 }
 
@@ -128,7 +127,9 @@ pub(crate) fn spawn_maintenance(shared: &Arc<Shared>) -> Result<JoinHandle<()>, 
     std::thread::Builder::new()
         .name("vidforge-maintenance".into())
         .spawn(move || {
-            let mut last_sweep = Instant::now();
+            // The first round sweeps (what expired while the node was down), after boot:
+            // a backlog costs the sweep, never the start.
+            let mut last_sweep: Option<Instant> = None;
             loop {
                 let tick_start = Instant::now();
                 while tick_start.elapsed() < shared.config.tick_interval {
@@ -140,8 +141,8 @@ pub(crate) fn spawn_maintenance(shared: &Arc<Shared>) -> Result<JoinHandle<()>, 
                 if let Err(e) = expire_due_approvals(&shared) {
                     tracing::error!(error = %e, "approval deadline check failed");
                 }
-                if last_sweep.elapsed() >= shared.config.sweep_interval {
-                    last_sweep = Instant::now();
+                if last_sweep.is_none_or(|t| t.elapsed() >= shared.config.sweep_interval) {
+                    last_sweep = Some(Instant::now());
                     if let Err(e) = sweep(&shared) {
                         tracing::error!(error = %e, "sweep failed");
                     }

@@ -4,7 +4,8 @@
 //! costs what has expired, never what is kept, holds one batch in memory, and stops between
 //! two batches when the service stops. Then segments, assets, idempotency keys, finished
 //! webhook events, the extensions' own records and orphaned media. All times come from the
-//! injected clock. Run by the maintenance thread every `sweep_interval` and at boot.
+//! injected clock. Run by the maintenance thread: on its first round (after boot, not
+//! during it), then every `sweep_interval`.
 
 use std::time::{Duration, Instant};
 
@@ -95,54 +96,68 @@ pub(crate) fn sweep(shared: &Shared) -> Result<SweepReport, ServiceError> {
 }
 
 /// Finished renders: results past `result_ttl` are deleted (the record stays a tombstone;
-/// past the grace too, it goes at once), tombstones past `tombstone_grace` go; then the
-/// previews of renders that ended without a result.
+/// past the grace too, it goes at once), tombstones past `tombstone_grace` go (a batch's in
+/// one write); then the previews of renders that ended without a result.
 fn sweep_renders(shared: &Shared, now: u64, report: &mut SweepReport) -> Result<(), ServiceError> {
     let cfg = &shared.config;
-    let store = &shared.ledger.store;
     let results_until = now.checked_sub(cfg.result_ttl.as_millis() as u64);
     let records_until =
         results_until.and_then(|t| t.checked_sub(cfg.tombstone_grace.as_millis() as u64));
     if let Some(until) = results_until {
-        by_expiry(shared, Retained::Result, until, |rec| {
-            if rec.result_deleted || !remove_files(shared, &rec.id) {
-                return Ok(());
+        by_expiry(shared, Retained::Result, until, |batch| {
+            let mut gone = Vec::new();
+            for rec in batch {
+                if rec.result_deleted || !remove_files(shared, &rec.id) {
+                    continue;
+                }
+                if records_until.is_some_and(|t| rec.retained_since() <= t) {
+                    gone.push(rec.id.clone());
+                } else {
+                    transitions::upkeep::result_deleted(shared, &rec.id)?;
+                    report.results_deleted += 1;
+                }
             }
-            if records_until.is_some_and(|gone| rec.retained_since() <= gone) {
-                store.delete_render(&rec.id)?;
-                report.records_deleted += 1;
-            } else {
-                transitions::upkeep::result_deleted(shared, &rec.id)?;
-                report.results_deleted += 1;
-            }
-            Ok(())
+            delete(shared, &gone, report)
         })?;
     }
     if let Some(until) = records_until {
-        by_expiry(shared, Retained::Tombstone, until, |rec| {
-            if remove_files(shared, &rec.id) {
-                store.delete_render(&rec.id)?;
-                report.records_deleted += 1;
-            }
-            Ok(())
+        by_expiry(shared, Retained::Tombstone, until, |batch| {
+            let gone: Vec<String> = batch
+                .iter()
+                .filter(|r| remove_files(shared, &r.id))
+                .map(|r| r.id.clone())
+                .collect();
+            delete(shared, &gone, report)
         })?;
     }
     // Previews only serve the approval: once a render ended without a result (rejected,
     // timed out, cancelled, failed), its preview goes.
+    let store = &shared.ledger.store;
     in_batches(
         shared,
         |last| store.stale_previews(last.map(|r| r.id.as_str()), BATCH),
-        |rec| {
-            let dir = format!("previews/{}", rec.id);
-            if let Err(e) = shared.media.store.remove_dir_blocking(&dir) {
-                tracing::warn!(%dir, error = %e, "cannot delete a preview");
-                return Ok(());
+        |batch| {
+            for rec in batch {
+                let dir = format!("previews/{}", rec.id);
+                if let Err(e) = shared.media.store.remove_dir_blocking(&dir) {
+                    tracing::warn!(%dir, error = %e, "cannot delete a preview");
+                    continue;
+                }
+                transitions::upkeep::preview_deleted(shared, &rec.id)?;
+                report.previews_deleted += 1;
             }
-            transitions::upkeep::preview_deleted(shared, &rec.id)?;
-            report.previews_deleted += 1;
             Ok(())
         },
     )
+}
+
+/// Deletes the records `ids` (their files are gone) in one write.
+fn delete(shared: &Shared, ids: &[String], report: &mut SweepReport) -> Result<(), ServiceError> {
+    if !ids.is_empty() {
+        shared.ledger.store.delete_renders(ids)?;
+        report.records_deleted += ids.len();
+    }
+    Ok(())
 }
 
 /// [`in_batches`] over the finished renders in `stage` retained since `until` or before.
@@ -150,7 +165,7 @@ fn by_expiry(
     shared: &Shared,
     stage: Retained,
     until: u64,
-    each: impl FnMut(&RenderRecord) -> Result<(), ServiceError>,
+    each: impl FnMut(&[RenderRecord]) -> Result<(), ServiceError>,
 ) -> Result<(), ServiceError> {
     let store = &shared.ledger.store;
     in_batches(
@@ -163,27 +178,23 @@ fn by_expiry(
     )
 }
 
-/// Hands every record of the batches `next` reads (each after the last record of the one
-/// before; a short batch is the last) to `each`, then makes the batch's writes durable
-/// before reading on. Stops early, between two batches, when the service stops (the next
-/// sweep goes on).
+/// Hands every batch `next` reads (each after the last record of the one before; a short
+/// batch is the last) to `each`, then makes its writes durable before reading on. Stops
+/// early, between two batches, when the service stops (the next sweep goes on).
 fn in_batches(
     shared: &Shared,
     mut next: impl FnMut(Option<&RenderRecord>) -> Result<Vec<RenderRecord>, StoreError>,
-    mut each: impl FnMut(&RenderRecord) -> Result<(), ServiceError>,
+    mut each: impl FnMut(&[RenderRecord]) -> Result<(), ServiceError>,
 ) -> Result<(), ServiceError> {
     let mut last: Option<RenderRecord> = None;
     loop {
         let batch = next(last.as_ref())?;
-        let full = batch.len() >= BATCH;
-        for rec in &batch {
-            each(rec)?;
-        }
         if batch.is_empty() {
             return Ok(());
         }
+        each(&batch)?;
         shared.ledger.store.flush()?;
-        if !full || shared.pool.stopping() {
+        if batch.len() < BATCH || shared.pool.stopping() {
             return Ok(());
         }
         last = batch.into_iter().next_back();

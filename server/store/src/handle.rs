@@ -132,6 +132,12 @@ impl Store {
         each!(self, s => s.delete_render(id))
     }
 
+    /// Deletes every record of `ids` (those that exist) in one transaction (not flushed): the
+    /// sweeper's batch of expired records, one commit instead of one each.
+    pub fn delete_renders(&self, ids: &[String]) -> Result<(), StoreError> {
+        each!(self, s => s.delete_renders(ids))
+    }
+
     /// Read-modify-write of one record, retried on concurrent change (compare-and-swap on
     /// sled, a version check on PostgreSQL), so worker progress, decisions and cancellations
     /// never overwrite each other. `f` may run more than once. Returns `None` when the record

@@ -189,10 +189,17 @@ impl SledStore {
     }
 
     pub(crate) fn delete_render(&self, id: &str) -> Result<(), StoreError> {
+        self.delete_renders(std::slice::from_ref(&id.to_string()))
+    }
+
+    /// Removes every record of `ids` and its index entries, in one transaction.
+    pub(crate) fn delete_renders(&self, ids: &[String]) -> Result<(), StoreError> {
         tx_result(
             (&self.renders, &self.render_index).transaction(|(renders, index)| {
-                let old = renders.remove(id.as_bytes())?;
-                reindex(index, stored_terms(id, &old).as_ref(), None)?;
+                for id in ids {
+                    let old = renders.remove(id.as_bytes())?;
+                    reindex(index, stored_terms(id, &old).as_ref(), None)?;
+                }
                 Ok(())
             }),
         )

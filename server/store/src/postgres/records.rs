@@ -117,6 +117,15 @@ impl PgStore {
         Ok(())
     }
 
+    /// One statement (one commit) for every record of `ids`.
+    pub(crate) fn delete_renders(&self, ids: &[String]) -> Result<(), StoreError> {
+        self.execute(
+            "DELETE FROM renders WHERE id = ANY($1)",
+            params![ids.to_vec()],
+        )?;
+        Ok(())
+    }
+
     /// Optimistic read-modify-write: `f` runs here, on the caller's thread, and the write
     /// succeeds only if nobody wrote the record since it was read (else it is re-read and `f`
     /// runs again).

@@ -121,6 +121,21 @@ impl Postgres {
         format!("postgres://vidforge@127.0.0.1:{}/postgres", self.port)
     }
 
+    /// Runs `sql` with `psql` on the database at `url`; panics when it fails.
+    #[allow(dead_code)] // the benchmarks'
+    pub fn psql(&self, url: &str, sql: &str) {
+        let out = Command::new(self.bin.join("psql"))
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run psql");
+        assert!(
+            out.status.success(),
+            "psql {sql:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     /// `pg_ctl restart -m fast`.
     #[allow(dead_code)] // not every user restarts it
     pub fn restart(&self) {

@@ -1,0 +1,419 @@
+//! A week of a busy host (issue #49), on sled and on PostgreSQL side by side in one run:
+//! `cargo bench -p vidforge --bench busy_store -- --records 1000000 --out FILE.json`
+//! (`--principals N`, default 1000; `--compare BIN`: the same runs with another vidforge
+//! binary too, e.g. main's, on the same stores).
+//!
+//! Each backend's store is filled in three steps, written directly through the store's
+//! batched writer (no rendering), and after each step the real binary is started on it and
+//! measured from outside, over HTTP on loopback:
+//!
+//! 1. **empty**: no record;
+//! 2. **touched**: only what the measured operations touch: principal `one`'s render,
+//!    principal `busy`'s 10,000, 100 renders awaiting approval (boot recovery reads them),
+//!    and 2,000 expired ones (1,000 results past `result_ttl`, 1,000 tombstones past their
+//!    grace) for the first sweep;
+//! 3. **full**: the same plus the rest of `--records`, over `--principals` principals and 14
+//!    days (7 of results kept, 7 of tombstones), none of them due.
+//!
+//! The expired ones are written again before every start, so every first sweep has the same
+//! to do. Measured: boot to ready (spawn to the first `/healthz` answer), the first sweep
+//! (the maintenance thread's, right after boot: the 2,000 due) and the next one (nothing
+//! due), each from the server's own log (`elapsed_ms`), `resources/list`
+//! of `one` and of `busy`, `tasks/get` of `one`'s render (medians), and the server's peak
+//! RSS (`VmHWM`) at the end. PostgreSQL is a private server the bench starts (tests/pg),
+//! analysed after each fill as autovacuum would.
+
+#[path = "../store/tests/pg/mod.rs"]
+mod pg;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use vidforge_core::store::fixtures::finished_render;
+use vidforge_core::store::{Approval, RenderRecord, RenderState, Store, WatermarkArgs};
+
+const HOUR: u64 = 3_600_000;
+const DAY: u64 = 24 * HOUR;
+const BUSY: u64 = 10_000;
+const AWAITING: u64 = 100;
+const DUE: u64 = 1_000;
+const TOKENS: [&str; 4] = ["--token", "one-token=one", "--token", "busy-token=busy"];
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// `n` spread over `[from, to)` by a fixed permutation (so writes are out of time order).
+fn spread(n: u64, count: u64, from: u64, to: u64) -> u64 {
+    from + (n * 7_919 % count.max(1)) * ((to - from) / count.max(1))
+}
+
+/// What the measured operations touch (see the module doc); ids are numbered from `10^9`.
+fn touched(now: u64) -> Vec<RenderRecord> {
+    let mut out = vec![finished_render("one", now - HOUR, 1_000_000_000)];
+    for i in 0..BUSY {
+        let age = spread(i, BUSY, HOUR, 7 * DAY - 2 * HOUR);
+        out.push(finished_render("busy", now - age, 1_000_000_001 + i));
+    }
+    for i in 0..AWAITING {
+        let mut r = finished_render("waiting", now - HOUR + i, 1_100_000_000 + i);
+        (r.state, r.outcome, r.finished_at, r.progress) =
+            (RenderState::AwaitingApproval, None, None, None);
+        r.args.watermark = Some(WatermarkArgs {
+            image_asset: "a_01J00000000000000000000000".into(),
+            position: vidforge_core::store::Position::BottomRight,
+            opacity: 1.0,
+        });
+        r.approval = Some(Approval {
+            decision: None,
+            requested_at: now - HOUR,
+            deadline: now + DAY,
+        });
+        out.push(r);
+    }
+    out.extend(due(now));
+    out
+}
+
+/// The expired renders each first sweep deletes: results past 7 days, tombstones past 14.
+fn due(now: u64) -> Vec<RenderRecord> {
+    (0..2 * DUE)
+        .map(|i| {
+            let tombstone = i >= DUE;
+            let base = if tombstone { 14 * DAY } else { 7 * DAY };
+            let age = spread(i % DUE, DUE, base + 60_000, base + HOUR);
+            let mut r = finished_render(&format!("p{:03}", i % 97), now - age - 30_000, 1_200_000_000 + i);
+            r.result_deleted = tombstone;
+            r
+        })
+        .collect()
+}
+
+/// Filler record `i` of `count`: 14 days minus margins, results within 7 days, tombstones
+/// after; none due while the bench runs.
+fn filler(i: u64, count: u64, principals: u64, now: u64) -> RenderRecord {
+    let age = spread(i, count, 0, 14 * DAY - 4 * HOUR);
+    let (age, tombstone) = if age < 7 * DAY - 2 * HOUR {
+        (age, false)
+    } else {
+        (age + 2 * HOUR, true)
+    };
+    let principal = format!("p{:03}", i % principals.saturating_sub(3).max(1));
+    let mut r = finished_render(&principal, now - age - 30_000, i);
+    r.result_deleted = tombstone;
+    r
+}
+
+/// Where a store lives: a sled directory, or a PostgreSQL database.
+enum Place {
+    Sled(PathBuf),
+    Postgres(String),
+}
+
+impl Place {
+    fn open(&self) -> Store {
+        match self {
+            Place::Sled(dir) => Store::open(&dir.join("db")).unwrap(),
+            Place::Postgres(url) => Store::connect_postgres(url).unwrap(),
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Place::Sled(_) => "sled",
+            Place::Postgres(_) => "postgres",
+        }
+    }
+}
+
+/// Writes `records` in batches of 10,000; records per second.
+fn write(place: &Place, records: impl Iterator<Item = RenderRecord>, pg: Option<&pg::Postgres>) -> f64 {
+    let store = place.open();
+    let started = Instant::now();
+    let mut batch = Vec::with_capacity(10_000);
+    let mut n = 0usize;
+    for r in records {
+        batch.push(r);
+        if batch.len() == 10_000 {
+            store.put_renders(&batch).unwrap();
+            n += batch.len();
+            batch.clear();
+            if n % 100_000 == 0 {
+                eprintln!("  {} records written ({:.0} s)", n, started.elapsed().as_secs_f64());
+            }
+        }
+    }
+    store.put_renders(&batch).unwrap();
+    n += batch.len();
+    store.flush().unwrap();
+    drop(store);
+    if let (Place::Postgres(url), Some(pg)) = (place, pg) {
+        pg.psql(url, "VACUUM ANALYZE renders");
+    }
+    n as f64 / started.elapsed().as_secs_f64()
+}
+
+/// A `vidforge serve` under measurement, its log in a file.
+struct Served {
+    child: Child,
+    base: String,
+    log: PathBuf,
+}
+
+impl Served {
+    fn start(bin: &Path, place: &Place, dir: &Path) -> (Served, Duration) {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let log = dir.join(format!("serve-{port}.log"));
+        let mut cmd = Command::new(bin);
+        cmd.args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--backend", "cpu", "--sweep-interval", "2s"])
+            .args(TOKENS)
+            .arg("--data-dir");
+        match place {
+            Place::Sled(d) => cmd.arg(d),
+            Place::Postgres(url) => cmd.arg(dir.join("pg-node")).args(["--store", url]),
+        };
+        let file = std::fs::File::create(&log).unwrap();
+        let started = Instant::now();
+        let child = cmd
+            .env("RUST_LOG", "warn,vidforge_core::sweep=debug")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .unwrap();
+        let served = Served { child, base: format!("http://127.0.0.1:{port}"), log };
+        let http = reqwest::blocking::Client::new();
+        while http.get(format!("{}/healthz", served.base)).send().is_err() {
+            assert!(started.elapsed() < Duration::from_secs(1800), "never ready");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        (served, started.elapsed())
+    }
+
+    /// The `elapsed_ms` of the first `n` sweeps the log reports (waits for them).
+    fn sweeps(&self, n: usize) -> Vec<f64> {
+        let deadline = Instant::now() + Duration::from_secs(600);
+        loop {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let found: Vec<f64> = log
+                .lines()
+                .filter(|l| l.contains("sweep "))
+                .filter_map(|l| l.split("elapsed_ms=").nth(1))
+                .filter_map(|v| v.split_whitespace().next()?.parse().ok())
+                .collect();
+            if found.len() >= n {
+                return found[..n].to_vec();
+            }
+            assert!(Instant::now() < deadline, "no sweep logged:\n{log}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn peak_rss_mib(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let kib: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap();
+        kib / 1024.0
+    }
+
+    fn stop(mut self) {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while self.child.try_wait().unwrap().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The median milliseconds of `method` with `params` (as `token`), over `n` calls, or as
+/// many (at least 3) as 30 s allow.
+fn median_ms(base: &str, token: &str, method: &str, mut params: Value, n: usize) -> f64 {
+    use vidforge_mcp::capabilities::{PROTOCOL_REVISION, TASKS_EXTENSION};
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(600))
+        .build()
+        .unwrap();
+    let name = params["taskId"].as_str().map(String::from);
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL_REVISION,
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "busy-store-bench", "version": "1"}
+    });
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let mut times = Vec::new();
+    let started = Instant::now();
+    while times.len() < n && (times.len() < 3 || started.elapsed() < Duration::from_secs(30)) {
+        let t = Instant::now();
+        let mut req = http
+            .post(format!("{base}/mcp"))
+            .bearer_auth(token)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", PROTOCOL_REVISION)
+            .header("Mcp-Method", method);
+        if let Some(id) = &name {
+            req = req.header("Mcp-Name", id);
+        }
+        let reply: Value = req.body(body.to_string()).send().unwrap().json().unwrap();
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+        assert!(reply.get("result").is_some(), "{method}: {reply}");
+    }
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
+/// What a run measures: the binary (its label and path), the one render's id, a scratch dir.
+struct Run<'a> {
+    label: &'a str,
+    bin: &'a Path,
+    one: &'a str,
+    dir: &'a Path,
+}
+
+/// One start of the run's binary on `place` holding `records`, measured.
+fn measure(run: &Run<'_>, place: &Place, stage: &str, records: u64) -> Value {
+    let (served, boot) = Served::start(run.bin, place, run.dir);
+    let sweeps = served.sweeps(2);
+    let base = &served.base;
+    let timed = |token, method, params, n| {
+        (records > 0).then(|| median_ms(base, token, method, params, n))
+    };
+    let list_one = timed("one-token", "resources/list", json!({}), 21);
+    let list_busy = timed("busy-token", "resources/list", json!({}), 21);
+    let get = timed("one-token", "tasks/get", json!({"taskId": run.one}), 201);
+    let row = json!({
+        "binary": run.label, "store": place.name(), "stage": stage, "records": records,
+        "boot_to_ready_ms": boot.as_secs_f64() * 1000.0,
+        "first_sweep_ms": sweeps[0], "idle_sweep_ms": sweeps[1],
+        "list_one_ms": list_one, "list_busy_ms": list_busy, "tasks_get_ms": get,
+        "peak_rss_mib": served.peak_rss_mib(),
+    });
+    served.stop();
+    eprintln!("{row}");
+    row
+}
+
+/// Fills `place` in its three stages and measures each with every binary of `runs`.
+fn bench_store(place: &Place, runs: &[Run<'_>], args: &Args, pg: Option<&pg::Postgres>) -> Vec<Value> {
+    let now = args.now;
+    let mut rows = Vec::new();
+    let measure_all = |stage: &str, records: u64, rows: &mut Vec<Value>| {
+        for run in runs {
+            if records > 0 {
+                write(place, due(now).into_iter(), pg);
+            }
+            rows.push(measure(run, place, stage, records));
+        }
+    };
+    drop(place.open());
+    measure_all("empty", 0, &mut rows);
+    let touched = touched(now);
+    let base = touched.len() as u64;
+    write(place, touched.into_iter(), pg);
+    measure_all("touched", base, &mut rows);
+    let rest = args.records.saturating_sub(base);
+    eprintln!("{}: writing {rest} more records", place.name());
+    let started = Instant::now();
+    let per_s = write(
+        place,
+        (0..rest).map(|i| filler(i, rest, args.principals, now)),
+        pg,
+    );
+    eprintln!(
+        "{}: {rest} records written in {:.0} s ({per_s:.0}/s)",
+        place.name(),
+        started.elapsed().as_secs_f64()
+    );
+    measure_all("full", base + rest, &mut rows);
+    if let Some(last) = rows.last_mut() {
+        last["fill_records_per_s"] = json!(per_s);
+        last["fill_seconds"] = json!(started.elapsed().as_secs_f64());
+    }
+    rows
+}
+
+struct Args {
+    records: u64,
+    principals: u64,
+    compare: Option<PathBuf>,
+    out: Option<PathBuf>,
+    now: u64,
+}
+
+fn args() -> Args {
+    let argv: Vec<String> = std::env::args().collect();
+    let arg = |name: &str| {
+        argv.iter()
+            .position(|a| a == name)
+            .and_then(|i| argv.get(i + 1).cloned())
+    };
+    Args {
+        records: arg("--records").map_or(1_000_000, |v| v.parse().expect("--records N")),
+        principals: arg("--principals").map_or(1_000, |v| v.parse().expect("--principals N")),
+        compare: arg("--compare").map(PathBuf::from),
+        out: arg("--out").map(PathBuf::from),
+        now: now_ms(),
+    }
+}
+
+fn cell(v: &Value) -> String {
+    match v.as_f64() {
+        Some(x) if x >= 100.0 => format!("{x:.0}"),
+        Some(x) => format!("{x:.2}"),
+        None => "—".into(),
+    }
+}
+
+fn main() {
+    let args = args();
+    let dir = tempfile::tempdir().unwrap();
+    let ours = PathBuf::from(env!("CARGO_BIN_EXE_vidforge"));
+    let one = finished_render("one", args.now - HOUR, 1_000_000_000).id;
+    let mut runs = vec![Run { label: "this build", bin: &ours, one: &one, dir: dir.path() }];
+    if let Some(other) = &args.compare {
+        runs.push(Run { label: "compared", bin: other, one: &one, dir: dir.path() });
+    }
+    let pg = pg::Postgres::start();
+    let sled = Place::Sled(dir.path().join("sled"));
+    pg.psql(&pg.url(), "CREATE DATABASE busy");
+    let postgres = Place::Postgres(pg.url().replace("/postgres", "/busy"));
+    let mut rows = bench_store(&sled, &runs, &args, None);
+    rows.extend(bench_store(&postgres, &runs, &args, Some(&pg)));
+
+    println!("| store | records | binary | boot to ready ms | first sweep (2,000 due) ms | next sweep (none due) ms | resources/list (1) ms | resources/list (10,000) ms | tasks/get ms | peak RSS MiB |");
+    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        let c = |k: &str| cell(&r[k]);
+        println!(
+            "| {} | {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r["store"].as_str().unwrap(),
+            r["records"],
+            r["stage"].as_str().unwrap(),
+            r["binary"].as_str().unwrap(),
+            c("boot_to_ready_ms"),
+            c("first_sweep_ms"),
+            c("idle_sweep_ms"),
+            c("list_one_ms"),
+            c("list_busy_ms"),
+            c("tasks_get_ms"),
+            c("peak_rss_mib"),
+        );
+    }
+    if let Some(out) = &args.out {
+        std::fs::write(out, serde_json::to_string_pretty(&rows).unwrap()).unwrap();
+    }
+}
