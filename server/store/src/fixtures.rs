@@ -1,4 +1,5 @@
-//! Sample records for tests (this crate's and the domain's).
+//! Sample records for tests (this crate's and the domain's) and benchmarks, and a sled store
+//! written the way a build from before the render indexes left it.
 
 use crate::catalog::ErrorCode;
 use crate::*;
