@@ -20,8 +20,11 @@
 //! of three starts), the first sweep (the maintenance thread's, right after boot: the 2,000
 //! due) and the next one (nothing due), each from the server's own log (`elapsed_ms`),
 //! `resources/list` of `one` and of `busy`, `tasks/get` of `one`'s render (medians), and the
-//! server's peak RSS (`VmHWM`) after all that. PostgreSQL is a private server the bench
-//! starts (tests/pg), analysed after each fill as autovacuum would.
+//! server's peak RSS (`VmHWM`) after all that; for sled, also what opening the database
+//! alone costs (in a process of its own: `--open-only`). Last, the first start of this build on the
+//! full store as a build from before the indexes left it (the upgrade: the index build is
+//! in its boot). PostgreSQL is a private server the bench starts (tests/pg), analysed after
+//! each fill as autovacuum would.
 
 #[path = "../store/tests/pg/mod.rs"]
 mod pg;
@@ -166,7 +169,8 @@ struct Served {
 }
 
 impl Served {
-    fn start(bin: &Path, place: &Place, dir: &Path) -> (Served, Duration) {
+    /// Started, and how long it took to serve; or how it ended before it served.
+    fn start(bin: &Path, place: &Place, dir: &Path) -> Result<(Served, Duration), String> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .unwrap()
@@ -190,13 +194,22 @@ impl Served {
             .stderr(file)
             .spawn()
             .unwrap();
-        let served = Served { child, base: format!("http://127.0.0.1:{port}"), log };
+        let mut served = Served {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            log,
+        };
         let http = reqwest::blocking::Client::new();
         while http.get(format!("{}/healthz", served.base)).send().is_err() {
+            if let Ok(Some(status)) = served.child.try_wait() {
+                let log = std::fs::read_to_string(&served.log).unwrap_or_default();
+                let last = log.lines().last().unwrap_or_default().to_string();
+                return Err(format!("exited ({status}) before serving: {last}"));
+            }
             assert!(started.elapsed() < Duration::from_secs(1800), "never ready");
             std::thread::sleep(Duration::from_millis(5));
         }
-        (served, started.elapsed())
+        Ok((served, started.elapsed()))
     }
 
     /// The `elapsed_ms` of the first `n` sweeps the log reports (waits for them).
@@ -286,9 +299,22 @@ struct Run<'a> {
     dir: &'a Path,
 }
 
+/// The row of a start that never served.
+fn failed_row(run: &Run<'_>, place: &Place, stage: &str, records: u64, failed: String) -> Value {
+    let row = json!({
+        "binary": run.label, "store": place.name(), "stage": stage, "records": records,
+        "failed": failed,
+    });
+    eprintln!("{row}");
+    row
+}
+
 /// One start of the run's binary on `place` holding `records`, measured.
 fn measure(run: &Run<'_>, place: &Place, stage: &str, records: u64) -> Value {
-    let (served, boot) = Served::start(run.bin, place, run.dir);
+    let (served, boot) = match Served::start(run.bin, place, run.dir) {
+        Ok(started) => started,
+        Err(failed) => return failed_row(run, place, stage, records, failed),
+    };
     // A build from before #49 sweeps during its boot and logs no sweep's time.
     let sweeps = match run.compared {
         false => served.sweeps(2).into_iter().map(Some).collect(),
@@ -306,19 +332,54 @@ fn measure(run: &Run<'_>, place: &Place, stage: &str, records: u64) -> Value {
     // Two more starts, for the median boot.
     let mut boots = vec![boot];
     for _ in 0..2 {
-        let (again, boot) = Served::start(run.bin, place, run.dir);
+        let Ok((again, boot)) = Served::start(run.bin, place, run.dir) else {
+            continue;
+        };
         boots.push(boot);
         again.stop();
     }
     boots.sort();
+    let boot = boots[boots.len() / 2];
     let row = json!({
         "binary": run.label, "store": place.name(), "stage": stage, "records": records,
-        "boot_to_ready_ms": boots[1].as_secs_f64() * 1000.0,
+        "boot_to_ready_ms": boot.as_secs_f64() * 1000.0,
         "boot_to_ready_each_ms": boots.iter().map(|b| b.as_secs_f64() * 1000.0).collect::<Vec<_>>(),
         "first_sweep_ms": sweeps[0], "idle_sweep_ms": sweeps[1],
         "list_one_ms": list_one, "list_busy_ms": list_busy, "tasks_get_ms": get,
         "peak_rss_mib": rss,
     });
+    eprintln!("{row}");
+    row
+}
+
+/// The first start of this build on the full store as a build from before #49 left it: the
+/// sled index tree emptied, or PostgreSQL's new indexes dropped. Its boot includes building
+/// the indexes (sled: every record read once; PostgreSQL: `CREATE INDEX CONCURRENTLY`).
+fn measure_upgrade(run: &Run<'_>, place: &Place, records: u64, pg: Option<&pg::Postgres>) -> Value {
+    match (place, pg) {
+        (Place::Sled(_), _) => {
+            // The store's own tree, opened as an extension would open one: the bench only.
+            let store = place.open();
+            store.open_tree("render_index").unwrap().clear().unwrap();
+            store.flush().unwrap();
+        }
+        (Place::Postgres(url), Some(pg)) => pg.psql(
+            url,
+            "DROP INDEX renders_results, renders_tombstones, renders_stale_previews, \
+             renders_awaiting, renders_leased",
+        ),
+        (Place::Postgres(_), None) => unreachable!("a PostgreSQL place has its server"),
+    }
+    let (served, boot) = match Served::start(run.bin, place, run.dir) {
+        Ok(started) => started,
+        Err(failed) => return failed_row(run, place, "upgrade", records, failed),
+    };
+    let row = json!({
+        "binary": run.label, "store": place.name(), "stage": "upgrade", "records": records,
+        "boot_to_ready_ms": boot.as_secs_f64() * 1000.0,
+        "peak_rss_mib": served.peak_rss_mib(),
+    });
+    served.stop();
     eprintln!("{row}");
     row
 }
@@ -332,7 +393,11 @@ fn bench_store(place: &Place, runs: &[Run<'_>], args: &Args, pg: Option<&pg::Pos
             if records > 0 {
                 write(place, due(now).into_iter(), pg);
             }
-            rows.push(measure(run, place, stage, records));
+            let mut row = measure(run, place, stage, records);
+            if !run.compared {
+                row["sled_open"] = json!(sled_open_cost(place));
+            }
+            rows.push(row);
         }
     };
     drop(place.open());
@@ -359,6 +424,12 @@ fn bench_store(place: &Place, runs: &[Run<'_>], args: &Args, pg: Option<&pg::Pos
         last["fill_records_per_s"] = json!(per_s);
         last["fill_seconds"] = json!(started.elapsed().as_secs_f64());
     }
+    if let Place::Postgres(_) = place {
+        for (query, plan) in place.open().render_query_plans("busy", true).unwrap() {
+            println!("EXPLAIN ANALYZE of {query} on {} records:\n{plan}\n", base + rest);
+        }
+    }
+    rows.push(measure_upgrade(&runs[0], place, base + rest, pg));
     rows
 }
 
@@ -394,7 +465,41 @@ fn cell(v: &Value) -> String {
     }
 }
 
+/// `--open-only DIR`: opens the sled store in `DIR` (as a start does, nothing else) and
+/// prints how long that took and the peak RSS it cost, as JSON: what sled itself costs, in a
+/// process of its own.
+fn open_only(dir: &Path) {
+    let started = Instant::now();
+    let store = Store::open(&dir.join("db")).unwrap();
+    let open_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    drop(store);
+    println!("{}", json!({"open_ms": open_ms, "rss_mib": kib / 1024.0}));
+}
+
+/// [`open_only`] in a child process.
+fn sled_open_cost(place: &Place) -> Option<Value> {
+    let Place::Sled(dir) = place else {
+        return None;
+    };
+    let out = Command::new(std::env::current_exe().unwrap())
+        .arg("--open-only")
+        .arg(dir)
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).ok()
+}
+
 fn main() {
+    let argv: Vec<String> = std::env::args().collect();
+    if let Some(i) = argv.iter().position(|a| a == "--open-only") {
+        return open_only(Path::new(&argv[i + 1]));
+    }
     let args = args();
     let dir = tempfile::tempdir().unwrap();
     let ours = PathBuf::from(env!("CARGO_BIN_EXE_vidforge"));
@@ -413,6 +518,16 @@ fn main() {
     println!("| store | records | binary | boot to ready ms | first sweep (2,000 due) ms | next sweep (none due) ms | resources/list (1) ms | resources/list (10,000) ms | tasks/get ms | peak RSS MiB |");
     println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
+        if let Some(failed) = r["failed"].as_str() {
+            println!(
+                "| {} | {} ({}) | {} | did not start: {failed} |||||||",
+                r["store"].as_str().unwrap(),
+                r["records"],
+                r["stage"].as_str().unwrap(),
+                r["binary"].as_str().unwrap(),
+            );
+            continue;
+        }
         let c = |k: &str| cell(&r[k]);
         println!(
             "| {} | {} ({}) | {} | {} | {} | {} | {} | {} | {} | {} |",

@@ -195,14 +195,15 @@ impl Store {
     }
 
     /// The plans PostgreSQL makes for the render queries above, by name (`EXPLAIN`, costs
-    /// left out; the listing's for `principal`): the docs show them, and tests check that
-    /// each query reads its index. PostgreSQL only.
+    /// left out; the listing's for `principal`; with `analyze`, run, with times and buffers):
+    /// the docs show them, and tests check that each query reads its index. PostgreSQL only.
     pub fn render_query_plans(
         &self,
         principal: &str,
+        analyze: bool,
     ) -> Result<Vec<(&'static str, String)>, StoreError> {
         match &self.backend {
-            Backend::Postgres(p) => p.render_query_plans(principal),
+            Backend::Postgres(p) => p.render_query_plans(principal, analyze),
             Backend::Sled(_) => Err(StoreError::Unsupported("PostgreSQL's query plans")),
         }
     }

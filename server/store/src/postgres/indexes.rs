@@ -12,14 +12,21 @@
 //! | `renders_results` | finished, result kept | retained since, id | [`PgStore::expired_renders`] |
 //! | `renders_tombstones` | finished, result deleted | retained since, id | [`PgStore::expired_renders`] |
 //! | `renders_stale_previews` | failed or cancelled, with a preview | id | [`PgStore::stale_previews`] |
+//! | `renders_runnable` (migration 1) | queued or running | `created_at` | the work queue's claims |
+//! | `renders_awaiting` | awaiting approval | `created_at` | speculative claims |
+//! | `renders_leased` | leased | `lease_owner` | a starting node's release of its leases |
 //!
-//! The last three are built at start-up, after the schema's migrations, by [`ensure`]:
+//! The ones without a migration are built at start-up, after the schema's migrations, by [`ensure`]:
 //! `CREATE INDEX CONCURRENTLY`, so the nodes already running on the database keep writing
 //! meanwhile. A build that was interrupted (its node killed, the server restarted) leaves an
 //! invalid index, which the next start drops and builds again; one that completed is left
 //! alone, so starting again costs one catalog read per index.
 
+use postgres::types::ToSql;
 use tokio_postgres::Client;
+
+use super::queue::{RELEASE_ALL, RUNNABLE_RENDERS, SPECULATION_CANDIDATES, claim_sql};
+use super::statement::Params;
 
 use super::statement::params;
 use super::{PgStore, RenderRecord, StoreError, UNFINISHED, docs, pg_error, to_i64};
@@ -44,7 +51,7 @@ fn stage_rows(stage: Retained) -> String {
 }
 
 /// The indexes [`ensure`] builds: name and what follows `ON`.
-fn indexes() -> [(&'static str, String); 3] {
+fn indexes() -> [(&'static str, String); 5] {
     [
         (
             "renders_results",
@@ -63,6 +70,14 @@ fn indexes() -> [(&'static str, String); 3] {
         (
             "renders_stale_previews",
             format!("renders (id) WHERE {STALE_PREVIEW}"),
+        ),
+        (
+            "renders_awaiting",
+            "renders (created_at) WHERE state = 'awaiting_approval'".into(),
+        ),
+        (
+            "renders_leased",
+            "renders (lease_owner) WHERE lease_owner IS NOT NULL".into(),
         ),
     ]
 }
@@ -198,49 +213,73 @@ impl PgStore {
         Ok(docs(rows, "render"))
     }
 
-    /// The plans PostgreSQL makes for the render queries (`EXPLAIN`, costs left out): with
+    /// The plans PostgreSQL makes for the render queries (`EXPLAIN`, costs left out; with
+    /// `analyze`, run, with their times and buffers), the work queue's included: with
     /// `principal`'s listing, a sweep's batch of 256 and a cursor in the middle of what is
-    /// stored. For the docs, and the tests that check each query reads its index.
+    /// stored. In one transaction, rolled back (an analysed claim takes no lease). For the
+    /// docs, and the tests that check each query reads its index.
     pub(crate) fn render_query_plans(
         &self,
         principal: &str,
+        analyze: bool,
     ) -> Result<Vec<(&'static str, String)>, StoreError> {
-        let middle: i64 = self
-            .query_one(
-                format!(
-                    "SELECT coalesce(percentile_disc(0.5) WITHIN GROUP (ORDER BY {SINCE}), 0)
-                     FROM renders"
-                ),
-                params![],
-            )?
-            .get(0);
-        let plan = |sql: String, params| -> Result<String, StoreError> {
-            let rows = self.query(format!("EXPLAIN (COSTS OFF) {sql}"), params)?;
-            let lines: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
-            Ok(lines.join("\n"))
-        };
-        let (list, batch) = (100i64, 256i64);
-        Ok(vec![
-            (
-                "recent_renders",
-                plan(recent_sql(true).into(), params![list, principal.to_string()])?,
-            ),
-            ("unfinished_renders", plan(unfinished_sql(), params![])?),
-            (
-                "expired_renders (results)",
-                plan(
-                    expired_sql(Retained::Result, true),
-                    params![middle, batch, middle / 2, String::new()],
-                )?,
-            ),
-            (
-                "expired_renders (tombstones)",
-                plan(expired_sql(Retained::Tombstone, false), params![middle, batch])?,
-            ),
-            (
-                "stale_previews",
-                plan(stale_sql(), params![String::new(), batch])?,
-            ),
-        ])
+        let principal = principal.to_string();
+        self.call(move |c| {
+            Box::pin(async move {
+                let tx = c.transaction().await.map_err(pg_error)?;
+                let middle: i64 = tx
+                    .query_one(
+                        &format!(
+                            "SELECT coalesce(percentile_disc(0.5) WITHIN GROUP
+                                 (ORDER BY {SINCE}), 0) FROM renders"
+                        ),
+                        &[],
+                    )
+                    .await
+                    .map_err(pg_error)?
+                    .get(0);
+                let how = if analyze { "ANALYZE, BUFFERS, " } else { "" };
+                let (list, batch, lease, none) = (100i64, 256i64, 60_000i64, None::<i64>);
+                let queries: Vec<(&'static str, String, Params)> = vec![
+                    ("recent_renders", recent_sql(true).into(), params![list, principal]),
+                    ("unfinished_renders", unfinished_sql(), params![]),
+                    (
+                        "expired_renders (results)",
+                        expired_sql(Retained::Result, true),
+                        params![middle, batch, middle / 2, String::new()],
+                    ),
+                    (
+                        "expired_renders (tombstones)",
+                        expired_sql(Retained::Tombstone, false),
+                        params![middle, batch],
+                    ),
+                    ("stale_previews", stale_sql(), params![String::new(), batch]),
+                    (
+                        "claim",
+                        claim_sql(RUNNABLE_RENDERS),
+                        params!["plan".to_string(), lease, none],
+                    ),
+                    (
+                        "claim_speculative",
+                        claim_sql(SPECULATION_CANDIDATES),
+                        params!["plan".to_string(), lease, none],
+                    ),
+                    ("release_node_leases", RELEASE_ALL.into(), params!["plan".to_string()]),
+                ];
+                let mut plans = Vec::new();
+                for (name, sql, params) in queries {
+                    let refs: Vec<&(dyn ToSql + Sync)> =
+                        params.iter().map(|p| &**p as &(dyn ToSql + Sync)).collect();
+                    let rows = tx
+                        .query(&format!("EXPLAIN ({how}COSTS OFF) {sql}"), &refs)
+                        .await
+                        .map_err(pg_error)?;
+                    let lines: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+                    plans.push((name, lines.join("\n")));
+                }
+                tx.rollback().await.map_err(pg_error)?;
+                Ok(plans)
+            })
+        })
     }
 }

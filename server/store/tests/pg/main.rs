@@ -77,13 +77,16 @@ fn postgres_render_queries_read_their_indexes_and_index_builds_recover() {
     let url = pg.url().replace("/postgres", "/busy");
     let mut db = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     db.batch_execute("ANALYZE renders").unwrap();
-    let plans = s.render_query_plans("busy").unwrap();
+    let plans = s.render_query_plans("busy", false).unwrap();
     let want = [
         ("recent_renders", "renders_recent"),
         ("unfinished_renders", "renders_unfinished"),
         ("expired_renders (results)", "renders_results"),
         ("expired_renders (tombstones)", "renders_tombstones"),
         ("stale_previews", "renders_stale_previews"),
+        ("claim", "renders_runnable"),
+        ("claim_speculative", "renders_awaiting"),
+        ("release_node_leases", "renders_leased"),
     ];
     assert_eq!(plans.len(), want.len());
     for ((name, plan), (want_name, index)) in plans.iter().zip(want) {
@@ -93,15 +96,20 @@ fn postgres_render_queries_read_their_indexes_and_index_builds_recover() {
     }
 
     // A second start builds nothing: the same indexes stay.
-    let before: Vec<_> = ["renders_results", "renders_tombstones", "renders_stale_previews"]
+    let built = [
+        "renders_results",
+        "renders_tombstones",
+        "renders_stale_previews",
+        "renders_awaiting",
+        "renders_leased",
+    ];
+    let before: Vec<_> = built
         .iter()
         .map(|n| index_state(&mut db, n).unwrap())
         .collect();
     assert!(before.iter().all(|(valid, _)| *valid));
     drop(Store::connect_postgres(&url).unwrap());
-    for (n, state) in ["renders_results", "renders_tombstones", "renders_stale_previews"]
-        .iter()
-        .zip(&before)
+    for (n, state) in built.iter().zip(&before)
     {
         assert_eq!(index_state(&mut db, n).as_ref(), Some(state));
     }
