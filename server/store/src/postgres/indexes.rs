@@ -215,8 +215,8 @@ impl PgStore {
 
     /// The plans PostgreSQL makes for the render queries (`EXPLAIN`, costs left out; with
     /// `analyze`, run, with their times and buffers), the work queue's included: with
-    /// `principal`'s listing, a sweep's batch of 256 and a cursor in the middle of what is
-    /// stored. In one transaction, rolled back (an analysed claim takes no lease). For the
+    /// `principal`'s listing, and a sweep's batch of 256 (of results: everything up to the
+    /// newest, from a cursor in the middle; of tombstones: up to the middle). In one transaction, rolled back (an analysed claim takes no lease). For the
     /// docs, and the tests that check each query reads its index.
     pub(crate) fn render_query_plans(
         &self,
@@ -227,17 +227,17 @@ impl PgStore {
         self.call(move |c| {
             Box::pin(async move {
                 let tx = c.transaction().await.map_err(pg_error)?;
-                let middle: i64 = tx
+                let times = tx
                     .query_one(
                         &format!(
                             "SELECT coalesce(percentile_disc(0.5) WITHIN GROUP
-                                 (ORDER BY {SINCE}), 0) FROM renders"
+                                 (ORDER BY {SINCE}), 0), coalesce(max({SINCE}), 0) FROM renders"
                         ),
                         &[],
                     )
                     .await
-                    .map_err(pg_error)?
-                    .get(0);
+                    .map_err(pg_error)?;
+                let (middle, last): (i64, i64) = (times.get(0), times.get(1));
                 let how = if analyze { "ANALYZE, BUFFERS, " } else { "" };
                 let (list, batch, lease, none) = (100i64, 256i64, 60_000i64, None::<i64>);
                 let queries: Vec<(&'static str, String, Params)> = vec![
@@ -246,7 +246,7 @@ impl PgStore {
                     (
                         "expired_renders (results)",
                         expired_sql(Retained::Result, true),
-                        params![middle, batch, middle / 2, String::new()],
+                        params![last, batch, middle, String::new()],
                     ),
                     (
                         "expired_renders (tombstones)",

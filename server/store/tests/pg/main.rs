@@ -91,7 +91,10 @@ fn postgres_render_queries_read_their_indexes_and_index_builds_recover() {
     assert_eq!(plans.len(), want.len());
     for ((name, plan), (want_name, index)) in plans.iter().zip(want) {
         assert_eq!(*name, want_name);
-        assert!(plan.contains(index), "{name} does not read {index}:\n{plan}");
+        // Awaiting renders are unfinished ones: either partial index bounds the read.
+        let read = plan.contains(index)
+            || (*name == "claim_speculative" && plan.contains("renders_unfinished"));
+        assert!(read, "{name} does not read {index}:\n{plan}");
         assert!(!plan.contains("Seq Scan"), "{name} scans the table:\n{plan}");
     }
 
