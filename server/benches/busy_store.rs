@@ -34,8 +34,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use vidforge_core::store::fixtures::finished_render;
-use vidforge_core::store::{Approval, RenderRecord, RenderState, Store, WatermarkArgs};
+use vidforge_core::store::fixtures::{awaiting_render, finished_render};
+use vidforge_core::store::{RenderRecord, Store};
 
 const HOUR: u64 = 3_600_000;
 const DAY: u64 = 24 * HOUR;
@@ -64,20 +64,13 @@ fn touched(now: u64) -> Vec<RenderRecord> {
         out.push(finished_render("busy", now - age, 1_000_000_001 + i));
     }
     for i in 0..AWAITING {
-        let mut r = finished_render("waiting", now - HOUR + i, 1_100_000_000 + i);
-        (r.state, r.outcome, r.finished_at, r.progress) =
-            (RenderState::AwaitingApproval, None, None, None);
-        r.args.watermark = Some(WatermarkArgs {
-            image_asset: "a_01J00000000000000000000000".into(),
-            position: vidforge_core::store::Position::BottomRight,
-            opacity: 1.0,
-        });
-        r.approval = Some(Approval {
-            decision: None,
-            requested_at: now - HOUR,
-            deadline: now + DAY,
-        });
-        out.push(r);
+        let created = now - HOUR + i;
+        out.push(awaiting_render(
+            "waiting",
+            created,
+            1_100_000_000 + i,
+            now + DAY,
+        ));
     }
     out.extend(due(now));
     out
@@ -90,7 +83,11 @@ fn due(now: u64) -> Vec<RenderRecord> {
             let tombstone = i >= DUE;
             let base = if tombstone { 14 * DAY } else { 7 * DAY };
             let age = spread(i % DUE, DUE, base + 60_000, base + HOUR);
-            let mut r = finished_render(&format!("p{:03}", i % 97), now - age - 30_000, 1_200_000_000 + i);
+            let mut r = finished_render(
+                &format!("p{:03}", i % 97),
+                now - age - 30_000,
+                1_200_000_000 + i,
+            );
             r.result_deleted = tombstone;
             r
         })
@@ -135,7 +132,7 @@ impl Place {
 }
 
 /// Writes `records` in batches of 10,000; records per second.
-fn write(place: &Place, records: impl Iterator<Item = RenderRecord>, pg: Option<&pg::Postgres>) -> f64 {
+fn write(place: &Place, records: impl Iterator<Item = RenderRecord>) -> f64 {
     let store = place.open();
     let started = Instant::now();
     let mut batch = Vec::with_capacity(10_000);
@@ -147,7 +144,11 @@ fn write(place: &Place, records: impl Iterator<Item = RenderRecord>, pg: Option<
             n += batch.len();
             batch.clear();
             if n % 100_000 == 0 {
-                eprintln!("  {} records written ({:.0} s)", n, started.elapsed().as_secs_f64());
+                eprintln!(
+                    "  {} records written ({:.0} s)",
+                    n,
+                    started.elapsed().as_secs_f64()
+                );
             }
         }
     }
@@ -155,8 +156,8 @@ fn write(place: &Place, records: impl Iterator<Item = RenderRecord>, pg: Option<
     n += batch.len();
     store.flush().unwrap();
     drop(store);
-    if let (Place::Postgres(url), Some(pg)) = (place, pg) {
-        pg.psql(url, "VACUUM ANALYZE renders");
+    if let Place::Postgres(url) = place {
+        pg::psql(url, "VACUUM ANALYZE renders");
     }
     n as f64 / started.elapsed().as_secs_f64()
 }
@@ -242,7 +243,9 @@ impl Served {
     }
 
     fn stop(mut self) {
-        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
         let deadline = Instant::now() + Duration::from_secs(60);
         while self.child.try_wait().unwrap().is_none() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
@@ -321,11 +324,10 @@ fn measure(run: &Run<'_>, place: &Place, stage: &str, records: u64) -> Value {
         true => vec![None, None],
     };
     let base = &served.base;
-    let timed = |token, method, params, n| {
-        (records > 0).then(|| median_ms(base, token, method, params, n))
-    };
-    let list_one = timed("one-token", "resources/list", json!({}), 21);
-    let list_busy = timed("busy-token", "resources/list", json!({}), 21);
+    let timed =
+        |token, method, params, n| (records > 0).then(|| median_ms(base, token, method, params, n));
+    let list_one = timed("one-token", "resources/list", json!({}), 101);
+    let list_busy = timed("busy-token", "resources/list", json!({}), 101);
     let get = timed("one-token", "tasks/get", json!({"taskId": run.one}), 201);
     let rss = served.peak_rss_mib();
     served.stop();
@@ -355,20 +357,19 @@ fn measure(run: &Run<'_>, place: &Place, stage: &str, records: u64) -> Value {
 /// The first start of this build on the full store as a build from before #49 left it: the
 /// sled index tree emptied, or PostgreSQL's new indexes dropped. Its boot includes building
 /// the indexes (sled: every record read once; PostgreSQL: `CREATE INDEX CONCURRENTLY`).
-fn measure_upgrade(run: &Run<'_>, place: &Place, records: u64, pg: Option<&pg::Postgres>) -> Value {
-    match (place, pg) {
-        (Place::Sled(_), _) => {
+fn measure_upgrade(run: &Run<'_>, place: &Place, records: u64) -> Value {
+    match place {
+        Place::Sled(_) => {
             // The store's own tree, opened as an extension would open one: the bench only.
             let store = place.open();
             store.open_tree("render_index").unwrap().clear().unwrap();
             store.flush().unwrap();
         }
-        (Place::Postgres(url), Some(pg)) => pg.psql(
+        Place::Postgres(url) => drop(pg::psql(
             url,
             "DROP INDEX renders_results, renders_tombstones, renders_stale_previews, \
              renders_awaiting, renders_leased",
-        ),
-        (Place::Postgres(_), None) => unreachable!("a PostgreSQL place has its server"),
+        )),
     }
     let (served, boot) = match Served::start(run.bin, place, run.dir) {
         Ok(started) => started,
@@ -385,13 +386,13 @@ fn measure_upgrade(run: &Run<'_>, place: &Place, records: u64, pg: Option<&pg::P
 }
 
 /// Fills `place` in its three stages and measures each with every binary of `runs`.
-fn bench_store(place: &Place, runs: &[Run<'_>], args: &Args, pg: Option<&pg::Postgres>) -> Vec<Value> {
+fn bench_store(place: &Place, runs: &[Run<'_>], args: &Args) -> Vec<Value> {
     let now = args.now;
     let mut rows = Vec::new();
     let measure_all = |stage: &str, records: u64, rows: &mut Vec<Value>| {
         for run in runs {
             if records > 0 {
-                write(place, due(now).into_iter(), pg);
+                write(place, due(now).into_iter());
             }
             let mut row = measure(run, place, stage, records);
             if !run.compared {
@@ -404,7 +405,7 @@ fn bench_store(place: &Place, runs: &[Run<'_>], args: &Args, pg: Option<&pg::Pos
     measure_all("empty", 0, &mut rows);
     let touched = touched(now);
     let base = touched.len() as u64;
-    write(place, touched.into_iter(), pg);
+    write(place, touched.into_iter());
     measure_all("touched", base, &mut rows);
     let rest = args.records.saturating_sub(base);
     eprintln!("{}: writing {rest} more records", place.name());
@@ -412,7 +413,6 @@ fn bench_store(place: &Place, runs: &[Run<'_>], args: &Args, pg: Option<&pg::Pos
     let per_s = write(
         place,
         (0..rest).map(|i| filler(i, rest, args.principals, now)),
-        pg,
     );
     eprintln!(
         "{}: {rest} records written in {:.0} s ({per_s:.0}/s)",
@@ -426,10 +426,13 @@ fn bench_store(place: &Place, runs: &[Run<'_>], args: &Args, pg: Option<&pg::Pos
     }
     if let Place::Postgres(_) = place {
         for (query, plan) in place.open().render_query_plans("busy", true).unwrap() {
-            println!("EXPLAIN ANALYZE of {query} on {} records:\n{plan}\n", base + rest);
+            println!(
+                "EXPLAIN ANALYZE of {query} on {} records:\n{plan}\n",
+                base + rest
+            );
         }
     }
-    rows.push(measure_upgrade(&runs[0], place, base + rest, pg));
+    rows.push(measure_upgrade(&runs[0], place, base + rest));
     rows
 }
 
@@ -504,18 +507,32 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let ours = PathBuf::from(env!("CARGO_BIN_EXE_vidforge"));
     let one = finished_render("one", args.now - HOUR, 1_000_000_000).id;
-    let mut runs = vec![Run { label: "this build", compared: false, bin: &ours, one: &one, dir: dir.path() }];
+    let mut runs = vec![Run {
+        label: "this build",
+        compared: false,
+        bin: &ours,
+        one: &one,
+        dir: dir.path(),
+    }];
     if let Some(other) = &args.compare {
-        runs.push(Run { label: "compared", compared: true, bin: other, one: &one, dir: dir.path() });
+        runs.push(Run {
+            label: "compared",
+            compared: true,
+            bin: other,
+            one: &one,
+            dir: dir.path(),
+        });
     }
     let pg = pg::Postgres::start();
     let sled = Place::Sled(dir.path().join("sled"));
-    pg.psql(&pg.url(), "CREATE DATABASE busy");
+    pg::psql(&pg.url(), "CREATE DATABASE busy");
     let postgres = Place::Postgres(pg.url().replace("/postgres", "/busy"));
-    let mut rows = bench_store(&sled, &runs, &args, None);
-    rows.extend(bench_store(&postgres, &runs, &args, Some(&pg)));
+    let mut rows = bench_store(&sled, &runs, &args);
+    rows.extend(bench_store(&postgres, &runs, &args));
 
-    println!("| store | records | binary | boot to ready ms | first sweep (2,000 due) ms | next sweep (none due) ms | resources/list (1) ms | resources/list (10,000) ms | tasks/get ms | peak RSS MiB |");
+    println!(
+        "| store | records | binary | boot to ready ms | first sweep (2,000 due) ms | next sweep (none due) ms | resources/list (1) ms | resources/list (10,000) ms | tasks/get ms | peak RSS MiB |"
+    );
     println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         if let Some(failed) = r["failed"].as_str() {

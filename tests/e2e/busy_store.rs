@@ -7,8 +7,10 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use vidforge_core::store::fixtures::{finished_render, write_unindexed};
-use vidforge_core::store::{Approval, RenderRecord, RenderState, WatermarkArgs};
+use vidforge_core::store::fixtures::{
+    awaiting_render, finished_render, unfinished_render, write_unindexed,
+};
+use vidforge_core::store::{RenderRecord, RenderState};
 
 use crate::support::*;
 
@@ -18,8 +20,14 @@ const RECORDS: usize = 50_000;
 /// approval whose deadline has passed.
 const UNFINISHED: usize = 200;
 const TOKENS: [&str; 8] = [
-    "--token", "alice-busy-token=alice", "--token", "bob-busy-token=bob",
-    "--token", "carol-busy-token=carol", "--token", "dave-busy-token=dave",
+    "--token",
+    "alice-busy-token=alice",
+    "--token",
+    "bob-busy-token=bob",
+    "--token",
+    "carol-busy-token=carol",
+    "--token",
+    "dave-busy-token=dave",
 ];
 
 fn now_ms() -> u64 {
@@ -46,24 +54,10 @@ fn records(now: u64) -> Vec<RenderRecord> {
             if principal == "carol" {
                 // Within the task lifetime, so tasks/get still answers.
                 let created = now - 3_600_000 + i as u64;
-                let mut r = finished_render(&principal, created, i as u64);
-                (r.outcome, r.finished_at, r.progress) = (None, None, None);
-                if i % 500 == 7 {
-                    r.state = RenderState::Rendering;
-                } else {
-                    r.state = RenderState::AwaitingApproval;
-                    r.args.watermark = Some(WatermarkArgs {
-                        image_asset: "a_01J00000000000000000000000".into(),
-                        position: vidforge_core::store::Position::BottomRight,
-                        opacity: 1.0,
-                    });
-                    r.approval = Some(Approval {
-                        decision: None,
-                        requested_at: created + 1_000,
-                        deadline: created + 60_000,
-                    });
-                }
-                return r;
+                return match i % 500 {
+                    7 => unfinished_render(&principal, created, i as u64, RenderState::Rendering),
+                    _ => awaiting_render(&principal, created, i as u64, created + 60_000),
+                };
             }
             finished_render(&principal, created, i as u64)
         })

@@ -136,6 +136,39 @@ pub fn finished_render(principal: &str, created_at: u64, n: u64) -> RenderRecord
     }
 }
 
+/// [`finished_render`] not finished yet: in `state`, without outcome, end or progress.
+pub fn unfinished_render(
+    principal: &str,
+    created_at: u64,
+    n: u64,
+    state: RenderState,
+) -> RenderRecord {
+    RenderRecord {
+        state,
+        outcome: None,
+        finished_at: None,
+        progress: None,
+        ..finished_render(principal, created_at, n)
+    }
+}
+
+/// [`unfinished_render`] with a watermark, awaiting its approval until `deadline` (Unix ms),
+/// undecided.
+pub fn awaiting_render(principal: &str, created_at: u64, n: u64, deadline: u64) -> RenderRecord {
+    let mut r = unfinished_render(principal, created_at, n, RenderState::AwaitingApproval);
+    r.args.watermark = Some(WatermarkArgs {
+        image_asset: render_id(created_at, n).replace("task_", "a_"),
+        position: Position::BottomRight,
+        opacity: 1.0,
+    });
+    r.approval = Some(Approval {
+        decision: None,
+        requested_at: created_at + 1_000,
+        deadline,
+    });
+    r
+}
+
 /// Writes `records` into a new sled store in `dir` the way a build from before the render
 /// indexes left it (the records alone, flushed): the index migration's starting point.
 pub fn write_unindexed(dir: &std::path::Path, records: &[RenderRecord]) -> Result<(), StoreError> {

@@ -147,7 +147,11 @@ impl SledStore {
             (&self.renders, &self.render_index).transaction(|(renders, index)| {
                 for (rec, value) in recs.iter().zip(&values) {
                     let old = renders.insert(rec.id.as_bytes(), value.as_slice())?;
-                    reindex(index, stored_terms(&rec.id, &old).as_ref(), Some(&Terms::of(rec)))?;
+                    reindex(
+                        index,
+                        stored_terms(&rec.id, &old).as_ref(),
+                        Some(&Terms::of(rec)),
+                    )?;
                 }
                 Ok(())
             }),
@@ -183,7 +187,11 @@ impl SledStore {
                 idem.insert(ik.as_slice(), v.as_slice())?;
             }
             let old = renders.insert(rec.id.as_bytes(), value.as_slice())?;
-            reindex(index, stored_terms(&rec.id, &old).as_ref(), Some(&Terms::of(rec)))?;
+            reindex(
+                index,
+                stored_terms(&rec.id, &old).as_ref(),
+                Some(&Terms::of(rec)),
+            )?;
             Ok(Inserted::Created)
         }))
     }
@@ -400,12 +408,18 @@ pub(crate) fn build(store: &SledStore, max_batches: Option<usize>) -> Result<(),
         let mut batch = sled::Batch::default();
         let mut last = None;
         let mut n = 0;
-        for item in store.renders.range::<IVec, _>((start, Bound::Unbounded)).take(BUILD_BATCH) {
+        for item in store
+            .renders
+            .range::<IVec, _>((start, Bound::Unbounded))
+            .take(BUILD_BATCH)
+        {
             let (id, value) = item?;
             let key = String::from_utf8_lossy(&id).into_owned();
             match Terms::decode(&key, &value) {
                 Ok(t) => keys(&t).into_iter().for_each(|k| batch.insert(k, &[][..])),
-                Err(e) => tracing::error!(error = %e, "an undecodable render record is not indexed"),
+                Err(e) => {
+                    tracing::error!(error = %e, "an undecodable render record is not indexed")
+                }
             }
             last = Some(id);
             n += 1;

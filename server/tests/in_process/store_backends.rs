@@ -9,6 +9,8 @@
 #[path = "../../store/tests/pg/mod.rs"]
 mod pg;
 
+use pg::psql;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -704,32 +706,6 @@ fn postgres_store_passes_the_shared_suite_and_runs_the_work_queue() {
     );
     assert!(sessions.check(&headers).is_err(), "and says why");
     assert!(sessions.sign_in("token-carol-1").is_err());
-}
-
-/// SQL through `psql` (PostgreSQL's own client, beside `initdb`), as the test's superuser.
-fn psql(url: &str, sql: &str) -> String {
-    let bin = std::env::var("VIDFORGE_PG_BIN").unwrap_or("/usr/lib/postgresql/15/bin".into());
-    let out = std::process::Command::new(std::path::Path::new(&bin).join("psql"))
-        .args([
-            "-X",
-            "-q",
-            "-t",
-            "-A",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-d",
-            url,
-            "-c",
-            sql,
-        ])
-        .output()
-        .expect("run psql");
-    assert!(
-        out.status.success(),
-        "psql {sql:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 #[test]

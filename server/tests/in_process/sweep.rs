@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use vidforge_core::store::fixtures::finished_render;
+use vidforge_core::store::fixtures::{finished_render, unfinished_render};
 use vidforge_core::store::{RenderRecord, RenderState};
 
 use crate::common::*;
@@ -48,9 +48,7 @@ fn record(i: u64, now: u64) -> (RenderRecord, Fate) {
         r.preview_path = Some(format!("/nowhere/previews/{}/preview.png", r.id).into());
     } else if i % 100 == 99 {
         // Unfinished renders, whatever their age, are not the sweeper's.
-        r.state = RenderState::Queued;
-        (r.outcome, r.finished_at, r.progress) = (None, None, None);
-        r.created_at = now - 20 * DAY;
+        r = unfinished_render(&principal, now - 20 * DAY, i, RenderState::Queued);
     }
     (r, fate)
 }

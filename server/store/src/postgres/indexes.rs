@@ -196,7 +196,9 @@ impl PgStore {
         let (until, limit) = (to_i64(until), limit_of(limit));
         let sql = expired_sql(stage, after.is_some());
         let rows = match after {
-            Some((since, id)) => self.query(sql, params![until, limit, to_i64(since), id.to_string()]),
+            Some((since, id)) => {
+                self.query(sql, params![until, limit, to_i64(since), id.to_string()])
+            }
             None => self.query(sql, params![until, limit]),
         }?;
         Ok(docs(rows, "render"))
@@ -241,7 +243,11 @@ impl PgStore {
                 let how = if analyze { "ANALYZE, BUFFERS, " } else { "" };
                 let (list, batch, lease, none) = (100i64, 256i64, 60_000i64, None::<i64>);
                 let queries: Vec<(&'static str, String, Params)> = vec![
-                    ("recent_renders", recent_sql(true).into(), params![list, principal]),
+                    (
+                        "recent_renders",
+                        recent_sql(true).into(),
+                        params![list, principal],
+                    ),
                     ("unfinished_renders", unfinished_sql(), params![]),
                     (
                         "expired_renders (results)",
@@ -264,7 +270,11 @@ impl PgStore {
                         claim_sql(SPECULATION_CANDIDATES),
                         params!["plan".to_string(), lease, none],
                     ),
-                    ("release_node_leases", RELEASE_ALL.into(), params!["plan".to_string()]),
+                    (
+                        "release_node_leases",
+                        RELEASE_ALL.into(),
+                        params!["plan".to_string()],
+                    ),
                 ];
                 let mut plans = Vec::new();
                 for (name, sql, params) in queries {

@@ -95,7 +95,10 @@ fn postgres_render_queries_read_their_indexes_and_index_builds_recover() {
         let read = plan.contains(index)
             || (*name == "claim_speculative" && plan.contains("renders_unfinished"));
         assert!(read, "{name} does not read {index}:\n{plan}");
-        assert!(!plan.contains("Seq Scan"), "{name} scans the table:\n{plan}");
+        assert!(
+            !plan.contains("Seq Scan"),
+            "{name} scans the table:\n{plan}"
+        );
     }
 
     // A second start builds nothing: the same indexes stay.
@@ -112,23 +115,23 @@ fn postgres_render_queries_read_their_indexes_and_index_builds_recover() {
         .collect();
     assert!(before.iter().all(|(valid, _)| *valid));
     drop(Store::connect_postgres(&url).unwrap());
-    for (n, state) in built.iter().zip(&before)
-    {
+    for (n, state) in built.iter().zip(&before) {
         assert_eq!(index_state(&mut db, n).as_ref(), Some(state));
     }
 
     // An interrupted concurrent build leaves an invalid index (here: one that failed on a
     // duplicate), and a missing one is what a database from before them has: the next start
     // builds both, and the reads answer as before.
-    db.batch_execute(
-        "DROP INDEX renders_results; DROP INDEX renders_tombstones;",
-    )
-    .unwrap();
+    db.batch_execute("DROP INDEX renders_results; DROP INDEX renders_tombstones;")
+        .unwrap();
     assert!(
         db.batch_execute("CREATE UNIQUE INDEX CONCURRENTLY renders_results ON renders (principal)")
             .is_err()
     );
-    assert_eq!(index_state(&mut db, "renders_results").map(|s| s.0), Some(false));
+    assert_eq!(
+        index_state(&mut db, "renders_results").map(|s| s.0),
+        Some(false)
+    );
     assert_eq!(index_state(&mut db, "renders_tombstones"), None);
     let again = Store::connect_postgres(&url).unwrap();
     for n in ["renders_results", "renders_tombstones"] {

@@ -121,21 +121,6 @@ impl Postgres {
         format!("postgres://vidforge@127.0.0.1:{}/postgres", self.port)
     }
 
-    /// Runs `sql` with `psql` on the database at `url`; panics when it fails.
-    #[allow(dead_code)] // the benchmarks'
-    pub fn psql(&self, url: &str, sql: &str) {
-        let out = Command::new(self.bin.join("psql"))
-            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql])
-            .stdin(Stdio::null())
-            .output()
-            .expect("run psql");
-        assert!(
-            out.status.success(),
-            "psql {sql:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
     /// `pg_ctl restart -m fast`.
     #[allow(dead_code)] // not every user restarts it
     pub fn restart(&self) {
@@ -168,4 +153,32 @@ fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free loopback port")
+}
+
+/// Runs `sql` with `psql` (PostgreSQL's own client, beside `initdb`) on the database at `url`,
+/// as the test's superuser; its output, unaligned, without headers. Panics when it fails.
+#[allow(dead_code)] // not every user runs SQL of its own
+pub fn psql(url: &str, sql: &str) -> String {
+    let out = Command::new(Postgres::bin_dir().join("psql"))
+        .args([
+            "-X",
+            "-q",
+            "-t",
+            "-A",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-d",
+            url,
+            "-c",
+            sql,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run psql");
+    assert!(
+        out.status.success(),
+        "psql {sql:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }

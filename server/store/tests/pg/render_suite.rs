@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 
-use super::store::fixtures::finished_render;
+use super::store::fixtures::{finished_render, unfinished_render};
 use super::store::{
     Change, Outcome, RenderRecord, RenderState, Retained, Store, StoreError, catalog,
 };
@@ -32,13 +32,13 @@ pub fn record(i: usize) -> RenderRecord {
     };
     let mut r = finished_render(&principal, T0 + slot * STEP, i as u64);
     if i % 50 == 3 {
-        r.state = [
+        let state = [
             RenderState::Queued,
             RenderState::Rendering,
             RenderState::Previewing,
             RenderState::AwaitingApproval,
         ][i / 50 % 4];
-        (r.outcome, r.finished_at) = (None, None);
+        r = unfinished_render(&principal, T0 + slot * STEP, i as u64, state);
     } else if i % 11 == 5 {
         r.state = RenderState::Failed;
         r.preview_path = Some(format!("/previews/{}/preview.png", r.id).into());
@@ -102,12 +102,21 @@ pub fn reads_agree_with_a_scan(s: &Store, all: &[RenderRecord]) {
     let busy = newest_of(all, "busy");
     assert_eq!(busy.len(), BUSY);
     let listed = s.recent_renders(Some("busy"), 100).unwrap();
-    assert_eq!(ids(&listed), busy[..100].iter().map(|r| r.id.as_str()).collect::<Vec<_>>());
+    assert_eq!(
+        ids(&listed),
+        busy[..100]
+            .iter()
+            .map(|r| r.id.as_str())
+            .collect::<Vec<_>>()
+    );
     assert_eq!(listed[0], *busy[0]);
     let every = s.recent_renders(Some("busy"), 2 * BUSY).unwrap();
     assert_eq!(every.len(), BUSY);
     assert!(every.iter().all(|r| r.principal == "busy"));
-    assert_eq!(ids(&s.recent_renders(Some("one"), 100).unwrap()), [all[0].id.as_str()]);
+    assert_eq!(
+        ids(&s.recent_renders(Some("one"), 100).unwrap()),
+        [all[0].id.as_str()]
+    );
     assert!(s.recent_renders(Some("nobody"), 100).unwrap().is_empty());
     assert!(s.recent_renders(Some("bus"), 100).unwrap().is_empty());
     assert_eq!(s.recent_renders(Some("p5"), 3).unwrap().len(), 3);
@@ -117,7 +126,10 @@ pub fn reads_agree_with_a_scan(s: &Store, all: &[RenderRecord]) {
     unfinished.sort_by_key(|r| (r.created_at, r.id.clone()));
     assert_eq!(unfinished.len(), RECORDS / 50);
     let read = s.unfinished_renders().unwrap();
-    assert_eq!(ids(&read), unfinished.iter().map(|r| r.id.as_str()).collect::<Vec<_>>());
+    assert_eq!(
+        ids(&read),
+        unfinished.iter().map(|r| r.id.as_str()).collect::<Vec<_>>()
+    );
 
     // The expiry orders, in batches, up to a time (inclusive) and no further.
     let until = all[RECORDS / 3].retained_since();
@@ -130,8 +142,15 @@ pub fn reads_agree_with_a_scan(s: &Store, all: &[RenderRecord]) {
         want.sort_by_key(|r| (r.retained_since(), r.id.clone()));
         assert!(want.len() > 1_000, "{stage:?}: {}", want.len());
         let got = expired_in_batches(s, stage, until, 997);
-        assert_eq!(ids(&got), want.iter().map(|r| r.id.as_str()).collect::<Vec<_>>());
-        assert!(s.expired_renders(stage, T0 - 1, None, 10).unwrap().is_empty());
+        assert_eq!(
+            ids(&got),
+            want.iter().map(|r| r.id.as_str()).collect::<Vec<_>>()
+        );
+        assert!(
+            s.expired_renders(stage, T0 - 1, None, 10)
+                .unwrap()
+                .is_empty()
+        );
     }
 
     // The previews to delete, by id, in batches.
@@ -144,7 +163,9 @@ pub fn reads_agree_with_a_scan(s: &Store, all: &[RenderRecord]) {
     stale.sort_unstable();
     let mut got: Vec<RenderRecord> = Vec::new();
     loop {
-        let next = s.stale_previews(got.last().map(|r| r.id.as_str()), 500).unwrap();
+        let next = s
+            .stale_previews(got.last().map(|r| r.id.as_str()), 500)
+            .unwrap();
         let done = next.len() < 500;
         got.extend(next);
         if done {
@@ -165,7 +186,11 @@ pub fn writes_move_records_between_indexes(s: &Store) {
     let mut all: Vec<RenderRecord> = (0..200).map(record).collect();
     s.put_renders(&all).unwrap();
     let unfinished = |s: &Store| -> HashSet<String> {
-        s.unfinished_renders().unwrap().into_iter().map(|r| r.id).collect()
+        s.unfinished_renders()
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect()
     };
     let queued = all.iter().find(|r| !r.is_terminal()).unwrap().id.clone();
     assert!(unfinished(s).contains(&queued));
@@ -181,7 +206,9 @@ pub fn writes_move_records_between_indexes(s: &Store) {
         .unwrap()
         .record;
     assert!(!unfinished(s).contains(&queued));
-    let first = s.expired_renders(Retained::Result, T0 + 1, None, 10).unwrap();
+    let first = s
+        .expired_renders(Retained::Result, T0 + 1, None, 10)
+        .unwrap();
     assert!(ids(&first).contains(&queued.as_str()));
     // Its result is deleted: a tombstone.
     s.update_render::<_, StoreError>(&queued, |r| {
@@ -189,15 +216,28 @@ pub fn writes_move_records_between_indexes(s: &Store) {
         Ok(Change::Write(()))
     })
     .unwrap();
-    let results = s.expired_renders(Retained::Result, T0 + 1, None, 10).unwrap();
+    let results = s
+        .expired_renders(Retained::Result, T0 + 1, None, 10)
+        .unwrap();
     assert!(!ids(&results).contains(&queued.as_str()));
-    let tombs = s.expired_renders(Retained::Tombstone, T0 + 1, None, 10).unwrap();
+    let tombs = s
+        .expired_renders(Retained::Tombstone, T0 + 1, None, 10)
+        .unwrap();
     assert_eq!(ids(&tombs), [queued.as_str()]);
     // A stale preview leaves its order once the preview is gone.
     let stale = |s: &Store| -> HashSet<String> {
-        s.stale_previews(None, 500).unwrap().into_iter().map(|r| r.id).collect()
+        s.stale_previews(None, 500)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect()
     };
-    let failed = all.iter().find(|r| r.preview_path.is_some()).unwrap().id.clone();
+    let failed = all
+        .iter()
+        .find(|r| r.preview_path.is_some())
+        .unwrap()
+        .id
+        .clone();
     let before = stale(s);
     assert!(before.contains(&failed));
     s.update_render::<_, StoreError>(&failed, |r| {
@@ -213,7 +253,10 @@ pub fn writes_move_records_between_indexes(s: &Store) {
     let mut moved = all[7].clone();
     moved.principal = "elsewhere".into();
     s.put_render(&moved).unwrap();
-    assert_eq!(ids(&s.recent_renders(Some("elsewhere"), 5).unwrap()), [moved.id.as_str()]);
+    assert_eq!(
+        ids(&s.recent_renders(Some("elsewhere"), 5).unwrap()),
+        [moved.id.as_str()]
+    );
     let old_owner = &all[7].principal;
     let theirs = s.recent_renders(Some(old_owner), 500).unwrap();
     assert!(!ids(&theirs).contains(&moved.id.as_str()));
@@ -221,7 +264,9 @@ pub fn writes_move_records_between_indexes(s: &Store) {
     // Deleted: out of every index.
     s.delete_render(&queued).unwrap();
     s.delete_render(&moved.id).unwrap();
-    let tombs = s.expired_renders(Retained::Tombstone, u64::MAX, None, 500).unwrap();
+    let tombs = s
+        .expired_renders(Retained::Tombstone, u64::MAX, None, 500)
+        .unwrap();
     assert!(!tombs.is_empty() && !ids(&tombs).contains(&queued.as_str()));
     assert!(s.recent_renders(Some("elsewhere"), 5).unwrap().is_empty());
     let principal = &done.principal;
@@ -229,12 +274,13 @@ pub fn writes_move_records_between_indexes(s: &Store) {
     assert!(!ids(&listed).contains(&queued.as_str()));
 
     // A new render through insert_render: listed and unfinished at once.
-    let mut fresh = finished_render("newcomer", T0 + 5, 1_000_000);
-    fresh.state = RenderState::Queued;
-    (fresh.outcome, fresh.finished_at) = (None, None);
+    let fresh = unfinished_render("newcomer", T0 + 5, 1_000_000, RenderState::Queued);
     s.insert_render(&fresh, None).unwrap();
     assert!(unfinished(s).contains(&fresh.id));
-    assert_eq!(ids(&s.recent_renders(Some("newcomer"), 5).unwrap()), [fresh.id.as_str()]);
+    assert_eq!(
+        ids(&s.recent_renders(Some("newcomer"), 5).unwrap()),
+        [fresh.id.as_str()]
+    );
     all.push(fresh);
 }
 
