@@ -143,7 +143,7 @@ fn write(place: &Place, records: impl Iterator<Item = RenderRecord>) -> f64 {
             store.put_renders(&batch).unwrap();
             n += batch.len();
             batch.clear();
-            if n % 100_000 == 0 {
+            if n.is_multiple_of(100_000) {
                 eprintln!(
                     "  {} records written ({:.0} s)",
                     n,
