@@ -34,7 +34,11 @@ fn record(i: u64, now: u64) -> (RenderRecord, Fate) {
         // Results past 7 days but within 7 days and 4 hours: their files go.
         0..=1 => (spread(7 * DAY, 7 * DAY + 4 * HOUR), false, Fate::Tombstone),
         // Tombstones past their grace go; so do results that old never swept.
-        2..=5 => (spread(14 * DAY, 15 * DAY), !i.is_multiple_of(5), Fate::Deleted),
+        2..=5 => (
+            spread(14 * DAY, 15 * DAY),
+            !i.is_multiple_of(5),
+            Fate::Deleted,
+        ),
         // Tombstones within their grace stay.
         6..=40 => (spread(7 * DAY + 4 * HOUR, 14 * DAY), true, Fate::Kept),
         // Failed renders that still name their preview: it goes.

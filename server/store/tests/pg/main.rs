@@ -46,8 +46,10 @@ fn postgres_store_passes_the_segment_suite() {
     segment_suite!(on_postgres);
 }
 
+/// The suite's tests in turn, each on its own database; then, on the full store the first
+/// one filled, the queries' plans and the index builds.
 #[test]
-fn postgres_store_passes_the_render_index_suite() {
+fn postgres_store_passes_the_render_index_suite_and_its_queries_read_their_indexes() {
     let pg = Postgres::start();
     macro_rules! on_postgres {
         ($($name:ident),+) => {
@@ -57,6 +59,10 @@ fn postgres_store_passes_the_render_index_suite() {
         };
     }
     render_suite!(on_postgres);
+    let url = pg
+        .url()
+        .replace("/postgres", "/a_full_store_answers_from_its_indexes");
+    queries_read_their_indexes_and_index_builds_recover(&url);
 }
 
 /// Whether the index `name` exists and is valid, and its object id.
@@ -69,13 +75,12 @@ fn index_state(db: &mut postgres::Client, name: &str) -> Option<(bool, u32)> {
     .map(|r| (r.get(0), r.get(1)))
 }
 
-#[test]
-fn postgres_render_queries_read_their_indexes_and_index_builds_recover() {
-    let pg = Postgres::start();
-    let s = fresh(&pg, "busy");
-    let all = render_suite::fill(&s);
-    let url = pg.url().replace("/postgres", "/busy");
-    let mut db = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+/// On the suite's full store at `url`: every render and queue query reads its index; a second
+/// start builds nothing; an interrupted build and a missing index are built at the next start.
+fn queries_read_their_indexes_and_index_builds_recover(url: &str) {
+    let s = Store::connect_postgres(url).unwrap();
+    let all = render_suite::records();
+    let mut db = postgres::Client::connect(url, postgres::NoTls).unwrap();
     db.batch_execute("ANALYZE renders").unwrap();
     let plans = s.render_query_plans("busy", false).unwrap();
     let want = [
@@ -114,7 +119,7 @@ fn postgres_render_queries_read_their_indexes_and_index_builds_recover() {
         .map(|n| index_state(&mut db, n).unwrap())
         .collect();
     assert!(before.iter().all(|(valid, _)| *valid));
-    drop(Store::connect_postgres(&url).unwrap());
+    drop(Store::connect_postgres(url).unwrap());
     for (n, state) in built.iter().zip(&before) {
         assert_eq!(index_state(&mut db, n).as_ref(), Some(state));
     }
@@ -133,7 +138,7 @@ fn postgres_render_queries_read_their_indexes_and_index_builds_recover() {
         Some(false)
     );
     assert_eq!(index_state(&mut db, "renders_tombstones"), None);
-    let again = Store::connect_postgres(&url).unwrap();
+    let again = Store::connect_postgres(url).unwrap();
     for n in ["renders_results", "renders_tombstones"] {
         assert_eq!(index_state(&mut db, n).map(|s| s.0), Some(true), "{n}");
     }
