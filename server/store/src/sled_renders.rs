@@ -43,6 +43,8 @@ const CURSOR: &[u8] = b"\0cursor";
 const VERSION: &[u8] = &[1];
 /// Records indexed per batch (and per flush) of a build.
 const BUILD_BATCH: usize = 5_000;
+/// How often a build logs its progress (and after its first batch).
+const BUILD_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The keys of `principal`'s entries begin so.
 fn principal_prefix(principal: &str) -> Vec<u8> {
@@ -400,6 +402,7 @@ pub(crate) fn build(store: &SledStore, max_batches: Option<usize>) -> Result<(),
         }
     }
     let mut done = 0usize;
+    let mut logged = std::time::Instant::now();
     for _ in 0..max_batches.unwrap_or(usize::MAX) {
         let start = match &after {
             Some(id) => Bound::Excluded(id.clone()),
@@ -430,7 +433,11 @@ pub(crate) fn build(store: &SledStore, max_batches: Option<usize>) -> Result<(),
         index.insert(CURSOR, last.clone())?;
         store.db.flush()?;
         done += n;
-        tracing::info!(records = done, "render index build: a batch is recorded");
+        // The first batch, then every few seconds.
+        if done == n || logged.elapsed() >= BUILD_LOG_INTERVAL {
+            logged = std::time::Instant::now();
+            tracing::info!(records = done, "render index build: a batch is recorded");
+        }
         after = Some(last);
         if n < BUILD_BATCH {
             break;
