@@ -121,6 +121,22 @@ fn stored_terms<'a>(id: &str, old: &'a Option<IVec>) -> Option<Terms<'a>> {
         .ok()
 }
 
+/// Stores `rec` (encoded: `value`) and moves its index entries from the record it replaces
+/// (if any) to its own, in a transaction.
+fn put(
+    renders: &TransactionalTree,
+    index: &TransactionalTree,
+    rec: &RenderRecord,
+    value: &[u8],
+) -> Result<(), UnabortableTransactionError> {
+    let old = renders.insert(rec.id.as_bytes(), value)?;
+    reindex(
+        index,
+        stored_terms(&rec.id, &old).as_ref(),
+        Some(&Terms::of(rec)),
+    )
+}
+
 /// A transaction's outcome as the store's error.
 fn tx_result<T>(out: Result<T, TransactionError<StoreError>>) -> Result<T, StoreError> {
     out.map_err(|e| match e {
@@ -148,12 +164,7 @@ impl SledStore {
         tx_result(
             (&self.renders, &self.render_index).transaction(|(renders, index)| {
                 for (rec, value) in recs.iter().zip(&values) {
-                    let old = renders.insert(rec.id.as_bytes(), value.as_slice())?;
-                    reindex(
-                        index,
-                        stored_terms(&rec.id, &old).as_ref(),
-                        Some(&Terms::of(rec)),
-                    )?;
+                    put(renders, index, rec, value)?;
                 }
                 Ok(())
             }),
@@ -188,12 +199,7 @@ impl SledStore {
                 }
                 idem.insert(ik.as_slice(), v.as_slice())?;
             }
-            let old = renders.insert(rec.id.as_bytes(), value.as_slice())?;
-            reindex(
-                index,
-                stored_terms(&rec.id, &old).as_ref(),
-                Some(&Terms::of(rec)),
-            )?;
+            put(renders, index, rec, &value)?;
             Ok(Inserted::Created)
         }))
     }
