@@ -6,6 +6,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod busy_store;
 mod chaos;
 mod cluster;
 mod hardware;

@@ -180,8 +180,33 @@ impl Server {
         panic!("no free port after 5 tries:\n{}", self.log());
     }
 
+    /// Starts a server and kills it (SIGKILL) as soon as its log shows `line`, before it
+    /// serves (panics when it serves first, or after 60 s): a crash at that point of its
+    /// start. [`Server::start_again`] starts it again, on the same port.
+    pub fn start_killed_at(data_dir: &Path, extra: &[&str], line: &str) -> Server {
+        let mut server = Server::new(vidforge_bin(), data_dir, extra);
+        server.launch();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !server.log().contains(line) {
+            let log = server.log();
+            assert!(
+                Instant::now() < deadline && !log.contains(LISTENING),
+                "the server never logged {line:?} before serving:\n{log}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        server.kill9();
+        server
+    }
+
     fn spawn_once(&mut self) -> Ready {
         let listening_before = self.log().matches(LISTENING).count();
+        self.launch();
+        self.wait_ready(listening_before)
+    }
+
+    /// Starts the process, its console output appended to the log.
+    fn launch(&mut self) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -213,7 +238,6 @@ impl Server {
             .spawn()
             .expect("spawn vidforge serve");
         self.child = Some(child);
-        self.wait_ready(listening_before)
     }
 
     /// Ready once *this* process says it listens (its log gains a "listening on" line) and

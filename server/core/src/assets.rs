@@ -375,11 +375,12 @@ pub fn used_by(rec: &RenderRecord) -> impl Iterator<Item = &str> {
         .chain(rec.args.watermark.as_ref().map(|w| w.image_asset.as_str()))
 }
 
-/// The unfinished renders that use asset `id`: while any does, the asset is kept. Scans the
-/// store (for the CLI's direct mode; the server asks its index of unfinished renders).
+/// The unfinished renders that use asset `id`: while any does, the asset is kept. Reads the
+/// store's index of unfinished renders (for the CLI's direct mode; the server asks its own
+/// in-memory index of them).
 pub fn in_use_by(store: &Store, id: &str) -> Result<Vec<String>, ServiceError> {
     Ok(store
-        .renders()?
+        .unfinished_renders()?
         .into_iter()
         .filter(|r| !r.is_terminal() && used_by(r).any(|a| a == id))
         .map(|r| r.id)

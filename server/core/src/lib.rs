@@ -4,7 +4,7 @@
 //!
 //! Layers, bottom up: [`store`] (sled or PostgreSQL, the truth; the crate vidforge-store) →
 //! [`shared`] (the state every actor shares) → [`worker`] pool and [`maintenance`] (boot
-//! recovery, approval deadlines, sweeper), [`cluster`] (the shared queue) →
+//! recovery, approval deadlines, the sweeper in `sweep.rs`), [`cluster`] (the shared queue) →
 //! [`service::RenderService`] (creation, idempotency, quota, approvals, cancel; starts the two
 //! before it). Beside them: [`config`]
 //! (every setting), [`catalog`] (error codes and their wording), [`error`], [`engine`] (the
@@ -33,6 +33,7 @@ pub mod service;
 pub mod shared;
 pub use vidforge_store::side_runtime;
 pub mod store;
+mod sweep;
 use vidforge_store::sync;
 pub mod telemetry;
 mod transitions;

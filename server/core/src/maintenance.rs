@@ -1,18 +1,20 @@
-//! Boot recovery, the approval-deadline timer and the sweeper.
+//! Boot recovery, the approval-deadline timer, and the thread that runs them and the sweeper
+//! (`sweep.rs`).
 //!
 //! The store is the truth: at start every non-terminal render is resumed (queued, running and
 //! previewing renders restart from the beginning, since they are deterministic from their
-//! arguments; awaiting renders keep their stored deadline). Every `tick_interval` undecided
-//! approvals past their deadline end with `watermark_approval_timeout`; every `sweep_interval`
-//! expired results, tombstones and idempotency keys are deleted. All times come from the
-//! injected clock.
+//! arguments; awaiting renders keep their stored deadline). They are read from the store's
+//! index of unfinished renders, so a boot costs the renders in flight, not the records kept.
+//! Every `tick_interval` undecided approvals past their deadline end with
+//! `watermark_approval_timeout`; on the thread's first round, then every `sweep_interval`,
+//! what has expired is swept (not at boot: a node down for a while starts at once and sweeps
+//! its backlog while it serves). All times come from the injected clock.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::catalog::human_duration;
-use crate::clock::add_ms;
 use crate::error::ServiceError;
 use crate::shared::Shared;
 use crate::store::{RenderRecord, RenderState};
@@ -20,40 +22,15 @@ use crate::sync::lock;
 use crate::telemetry::{SpeculationEnd, speculation_ended};
 use crate::transitions;
 
-/// What one sweep removed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SweepReport {
-    /// Renders whose result and preview files were deleted (record kept as a tombstone).
-    pub results_deleted: usize,
-    /// Tombstones deleted after their grace period.
-    pub records_deleted: usize,
-    /// Idempotency keys past their TTL.
-    pub idempotency_deleted: usize,
-    /// Result/preview directories with no record.
-    pub orphans_deleted: usize,
-    /// Records the extra sweep steps ([`crate::shared::Sweeper`]) removed.
-    pub extension_records_deleted: usize,
-    /// Assets past their TTL that no unfinished render uses.
-    pub assets_deleted: usize,
-    /// Watermark previews of renders that ended without a result.
-    pub previews_deleted: usize,
-    /// Renders whose segments (records and files) were removed after the render ended
-    /// without its coordinator removing them.
-    pub segments_deleted: usize,
-    /// Delivered and dropped webhook events past [`crate::webhook::FINISHED_RETENTION`].
-    pub webhook_events_deleted: usize,
-}
-
-/// Directories younger than this are never treated as orphans (an upload or a render may be
-/// about to record them).
-const ORPHAN_MIN_AGE: Duration = Duration::from_secs(3600);
+pub use crate::sweep::SweepReport;
+pub(crate) use crate::sweep::sweep;
 
 pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
     if shared.ledger.store.is_shared() {
         return recover_node(shared);
     }
-    let mut records = shared.ledger.store.renders()?;
-    records.sort_by_key(|r| r.created_at);
+    // Oldest first, so the queue keeps its order.
+    let records = shared.ledger.store.unfinished_renders()?;
     let mut requeue = Vec::new();
     let mut awaiting = 0usize;
     for rec in records.into_iter().filter(|r| !r.is_terminal()) {
@@ -92,7 +69,6 @@ pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
         "boot recovery done"
     );
     expire_due_approvals(shared)?;
-    sweep(shared)?;
     Ok(())
 }
 
@@ -143,7 +119,6 @@ fn recover_node(shared: &Shared) -> Result<(), ServiceError> {
         "node joined the cluster"
     );
     expire_due_approvals(shared)?;
-    sweep(shared)?;
     Ok(())
 }
 
@@ -152,7 +127,9 @@ pub(crate) fn spawn_maintenance(shared: &Arc<Shared>) -> Result<JoinHandle<()>, 
     std::thread::Builder::new()
         .name("vidforge-maintenance".into())
         .spawn(move || {
-            let mut last_sweep = Instant::now();
+            // The first round sweeps (what expired while the node was down), after boot:
+            // a backlog costs the sweep, never the start.
+            let mut last_sweep: Option<Instant> = None;
             loop {
                 let tick_start = Instant::now();
                 while tick_start.elapsed() < shared.config.tick_interval {
@@ -164,14 +141,10 @@ pub(crate) fn spawn_maintenance(shared: &Arc<Shared>) -> Result<JoinHandle<()>, 
                 if let Err(e) = expire_due_approvals(&shared) {
                     tracing::error!(error = %e, "approval deadline check failed");
                 }
-                if last_sweep.elapsed() >= shared.config.sweep_interval {
-                    last_sweep = Instant::now();
-                    match sweep(&shared) {
-                        Ok(r) if r != SweepReport::default() => {
-                            tracing::info!(?r, "sweep removed expired data")
-                        }
-                        Ok(_) => {}
-                        Err(e) => tracing::error!(error = %e, "sweep failed"),
+                if last_sweep.is_none_or(|t| t.elapsed() >= shared.config.sweep_interval) {
+                    last_sweep = Some(Instant::now());
+                    if let Err(e) = sweep(&shared) {
+                        tracing::error!(error = %e, "sweep failed");
                     }
                     // Space may be back (the sweep freed some, or an operator did).
                     let cfg = &shared.config;
@@ -208,136 +181,4 @@ pub(crate) fn expire_due_approvals(shared: &Shared) -> Result<usize, ServiceErro
         }
     }
     Ok(expired)
-}
-
-/// Result and preview directories no record points at: the record is gone (a crash between
-/// deleting the files and the record), or it ended without them (an upload that timed out
-/// here but landed in the bucket later); and multipart uploads a killed node left and never
-/// came back to abort.
-fn remove_orphan_media(shared: &Shared) -> Result<usize, ServiceError> {
-    let mut removed = 0;
-    for root in ["results", "previews", "segments"] {
-        for (name, _) in shared.media.store.list_dirs_blocking(root)? {
-            let unclaimed = match shared.ledger.store.get_render(&name)? {
-                None => true,
-                Some(r) if !r.is_terminal() => false,
-                Some(_) if root == "segments" => true,
-                Some(r) if root == "results" => {
-                    r.state != RenderState::Succeeded || r.result_deleted
-                }
-                Some(r) => r.preview_path.is_none(),
-            };
-            if unclaimed
-                && shared
-                    .media
-                    .store
-                    .remove_dir_blocking(&format!("{root}/{name}"))
-                    .is_ok()
-            {
-                removed += 1;
-            }
-        }
-    }
-    Ok(removed + shared.media.store.abort_orphan_uploads_blocking(false)?)
-}
-
-/// Removes the segments of renders that ended (or are gone) while nobody coordinated them:
-/// rejected, timed out or cancelled while no worker ran them, or whose coordinator died.
-fn sweep_segments(shared: &Shared) -> Result<usize, ServiceError> {
-    let mut removed = 0;
-    for id in shared.ledger.store.segmented_renders()? {
-        let ended = shared
-            .ledger
-            .store
-            .get_render(&id)?
-            .is_none_or(|r| r.is_terminal());
-        if ended && crate::worker::segments::remove(shared, &id) {
-            removed += 1;
-        }
-    }
-    Ok(removed)
-}
-
-/// Deletes a render's result and preview wherever media lives; false if any stays (the next
-/// sweep tries again).
-fn remove_files(shared: &Shared, id: &str) -> bool {
-    let mut all = true;
-    for dir in [format!("results/{id}"), format!("previews/{id}")] {
-        if let Err(e) = shared.media.store.remove_dir_blocking(&dir) {
-            tracing::warn!(%dir, error = %e, "cannot delete expired files");
-            all = false;
-        }
-    }
-    all
-}
-
-pub(crate) fn sweep(shared: &Shared) -> Result<SweepReport, ServiceError> {
-    let now = shared.ledger.now();
-    let cfg = &shared.config;
-    let mut report = SweepReport::default();
-    let records = shared.ledger.store.renders()?;
-    for rec in records.iter().filter(|r| r.is_terminal()) {
-        let expires = rec.result_expires_at(cfg.result_ttl);
-        if now >= add_ms(expires, cfg.tombstone_grace) {
-            if !remove_files(shared, &rec.id) {
-                continue;
-            }
-            shared.ledger.store.delete_render(&rec.id)?;
-            report.records_deleted += 1;
-        } else if now >= expires && !rec.result_deleted {
-            if !remove_files(shared, &rec.id) {
-                continue;
-            }
-            transitions::upkeep::result_deleted(shared, &rec.id)?;
-            report.results_deleted += 1;
-        }
-    }
-    // Previews only serve the approval: once a render ended without a result (rejected,
-    // timed out, cancelled, failed), its preview goes.
-    for rec in records.iter().filter(|r| {
-        matches!(r.state, RenderState::Failed | RenderState::Cancelled) && r.preview_path.is_some()
-    }) {
-        let dir = format!("previews/{}", rec.id);
-        if let Err(e) = shared.media.store.remove_dir_blocking(&dir) {
-            tracing::warn!(%dir, error = %e, "cannot delete a preview");
-            continue;
-        }
-        transitions::upkeep::preview_deleted(shared, &rec.id)?;
-        report.previews_deleted += 1;
-    }
-    report.segments_deleted = sweep_segments(shared)?;
-    // Serialised with render creation: no render starts using an asset being deleted.
-    let creating = lock(&shared.ledger.create_lock);
-    let in_use = shared.ledger.assets_in_use()?;
-    for asset in shared.ledger.store.assets()? {
-        if now >= add_ms(asset.created_at, cfg.asset_ttl) && !in_use.contains_key(&asset.id) {
-            shared.media.assets.remove(&asset)?;
-            report.assets_deleted += 1;
-        }
-    }
-    drop(creating);
-    match shared.media.assets.remove_orphans(ORPHAN_MIN_AGE) {
-        Ok(n) => report.orphans_deleted += n,
-        Err(e) => tracing::warn!(error = %e, "orphaned assets not swept"),
-    }
-    let cutoff = now.saturating_sub(cfg.idempotency_ttl.as_millis() as u64);
-    report.idempotency_deleted = shared.ledger.store.remove_idempotency_before(cutoff)?;
-    let cutoff = now.saturating_sub(crate::webhook::FINISHED_RETENTION.as_millis() as u64);
-    report.webhook_events_deleted = shared
-        .ledger
-        .store
-        .remove_finished_webhooks_before(cutoff)?;
-    for sweeper in lock(&shared.ledger.sweepers).iter() {
-        report.extension_records_deleted += sweeper()?;
-    }
-
-    match remove_orphan_media(shared) {
-        Ok(n) => report.orphans_deleted += n,
-        // A bucket that cannot be reached: the next sweep tries again.
-        Err(e) => tracing::warn!(error = %e, "orphaned media not swept"),
-    }
-    if report != SweepReport::default() {
-        shared.ledger.store.flush()?;
-    }
-    Ok(report)
 }

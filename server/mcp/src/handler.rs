@@ -274,7 +274,7 @@ impl ServerHandler for VidforgeMcp {
         if app::declares_ui(&declared(&ctx).caps) {
             resources.push(app::listing());
         }
-        for rec in self.recent_renders(&principal) {
+        for rec in self.recent_renders(&principal)? {
             match (&rec.state, &rec.outcome) {
                 (
                     RenderState::Succeeded,

@@ -14,20 +14,13 @@ use vidforge_http::envelope::{Envelope, RepairContext};
 use super::request::*;
 
 impl VidforgeMcp {
-    /// The principal's newest renders (at most [`super::MAX_LISTED_RENDERS`]).
-    pub(super) fn recent_renders(&self, principal: &str) -> Vec<RenderRecord> {
-        let mut recs: Vec<RenderRecord> = self
-            .shared
+    /// The principal's newest renders whose result is kept (at most
+    /// [`super::MAX_LISTED_RENDERS`]), from that principal's index in the store.
+    pub(super) fn recent_renders(&self, principal: &str) -> Result<Vec<RenderRecord>, McpError> {
+        self.shared
             .service
-            .store()
-            .renders()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|r| r.principal == principal && !r.result_deleted)
-            .collect();
-        recs.sort_by_key(|r| std::cmp::Reverse(r.created_at));
-        recs.truncate(super::MAX_LISTED_RENDERS);
-        recs
+            .listed_renders(principal, super::MAX_LISTED_RENDERS)
+            .map_err(service_fault)
     }
 
     pub(super) fn read_capabilities(&self, uri: &str) -> Result<ReadResourceResult, McpError> {

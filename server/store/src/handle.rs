@@ -9,7 +9,10 @@ use std::time::Duration;
 use crate::clock::SharedClock;
 use crate::postgres::{Claim, PgStore, StoreEvent};
 use crate::sled_store::SledStore;
-use crate::{AssetRecord, Change, IdempotencyEntry, RenderRecord, StoreError, Updated};
+use crate::{
+    AssetRecord, Change, ExpiryCursor, IdempotencyEntry, RenderRecord, Retained, StoreError,
+    Updated,
+};
 
 /// An idempotency key taken together with a new render ([`Store::insert_render`]).
 pub struct NewKey<'a> {
@@ -79,8 +82,8 @@ impl Store {
     }
 
     /// Opens (or creates) a further tree in the same database, for an MCP extension's own
-    /// records. Its name must not be one of the store's own (`renders`, `idempotency`,
-    /// `assets`, `session_epochs`, `server_secrets`, `webhooks_pending`, `webhooks_done`,
+    /// records. Its name must not be one of the store's own (`renders`, `render_index`,
+    /// `idempotency`, `assets`, `session_epochs`, `server_secrets`, `webhooks_pending`, `webhooks_done`,
     /// `segments`); [`Store::flush`] makes its writes durable too. Embedded
     /// store only.
     pub fn open_tree(&self, name: &str) -> Result<sled::Tree, StoreError> {
@@ -129,6 +132,12 @@ impl Store {
         each!(self, s => s.delete_render(id))
     }
 
+    /// Deletes every record of `ids` (those that exist) in one transaction (not flushed): the
+    /// sweeper's batch of expired records, one commit instead of one each.
+    pub fn delete_renders(&self, ids: &[String]) -> Result<(), StoreError> {
+        each!(self, s => s.delete_renders(ids))
+    }
+
     /// Read-modify-write of one record, retried on concurrent change (compare-and-swap on
     /// sled, a version check on PostgreSQL), so worker progress, decisions and cancellations
     /// never overwrite each other. `f` may run more than once. Returns `None` when the record
@@ -144,13 +153,9 @@ impl Store {
         self.update_render_emitting(id, f, &|_, _| None)
     }
 
-    /// Every render record (decode errors are logged and skipped so one bad record cannot
-    /// stop the service).
-    pub fn renders(&self) -> Result<Vec<RenderRecord>, StoreError> {
-        each!(self, s => s.renders())
-    }
-
-    /// The newest `limit` renders of `principal` (everyone's with `None`), newest first.
+    /// The newest `limit` renders of `principal` (everyone's with `None`), newest first
+    /// (by `created_at`, then id). Reads that principal's index: it costs the `limit` records
+    /// read, however many the store keeps.
     pub fn recent_renders(
         &self,
         principal: Option<&str>,
@@ -159,16 +164,54 @@ impl Store {
         each!(self, s => s.recent_renders(principal, limit))
     }
 
-    /// Every unfinished render record.
+    /// Every unfinished render record, oldest first (by `created_at`, then id), from the
+    /// index of unfinished renders: it costs the renders in flight, not the store.
     pub fn unfinished_renders(&self) -> Result<Vec<RenderRecord>, StoreError> {
+        each!(self, s => s.unfinished_renders())
+    }
+
+    /// Up to `limit` finished renders in retention `stage` whose retention counts from
+    /// `until` or before ([`RenderRecord::retained_since`]), in that order, then by id,
+    /// starting after `after` (the last one a previous batch returned): the sweeper's
+    /// bounded batches, read from an expiry-ordered index.
+    pub fn expired_renders(
+        &self,
+        stage: Retained,
+        until: u64,
+        after: Option<ExpiryCursor<'_>>,
+        limit: usize,
+    ) -> Result<Vec<RenderRecord>, StoreError> {
+        each!(self, s => s.expired_renders(stage, until, after, limit))
+    }
+
+    /// Up to `limit` renders that ended without a result (failed, cancelled) and still name
+    /// a preview, by id, starting after `after`: the previews the sweeper deletes.
+    pub fn stale_previews(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<RenderRecord>, StoreError> {
+        each!(self, s => s.stale_previews(after, limit))
+    }
+
+    /// The plans PostgreSQL makes for the render queries above, by name (`EXPLAIN`, costs
+    /// left out; the listing's for `principal`; with `analyze`, run, with times and buffers):
+    /// the docs show them, and tests check that each query reads its index. PostgreSQL only.
+    pub fn render_query_plans(
+        &self,
+        principal: &str,
+        analyze: bool,
+    ) -> Result<Vec<(&'static str, String)>, StoreError> {
         match &self.backend {
-            Backend::Sled(s) => Ok(s
-                .renders()?
-                .into_iter()
-                .filter(|r| !r.is_terminal())
-                .collect()),
-            Backend::Postgres(p) => p.unfinished_renders(),
+            Backend::Postgres(p) => p.render_query_plans(principal, analyze),
+            Backend::Sled(_) => Err(StoreError::Unsupported("PostgreSQL's query plans")),
         }
+    }
+
+    /// Inserts or replaces every record of `recs` in one transaction (not flushed): imports,
+    /// fills and benchmarks, which write many records at once.
+    pub fn put_renders(&self, recs: &[RenderRecord]) -> Result<(), StoreError> {
+        each!(self, s => s.put_renders(recs))
     }
 
     // ---- idempotency ----

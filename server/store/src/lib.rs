@@ -11,7 +11,10 @@
 //! The record types are in `render.rs`, `asset.rs`, `outbox.rs` and `segment.rs` (a render
 //! split into segments that any node claims under a lease), re-exported here. Both
 //! backends keep the same JSON; a record update is one read-modify-write loop (`update.rs`)
-//! over each backend's conditional write.
+//! over each backend's conditional write. Render records are indexed (`render_index.rs`:
+//! a principal's newest, the unfinished, the finished by expiry), in the record's own write,
+//! so no read costs in proportion to every record kept; a store from before the indexes
+//! gets them at its first open.
 //!
 //! sled makes a write durable only at `flush` (it flushes in the background every 500 ms);
 //! PostgreSQL at every commit. Callers flush ([`Store::flush`]) after every write a client may
@@ -48,11 +51,15 @@ mod outbox;
 mod postgres;
 mod quality;
 mod render;
+mod render_index;
 mod segment;
+mod sled_renders;
 mod sled_segments;
 mod sled_store;
 mod update;
 
+#[cfg(test)]
+mod render_index_tests;
 #[cfg(test)]
 mod segment_tests;
 #[cfg(test)]
@@ -65,5 +72,6 @@ pub use handle::{Inserted, NewKey, Store};
 pub use outbox::*;
 pub use quality::{Figures, QualityFigures, SegmentFigures, StoredTally, WorstFigures};
 pub use render::*;
+pub use render_index::{ExpiryCursor, Retained};
 pub use segment::{SegmentHold, SegmentRecord, SegmentState};
 pub use update::{Change, Updated, all_in, update_in};

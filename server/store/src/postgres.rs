@@ -9,7 +9,8 @@
 //! [`crate::Store::flush`] has nothing to do.
 //!
 //! The concepts, one file each: the connection pool and the runtime that drives it
-//! ([`pool`]), the schema ([`migrations`]), the records ([`records`]), the work queue's
+//! ([`pool`]), the schema ([`migrations`]) and the render indexes built after it with the
+//! queries that read them ([`indexes`]), the records ([`records`]), the work queue's
 //! leases ([`queue`]), the change feed ([`feed`]), the webhook outbox ([`outbox`]) and the
 //! segments of renders split across the farm, with the nodes' idle slots ([`segments`]); the
 //! helper that runs one statement on a pool connection ([`statement`]). While the server is
@@ -30,6 +31,7 @@ use crate::{
 };
 
 mod feed;
+mod indexes;
 mod migrations;
 mod outbox;
 mod pool;
@@ -99,7 +101,7 @@ impl PgStore {
             .options(format!("-c statement_timeout={STATEMENT_TIMEOUT_MS}"));
         let runtime = Arc::new(pool::StoreRuntime::new()?);
         let pool = pool::build(config.clone(), &runtime)?;
-        runtime.block_on(migrations::migrate(config.clone()))?;
+        runtime.block_on_patiently(migrations::migrate(config.clone()))?;
         Ok(PgStore {
             pool,
             runtime,

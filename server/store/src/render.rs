@@ -380,10 +380,16 @@ impl RenderRecord {
         crate::clock::add_ms(self.created_at, task_ttl)
     }
 
+    /// Unix ms the retention of the result and the status counts from: when the render
+    /// finished (when it was created, before that). The sweeper's expiry order.
+    pub fn retained_since(&self) -> u64 {
+        retained_since(self.finished_at, self.created_at)
+    }
+
     /// Unix ms when the result and the status expire: `finished_at + result_ttl` for
     /// terminal renders, `created_at + result_ttl` before that.
     pub fn result_expires_at(&self, result_ttl: std::time::Duration) -> u64 {
-        crate::clock::add_ms(self.finished_at.unwrap_or(self.created_at), result_ttl)
+        crate::clock::add_ms(self.retained_since(), result_ttl)
     }
 
     /// `original_arguments` without `idempotency_key`: literally callable to start a new
@@ -391,6 +397,12 @@ impl RenderRecord {
     pub fn repair_arguments(&self) -> serde_json::Value {
         without_idempotency_key(&self.original_arguments)
     }
+}
+
+/// [`RenderRecord::retained_since`] of a record with these times (also what the indexes
+/// order finished renders by, `render_index.rs`).
+pub(crate) fn retained_since(finished_at: Option<u64>, created_at: u64) -> u64 {
+    finished_at.unwrap_or(created_at)
 }
 
 /// Render tool arguments without `idempotency_key`: callable as-is to start a new render with

@@ -1,8 +1,9 @@
-//! The embedded backend: one sled database with eight trees (the default; one host, no setup).
+//! The embedded backend: one sled database with nine trees (the default; one host, no setup).
 //!
 //! | tree          | key                        | value (serde_json)   |
 //! |---------------|----------------------------|----------------------|
-//! | `renders`     | render id (`task_…`)       | [`RenderRecord`]     |
+//! | `renders`     | render id (`task_…`)       | [`RenderRecord`] (`sled_renders.rs`) |
+//! | `render_index` | see `sled_renders.rs`     | empty: the key is the entry |
 //! | `idempotency` | principal `\0` key         | [`IdempotencyEntry`] |
 //! | `assets`      | asset id (`a_…`)           | [`AssetRecord`]      |
 //! | `session_epochs` | principal               | epoch, `u64` big-endian |
@@ -21,26 +22,25 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sled::Transactional;
-use sled::transaction::{ConflictableTransactionError, TransactionError};
+use sled::transaction::TransactionError;
 
 use crate::clock::SharedClock;
 use crate::sled_segments::SegmentTree;
-use crate::update::{self, Versioned, decode, encode};
-use crate::{
-    AssetRecord, Change, IdempotencyEntry, Inserted, NewKey, OutboxEvent, OutboxStatus,
-    RenderRecord, StoreError, Updated, all_in,
-};
+use crate::update::{decode, encode};
+use crate::{AssetRecord, IdempotencyEntry, OutboxEvent, OutboxStatus, StoreError, all_in};
 
 /// Handle to the sled database (cheap to clone).
 #[derive(Clone, Debug)]
 pub(crate) struct SledStore {
     pub(crate) db: sled::Db,
-    renders: sled::Tree,
-    idempotency: sled::Tree,
+    pub(crate) renders: sled::Tree,
+    /// The renders' indexes (`sled_renders.rs`), written in each record write's transaction.
+    pub(crate) render_index: sled::Tree,
+    pub(crate) idempotency: sled::Tree,
     assets: sled::Tree,
     session_epochs: sled::Tree,
     server_secrets: sled::Tree,
-    webhooks_pending: sled::Tree,
+    pub(crate) webhooks_pending: sled::Tree,
     webhooks_done: sled::Tree,
     /// Leases on pending events: one process delivers, so they live in its memory (a
     /// restart ends every attempt in flight, and their leases with it).
@@ -49,8 +49,16 @@ pub(crate) struct SledStore {
 }
 
 impl SledStore {
-    /// `clock` times the segments' leases.
+    /// `clock` times the segments' leases. Builds the render indexes when the store has
+    /// none yet (`sled_renders.rs`).
     pub(crate) fn open(dir: &Path, clock: SharedClock) -> Result<SledStore, StoreError> {
+        let store = SledStore::open_unbuilt(dir, clock)?;
+        crate::sled_renders::build(&store, None)?;
+        Ok(store)
+    }
+
+    /// [`SledStore::open`] without building the render indexes (tests of the build).
+    pub(crate) fn open_unbuilt(dir: &Path, clock: SharedClock) -> Result<SledStore, StoreError> {
         let db = sled::Config::new().path(dir).open().map_err(|e| match e {
             sled::Error::Io(io) if io.to_string().contains("could not acquire lock") => {
                 StoreError::Locked {
@@ -59,8 +67,9 @@ impl SledStore {
             }
             other => StoreError::Sled(other),
         })?;
-        Ok(SledStore {
+        let store = SledStore {
             renders: db.open_tree("renders")?,
+            render_index: db.open_tree("render_index")?,
             idempotency: db.open_tree("idempotency")?,
             assets: db.open_tree("assets")?,
             session_epochs: db.open_tree("session_epochs")?,
@@ -70,131 +79,13 @@ impl SledStore {
             webhook_leases: Arc::default(),
             segments: SegmentTree::open(&db, clock)?,
             db,
-        })
+        };
+        Ok(store)
     }
 
     pub(crate) fn flush(&self) -> Result<(), StoreError> {
         self.db.flush()?;
         Ok(())
-    }
-
-    pub(crate) fn get_render(&self, id: &str) -> Result<Option<RenderRecord>, StoreError> {
-        self.renders
-            .get(id.as_bytes())?
-            .map(|v| decode(id, &v))
-            .transpose()
-    }
-
-    pub(crate) fn put_render(&self, rec: &RenderRecord) -> Result<(), StoreError> {
-        self.renders.insert(rec.id.as_bytes(), encode(rec)?)?;
-        Ok(())
-    }
-
-    /// The record and its idempotency key in one sled transaction: the key is taken only if
-    /// it is free or older than `key.stale_before`.
-    pub(crate) fn insert_render(
-        &self,
-        rec: &RenderRecord,
-        key: Option<&NewKey<'_>>,
-    ) -> Result<Inserted, StoreError> {
-        let value = encode(rec)?;
-        let entry = match key {
-            Some(k) => Some((
-                idem_key(k.principal, k.key),
-                encode(&k.entry)?,
-                k.stale_before,
-            )),
-            None => None,
-        };
-        let out = (&self.renders, &self.idempotency).transaction(|(renders, idem)| {
-            if let Some((ik, v, stale_before)) = &entry {
-                if let Some(old) = idem.get(ik)? {
-                    let old: IdempotencyEntry =
-                        decode("idempotency", &old).map_err(ConflictableTransactionError::Abort)?;
-                    if old.created_at >= *stale_before {
-                        return Ok(Inserted::KeyTaken(old));
-                    }
-                }
-                idem.insert(ik.as_slice(), v.as_slice())?;
-            }
-            renders.insert(rec.id.as_bytes(), value.as_slice())?;
-            Ok(Inserted::Created)
-        });
-        out.map_err(|e| match e {
-            TransactionError::Abort(e) => e,
-            TransactionError::Storage(e) => StoreError::Sled(e),
-        })
-    }
-
-    pub(crate) fn delete_render(&self, id: &str) -> Result<(), StoreError> {
-        self.renders.remove(id.as_bytes())?;
-        Ok(())
-    }
-
-    /// Compare-and-swap of the record (retried, with `f` run again, on a concurrent change);
-    /// when `emit` makes an event of the change, the record and the event are written in one
-    /// transaction, under the same check.
-    pub(crate) fn update_render<T, E>(
-        &self,
-        id: &str,
-        f: impl FnMut(&mut RenderRecord) -> Result<Change<T>, E>,
-        emit: &dyn Fn(&RenderRecord, &RenderRecord) -> Option<OutboxEvent>,
-    ) -> Result<Option<Updated<RenderRecord, T>>, E>
-    where
-        E: From<StoreError>,
-    {
-        update::update(&Renders { store: self, emit }, id, f)
-    }
-
-    /// Replaces the record `id` (if it is still `old`) and adds `event` to the outbox, in one
-    /// transaction; whether it was still `old`.
-    fn swap_with_event(
-        &self,
-        id: &str,
-        old: &[u8],
-        new: &[u8],
-        event: &OutboxEvent,
-    ) -> Result<bool, StoreError> {
-        let event_value = encode(event)?;
-        let out = (&self.renders, &self.webhooks_pending).transaction(|(renders, pending)| {
-            if renders.get(id.as_bytes())?.as_deref() != Some(old) {
-                return Ok(false);
-            }
-            renders.insert(id.as_bytes(), new)?;
-            pending.insert(event.id.as_bytes(), event_value.as_slice())?;
-            Ok(true)
-        });
-        out.map_err(|e: TransactionError<StoreError>| match e {
-            TransactionError::Abort(e) => e,
-            TransactionError::Storage(e) => StoreError::Sled(e),
-        })
-    }
-
-    pub(crate) fn renders(&self) -> Result<Vec<RenderRecord>, StoreError> {
-        all_in(&self.renders, "render")
-    }
-
-    /// The newest `limit` renders (of `principal`, or everyone's), newest first: render ids
-    /// are ULIDs, so the tree's reverse order is newest first.
-    pub(crate) fn recent_renders(
-        &self,
-        principal: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<RenderRecord>, StoreError> {
-        let mut out = Vec::new();
-        for entry in self.renders.iter().rev() {
-            if out.len() >= limit {
-                break;
-            }
-            let (key, value) = entry?;
-            let key = String::from_utf8_lossy(&key);
-            match decode::<RenderRecord>(&key, &value) {
-                Ok(r) if principal.is_none_or(|p| r.principal == p) => out.push(r),
-                Ok(_) => {}
-                Err(e) => tracing::error!(error = %e, "skipping undecodable render record"),
-            }
-        }
-        Ok(out)
     }
 
     pub(crate) fn get_idempotency(
@@ -309,7 +200,7 @@ fn epoch_of(v: &[u8]) -> u64 {
     <[u8; 8]>::try_from(v).map_or(u64::MAX, u64::from_be_bytes)
 }
 
-fn idem_key(principal: &str, key: &str) -> Vec<u8> {
+pub(crate) fn idem_key(principal: &str, key: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(principal.len() + key.len() + 1);
     k.extend_from_slice(principal.as_bytes());
     k.push(0);
@@ -442,51 +333,5 @@ impl SledStore {
             }
         }
         Ok(removed)
-    }
-}
-
-/// The `renders` tree as [`update::update`] sees it: compare-and-swap of the stored bytes,
-/// with the change's outbox event (if `emit` makes one) in the same transaction.
-struct Renders<'a> {
-    store: &'a SledStore,
-    emit: &'a dyn Fn(&RenderRecord, &RenderRecord) -> Option<OutboxEvent>,
-}
-
-impl Versioned for Renders<'_> {
-    type Record = RenderRecord;
-    type Version = sled::IVec;
-
-    fn read(&self, id: &str) -> Result<Option<(RenderRecord, sled::IVec)>, StoreError> {
-        let Some(old) = self.store.renders.get(id.as_bytes())? else {
-            return Ok(None);
-        };
-        Ok(Some((decode(id, &old)?, old)))
-    }
-
-    fn copy(
-        &self,
-        _: &str,
-        rec: &RenderRecord,
-        _: &sled::IVec,
-    ) -> Result<RenderRecord, StoreError> {
-        Ok(rec.clone())
-    }
-
-    fn write_if(
-        &self,
-        id: &str,
-        old: &sled::IVec,
-        before: &RenderRecord,
-        rec: &RenderRecord,
-    ) -> Result<bool, StoreError> {
-        let new = encode(rec)?;
-        match (self.emit)(before, rec) {
-            None => Ok(self
-                .store
-                .renders
-                .compare_and_swap(id.as_bytes(), Some(old), Some(new))?
-                .is_ok()),
-            Some(event) => self.store.swap_with_event(id, old, &new, &event),
-        }
     }
 }

@@ -11,3 +11,4 @@ mod real_render;
 mod segments;
 mod service_core;
 mod store_backends;
+mod sweep;

@@ -9,6 +9,8 @@
 #[path = "../../store/tests/pg/mod.rs"]
 mod pg;
 
+use pg::psql;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -93,7 +95,7 @@ fn records_round_trip(s: &Store) {
         .collect();
     assert!(unfinished.contains(&"task_open".to_string()));
     assert!(!unfinished.contains(&"task_rt".to_string()));
-    assert!(s.renders().unwrap().len() >= 2);
+    assert!(s.recent_renders(Some("alice"), 10).unwrap().len() >= 2);
     s.delete_render("task_rt").unwrap();
     assert_eq!(s.get_render("task_rt").unwrap(), None);
 }
@@ -706,32 +708,6 @@ fn postgres_store_passes_the_shared_suite_and_runs_the_work_queue() {
     );
     assert!(sessions.check(&headers).is_err(), "and says why");
     assert!(sessions.sign_in("token-carol-1").is_err());
-}
-
-/// SQL through `psql` (PostgreSQL's own client, beside `initdb`), as the test's superuser.
-fn psql(url: &str, sql: &str) -> String {
-    let bin = std::env::var("VIDFORGE_PG_BIN").unwrap_or("/usr/lib/postgresql/15/bin".into());
-    let out = std::process::Command::new(std::path::Path::new(&bin).join("psql"))
-        .args([
-            "-X",
-            "-q",
-            "-t",
-            "-A",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-d",
-            url,
-            "-c",
-            sql,
-        ])
-        .output()
-        .expect("run psql");
-    assert!(
-        out.status.success(),
-        "psql {sql:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 #[test]

@@ -63,9 +63,9 @@ impl Drop for Lifecycle {
 
 impl RenderService {
     /// Opens the store under `config.data_dir`, runs boot recovery (re-queues interrupted
-    /// renders, re-arms approval deadlines, sweeps expired records), then starts
+    /// renders, re-arms approval deadlines; it reads only the unfinished renders), then starts
     /// `config.render_slots` workers and the maintenance thread (approval deadlines every
-    /// `tick_interval`, sweeper every `sweep_interval`).
+    /// `tick_interval`; the sweeper on its first round, then every `sweep_interval`).
     pub fn start(parts: ServiceParts) -> Result<RenderService, ServiceError> {
         let mut config = parts.config;
         config

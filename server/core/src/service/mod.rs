@@ -176,14 +176,31 @@ impl RenderService {
         principal: Option<&str>,
         limit: usize,
     ) -> Result<Vec<RenderRecord>, ServiceError> {
-        Ok(self
-            .shared
-            .ledger
-            .store
-            .recent_renders(principal, limit)?
-            .into_iter()
-            .filter(|r| !self.task_expired(r))
-            .collect())
+        self.newest(principal, limit, |r| !self.task_expired(r))
+    }
+
+    /// The newest `limit` renders of `principal` whose result is still kept (tombstones left
+    /// out), newest first: what `resources/list` offers. Reads that principal's index, so it
+    /// costs the `limit` records read whatever the store keeps (a tombstone among the newest
+    /// `limit` still takes a place: results expire oldest first, so there are none in
+    /// practice).
+    pub fn listed_renders(
+        &self,
+        principal: &str,
+        limit: usize,
+    ) -> Result<Vec<RenderRecord>, ServiceError> {
+        self.newest(Some(principal), limit, |r| !r.result_deleted)
+    }
+
+    /// The newest `limit` renders of `principal` (everyone's with `None`) that `keep` keeps.
+    fn newest(
+        &self,
+        principal: Option<&str>,
+        limit: usize,
+        keep: impl Fn(&RenderRecord) -> bool,
+    ) -> Result<Vec<RenderRecord>, ServiceError> {
+        let recs = self.shared.ledger.store.recent_renders(principal, limit)?;
+        Ok(recs.into_iter().filter(|r| keep(r)).collect())
     }
 
     /// How busy this service is now: unfinished renders by state (from the in-memory index,

@@ -1,6 +1,7 @@
 //! The schema: `server/store/migrations/*.sql`, applied at start-up by [`refinery`] (history
 //! in `refinery_schema_history`), on a connection of its own holding an advisory lock, so
-//! nodes starting together apply each migration once.
+//! nodes starting together apply each migration once; then, under the same lock, the render
+//! indexes built concurrently (`indexes.rs`).
 //!
 //! Databases migrated before by vidforge's own runner record their versions in
 //! `vidforge_migrations` only. The bridge ([`bridge`]) copies those into refinery's history,
@@ -53,6 +54,8 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
 
 /// Advisory lock key serialising migrations between nodes ("vidf").
 const MIGRATION_LOCK: i64 = 0x7669_6466;
+/// How often a node waiting for another's migrations asks for their lock again.
+const LOCK_POLL: std::time::Duration = std::time::Duration::from_millis(100);
 /// refinery's history table (its default name) and the DDL it creates it with.
 const HISTORY_DDL: &str = "CREATE TABLE IF NOT EXISTS refinery_schema_history(
              version INT4 PRIMARY KEY,
@@ -93,10 +96,17 @@ pub(super) async fn migrate(config: tokio_postgres::Config) -> Result<(), StoreE
 }
 
 async fn migrate_on(client: &mut Client) -> Result<(), StoreError> {
-    client
-        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+    // Taken by polling, never by waiting inside a statement: a node blocked in
+    // `pg_advisory_lock` holds a snapshot the holder's concurrent index builds would wait for
+    // (a deadlock).
+    while !client
+        .query_one("SELECT pg_try_advisory_lock($1)", &[&MIGRATION_LOCK])
         .await
-        .map_err(pg_error)?;
+        .map_err(pg_error)?
+        .get::<_, bool>(0)
+    {
+        tokio::time::sleep(LOCK_POLL).await;
+    }
     let migrations = migrations()?;
     bridge(client, &migrations).await?;
     let report = Runner::new(&migrations)
@@ -114,6 +124,7 @@ async fn migrate_on(client: &mut Client) -> Result<(), StoreError> {
         );
     }
     record_legacy(client).await?;
+    super::indexes::ensure(client).await?;
     client
         .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
         .await

@@ -19,6 +19,8 @@ const POOL_SIZE: usize = 4;
 const RUNTIME_THREADS: usize = 2;
 /// Longest a caller waits for its call to come back (queueing included).
 pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(15);
+/// Longest wait for the migrations at start-up (index builds over a large table included).
+const MIGRATION_PATIENCE: Duration = Duration::from_secs(60 * 60);
 /// A pool connection idle this long is checked (an empty query) before its next use: a
 /// connection whose peer vanished without closing it (a network fault) looks open until it
 /// is used. One the server closed (a restart) is known closed at once and replaced.
@@ -50,6 +52,24 @@ impl StoreRuntime {
                 CALL_TIMEOUT.as_secs()
             )))
         })
+    }
+}
+
+impl StoreRuntime {
+    /// [`StoreRuntime::block_on`] for the migrations at start-up, which wait for another
+    /// node's and may build indexes over a large table: at most [`MIGRATION_PATIENCE`].
+    pub(super) fn block_on_patiently<R: Send + 'static>(
+        &self,
+        fut: impl Future<Output = Result<R, StoreError>> + Send + 'static,
+    ) -> Result<R, StoreError> {
+        self.0
+            .wait(fut, Some(MIGRATION_PATIENCE))
+            .unwrap_or_else(|| {
+                Err(StoreError::Unavailable(format!(
+                    "the store's migrations did not finish within {} minutes",
+                    MIGRATION_PATIENCE.as_secs() / 60
+                )))
+            })
     }
 }
 

@@ -23,10 +23,10 @@ pub(super) fn lease_free(lease: &str) -> String {
 }
 
 /// Renders a worker may run: a queued one, or a running one whose holder stopped renewing.
-const RUNNABLE_RENDERS: &str = "state IN ('queued', 'rendering', 'previewing')";
+pub(super) const RUNNABLE_RENDERS: &str = "state IN ('queued', 'rendering', 'previewing')";
 /// Renders awaiting approval that nobody renders speculatively: none begun, or one whose
 /// holder stopped renewing (the record still says `running`).
-const SPECULATION_CANDIDATES: &str = "state = 'awaiting_approval'
+pub(super) const SPECULATION_CANDIDATES: &str = "state = 'awaiting_approval'
     AND (doc->'speculation' IS NULL OR doc#>>'{speculation,state}' = 'running')";
 
 impl PgStore {
@@ -64,21 +64,8 @@ impl PgStore {
     ) -> Result<Option<Claim>, StoreError> {
         let lease_ms = lease.as_millis() as i64;
         let max_work = max_work.map(|w| i64::try_from(w).unwrap_or(i64::MAX));
-        let free = lease_free("$2");
         let row = self.query_opt(
-            format!(
-                "UPDATE renders SET lease_owner = $1, lease_until = {DB_NOW_MS} + $2
-                             WHERE id = (
-                                 SELECT id FROM renders
-                                 WHERE {which}
-                                   AND {free}
-                                   AND ($3::bigint IS NULL
-                                        OR COALESCE((doc->>'estimated_pixel_frames')::bigint, 0) <= $3)
-                                 ORDER BY created_at
-                                 FOR UPDATE SKIP LOCKED
-                                 LIMIT 1)
-                             RETURNING id"
-            ),
+            claim_sql(which),
             params![node.to_string(), lease_ms, max_work],
         )?;
         Ok(row.map(|r| Claim { id: r.get(0) }))
@@ -118,10 +105,29 @@ impl PgStore {
     /// Gives up every lease `node` holds (at start-up: a node just started runs nothing, so
     /// what its previous life held may be taken over at once instead of after the lease).
     pub(crate) fn release_all(&self, node: &str) -> Result<usize, StoreError> {
-        let n = self.execute(
-            "UPDATE renders SET lease_until = 0 WHERE lease_owner = $1",
-            params![node.to_string()],
-        )?;
+        let n = self.execute(RELEASE_ALL, params![node.to_string()])?;
         Ok(n as usize)
     }
 }
+
+/// The claim of the oldest render matching `which` (`$1` node, `$2` lease ms, `$3` the most
+/// work or NULL): reads `renders_runnable`, or `renders_awaiting` for speculation.
+pub(super) fn claim_sql(which: &str) -> String {
+    let free = lease_free("$2");
+    format!(
+        "UPDATE renders SET lease_owner = $1, lease_until = {DB_NOW_MS} + $2
+         WHERE id = (
+             SELECT id FROM renders
+             WHERE {which}
+               AND {free}
+               AND ($3::bigint IS NULL
+                    OR COALESCE((doc->>'estimated_pixel_frames')::bigint, 0) <= $3)
+             ORDER BY created_at
+             FOR UPDATE SKIP LOCKED
+             LIMIT 1)
+         RETURNING id"
+    )
+}
+
+/// Every lease of node `$1` ended (its start): reads `renders_leased`.
+pub(super) const RELEASE_ALL: &str = "UPDATE renders SET lease_until = 0 WHERE lease_owner = $1";

@@ -5,7 +5,7 @@ use postgres::types::Json;
 use super::statement::params;
 use super::{
     AssetRecord, Change, IdempotencyEntry, Inserted, NewKey, OutboxEvent, PgStore, RenderRecord,
-    StoreError, UNFINISHED, Updated, doc, docs, idempotency_entry, pg_error, to_i64,
+    StoreError, Updated, doc, docs, idempotency_entry, pg_error, to_i64,
 };
 use crate::update::{self, Versioned};
 
@@ -33,6 +33,24 @@ impl PgStore {
                 .await
             })
         })
+    }
+
+    /// Every record of `recs` inserted or replaced by one statement (one transaction).
+    pub(crate) fn put_renders(&self, recs: &[RenderRecord]) -> Result<(), StoreError> {
+        let ids: Vec<String> = recs.iter().map(|r| r.id.clone()).collect();
+        let principals: Vec<String> = recs.iter().map(|r| r.principal.clone()).collect();
+        let states: Vec<&'static str> = recs.iter().map(|r| r.state.as_str()).collect();
+        let created: Vec<i64> = recs.iter().map(|r| to_i64(r.created_at)).collect();
+        let docs: Vec<Json<RenderRecord>> = recs.iter().map(|r| Json(r.clone())).collect();
+        self.execute(
+            "INSERT INTO renders (id, principal, state, created_at, doc)
+             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::jsonb[])
+             ON CONFLICT (id) DO UPDATE SET principal = EXCLUDED.principal,
+                 state = EXCLUDED.state, created_at = EXCLUDED.created_at,
+                 doc = EXCLUDED.doc, version = renders.version + 1",
+            params![ids, principals, states, created, docs],
+        )?;
+        Ok(())
     }
 
     /// The record and its idempotency key in one transaction; the key's primary key decides
@@ -99,6 +117,15 @@ impl PgStore {
         Ok(())
     }
 
+    /// One statement (one commit) for every record of `ids`.
+    pub(crate) fn delete_renders(&self, ids: &[String]) -> Result<(), StoreError> {
+        self.execute(
+            "DELETE FROM renders WHERE id = ANY($1)",
+            params![ids.to_vec()],
+        )?;
+        Ok(())
+    }
+
     /// Optimistic read-modify-write: `f` runs here, on the caller's thread, and the write
     /// succeeds only if nobody wrote the record since it was read (else it is re-read and `f`
     /// runs again).
@@ -161,52 +188,6 @@ impl PgStore {
             })
         })?;
         Ok(written == 1)
-    }
-
-    pub(crate) fn renders(&self) -> Result<Vec<RenderRecord>, StoreError> {
-        Ok(docs(
-            self.query("SELECT id, doc FROM renders", params![])?,
-            "render",
-        ))
-    }
-
-    /// The newest `limit` renders (of `principal`, or everyone's), newest first.
-    pub(crate) fn recent_renders(
-        &self,
-        principal: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<RenderRecord>, StoreError> {
-        let limit = limit as i64;
-        let rows = match principal {
-            Some(p) => self.query(
-                "SELECT id, doc FROM renders WHERE principal = $1
-                             ORDER BY created_at DESC, id DESC LIMIT $2",
-                params![p.to_string(), limit],
-            ),
-            None => self.query(
-                "SELECT id, doc FROM renders
-                             ORDER BY created_at DESC, id DESC LIMIT $1",
-                params![limit],
-            ),
-        }?;
-        Ok(rows
-            .iter()
-            .filter_map(|row| {
-                let id: String = row.get(0);
-                doc(&id, row, 1)
-                    .map_err(|e| tracing::error!(error = %e, "skipping undecodable render"))
-                    .ok()
-            })
-            .collect())
-    }
-
-    /// Every unfinished render (each node's index of them is rebuilt from this).
-    pub(crate) fn unfinished_renders(&self) -> Result<Vec<RenderRecord>, StoreError> {
-        let rows = self.query(
-            format!("SELECT id, doc FROM renders WHERE state IN {UNFINISHED}"),
-            params![],
-        )?;
-        Ok(docs(rows, "render"))
     }
 
     pub(crate) fn get_idempotency(

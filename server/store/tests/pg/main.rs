@@ -1,10 +1,14 @@
 //! The store against a private PostgreSQL (`mod.rs`, the harness other crates' tests and the
-//! benchmarks share): the segments' suite (`segment_suite.rs`, which sled passes too), each
-//! test in a database of its own on one server; then what only the shared store does: a
-//! restarted node's leases end at once, and the nodes' idle-slot heartbeats expire.
+//! benchmarks share): the segments' suite (`segment_suite.rs`) and the render indexes' suite
+//! (`render_suite.rs`), which sled passes too, each test in a database of its own on one
+//! server; then what only the shared store does: a restarted node's leases end at once, the
+//! nodes' idle-slot heartbeats expire, every render query reads its index, and the index
+//! build is idempotent and recovers from an interrupted one.
 
 #[path = "mod.rs"]
 mod harness;
+#[macro_use]
+mod render_suite;
 #[macro_use]
 mod segment_suite;
 
@@ -40,6 +44,105 @@ fn postgres_store_passes_the_segment_suite() {
         };
     }
     segment_suite!(on_postgres);
+}
+
+/// The suite's tests in turn, each on its own database; then, on the full store the first
+/// one filled, the queries' plans and the index builds.
+#[test]
+fn postgres_store_passes_the_render_index_suite_and_its_queries_read_their_indexes() {
+    let pg = Postgres::start();
+    macro_rules! on_postgres {
+        ($($name:ident),+) => {
+            $(
+                render_suite::$name(&fresh(&pg, stringify!($name)));
+            )+
+        };
+    }
+    render_suite!(on_postgres);
+    let url = pg
+        .url()
+        .replace("/postgres", "/a_full_store_answers_from_its_indexes");
+    queries_read_their_indexes_and_index_builds_recover(&url);
+}
+
+/// Whether the index `name` exists and is valid, and its object id.
+fn index_state(db: &mut postgres::Client, name: &str) -> Option<(bool, u32)> {
+    db.query_opt(
+        "SELECT indisvalid, indexrelid::oid FROM pg_index WHERE indexrelid = to_regclass($1)",
+        &[&name],
+    )
+    .unwrap()
+    .map(|r| (r.get(0), r.get(1)))
+}
+
+/// On the suite's full store at `url`: every render and queue query reads its index; a second
+/// start builds nothing; an interrupted build and a missing index are built at the next start.
+fn queries_read_their_indexes_and_index_builds_recover(url: &str) {
+    let s = Store::connect_postgres(url).unwrap();
+    let all = render_suite::records();
+    let mut db = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    db.batch_execute("ANALYZE renders").unwrap();
+    let plans = s.render_query_plans("busy", false).unwrap();
+    let want = [
+        ("recent_renders", "renders_recent"),
+        ("unfinished_renders", "renders_unfinished"),
+        ("expired_renders (results)", "renders_results"),
+        ("expired_renders (tombstones)", "renders_tombstones"),
+        ("stale_previews", "renders_stale_previews"),
+        ("claim", "renders_runnable"),
+        ("claim_speculative", "renders_awaiting"),
+        ("release_node_leases", "renders_leased"),
+    ];
+    assert_eq!(plans.len(), want.len());
+    for ((name, plan), (want_name, index)) in plans.iter().zip(want) {
+        assert_eq!(*name, want_name);
+        // Awaiting renders are unfinished ones: either partial index bounds the read.
+        let read = plan.contains(index)
+            || (*name == "claim_speculative" && plan.contains("renders_unfinished"));
+        assert!(read, "{name} does not read {index}:\n{plan}");
+        assert!(
+            !plan.contains("Seq Scan"),
+            "{name} scans the table:\n{plan}"
+        );
+    }
+
+    // A second start builds nothing: the same indexes stay.
+    let built = [
+        "renders_results",
+        "renders_tombstones",
+        "renders_stale_previews",
+        "renders_awaiting",
+        "renders_leased",
+    ];
+    let before: Vec<_> = built
+        .iter()
+        .map(|n| index_state(&mut db, n).unwrap())
+        .collect();
+    assert!(before.iter().all(|(valid, _)| *valid));
+    drop(Store::connect_postgres(url).unwrap());
+    for (n, state) in built.iter().zip(&before) {
+        assert_eq!(index_state(&mut db, n).as_ref(), Some(state));
+    }
+
+    // An interrupted concurrent build leaves an invalid index (here: one that failed on a
+    // duplicate), and a missing one is what a database from before them has: the next start
+    // builds both, and the reads answer as before.
+    db.batch_execute("DROP INDEX renders_results; DROP INDEX renders_tombstones;")
+        .unwrap();
+    assert!(
+        db.batch_execute("CREATE UNIQUE INDEX CONCURRENTLY renders_results ON renders (principal)")
+            .is_err()
+    );
+    assert_eq!(
+        index_state(&mut db, "renders_results").map(|s| s.0),
+        Some(false)
+    );
+    assert_eq!(index_state(&mut db, "renders_tombstones"), None);
+    let again = Store::connect_postgres(url).unwrap();
+    for n in ["renders_results", "renders_tombstones"] {
+        assert_eq!(index_state(&mut db, n).map(|s| s.0), Some(true), "{n}");
+    }
+    render_suite::reads_agree_with_a_scan(&again, &all);
 }
 
 #[test]

@@ -154,3 +154,31 @@ fn free_port() -> u16 {
         .map(|a| a.port())
         .expect("a free loopback port")
 }
+
+/// Runs `sql` with `psql` (PostgreSQL's own client, beside `initdb`) on the database at `url`,
+/// as the test's superuser; its output, unaligned, without headers. Panics when it fails.
+#[allow(dead_code)] // not every user runs SQL of its own
+pub fn psql(url: &str, sql: &str) -> String {
+    let out = Command::new(Postgres::bin_dir().join("psql"))
+        .args([
+            "-X",
+            "-q",
+            "-t",
+            "-A",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-d",
+            url,
+            "-c",
+            sql,
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run psql");
+    assert!(
+        out.status.success(),
+        "psql {sql:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
