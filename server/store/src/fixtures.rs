@@ -102,6 +102,7 @@ pub fn finished_render(principal: &str, created_at: u64, n: u64) -> RenderRecord
             resolution: Resolution::P1080,
             watermark: None,
             idempotency_key: None,
+            quality_report: None,
         },
         original_arguments: serde_json::json!({
             "source_asset_uri": format!("vidforge://assets/a_{}", &id[5..]),
@@ -129,6 +130,7 @@ pub fn finished_render(principal: &str, created_at: u64, n: u64) -> RenderRecord
             backend: "wgpu: NVIDIA H200".into(),
             frames: 900,
             fps: 112.5,
+            quality: None,
         }),
         finished_at: Some(finished_at),
         attempts: 1,
