@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::error::GpuError;
-use crate::interop::{InteropInfo, open};
+use crate::interop::{ExportedMemory, InteropInfo, memory, open};
 
 /// What adapter a context runs on, for logs and for callers deciding between GPU and CPU paths.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -405,4 +405,39 @@ fn build_layouts(
         immediate_size: 0,
     });
     (module, layout, pipeline_layout)
+}
+
+impl GpuContext {
+    /// The device's external memory, or why there is none (not Vulkan, the driver lacks the
+    /// extension, the buffer usage cannot be exported...).
+    pub fn interop(&self) -> Result<&InteropInfo, &str> {
+        self.inner.interop.as_ref().map_err(String::as_str)
+    }
+
+    /// A storage buffer (copy source and destination too) of `size` bytes in exported memory,
+    /// and its descriptor.
+    pub fn export_buffer(
+        &self,
+        size: u64,
+        label: &str,
+    ) -> Result<(wgpu::Buffer, ExportedMemory), GpuError> {
+        let info = *self
+            .interop()
+            .map_err(|e| GpuError::Interop(e.to_string()))?;
+        memory::export_buffer(&self.inner.device, &info, size, label)
+    }
+
+    /// The memory of `exported` imported again on this device, as a second buffer over the
+    /// same bytes (a storage, copy source and destination buffer of `exported.buffer_size`):
+    /// what is written through it is what the exporting buffer reads. The descriptor is
+    /// consumed either way.
+    pub fn import_buffer(
+        &self,
+        exported: ExportedMemory,
+        label: &str,
+    ) -> Result<wgpu::Buffer, GpuError> {
+        self.interop()
+            .map_err(|e| GpuError::Interop(e.to_string()))?;
+        memory::import_buffer(&self.inner.device, exported, label)
+    }
 }

@@ -121,8 +121,7 @@ impl Shared {
 
     /// A slot input over `buffer` (a device input of the layout's size) and its bind group.
     pub(super) fn device_input(&self, buffer: wgpu::Buffer) -> SlotInput {
-        let bind_group =
-            super::setup::bind_group(&self.ctx, [&self.params, &buffer, &self.wm, &self.output]);
+        let bind_group = bind_group(&self.ctx, [&self.params, &buffer, &self.wm, &self.output]);
         SlotInput::Device { buffer, bind_group }
     }
 
@@ -406,4 +405,20 @@ impl Shared {
         self.times.frames += 1;
         frame
     }
+}
+
+/// Bindings 0..=3 of compose.wgsl, in order: the uniforms, the input, the watermark, the
+/// output.
+pub(super) fn bind_group(ctx: &GpuContext, buffers: [&wgpu::Buffer; 4]) -> wgpu::BindGroup {
+    let entries: [wgpu::BindGroupEntry; 4] = std::array::from_fn(|i| wgpu::BindGroupEntry {
+        binding: i as u32,
+        resource: buffers[i].as_entire_binding(),
+    });
+    ctx.inner
+        .device
+        .create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("compose"),
+            layout: &ctx.inner.layout,
+            entries: &entries,
+        })
 }

@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 
 use super::plan::{Params, Plan};
-use super::ring::{HopTimes, Shared, Slot};
+use super::ring::{HopTimes, Shared, Slot, bind_group};
 use super::{ComposeConfig, GpuCompositor, checks};
 use crate::context::GpuContext;
 use crate::error::GpuError;
@@ -184,22 +184,6 @@ fn buffer(
         usage,
         mapped_at_creation: false,
     })
-}
-
-/// Bindings 0..=3 of compose.wgsl, in order: the uniforms, the input, the watermark, the
-/// output.
-pub(super) fn bind_group(ctx: &GpuContext, buffers: [&wgpu::Buffer; 4]) -> wgpu::BindGroup {
-    let entries: [wgpu::BindGroupEntry; 4] = std::array::from_fn(|i| wgpu::BindGroupEntry {
-        binding: i as u32,
-        resource: buffers[i].as_entire_binding(),
-    });
-    ctx.inner
-        .device
-        .create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("compose"),
-            layout: &ctx.inner.layout,
-            entries: &entries,
-        })
 }
 
 fn log_ready(ctx: &GpuContext, cfg: &ComposeConfig, plan: &Plan, frames_in_flight: usize) {

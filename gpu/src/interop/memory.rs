@@ -148,7 +148,7 @@ fn into_wgpu(device: &wgpu::Device, pending: Pending<'_>, size: u64, label: &str
 }
 
 /// See [`GpuContext::export_buffer`](crate::GpuContext::export_buffer).
-pub(super) fn export_buffer(
+pub(crate) fn export_buffer(
     device: &wgpu::Device,
     info: &InteropInfo,
     size: u64,
@@ -188,7 +188,7 @@ pub(super) fn export_buffer(
 }
 
 /// See [`GpuContext::import_buffer`](crate::GpuContext::import_buffer).
-pub(super) fn import_buffer(
+pub(crate) fn import_buffer(
     device: &wgpu::Device,
     exported: ExportedMemory,
     label: &str,

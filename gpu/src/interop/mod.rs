@@ -3,11 +3,11 @@
 //!
 //! The context opens its device with `VK_KHR_external_memory_fd` when the adapter is a Vulkan
 //! one that has it ([`open`]); everything else keeps the device exactly as before, and
-//! [`GpuContext::interop`] says why there is no interop. With it, a compositor made by
+//! [`GpuContext::interop`](crate::GpuContext::interop) says why there is no interop. With it, a compositor made by
 //! [`GpuCompositor::with_external_input`](crate::GpuCompositor::with_external_input) keeps one
 //! input buffer per ring slot in exported memory ([`memory`]): each comes with an opaque file
 //! descriptor ([`ExportedMemory`]) that the importer (CUDA's `cuImportExternalMemory`, or
-//! Vulkan itself, [`GpuContext::import_buffer`]) maps into its own address space.
+//! Vulkan itself, [`GpuContext::import_buffer`](crate::GpuContext::import_buffer)) maps into its own address space.
 //!
 //! The crate knows nothing of who imports: it hands out descriptors and reads what was written.
 //! Ordering is the caller's: writes through an import must be complete (e.g. the CUDA stream
@@ -20,9 +20,6 @@ pub(crate) mod memory;
 pub(crate) mod open;
 
 use std::os::fd::OwnedFd;
-
-use crate::context::GpuContext;
-use crate::error::GpuError;
 
 /// What the device's external memory offers, once the device opened with it.
 #[derive(Clone, Copy, Debug)]
@@ -49,39 +46,4 @@ pub struct ExportedMemory {
     pub(crate) memory_type: u32,
     /// Whether that memory type is device-local (VRAM on a discrete GPU).
     pub device_local: bool,
-}
-
-impl GpuContext {
-    /// The device's external memory, or why there is none (not Vulkan, the driver lacks the
-    /// extension, the buffer usage cannot be exported...).
-    pub fn interop(&self) -> Result<&InteropInfo, &str> {
-        self.inner.interop.as_ref().map_err(String::as_str)
-    }
-
-    /// A storage buffer (copy source and destination too) of `size` bytes in exported memory,
-    /// and its descriptor.
-    pub fn export_buffer(
-        &self,
-        size: u64,
-        label: &str,
-    ) -> Result<(wgpu::Buffer, ExportedMemory), GpuError> {
-        let info = *self
-            .interop()
-            .map_err(|e| GpuError::Interop(e.to_string()))?;
-        memory::export_buffer(&self.inner.device, &info, size, label)
-    }
-
-    /// The memory of `exported` imported again on this device, as a second buffer over the
-    /// same bytes (a storage, copy source and destination buffer of `exported.buffer_size`):
-    /// what is written through it is what the exporting buffer reads. The descriptor is
-    /// consumed either way.
-    pub fn import_buffer(
-        &self,
-        exported: ExportedMemory,
-        label: &str,
-    ) -> Result<wgpu::Buffer, GpuError> {
-        self.interop()
-            .map_err(|e| GpuError::Interop(e.to_string()))?;
-        memory::import_buffer(&self.inner.device, exported, label)
-    }
 }
