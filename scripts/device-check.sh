@@ -6,18 +6,20 @@
 # (scripts/device-pack.sh builds both.) It runs, each step bounded in time and recorded even when
 # it fails:
 #   1. what the machine has: `vidforge probe --hardware`, nvidia-smi;
-#   2. the gpu crate's tests and the media crate's GPU tests on the real adapter;
-#   3. the compositor alone (fps example) at 720p / 1080p / 4k output, planar and NV12 input,
+#   2. what one `vidforge serve` serves with its defaults (`vidforge bench --service`): 1 and 16
+#      watermarked 1080p -> 720p renders at once over MCP against as many ffmpeg processes and
+#      ffmpeg's GPU pipeline, renders/hour side by side, start-up on its own line (first after
+#      the hardware: the headline figure, kept even if a later step runs out of time);
+#   3. the gpu crate's tests and the media crate's GPU tests on the real adapter;
+#   4. the compositor alone (fps example) at 720p / 1080p / 4k output, planar and NV12 input,
 #      with the compose kernel timed by timestamp queries;
-#   4. one 1080p -> 720p render per backend x decoder x encoder combination, a 10-bit HEVC
+#   5. one 1080p -> 720p render per backend x decoder x encoder combination, a 10-bit HEVC
 #      source (P010 from NVDEC), and the quality of each H.264 encoder against the source
 #      (PSNR, side by side); then NVDEC -> wgpu compositor zero-copy against the download and
 #      against software decoding, per hop (decode, download, copy in, GPU wait, readback),
 #      one render at a time and several at once;
-#   5. what one `vidforge serve` serves with its defaults (`vidforge bench --service`): 1 and 16
-#      watermarked 1080p -> 720p renders at once over MCP against as many ffmpeg processes and
-#      ffmpeg's GPU pipeline, renders/hour side by side, start-up on its own line; then 16
-#      1080p -> 4k renders of a shorter source. GPU memory sampled throughout.
+#   6. 16 1080p -> 4k renders of a shorter source through the service. GPU memory sampled
+#      throughout.
 # Writes at most 8 files under OUT: summary.md, gpu-tests.log, compositor.jsonl, renders.txt,
 # service.md, service.json, service-4k.md, gpu-mem.csv.
 set -uo pipefail
@@ -97,7 +99,15 @@ else
 fi
 
 say ""
-say "## 2. GPU tests on this adapter"
+say "## 2. What one vidforge serve serves: vidforge bench --service ${SERVICE_ARGS[*]}"
+step "service benchmark" 420 "$work/service.log" "$BIN/vidforge" bench --service "${SERVICE_ARGS[@]}" --out "$work/service"
+grep '^wrote' "$work/service.log" | sed 's/^/    /' >> "$summary"
+for f in service.md service.json; do
+  [ -f "$work/service/$f" ] && cp "$work/service/$f" "$OUT/$f"
+done
+[ -f "$OUT/service.md" ] && grep -E '^\||^Start-up|^- ' "$OUT/service.md" | tee -a "$summary"
+say ""
+say "## 3. GPU tests on this adapter"
 tests=$OUT/gpu-tests.log
 echo "### gpu crate (compose tests)" > "$tests"
 step "gpu crate tests (compose pass vs CPU references)" 180 "$tests" "$BIN/gpu-compose-tests" --test-threads=1
@@ -106,7 +116,7 @@ step "media crate GPU tests (wgpu vs CPU compositor, NV12/P010)" 240 "$tests" "$
 grep -E "^test result" "$tests" | sed 's/^/    /' | tee -a "$summary"
 
 say ""
-say "## 3. Compositor alone (1080p source, watermark, upload + compose + readback)"
+say "## 4. Compositor alone (1080p source, watermark, upload + compose + readback)"
 : > "$OUT/compositor.jsonl"
 for out in 720p 1080p 4k; do
   # nv12-device: the frames already on the GPU, copied device to device (the zero-copy path's
@@ -123,7 +133,7 @@ done
 cat "$OUT/compositor.jsonl"
 
 say ""
-say "## 4. Renders: backend x decoder x encoder (1080p H.264 -> 720p mp4, watermark)"
+say "## 5. Renders: backend x decoder x encoder (1080p H.264 -> 720p mp4, watermark)"
 ffmpeg -hide_banner -v error -y -f lavfi -i testsrc2=size=1920x1080:rate=30:duration=10 \
   -f lavfi -i sine=frequency=440:sample_rate=48000:duration=10 -c:v libx264 -preset veryfast \
   -pix_fmt yuv420p -c:a aac -shortest "$work/src.mp4"
@@ -198,14 +208,6 @@ for variant in "cuda on" "cuda off" "off off"; do
 done
 sed 's/^/    /' "$OUT/renders.txt" | tee -a "$summary"
 
-say ""
-say "## 5. What one vidforge serve serves: vidforge bench --service ${SERVICE_ARGS[*]}"
-step "service benchmark" 420 "$work/service.log" "$BIN/vidforge" bench --service "${SERVICE_ARGS[@]}" --out "$work/service"
-grep '^wrote' "$work/service.log" | sed 's/^/    /' >> "$summary"
-for f in service.md service.json; do
-  [ -f "$work/service/$f" ] && cp "$work/service/$f" "$OUT/$f"
-done
-[ -f "$OUT/service.md" ] && grep -E '^\||^Start-up|^- ' "$OUT/service.md" | tee -a "$summary"
 say ""
 say "## 6. 1080p -> 4k through the service: vidforge bench --service ${SERVICE_4K_ARGS[*]}"
 step "service benchmark, 4k" 240 "$work/service-4k.log" "$BIN/vidforge" bench --service "${SERVICE_4K_ARGS[@]}" --out "$work/service-4k"
