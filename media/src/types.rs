@@ -16,7 +16,7 @@ pub enum Resolution {
 }
 
 // The canonical names, as the MCP tool schema names them (`from_name`: exactly one).
-vidforge_gpu::enum_names!(Resolution {
+vidforge_names::enum_names!(Resolution {
     P720 => "720p",
     P1080 => "1080p",
     P4k => "4k",
@@ -62,7 +62,7 @@ pub enum OutputFormat {
 }
 
 // The canonical names, as the MCP tool schema names them (`from_name`: exactly one).
-vidforge_gpu::enum_names!(OutputFormat {
+vidforge_names::enum_names!(OutputFormat {
     Mp4 => "mp4",
     Webm => "webm",
     Mov => "mov",
@@ -148,7 +148,7 @@ pub enum BackendChoice {
     Cpu,
 }
 
-vidforge_gpu::enum_names!(BackendChoice {
+vidforge_names::enum_names!(BackendChoice {
     Auto => "auto",
     Wgpu => "wgpu",
     Cpu => "cpu",
@@ -249,7 +249,7 @@ pub enum Stage {
     Finalizing,
 }
 
-vidforge_gpu::enum_names!(Stage {
+vidforge_names::enum_names!(Stage {
     Preparing => "preparing",
     Rendering => "rendering",
     Finalizing => "finalizing",

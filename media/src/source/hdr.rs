@@ -26,7 +26,7 @@ pub enum DynamicRange {
     Pq,
 }
 
-vidforge_gpu::enum_names!(DynamicRange {
+vidforge_names::enum_names!(DynamicRange {
     Sdr => "sdr",
     Hlg => "hlg",
     Pq => "pq",

@@ -12,7 +12,7 @@ pub enum AssetKind {
     Image,
 }
 
-vidforge_media::gpu::enum_names!(AssetKind {
+vidforge_names::enum_names!(AssetKind {
     Video => "video",
     Image => "image",
 });

@@ -36,7 +36,7 @@ pub enum EventKind {
 }
 
 // The event's `type` (`render.succeeded`, ...).
-vidforge_media::gpu::enum_names!(EventKind {
+vidforge_names::enum_names!(EventKind {
     InputRequired => "render.input_required",
     Succeeded => "render.succeeded",
     Failed => "render.failed",
@@ -67,7 +67,7 @@ pub enum OutboxStatus {
     Dropped,
 }
 
-vidforge_media::gpu::enum_names!(OutboxStatus {
+vidforge_names::enum_names!(OutboxStatus {
     Pending => "pending",
     Delivered => "delivered",
     Dropped => "dropped",

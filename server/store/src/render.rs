@@ -64,7 +64,7 @@ pub enum RenderState {
 }
 
 // Storage names (`awaiting_approval`, ...).
-vidforge_media::gpu::enum_names!(RenderState {
+vidforge_names::enum_names!(RenderState {
     Queued => "queued",
     Rendering => "rendering",
     Previewing => "previewing",
