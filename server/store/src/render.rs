@@ -352,6 +352,42 @@ pub enum SpeculationState {
 }
 
 impl RenderRecord {
+    /// A new render `id` of `principal`, queued at `created_at` (Unix ms) with nothing
+    /// decided, run or estimated yet: the one way a record is made (the service's create,
+    /// the tests' and benchmarks' samples), so a new field has one default.
+    pub fn new(
+        id: String,
+        principal: &str,
+        args: RenderArgs,
+        original_arguments: serde_json::Value,
+        created_at: u64,
+    ) -> RenderRecord {
+        RenderRecord {
+            id,
+            principal: principal.to_string(),
+            args,
+            original_arguments,
+            state: RenderState::Queued,
+            progress: None,
+            created_at,
+            updated_at: created_at,
+            approval: None,
+            preview_path: None,
+            preview_size: None,
+            outcome: None,
+            cancel_requested: false,
+            finished_at: None,
+            result_deleted: false,
+            attempts: 0,
+            crashes: 0,
+            estimated_pixel_frames: 0,
+            speculation: None,
+            source_hdr: None,
+            keep_hdr: false,
+            measure_quality: false,
+        }
+    }
+
     pub fn is_terminal(&self) -> bool {
         self.state.is_terminal()
     }

@@ -55,7 +55,14 @@ pub(super) fn create_blocking(
     check_capacity(shared, principal)?;
     super::work::check_budget(shared, principal, (probe, resolution, cost), estimate, now)?;
 
-    let mut rec = new_record(principal, args, original_arguments, now, estimate);
+    let mut rec = RenderRecord::new(
+        ids::new_render_id(),
+        principal,
+        args,
+        original_arguments,
+        now,
+    );
+    rec.estimated_pixel_frames = estimate;
     rec.source_hdr = source_hdr;
     rec.keep_hdr = keep_hdr;
     rec.measure_quality = rec
@@ -215,40 +222,6 @@ fn check_capacity(shared: &Shared, principal: &str) -> Result<(), ServiceError> 
         }
     }
     Ok(())
-}
-
-/// A new queued render's record.
-fn new_record(
-    principal: &str,
-    args: RenderArgs,
-    original_arguments: Value,
-    now: u64,
-    estimate: u64,
-) -> RenderRecord {
-    RenderRecord {
-        id: ids::new_render_id(),
-        principal: principal.to_string(),
-        args,
-        original_arguments,
-        state: RenderState::Queued,
-        progress: None,
-        created_at: now,
-        updated_at: now,
-        approval: None,
-        preview_path: None,
-        preview_size: None,
-        outcome: None,
-        cancel_requested: false,
-        finished_at: None,
-        result_deleted: false,
-        attempts: 0,
-        crashes: 0,
-        estimated_pixel_frames: estimate,
-        speculation: None,
-        source_hdr: None,
-        keep_hdr: false,
-        measure_quality: false,
-    }
 }
 
 /// A durably created render: counted, indexed, queued, announced.

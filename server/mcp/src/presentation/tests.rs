@@ -33,41 +33,23 @@ fn presenter() -> Presenter {
 }
 
 fn record(state: RenderState) -> RenderRecord {
-    RenderRecord {
-        id: "task_01JABCDEFGHJKMNPQRSTVWXYZ0".into(),
-        principal: "alice".into(),
-        args: RenderArgs {
-            source_asset: "a_1".into(),
-            output_format: OutputFormat::Webm,
-            resolution: Resolution::P720,
-            watermark: Some(WatermarkArgs {
-                image_asset: "a_2".into(),
-                position: vidforge_core::store::Position::TopLeft,
-                opacity: 0.5,
-            }),
-            idempotency_key: None,
-            quality_report: None,
-        },
-        original_arguments: json!({}),
-        state,
-        progress: None,
-        created_at: T0,
-        updated_at: T0 + 1_000,
-        approval: None,
-        preview_path: None,
-        preview_size: None,
-        outcome: None,
-        cancel_requested: false,
-        finished_at: None,
-        result_deleted: false,
-        attempts: 0,
-        crashes: 0,
-        estimated_pixel_frames: 0,
-        speculation: None,
-        source_hdr: None,
-        keep_hdr: false,
-        measure_quality: false,
-    }
+    let args = RenderArgs {
+        source_asset: "a_1".into(),
+        output_format: OutputFormat::Webm,
+        resolution: Resolution::P720,
+        watermark: Some(WatermarkArgs {
+            image_asset: "a_2".into(),
+            position: vidforge_core::store::Position::TopLeft,
+            opacity: 0.5,
+        }),
+        idempotency_key: None,
+        quality_report: None,
+    };
+    let id = "task_01JABCDEFGHJKMNPQRSTVWXYZ0".to_string();
+    let mut r = RenderRecord::new(id, "alice", args, json!({}), T0);
+    r.state = state;
+    r.updated_at = T0 + 1_000;
+    r
 }
 
 fn succeeded() -> RenderRecord {
