@@ -226,6 +226,23 @@ pub enum HdrPolicy {
     Keep,
 }
 
+impl HdrPolicy {
+    /// [`HdrPolicy::Keep`] when `keep`: the one reading of a keep-HDR flag (`vidforge render
+    /// --keep-hdr`, a stored render's `keep_hdr`).
+    pub fn keeping(keep: bool) -> HdrPolicy {
+        if keep {
+            HdrPolicy::Keep
+        } else {
+            HdrPolicy::ToSdr
+        }
+    }
+
+    /// Whether an HDR source stays HDR.
+    pub fn keeps(self) -> bool {
+        self == HdrPolicy::Keep
+    }
+}
+
 /// One render: input file to output file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RenderJob {

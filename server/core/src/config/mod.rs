@@ -68,6 +68,7 @@ use std::time::Duration;
 
 use vidforge_media as media;
 
+mod choices;
 mod derived;
 mod kinds;
 mod parse;

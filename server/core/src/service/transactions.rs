@@ -9,8 +9,8 @@ use crate::error::ServiceError;
 use crate::ids;
 use crate::shared::Shared;
 use crate::store::{
-    AssetKind, AssetRecord, IdempotencyEntry, Inserted, NewKey, RenderArgs, RenderRecord,
-    RenderState,
+    AssetColor, AssetKind, AssetRecord, HdrPolicy, IdempotencyEntry, Inserted, NewKey, RenderArgs,
+    RenderRecord, RenderState,
 };
 use crate::sync::lock;
 use crate::telemetry::{SpeculationEnd, speculation_ended};
@@ -39,16 +39,14 @@ pub(super) fn create_blocking(
     shared.media.disk.check()?;
 
     let source = check_source(shared, principal, &args)?;
-    let source_hdr = source
-        .probe
-        .color
-        .as_ref()
-        .map(|c| c.dynamic_range.clone())
-        .filter(|d| d != "sdr");
-    let keep_hdr = source_hdr.is_some() && shared.config.keeps_hdr_for(principal);
+    let source_hdr = source.probe.color.as_ref().and_then(AssetColor::hdr);
+    let hdr = match source_hdr {
+        Some(_) => shared.config.hdr_policy_for(principal),
+        None => HdrPolicy::ToSdr,
+    };
     // Bound the work, not the bytes: a tiny upload may declare a long duration, and any
     // source may be asked for at 4k. Kept HDR weighs more (slower 10-bit encoders).
-    let cost = WorkCost::of(keep_hdr, args.output_format);
+    let cost = WorkCost::of(hdr, args.output_format);
     let (probe, resolution) = (&source.probe, args.resolution);
     let estimate = super::work::check_size(&shared.config, probe, resolution, cost)?;
     check_watermark(shared, principal, &args)?;
@@ -63,8 +61,8 @@ pub(super) fn create_blocking(
         now,
     );
     rec.estimated_pixel_frames = estimate;
-    rec.source_hdr = source_hdr;
-    rec.keep_hdr = keep_hdr;
+    rec.source_hdr = source_hdr.map(|d| d.as_str().to_string());
+    rec.hdr = hdr;
     rec.measure_quality = rec
         .args
         .quality_report

@@ -13,8 +13,8 @@ const FORM: Elicitation = Elicitation {
     url: false,
 };
 use vidforge_core::store::{
-    Approval, Figures, OutputFormat, ProgressSnapshot, ProgressStage, QualityFigures, RenderArgs,
-    Resolution, SegmentFigures, WatermarkArgs, WorstFigures,
+    Approval, Figures, HdrPolicy, OutputFormat, ProgressSnapshot, ProgressStage, QualityFigures,
+    RenderArgs, Resolution, SegmentFigures, WatermarkArgs, WorstFigures,
 };
 
 const T0: u64 = 1_780_000_000_000;
@@ -400,7 +400,7 @@ fn an_hdr_source_says_it_was_tone_mapped() {
     );
     // Kept HDR (the operator's `keep_hdr`), named by the codec of the output's container
     // (webm here).
-    rec.keep_hdr = true;
+    rec.hdr = HdrPolicy::Keep;
     assert!(
         p.status_message(&rec, Elicitation::NONE).ends_with(
             " The source is HDR (PQ): kept HDR (VP9 profile 2, 10-bit, its metadata carried)."
