@@ -51,5 +51,9 @@ fn the_hdr_policy_is_stored_as_the_keep_hdr_flag() {
     let mut old = json;
     old.as_object_mut().unwrap().remove("keep_hdr");
     let back: RenderRecord = serde_json::from_value(old).unwrap();
-    assert_eq!(back.hdr, HdrPolicy::ToSdr, "a record without the flag tone-maps");
+    assert_eq!(
+        back.hdr,
+        HdrPolicy::ToSdr,
+        "a record without the flag tone-maps"
+    );
 }
