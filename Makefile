@@ -93,6 +93,9 @@ lint:
 	# only its direct dependencies are looked at).
 	! $(CARGO) tree -e normal -p vidforge-core --depth 1 --prefix none --prune vidforge-workspace-hack | grep -E '^(sled|postgres|tokio-postgres|deadpool-postgres|refinery) '
 	@echo "vidforge-core depends directly on no sled, postgres, tokio-postgres, deadpool-postgres or refinery"
+	# The MCP front neither: an extension's own tree is vidforge-store's `ExtensionTree`.
+	! $(CARGO) tree -e normal -p vidforge-mcp --depth 1 --prefix none --prune vidforge-workspace-hack | grep -E '^sled '
+	@echo "vidforge-mcp depends directly on no sled"
 	# server.json (the MCP registry listing) against the registry's schema, at the crate's version.
 	./scripts/check-server-json.sh
 

@@ -47,7 +47,6 @@ pub mod filter;
 pub mod frame;
 #[allow(unsafe_code)]
 mod interop;
-mod names;
 
 pub use compositor::{
     ComposeConfig, EXTERNAL_ROW_ALIGN, GpuCompositor, HopTimes, InputLayout, InputPlane,

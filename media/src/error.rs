@@ -17,7 +17,7 @@ pub enum ErrorKind {
     Cancelled,
 }
 
-vidforge_gpu::enum_names!(ErrorKind {
+vidforge_names::enum_names!(ErrorKind {
     SourceNotFound => "source_not_found",
     UnsupportedCodec => "unsupported_codec",
     InvalidInput => "invalid_input",

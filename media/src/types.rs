@@ -16,7 +16,7 @@ pub enum Resolution {
 }
 
 // The canonical names, as the MCP tool schema names them (`from_name`: exactly one).
-vidforge_gpu::enum_names!(Resolution {
+vidforge_names::enum_names!(Resolution {
     P720 => "720p",
     P1080 => "1080p",
     P4k => "4k",
@@ -62,7 +62,7 @@ pub enum OutputFormat {
 }
 
 // The canonical names, as the MCP tool schema names them (`from_name`: exactly one).
-vidforge_gpu::enum_names!(OutputFormat {
+vidforge_names::enum_names!(OutputFormat {
     Mp4 => "mp4",
     Webm => "webm",
     Mov => "mov",
@@ -148,7 +148,7 @@ pub enum BackendChoice {
     Cpu,
 }
 
-vidforge_gpu::enum_names!(BackendChoice {
+vidforge_names::enum_names!(BackendChoice {
     Auto => "auto",
     Wgpu => "wgpu",
     Cpu => "cpu",
@@ -226,6 +226,23 @@ pub enum HdrPolicy {
     Keep,
 }
 
+impl HdrPolicy {
+    /// [`HdrPolicy::Keep`] when `keep`: the one reading of a keep-HDR flag (`vidforge render
+    /// --keep-hdr`, a stored render's `keep_hdr`).
+    pub fn keeping(keep: bool) -> HdrPolicy {
+        if keep {
+            HdrPolicy::Keep
+        } else {
+            HdrPolicy::ToSdr
+        }
+    }
+
+    /// Whether an HDR source stays HDR.
+    pub fn keeps(self) -> bool {
+        self == HdrPolicy::Keep
+    }
+}
+
 /// One render: input file to output file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RenderJob {
@@ -249,7 +266,7 @@ pub enum Stage {
     Finalizing,
 }
 
-vidforge_gpu::enum_names!(Stage {
+vidforge_names::enum_names!(Stage {
     Preparing => "preparing",
     Rendering => "rendering",
     Finalizing => "finalizing",

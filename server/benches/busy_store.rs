@@ -36,8 +36,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use vidforge_core::store::fixtures::{awaiting_render, finished_render};
 use vidforge_core::store::{RenderRecord, Store};
+use vidforge_store_fixtures::{awaiting_render, finished_render};
 
 use served::{Served, median_ms, vm_hwm_mib};
 

@@ -7,10 +7,10 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use vidforge_core::store::fixtures::{
+use vidforge_core::store::{RenderRecord, RenderState};
+use vidforge_store_fixtures::{
     awaiting_render, finished_render, unfinished_render, write_unindexed,
 };
-use vidforge_core::store::{RenderRecord, RenderState};
 
 use crate::support::*;
 

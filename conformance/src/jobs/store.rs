@@ -1,6 +1,6 @@
-//! The job records' storage: one sled tree of JSON records.
+//! The job records' storage: one tree of JSON records (the server's sled database).
 
-use vidforge_core::store::{Change, StoreError, Updated, all_in, update_in};
+use vidforge_core::store::{Change, ExtensionTree, StoreError, Updated, all_in, update_in};
 
 use super::record::JobRecord;
 
@@ -10,11 +10,11 @@ pub const JOBS_TREE: &str = "jobs";
 /// The job records: one sled tree of JSON records keyed by job id. Writes are not flushed.
 #[derive(Clone, Debug)]
 pub struct JobStore {
-    tree: sled::Tree,
+    tree: ExtensionTree,
 }
 
 impl JobStore {
-    pub fn new(tree: sled::Tree) -> JobStore {
+    pub fn new(tree: ExtensionTree) -> JobStore {
         JobStore { tree }
     }
 

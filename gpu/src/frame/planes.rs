@@ -159,7 +159,7 @@ impl SourceFormat {
     }
 }
 
-crate::enum_names!(SourceFormat {
+vidforge_names::enum_names!(SourceFormat {
     Yuv420p => "yuv420p",
     Nv12 => "nv12",
     P010 => "p010",

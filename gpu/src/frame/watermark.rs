@@ -18,7 +18,7 @@ pub enum Position {
 }
 
 // The wire/CLI names (`bottom_right`, ...).
-crate::enum_names!(Position {
+vidforge_names::enum_names!(Position {
     TopLeft => "top_left",
     TopRight => "top_right",
     BottomLeft => "bottom_left",

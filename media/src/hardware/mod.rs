@@ -34,7 +34,7 @@ pub enum HwDecodeChoice {
     Off,
 }
 
-vidforge_gpu::enum_names!(HwDecodeChoice {
+vidforge_names::enum_names!(HwDecodeChoice {
     Auto => "auto",
     Cuda => "cuda",
     Off => "off",
@@ -62,7 +62,7 @@ pub enum EncoderChoice {
     Nvenc,
 }
 
-vidforge_gpu::enum_names!(EncoderChoice {
+vidforge_names::enum_names!(EncoderChoice {
     Auto => "auto",
     X264 => "x264",
     Nvenc => "nvenc",

@@ -26,11 +26,19 @@ pub enum DynamicRange {
     Pq,
 }
 
-vidforge_gpu::enum_names!(DynamicRange {
+vidforge_names::enum_names!(DynamicRange {
     Sdr => "sdr",
     Hlg => "hlg",
     Pq => "pq",
 });
+
+impl DynamicRange {
+    /// Whether it is HDR (PQ or HLG): the one test of it, for a probed source and a stored
+    /// asset alike.
+    pub fn is_hdr(self) -> bool {
+        self != DynamicRange::Sdr
+    }
+}
 
 /// The display an HDR master was graded on (SMPTE ST 2086).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -100,7 +108,7 @@ pub struct SourceColor {
 
 impl SourceColor {
     pub fn is_hdr(&self) -> bool {
-        self.dynamic_range != DynamicRange::Sdr
+        self.dynamic_range.is_hdr()
     }
 
     /// How renders map this source to SDR: `None` for SDR sources. Untagged primaries and

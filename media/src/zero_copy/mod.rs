@@ -47,7 +47,7 @@ pub enum ZeroCopyChoice {
     Off,
 }
 
-vidforge_gpu::enum_names!(ZeroCopyChoice {
+vidforge_names::enum_names!(ZeroCopyChoice {
     Auto => "auto",
     On => "on",
     Off => "off",

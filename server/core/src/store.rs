@@ -6,5 +6,5 @@ pub use vidforge_store::*;
 
 #[cfg(test)]
 pub(crate) mod tests {
-    pub(crate) use vidforge_store::fixtures::sample;
+    pub(crate) use vidforge_store_fixtures::sample;
 }

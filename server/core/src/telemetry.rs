@@ -76,7 +76,7 @@ pub enum SpeculationEnd {
     Interrupted,
 }
 
-vidforge_media::gpu::enum_names!(SpeculationEnd {
+vidforge_names::enum_names!(SpeculationEnd {
     Used => "used",
     Preempted => "preempted",
     Discarded => "discarded",

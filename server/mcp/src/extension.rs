@@ -34,7 +34,7 @@ use tokio::sync::broadcast;
 
 use vidforge_core::clock::SharedClock;
 use vidforge_core::service::{RenderService, Sweeper};
-use vidforge_core::store::StoreError;
+use vidforge_core::store::{ExtensionTree, StoreError};
 
 pub use super::declared::Declared;
 
@@ -170,7 +170,7 @@ impl std::fmt::Debug for ExtensionHost {
 impl ExtensionHost {
     /// Opens (or creates) a tree of the extension's own in the server's sled database (see
     /// [`vidforge_core::store::Store::open_tree`]).
-    pub fn open_tree(&self, name: &str) -> Result<sled::Tree, StoreError> {
+    pub fn open_tree(&self, name: &str) -> Result<ExtensionTree, StoreError> {
         self.service.store().open_tree(name)
     }
 

@@ -332,10 +332,6 @@ fn render_job(args: &RenderArgs) -> anyhow::Result<RenderJob> {
             opacity: args.opacity,
         }),
         encoder,
-        hdr: if args.keep_hdr {
-            HdrPolicy::Keep
-        } else {
-            HdrPolicy::ToSdr
-        },
+        hdr: HdrPolicy::keeping(args.keep_hdr),
     })
 }

@@ -51,37 +51,22 @@ fn measure(op: &'static str, backend: &'static str, n: usize, mut f: impl FnMut(
 }
 
 fn record(i: usize) -> RenderRecord {
-    RenderRecord {
-        id: format!("task_bench{i:08}"),
-        principal: "bench".into(),
-        args: RenderArgs {
-            source_asset: "a_X".into(),
-            output_format: OutputFormat::Mp4,
-            resolution: Resolution::P1080,
-            watermark: None,
-            idempotency_key: Some(format!("key-{i}")),
-            quality_report: None,
-        },
-        original_arguments: json!({"source_asset_uri": "vidforge://assets/a_X"}),
-        state: RenderState::Queued,
-        progress: None,
-        created_at: 1_000 + i as u64,
-        updated_at: 1_000 + i as u64,
-        approval: None,
-        preview_path: None,
-        preview_size: None,
-        outcome: None,
-        cancel_requested: false,
-        finished_at: None,
-        result_deleted: false,
-        attempts: 0,
-        crashes: 0,
-        estimated_pixel_frames: 0,
-        speculation: None,
-        source_hdr: None,
-        keep_hdr: false,
-        measure_quality: false,
-    }
+    let args = RenderArgs {
+        source_asset: "a_X".into(),
+        output_format: OutputFormat::Mp4,
+        resolution: Resolution::P1080,
+        watermark: None,
+        idempotency_key: Some(format!("key-{i}")),
+        quality_report: None,
+    };
+    let original = json!({"source_asset_uri": "vidforge://assets/a_X"});
+    RenderRecord::new(
+        format!("task_bench{i:08}"),
+        "bench",
+        args,
+        original,
+        1_000 + i as u64,
+    )
 }
 
 fn run(store: &Store, backend: &'static str, n: usize) -> Vec<Stats> {

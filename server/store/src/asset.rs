@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::DynamicRange;
+
 /// What an asset is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -12,7 +14,7 @@ pub enum AssetKind {
     Image,
 }
 
-vidforge_media::gpu::enum_names!(AssetKind {
+vidforge_names::enum_names!(AssetKind {
     Video => "video",
     Image => "image",
 });
@@ -61,6 +63,13 @@ pub struct AssetColor {
     /// The Dolby Vision profile, when a configuration record is present.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dolby_vision_profile: Option<u8>,
+}
+
+impl AssetColor {
+    /// Its dynamic range when that is HDR ([`DynamicRange::is_hdr`]); `None` for SDR.
+    pub fn hdr(&self) -> Option<DynamicRange> {
+        DynamicRange::from_name(&self.dynamic_range).filter(|d| d.is_hdr())
+    }
 }
 
 /// An uploaded asset, owned by one principal.

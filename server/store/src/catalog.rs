@@ -136,7 +136,7 @@ pub enum ErrorCode {
 }
 
 // Every code, in catalog order, and its symbolic wire name.
-vidforge_media::gpu::enum_names!(ErrorCode {
+vidforge_names::enum_names!(ErrorCode {
     SourceNotFound => "source_not_found",
     UnsupportedCodec => "unsupported_codec",
     WatermarkRejected => "watermark_rejected",

@@ -44,7 +44,6 @@ pub mod sync;
 mod asset;
 pub mod by_name;
 mod error;
-pub mod fixtures;
 mod handle;
 mod metrics;
 mod outbox;
@@ -58,6 +57,14 @@ mod sled_segments;
 mod sled_store;
 mod update;
 
+// The tests' sample records (`fixtures/`, the crate `vidforge-store-fixtures` elsewhere): here
+// the same file, over this crate, so the records are of the crate under test.
+#[cfg(test)]
+extern crate self as vidforge_store;
+#[cfg(test)]
+#[allow(dead_code)] // some samples serve other crates' tests only
+#[path = "../fixtures/src/lib.rs"]
+mod fixtures;
 #[cfg(test)]
 mod render_index_tests;
 #[cfg(test)]
@@ -74,4 +81,4 @@ pub use quality::{Figures, QualityFigures, SegmentFigures, StoredTally, WorstFig
 pub use render::*;
 pub use render_index::{ExpiryCursor, Retained};
 pub use segment::{SegmentHold, SegmentRecord, SegmentState};
-pub use update::{Change, Updated, all_in, update_in};
+pub use update::{Change, ExtensionTree, Updated, all_in, update_in};

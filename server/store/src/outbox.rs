@@ -4,13 +4,15 @@
 //! delivery worker claims due events under a lease (one node per attempt), records each
 //! attempt's result, and finishes the event as delivered or dropped.
 //!
-//! Plain data with serde, like `model.rs`; the rules (which transitions make events, the
-//! retry schedule, the endpoints) are `vidforge_core::webhook`'s.
+//! Plain data with serde; the rules (which transitions make events, the retry schedule, the
+//! endpoints) are `vidforge_core::webhook`'s. [`Outbox`] is a node's handle on it: exactly
+//! what delivery and the dashboard do with it (lease, record an attempt, list).
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::clock::SharedClock;
 use crate::handle::Backend;
 use crate::{Change, RenderRecord, Store, StoreError, Updated};
 
@@ -36,7 +38,7 @@ pub enum EventKind {
 }
 
 // The event's `type` (`render.succeeded`, ...).
-vidforge_media::gpu::enum_names!(EventKind {
+vidforge_names::enum_names!(EventKind {
     InputRequired => "render.input_required",
     Succeeded => "render.succeeded",
     Failed => "render.failed",
@@ -67,7 +69,7 @@ pub enum OutboxStatus {
     Dropped,
 }
 
-vidforge_media::gpu::enum_names!(OutboxStatus {
+vidforge_names::enum_names!(OutboxStatus {
     Pending => "pending",
     Delivered => "delivered",
     Dropped => "dropped",
@@ -264,5 +266,50 @@ impl Store {
     /// Deletes delivered and dropped events finished before `cutoff_ms`; returns how many.
     pub fn remove_finished_webhooks_before(&self, cutoff_ms: u64) -> Result<usize, StoreError> {
         each!(self, s => s.remove_finished_webhooks_before(cutoff_ms))
+    }
+}
+
+/// This node's handle on the webhook outbox (`vidforge_core::RenderService::outbox`):
+/// its leases are this node's, timed by this node's clock. Blocking: call it off the async
+/// runtime.
+#[derive(Clone, Debug)]
+pub struct Outbox {
+    store: Store,
+    clock: SharedClock,
+    node: String,
+}
+
+impl Outbox {
+    /// `node`'s handle on `store`'s outbox, timed by `clock`.
+    pub fn new(store: Store, clock: SharedClock, node: String) -> Outbox {
+        Outbox { store, clock, node }
+    }
+
+    /// Leases up to `limit` due events for `lease`, oldest due first, none of the `skip`
+    /// principals' ([`Store::claim_webhooks`]).
+    pub fn claim(
+        &self,
+        lease: Duration,
+        limit: usize,
+        skip: &[String],
+    ) -> Result<Vec<OutboxEvent>, StoreError> {
+        let now = self.clock.now_ms();
+        self.store
+            .claim_webhooks(&self.node, now, lease, limit, skip)
+    }
+
+    /// Records an attempt at `event` and releases its lease: false when this node no longer
+    /// held it ([`Store::finish_webhook_attempt`]). Durable when it returns.
+    pub fn finish_attempt(&self, event: &OutboxEvent, next: &Next) -> Result<bool, StoreError> {
+        self.store.finish_webhook_attempt(&self.node, event, next)
+    }
+
+    /// The newest `limit` events (of `principal`, or everyone's), newest first.
+    pub fn recent(
+        &self,
+        principal: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<OutboxEvent>, StoreError> {
+        self.store.recent_webhooks(principal, limit)
     }
 }

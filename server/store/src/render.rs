@@ -11,7 +11,7 @@ use crate::catalog::ErrorCode;
 
 /// The engine's vocabulary: one type per concept across the crates. Stored (and named on the
 /// wire) by their canonical names (`mp4`, `720p`, `bottom_right`, ...), see [`crate::by_name`].
-pub use vidforge_media::{OutputFormat, Position, Resolution};
+pub use vidforge_media::{DynamicRange, HdrPolicy, OutputFormat, Position, Resolution};
 
 /// Watermark arguments, defaults applied (`position` bottom_right, `opacity` 1.0).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -64,7 +64,7 @@ pub enum RenderState {
 }
 
 // Storage names (`awaiting_approval`, ...).
-vidforge_media::gpu::enum_names!(RenderState {
+vidforge_names::enum_names!(RenderState {
     Queued => "queued",
     Rendering => "rendering",
     Previewing => "previewing",
@@ -311,10 +311,16 @@ pub struct RenderRecord {
     /// SDR, and its status says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_hdr: Option<String>,
-    /// The HDR source stays HDR (the operator's `keep_hdr` names the principal), decided at
-    /// creation so that a restart or another node renders it the same.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub keep_hdr: bool,
+    /// Whether the HDR source stays HDR (the operator's `keep_hdr` names the principal),
+    /// decided at creation so that a restart or another node renders it the same. Stored as
+    /// the flag `keep_hdr` (absent when tone-mapped).
+    #[serde(
+        rename = "keep_hdr",
+        default,
+        with = "keep_hdr_flag",
+        skip_serializing_if = "keep_hdr_flag::absent"
+    )]
+    pub hdr: HdrPolicy,
     /// The render measures its output's quality (the argument, else the creating node's
     /// `quality_report`), decided at creation so that a restart or another node (every
     /// segment of a split render) measures it the same.
@@ -352,6 +358,42 @@ pub enum SpeculationState {
 }
 
 impl RenderRecord {
+    /// A new render `id` of `principal`, queued at `created_at` (Unix ms) with nothing
+    /// decided, run or estimated yet: the one way a record is made (the service's create,
+    /// the tests' and benchmarks' samples), so a new field has one default.
+    pub fn new(
+        id: String,
+        principal: &str,
+        args: RenderArgs,
+        original_arguments: serde_json::Value,
+        created_at: u64,
+    ) -> RenderRecord {
+        RenderRecord {
+            id,
+            principal: principal.to_string(),
+            args,
+            original_arguments,
+            state: RenderState::Queued,
+            progress: None,
+            created_at,
+            updated_at: created_at,
+            approval: None,
+            preview_path: None,
+            preview_size: None,
+            outcome: None,
+            cancel_requested: false,
+            finished_at: None,
+            result_deleted: false,
+            attempts: 0,
+            crashes: 0,
+            estimated_pixel_frames: 0,
+            speculation: None,
+            source_hdr: None,
+            hdr: HdrPolicy::ToSdr,
+            measure_quality: false,
+        }
+    }
+
     pub fn is_terminal(&self) -> bool {
         self.state.is_terminal()
     }
@@ -423,4 +465,23 @@ pub struct IdempotencyEntry {
     pub args_hash: String,
     /// Unix ms.
     pub created_at: u64,
+}
+
+/// A render's [`HdrPolicy`] as its stored flag `keep_hdr`.
+mod keep_hdr_flag {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::HdrPolicy;
+
+    pub(super) fn absent(policy: &HdrPolicy) -> bool {
+        !policy.keeps()
+    }
+
+    pub(super) fn serialize<S: Serializer>(policy: &HdrPolicy, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bool(policy.keeps())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<HdrPolicy, D::Error> {
+        bool::deserialize(d).map(HdrPolicy::keeping)
+    }
 }

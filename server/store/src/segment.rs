@@ -43,7 +43,7 @@ pub enum SegmentState {
 }
 
 // Storage names (`queued`, ...).
-vidforge_media::gpu::enum_names!(SegmentState {
+vidforge_names::enum_names!(SegmentState {
     Queued => "queued",
     Running => "running",
     Done => "done",

@@ -1,7 +1,8 @@
-//! The store over sled: records survive a reopen, and a second open is refused.
+//! The store over sled: records survive a reopen, and a second open is refused; a record's HDR
+//! policy is stored as the flag `keep_hdr`.
 
 use crate::fixtures::sample;
-use crate::{Store, StoreError};
+use crate::{HdrPolicy, RenderRecord, Store, StoreError};
 
 #[test]
 fn records_survive_reopen() {
@@ -34,4 +35,25 @@ fn second_open_reports_lock() {
         Err(StoreError::Locked { .. }) => {}
         other => panic!("expected Locked, got {other:?}"),
     }
+}
+
+#[test]
+fn the_hdr_policy_is_stored_as_the_keep_hdr_flag() {
+    let mut rec = sample("task_1");
+    let json = serde_json::to_value(&rec).unwrap();
+    assert!(json.get("keep_hdr").is_none(), "tone-mapped: no flag");
+    assert!(json.get("hdr").is_none());
+    rec.hdr = HdrPolicy::Keep;
+    let json = serde_json::to_value(&rec).unwrap();
+    assert_eq!(json["keep_hdr"], true);
+    let back: RenderRecord = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(back.hdr, HdrPolicy::Keep);
+    let mut old = json;
+    old.as_object_mut().unwrap().remove("keep_hdr");
+    let back: RenderRecord = serde_json::from_value(old).unwrap();
+    assert_eq!(
+        back.hdr,
+        HdrPolicy::ToSdr,
+        "a record without the flag tone-maps"
+    );
 }

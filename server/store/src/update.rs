@@ -126,10 +126,15 @@ where
     }
 }
 
+/// A tree of JSON records of an MCP extension's own in the node's sled database
+/// ([`crate::Store::open_tree`]; [`update_in`] and [`all_in`] work on it): sled's ordered
+/// key-value tree, named here so that nothing above this crate depends on sled.
+pub type ExtensionTree = sled::Tree;
+
 /// Compare-and-swap update of one JSON record in `tree` (see [`crate::Store::update_render`]);
 /// for any tree of JSON records keyed by id, an extension's own included. Not flushed.
 pub fn update_in<R, T, E>(
-    tree: &sled::Tree,
+    tree: &ExtensionTree,
     id: &str,
     f: impl FnMut(&mut R) -> Result<Change<T>, E>,
 ) -> Result<Option<Updated<R, T>>, E>
@@ -147,7 +152,7 @@ where
 /// Every record of `tree`; decode errors are logged and skipped so one bad record cannot stop
 /// the service. `what` names the kind of record in that log line.
 pub fn all_in<R: for<'de> Deserialize<'de>>(
-    tree: &sled::Tree,
+    tree: &ExtensionTree,
     what: &str,
 ) -> Result<Vec<R>, StoreError> {
     decode_each(tree.iter(), what)

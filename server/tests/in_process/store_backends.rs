@@ -24,41 +24,22 @@ use vidforge_http::auth::Auth;
 use vidforge_http::session::{SessionLimits, Sessions};
 
 fn sample(id: &str, created_at: u64) -> RenderRecord {
-    RenderRecord {
-        id: id.into(),
-        principal: "alice".into(),
-        args: RenderArgs {
-            source_asset: "a_X".into(),
-            output_format: OutputFormat::Webm,
-            resolution: Resolution::P720,
-            watermark: Some(WatermarkArgs {
-                image_asset: "a_Y".into(),
-                position: vidforge_core::store::Position::Center,
-                opacity: 0.6,
-            }),
-            idempotency_key: Some("k1".into()),
-            quality_report: None,
-        },
-        original_arguments: serde_json::json!({"source_asset_uri": "vidforge://assets/a_X"}),
-        state: RenderState::Queued,
-        progress: Some(ProgressSnapshot::new(ProgressStage::Rendering, 5, Some(10))),
-        created_at,
-        updated_at: created_at,
-        approval: None,
-        preview_path: None,
-        preview_size: None,
-        outcome: None,
-        cancel_requested: false,
-        finished_at: None,
-        result_deleted: false,
-        attempts: 0,
-        crashes: 0,
-        estimated_pixel_frames: 0,
-        speculation: None,
-        source_hdr: None,
-        keep_hdr: false,
-        measure_quality: false,
-    }
+    let args = RenderArgs {
+        source_asset: "a_X".into(),
+        output_format: OutputFormat::Webm,
+        resolution: Resolution::P720,
+        watermark: Some(WatermarkArgs {
+            image_asset: "a_Y".into(),
+            position: vidforge_core::store::Position::Center,
+            opacity: 0.6,
+        }),
+        idempotency_key: Some("k1".into()),
+        quality_report: None,
+    };
+    let original = serde_json::json!({"source_asset_uri": "vidforge://assets/a_X"});
+    let mut r = RenderRecord::new(id.into(), "alice", args, original, created_at);
+    r.progress = Some(ProgressSnapshot::new(ProgressStage::Rendering, 5, Some(10)));
+    r
 }
 
 fn entry(render_id: &str, created_at: u64) -> IdempotencyEntry {

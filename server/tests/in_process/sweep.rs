@@ -7,8 +7,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use vidforge_core::store::fixtures::{finished_render, unfinished_render};
 use vidforge_core::store::{RenderRecord, RenderState};
+use vidforge_store_fixtures::{finished_render, unfinished_render};
 
 use crate::common::*;
 

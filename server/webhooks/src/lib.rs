@@ -105,12 +105,8 @@ async fn run(ctx: Arc<Ctx>, mut stopped: watch::Receiver<bool>) {
                 .filter(|(_, n)| **n >= per_endpoint)
                 .map(|(p, _)| p.clone())
                 .collect();
-            let (service, node) = (ctx.service.clone(), ctx.node.clone());
-            let claimed = tokio::task::spawn_blocking(move || {
-                let now = service.now_ms();
-                service.store().claim_webhooks(&node, now, lease, 1, &skip)
-            })
-            .await;
+            let outbox = ctx.service.outbox();
+            let claimed = tokio::task::spawn_blocking(move || outbox.claim(lease, 1, &skip)).await;
             let event = match claimed {
                 Ok(Ok(mut events)) => match events.pop() {
                     Some(e) => e,
@@ -208,12 +204,10 @@ async fn deliver(ctx: Arc<Ctx>, mut event: OutboxEvent) -> String {
     }
     event.record(attempt, &next);
     let principal = event.principal.clone();
-    let node = ctx.node.clone();
-    let service = ctx.service.clone();
+    let outbox = ctx.service.outbox();
     let recorded = tokio::task::spawn_blocking(move || {
-        service
-            .store()
-            .finish_webhook_attempt(&node, &event, &next)
+        outbox
+            .finish_attempt(&event, &next)
             .map(|held| (held, event.id))
     })
     .await;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::{Config, ConfigError, DEFAULT_MAX_CONCURRENT_UPLOADS};
 use crate::catalog;
-use crate::engine::SourceLimits;
+use crate::engine::{HdrPolicy, SourceLimits};
 
 impl Config {
     /// Uploads served at once: `max_concurrent_uploads`, by default
@@ -84,9 +84,10 @@ impl Config {
         self.admins.iter().any(|a| a == principal)
     }
 
-    /// True when `principal`'s renders keep HDR sources HDR (`keep_hdr` names it, or `*`).
-    pub fn keeps_hdr_for(&self, principal: &str) -> bool {
-        self.keep_hdr.iter().any(|p| p == principal || p == "*")
+    /// What `principal`'s renders do with an HDR source: keep it when `keep_hdr` names the
+    /// principal (or `*`), else tone-map it.
+    pub fn hdr_policy_for(&self, principal: &str) -> HdrPolicy {
+        HdrPolicy::keeping(self.keep_hdr.iter().any(|p| p == principal || p == "*"))
     }
 
     /// Base URL for links (`public_base_url`, or `http://<listen>`), without a trailing slash.

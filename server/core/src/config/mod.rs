@@ -68,6 +68,7 @@ use std::time::Duration;
 
 use vidforge_media as media;
 
+mod choices;
 mod derived;
 mod kinds;
 mod parse;
@@ -119,7 +120,7 @@ pub enum Speculative {
     Off,
 }
 
-vidforge_media::gpu::enum_names!(Speculative {
+vidforge_names::enum_names!(Speculative {
     Auto => "auto",
     Off => "off",
 });
@@ -136,7 +137,7 @@ pub enum Fanout {
     Off,
 }
 
-vidforge_media::gpu::enum_names!(Fanout {
+vidforge_names::enum_names!(Fanout {
     Auto => "auto",
     Off => "off",
 });
@@ -153,7 +154,7 @@ pub enum RenderSched {
     Idle,
 }
 
-vidforge_media::gpu::enum_names!(RenderSched {
+vidforge_names::enum_names!(RenderSched {
     Normal => "normal",
     Batch => "batch",
     Idle => "idle",

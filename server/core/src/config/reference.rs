@@ -38,7 +38,7 @@ pub fn reference_table() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::kinds::MediaChoice;
+    use crate::config::choices::MediaChoice;
     use vidforge_media as media;
 
     /// The line before the generated table in docs/configuration.md.

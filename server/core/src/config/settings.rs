@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use vidforge_media as media;
 
+use super::choices::choice_parser;
 use super::kinds::{
     Choice, Dur, Kind, List, Listen, Maybe, Media, Plain, Proxies, Size, Store, Switch, Tokens,
-    Webhooks, choice_parser,
+    Webhooks,
 };
 use super::parse::ConfigError;
 use super::sources::{SettingInfo, declare_settings, flag_value, shown};

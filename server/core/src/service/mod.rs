@@ -19,7 +19,7 @@ use crate::error::ServiceError;
 use crate::maintenance::{self, SweepReport};
 use crate::shared::Shared;
 pub use crate::shared::Sweeper;
-use crate::store::{AssetRecord, Outcome, RenderArgs, RenderRecord, RenderState, Store};
+use crate::store::{AssetRecord, Outbox, Outcome, RenderArgs, RenderRecord, RenderState, Store};
 use crate::sync::lock;
 
 mod boot;
@@ -101,9 +101,23 @@ impl RenderService {
         &self.shared.ledger.clock
     }
 
-    /// Direct store access (diagnostics and tests).
+    /// The task store itself, for what the fronts keep beside the renders: session epochs and
+    /// server secrets (`vidforge-http`'s sessions and playback links), an MCP extension's own
+    /// tree, what kind of store it is (the banner, `/healthz`, the dashboard), and the tests.
+    /// Renders are read through this service's queries and changed only through it; webhook
+    /// events through [`RenderService::outbox`].
     pub fn store(&self) -> &Store {
         &self.shared.ledger.store
+    }
+
+    /// This node's handle on the webhook outbox.
+    pub fn outbox(&self) -> Outbox {
+        let ledger = &self.shared.ledger;
+        Outbox::new(
+            ledger.store.clone(),
+            ledger.clock.clone(),
+            self.shared.pool.node.clone(),
+        )
     }
 
     /// This node's name in work leases (cluster mode).

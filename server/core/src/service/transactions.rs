@@ -9,8 +9,8 @@ use crate::error::ServiceError;
 use crate::ids;
 use crate::shared::Shared;
 use crate::store::{
-    AssetKind, AssetRecord, IdempotencyEntry, Inserted, NewKey, RenderArgs, RenderRecord,
-    RenderState,
+    AssetColor, AssetKind, AssetRecord, HdrPolicy, IdempotencyEntry, Inserted, NewKey, RenderArgs,
+    RenderRecord, RenderState,
 };
 use crate::sync::lock;
 use crate::telemetry::{SpeculationEnd, speculation_ended};
@@ -39,25 +39,30 @@ pub(super) fn create_blocking(
     shared.media.disk.check()?;
 
     let source = check_source(shared, principal, &args)?;
-    let source_hdr = source
-        .probe
-        .color
-        .as_ref()
-        .map(|c| c.dynamic_range.clone())
-        .filter(|d| d != "sdr");
-    let keep_hdr = source_hdr.is_some() && shared.config.keeps_hdr_for(principal);
+    let source_hdr = source.probe.color.as_ref().and_then(AssetColor::hdr);
+    let hdr = match source_hdr {
+        Some(_) => shared.config.hdr_policy_for(principal),
+        None => HdrPolicy::ToSdr,
+    };
     // Bound the work, not the bytes: a tiny upload may declare a long duration, and any
     // source may be asked for at 4k. Kept HDR weighs more (slower 10-bit encoders).
-    let cost = WorkCost::of(keep_hdr, args.output_format);
+    let cost = WorkCost::of(hdr, args.output_format);
     let (probe, resolution) = (&source.probe, args.resolution);
     let estimate = super::work::check_size(&shared.config, probe, resolution, cost)?;
     check_watermark(shared, principal, &args)?;
     check_capacity(shared, principal)?;
     super::work::check_budget(shared, principal, (probe, resolution, cost), estimate, now)?;
 
-    let mut rec = new_record(principal, args, original_arguments, now, estimate);
-    rec.source_hdr = source_hdr;
-    rec.keep_hdr = keep_hdr;
+    let mut rec = RenderRecord::new(
+        ids::new_render_id(),
+        principal,
+        args,
+        original_arguments,
+        now,
+    );
+    rec.estimated_pixel_frames = estimate;
+    rec.source_hdr = source_hdr.map(|d| d.as_str().to_string());
+    rec.hdr = hdr;
     rec.measure_quality = rec
         .args
         .quality_report
@@ -215,40 +220,6 @@ fn check_capacity(shared: &Shared, principal: &str) -> Result<(), ServiceError> 
         }
     }
     Ok(())
-}
-
-/// A new queued render's record.
-fn new_record(
-    principal: &str,
-    args: RenderArgs,
-    original_arguments: Value,
-    now: u64,
-    estimate: u64,
-) -> RenderRecord {
-    RenderRecord {
-        id: ids::new_render_id(),
-        principal: principal.to_string(),
-        args,
-        original_arguments,
-        state: RenderState::Queued,
-        progress: None,
-        created_at: now,
-        updated_at: now,
-        approval: None,
-        preview_path: None,
-        preview_size: None,
-        outcome: None,
-        cancel_requested: false,
-        finished_at: None,
-        result_deleted: false,
-        attempts: 0,
-        crashes: 0,
-        estimated_pixel_frames: estimate,
-        speculation: None,
-        source_hdr: None,
-        keep_hdr: false,
-        measure_quality: false,
-    }
 }
 
 /// A durably created render: counted, indexed, queued, announced.

@@ -13,7 +13,7 @@
 use crate::config::Config;
 use crate::error::{ServiceError, WorkRefusal};
 use crate::shared::Shared;
-use crate::store::{AssetProbe, OutputFormat, RenderRecord, Resolution};
+use crate::store::{AssetProbe, HdrPolicy, OutputFormat, RenderRecord, Resolution};
 
 /// Frame rate assumed for a source whose probe recorded none (assets probed before the rate
 /// was recorded).
@@ -33,12 +33,12 @@ impl WorkCost {
     /// An SDR render, or an HDR source tone-mapped to SDR.
     pub(crate) const SDR: WorkCost = WorkCost(2);
 
-    /// The cost of a render to `format` that keeps HDR (`keep_hdr`) or not.
-    pub(crate) fn of(keep_hdr: bool, format: OutputFormat) -> WorkCost {
-        match (keep_hdr, format) {
-            (false, _) => Self::SDR,
-            (true, OutputFormat::Webm) => WorkCost(3),
-            (true, OutputFormat::Mp4 | OutputFormat::Mov) => WorkCost(13),
+    /// The cost of a render to `format` with its source's `hdr` policy (SDR sources: `ToSdr`).
+    pub(crate) fn of(hdr: HdrPolicy, format: OutputFormat) -> WorkCost {
+        match (hdr, format) {
+            (HdrPolicy::ToSdr, _) => Self::SDR,
+            (HdrPolicy::Keep, OutputFormat::Webm) => WorkCost(3),
+            (HdrPolicy::Keep, OutputFormat::Mp4 | OutputFormat::Mov) => WorkCost(13),
         }
     }
 }
@@ -229,14 +229,14 @@ mod tests {
         let sdr = estimate_pixel_frames(&clip, Resolution::P720, WorkCost::SDR, 7200);
         assert_eq!(sdr, 1280 * 720 * 250);
         let kept = |format| {
-            let cost = WorkCost::of(true, format);
+            let cost = WorkCost::of(HdrPolicy::Keep, format);
             estimate_pixel_frames(&clip, Resolution::P720, cost, 7200)
         };
         assert_eq!(kept(OutputFormat::Mp4), sdr * 13 / 2);
         assert_eq!(kept(OutputFormat::Mov), sdr * 13 / 2);
         assert_eq!(kept(OutputFormat::Webm), sdr * 3 / 2);
         for format in OutputFormat::ALL {
-            assert_eq!(WorkCost::of(false, format), WorkCost::SDR);
+            assert_eq!(WorkCost::of(HdrPolicy::ToSdr, format), WorkCost::SDR);
         }
         // A kept render whose SDR twin fits (138 s of 600) is refused at 899 s; 720p is the
         // lowest resolution, so none is named.
@@ -248,7 +248,7 @@ mod tests {
         };
         let long = probe(1920, 1080, 600.0, Some(25.0));
         assert!(check_size(&config, &long, Resolution::P720, WorkCost::SDR).is_ok());
-        let cost = WorkCost::of(true, OutputFormat::Mp4);
+        let cost = WorkCost::of(HdrPolicy::Keep, OutputFormat::Mp4);
         let Err(ServiceError::RenderTooLarge(w)) =
             check_size(&config, &long, Resolution::P720, cost)
         else {

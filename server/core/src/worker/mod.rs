@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use crate::catalog::{self};
 use crate::clock::add_ms;
 use crate::engine::{
-    EngineError, EngineProgress, FailureKind, HdrPolicy, PlanEncoder, PlanWatermark, RenderPlan,
+    EngineError, EngineProgress, FailureKind, PlanEncoder, PlanWatermark, RenderPlan,
 };
 use crate::error::ServiceError;
 use crate::shared::Shared;
@@ -302,11 +302,7 @@ fn build_plan(shared: &Shared, rec: &RenderRecord) -> Result<RenderPlan, PlanErr
             measure_quality: rec.measure_quality,
             ..Default::default()
         },
-        hdr: if rec.keep_hdr {
-            HdrPolicy::Keep
-        } else {
-            HdrPolicy::ToSdr
-        },
+        hdr: rec.hdr,
     })
 }
 

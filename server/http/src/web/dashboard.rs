@@ -59,11 +59,10 @@ pub(super) async fn dashboard(
 
 /// The newest webhook events, [`HOOKS_PER_PRINCIPAL`] of each principal at most.
 async fn load_hooks(web: &Web) -> Result<Vec<HookView>, ServiceError> {
-    let service = web.service.clone();
+    let outbox = web.service.outbox();
     tokio::task::spawn_blocking(move || {
-        service
-            .store()
-            .recent_webhooks(None, DASHBOARD_HOOKS)
+        outbox
+            .recent(None, DASHBOARD_HOOKS)
             .map(|events| HookView::list(&events, HOOKS_PER_PRINCIPAL))
             .map_err(ServiceError::from)
     })

@@ -9,7 +9,7 @@ pub(super) fn hdr_note(rec: &RenderRecord) -> String {
         return String::new();
     };
     let transfer = transfer.to_ascii_uppercase();
-    if !rec.keep_hdr {
+    if !rec.hdr.keeps() {
         return format!(" The source is HDR ({transfer}): tone-mapped to SDR (BT.709).");
     }
     let codec = match rec.args.output_format {

@@ -13,8 +13,8 @@ const FORM: Elicitation = Elicitation {
     url: false,
 };
 use vidforge_core::store::{
-    Approval, Figures, OutputFormat, ProgressSnapshot, ProgressStage, QualityFigures, RenderArgs,
-    Resolution, SegmentFigures, WatermarkArgs, WorstFigures,
+    Approval, Figures, HdrPolicy, OutputFormat, ProgressSnapshot, ProgressStage, QualityFigures,
+    RenderArgs, Resolution, SegmentFigures, WatermarkArgs, WorstFigures,
 };
 
 const T0: u64 = 1_780_000_000_000;
@@ -33,41 +33,23 @@ fn presenter() -> Presenter {
 }
 
 fn record(state: RenderState) -> RenderRecord {
-    RenderRecord {
-        id: "task_01JABCDEFGHJKMNPQRSTVWXYZ0".into(),
-        principal: "alice".into(),
-        args: RenderArgs {
-            source_asset: "a_1".into(),
-            output_format: OutputFormat::Webm,
-            resolution: Resolution::P720,
-            watermark: Some(WatermarkArgs {
-                image_asset: "a_2".into(),
-                position: vidforge_core::store::Position::TopLeft,
-                opacity: 0.5,
-            }),
-            idempotency_key: None,
-            quality_report: None,
-        },
-        original_arguments: json!({}),
-        state,
-        progress: None,
-        created_at: T0,
-        updated_at: T0 + 1_000,
-        approval: None,
-        preview_path: None,
-        preview_size: None,
-        outcome: None,
-        cancel_requested: false,
-        finished_at: None,
-        result_deleted: false,
-        attempts: 0,
-        crashes: 0,
-        estimated_pixel_frames: 0,
-        speculation: None,
-        source_hdr: None,
-        keep_hdr: false,
-        measure_quality: false,
-    }
+    let args = RenderArgs {
+        source_asset: "a_1".into(),
+        output_format: OutputFormat::Webm,
+        resolution: Resolution::P720,
+        watermark: Some(WatermarkArgs {
+            image_asset: "a_2".into(),
+            position: vidforge_core::store::Position::TopLeft,
+            opacity: 0.5,
+        }),
+        idempotency_key: None,
+        quality_report: None,
+    };
+    let id = "task_01JABCDEFGHJKMNPQRSTVWXYZ0".to_string();
+    let mut r = RenderRecord::new(id, "alice", args, json!({}), T0);
+    r.state = state;
+    r.updated_at = T0 + 1_000;
+    r
 }
 
 fn succeeded() -> RenderRecord {
@@ -418,7 +400,7 @@ fn an_hdr_source_says_it_was_tone_mapped() {
     );
     // Kept HDR (the operator's `keep_hdr`), named by the codec of the output's container
     // (webm here).
-    rec.keep_hdr = true;
+    rec.hdr = HdrPolicy::Keep;
     assert!(
         p.status_message(&rec, Elicitation::NONE).ends_with(
             " The source is HDR (PQ): kept HDR (VP9 profile 2, 10-bit, its metadata carried)."

@@ -16,9 +16,15 @@ use std::time::Duration;
 
 use harness::Postgres;
 use segment_suite::{LEASE, PAST_LEASE};
-use vidforge_store as store;
-use vidforge_store::fixtures::segments;
 use vidforge_store::{SegmentState, Store};
+use vidforge_store_fixtures::segments;
+
+/// The store as the shared suites name it (in the crate's own tests, the crate): its items and
+/// its sample records.
+mod store {
+    pub use vidforge_store::*;
+    pub use vidforge_store_fixtures as fixtures;
+}
 
 /// A store on a fresh database `name` of `pg`.
 fn fresh(pg: &Postgres, name: &str) -> Store {

@@ -1,5 +1,5 @@
-//! [`enum_names!`]: the one way the workspace gives a field-less enum its names. Here, in the
-//! crate every other one builds on, so all of them can use it.
+//! [`enum_names!`]: the one way the workspace gives a field-less enum its names. A crate of its
+//! own with no dependencies, under every other one, so all of them can use it.
 
 /// The name table of a field-less enum, from one list of its variants and their names:
 /// `ALL` (every variant, in the list's order), `as_str` (the variant's name) and `from_name`
@@ -8,7 +8,7 @@
 /// ```
 /// #[derive(Clone, Copy, Debug, PartialEq)]
 /// enum Fruit { Apple, Pear }
-/// vidforge_gpu::enum_names!(Fruit { Apple => "apple", Pear => "pear" });
+/// vidforge_names::enum_names!(Fruit { Apple => "apple", Pear => "pear" });
 /// assert_eq!(Fruit::ALL, [Fruit::Apple, Fruit::Pear]);
 /// assert_eq!(Fruit::Pear.as_str(), "pear");
 /// assert_eq!(Fruit::from_name("apple"), Some(Fruit::Apple));
