@@ -58,22 +58,21 @@ pub fn segments(
     principal: &str,
     created_at: u64,
 ) -> Vec<SegmentRecord> {
+    let mut render = sample(render_id);
+    render.principal = principal.into();
     (0..count)
         .map(|i| {
             let start = f64::from(i);
             let pts = i64::from(i) * 90_000;
-            SegmentRecord::new(
-                render_id,
-                i,
-                count,
-                principal,
-                Some(pts),
-                Some(pts + 90_000),
-                start,
-                start + 1.0,
-                30,
-                created_at,
-            )
+            let span = vidforge_media::SegmentSpan {
+                index: i,
+                start_pts: Some(pts),
+                end_pts: Some(pts + 90_000),
+                start_seconds: start,
+                end_seconds: start + 1.0,
+                frames: 30,
+            };
+            SegmentRecord::new(&render, span, count, created_at)
         })
         .collect()
 }

@@ -9,7 +9,8 @@
 //!   ([`Store::watch`]) on top.
 //!
 //! The record types are in `render.rs`, `asset.rs`, `outbox.rs` and `segment.rs` (a render
-//! split into segments that any node claims under a lease), re-exported here. Both
+//! split into segments that any node claims under a lease; the [`Store`]'s segment methods
+//! in `store_segments.rs`), re-exported here. Both
 //! backends keep the same JSON; a record update is one read-modify-write loop (`update.rs`)
 //! over each backend's conditional write. Render records are indexed (`render_index.rs`:
 //! a principal's newest, the unfinished, the finished by expiry), in the record's own write,
@@ -56,6 +57,7 @@ mod segment;
 mod sled_renders;
 mod sled_segments;
 mod sled_store;
+mod store_segments;
 mod update;
 
 #[cfg(test)]

@@ -4,6 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use super::{Config, ConfigError, DEFAULT_MAX_CONCURRENT_UPLOADS};
+
+/// The directory of segment files under the media root (locally, or in the bucket).
+pub const SEGMENTS_DIR: &str = "segments";
 use crate::catalog;
 use crate::engine::SourceLimits;
 
@@ -124,7 +127,7 @@ impl Config {
     /// Segments of a render split for parallel rendering:
     /// `segments/<render id>/<segment file>`, deleted when the render ends.
     pub fn segments_dir(&self) -> PathBuf {
-        self.media_root().join("segments")
+        self.media_root().join(SEGMENTS_DIR)
     }
     /// Watermark previews: `previews/<render id>/watermark-preview.png`.
     pub fn previews_dir(&self) -> PathBuf {
