@@ -8,7 +8,7 @@ use super::{Config, ConfigError, DEFAULT_MAX_CONCURRENT_UPLOADS};
 /// The directory of segment files under the media root (locally, or in the bucket).
 pub const SEGMENTS_DIR: &str = "segments";
 use crate::catalog;
-use crate::engine::SourceLimits;
+use crate::engine::{SegmentPlanOptions, SourceLimits};
 
 impl Config {
     /// Uploads served at once: `max_concurrent_uploads`, by default
@@ -50,6 +50,15 @@ impl Config {
             },
             max_watermark_side: self.max_watermark_side,
             concurrent_probes: self.max_concurrent_probes,
+        }
+    }
+
+    /// How a render's source is cut into segments (`fanout`): the one place
+    /// `segment_seconds` and `segment_min_duration` become the engine's terms.
+    pub fn segment_plan(&self) -> SegmentPlanOptions {
+        SegmentPlanOptions {
+            target_seconds: self.segment_seconds.as_secs_f64(),
+            min_source_seconds: self.segment_min_duration.as_secs_f64(),
         }
     }
 

@@ -92,10 +92,7 @@ fn split(
     if cfg.fanout == Fanout::Off || !free_slot(shared) {
         return Ok(None);
     }
-    let spans =
-        shared
-            .renderer
-            .plan_segments(plan, cfg.segment_seconds, cfg.segment_min_duration)?;
+    let spans = shared.renderer.plan_segments(plan, &cfg.segment_plan())?;
     if spans.len() < 2 {
         return Ok(None);
     }
