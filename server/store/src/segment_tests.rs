@@ -114,8 +114,14 @@ fn a_segment_is_stored_as_it_was_before_its_span_was_one_value() {
         "state":"running","attempts":2,"frames_done":7,"output":null,"error":"oops",
         "created_at":5,"lease_owner":"n1","lease_until":9}"#;
     let g: crate::SegmentRecord = serde_json::from_str(old).unwrap();
-    assert_eq!((g.span.index, g.span.start_pts, g.span.end_pts), (1, Some(90_000), None));
-    assert_eq!((g.span.end_seconds, g.span.frames, g.attempts), (2.5, 30, 2));
+    assert_eq!(
+        (g.span.index, g.span.start_pts, g.span.end_pts),
+        (1, Some(90_000), None)
+    );
+    assert_eq!(
+        (g.span.end_seconds, g.span.frames, g.attempts),
+        (2.5, 30, 2)
+    );
     let again: serde_json::Value = serde_json::to_value(&g).unwrap();
     let was: serde_json::Value = serde_json::from_str(old).unwrap();
     assert_eq!(again, was);

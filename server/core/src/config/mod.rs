@@ -77,11 +77,11 @@ mod sources;
 mod validate;
 mod webhooks;
 
+pub use derived::SEGMENTS_DIR;
 pub use parse::{
     ConfigError, UnknownChoice, parse_bytes, parse_duration, parse_encoder, parse_hwdecode,
     parse_net,
 };
-pub use derived::SEGMENTS_DIR;
 pub use reference::reference_table;
 pub use settings::{
     Config, ConfigArgs, DEFAULT_AUTH_FAILURE_BURST, DEFAULT_AUTH_FAILURE_INTERVAL,

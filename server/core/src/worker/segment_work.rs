@@ -1,9 +1,10 @@
 //! One segment's run: a worker renders a claimed segment of a split render
-//! ([`super::segments`]) and records it, every write fenced by its claim's attempt.
+//! ([`super::segments`]) and records it (`transitions/segments.rs`, every write fenced by
+//! its claim's attempt).
 //!
-//! - **Claim.** A worker that found no render to claim takes a segment of any render
-//!   (`Store::claim_segment`: fair between renders, under a lease like a render's), so
-//!   renders always come first; a render's coordinator takes its own render's.
+//! - **Claim.** A worker that found no render to claim takes a segment of any render (fair
+//!   between renders, under a lease like a render's), so renders always come first; a
+//!   render's coordinator takes its own render's.
 //! - **Lease.** [`keep_leases`] renews the leases of this node's segments every
 //!   `lease_ttl / 3` (and, in a cluster, reports this node's idle slots); a lease lost stops
 //!   its worker, whose later writes the store refuses.

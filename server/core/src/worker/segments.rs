@@ -4,7 +4,7 @@
 //! `segment_seconds`.
 //!
 //! - **Work items.** The segments are written to the store, durably, before any is rendered
-//!   (`Store::create_segments`). Idle workers anywhere claim them under a lease
+//!   (`transitions/segments.rs`, where every write of theirs is). Idle workers anywhere claim them under a lease
 //!   ([`super::segment_work`]); the render's own worker, the coordinator, renders its own
 //!   render's segments too, so a busy farm still finishes it.
 //! - **Join.** When every segment is done the coordinator joins them: the video remuxed

@@ -20,7 +20,10 @@ pub fn creating_segments_is_idempotent(s: &Store, _pass: &dyn Fn(Duration)) {
     let mut first = segments("task_a", 3, "alice", 10);
     first.reverse();
     let made = s.create_segments("task_a", &first).unwrap();
-    assert_eq!(made.iter().map(|g| g.span.index).collect::<Vec<_>>(), [0, 1, 2]);
+    assert_eq!(
+        made.iter().map(|g| g.span.index).collect::<Vec<_>>(),
+        [0, 1, 2]
+    );
     assert!(
         made.iter()
             .all(|g| g.state == SegmentState::Queued && g.attempts == 0)
