@@ -29,25 +29,25 @@ pub(crate) fn create(
 /// Claims a segment for this node under a lease of `lease_ttl`, within the retry budget
 /// (`segment_attempts`): of `only_render` when given (its coordinator), else of any render.
 pub(crate) fn claim(shared: &Shared, only_render: Option<&str>) -> Stored<Option<SegmentRecord>> {
-    let (node, cfg) = (&shared.pool.node, &shared.config);
-    shared
-        .ledger
-        .store
-        .claim_segment(node, cfg.lease_ttl, only_render, cfg.segment_attempts)
+    let (store, cfg) = (&shared.ledger.store, &shared.config);
+    store.claim_segment(
+        &shared.pool.node,
+        cfg.lease_ttl,
+        only_render,
+        cfg.segment_attempts,
+    )
 }
 
 /// Extends this node's leases on the `held` segments by `lease_ttl`; those it still holds.
 pub(crate) fn renew(shared: &Shared, held: &[(String, u32)]) -> Stored<Vec<(String, u32)>> {
-    let (node, lease) = (&shared.pool.node, shared.config.lease_ttl);
-    shared.ledger.store.renew_segment_leases(node, held, lease)
+    let (store, lease) = (&shared.ledger.store, shared.config.lease_ttl);
+    store.renew_segment_leases(&shared.pool.node, held, lease)
 }
 
 /// The holder's progress (not flushed); false when it lost its claim.
 pub(crate) fn progress(shared: &Shared, seg: &SegmentRecord, frames_done: u64) -> Stored<bool> {
-    shared
-        .ledger
-        .store
-        .segment_progress(seg.hold(), frames_done)
+    let store = &shared.ledger.store;
+    store.segment_progress(seg.hold(), frames_done)
 }
 
 /// Done: its file stored as `output`, `frames` rendered, its `quality` when measured
@@ -59,7 +59,8 @@ pub(crate) fn finish(
     frames: u64,
     quality: Option<&StoredTally>,
 ) -> Stored<bool> {
-    let done = (shared.ledger.store).finish_segment(seg.hold(), output, frames, quality)?;
+    let store = &shared.ledger.store;
+    let done = store.finish_segment(seg.hold(), output, frames, quality)?;
     if done {
         crate::telemetry::segment_ended("done");
     }
@@ -81,12 +82,8 @@ pub(crate) fn fail(shared: &Shared, seg: &SegmentRecord, reason: &str) {
 /// kept; durably). A write the store refuses leaves the lease to run out.
 pub(crate) fn release(shared: &Shared, seg: &SegmentRecord) {
     crate::telemetry::segment_ended("stopped");
-    let (node, index) = (&shared.pool.node, seg.span.index);
-    if let Err(e) = shared
-        .ledger
-        .store
-        .release_segment(node, &seg.render_id, index)
-    {
+    let store = &shared.ledger.store;
+    if let Err(e) = store.release_segment(&shared.pool.node, &seg.render_id, seg.span.index) {
         tracing::warn!(render_id = %seg.render_id, error = %e, "cannot hand a segment back; its lease runs out instead");
     }
 }
@@ -94,13 +91,13 @@ pub(crate) fn release(shared: &Shared, seg: &SegmentRecord) {
 /// At boot: the segments this node's previous life held are free to claim at once (their
 /// finished siblings stay, for their renders to join).
 pub(crate) fn release_node(shared: &Shared) -> Stored<()> {
-    let released = shared
+    let n = shared
         .ledger
         .store
         .release_node_segments(&shared.pool.node)?;
-    if released > 0 {
+    if n > 0 {
         tracing::info!(
-            segments = released,
+            segments = n,
             "segments interrupted by the last stop are free to claim again"
         );
     }
