@@ -1,13 +1,14 @@
 //! Segments of a render (issue #41, segment-parallel rendering): a long render cut at source
 //! keyframes into spans, each a durable work item with the render queue's lease and fencing
-//! rules. Any idle worker on any node claims one under a lease ([`Store::claim_segment`]),
-//! renders it and records it done; a node that dies mid-segment stops renewing, its lease
-//! runs out and another node claims the segment again (one more attempt); a failed segment is
-//! retried alone up to a budget. The render's coordinator waits for all of them, then joins.
+//! rules. Any idle worker on any node claims one under a lease
+//! ([`Store::claim_segment`](crate::Store::claim_segment)), renders it and records it done;
+//! a node that dies mid-segment stops renewing, its lease runs out and another node claims
+//! the segment again (one more attempt); a failed segment is retried alone up to a budget.
+//! The render's coordinator waits for all of them, then joins.
 //!
-//! `attempts` is the fencing token: every claim adds one, and the holder's writes
-//! ([`Store::segment_progress`], [`Store::finish_segment`], [`Store::fail_segment`]) name the
-//! claim they belong to ([`SegmentHold`]), so a holder that lost its lease can no longer write.
+//! `attempts` is the fencing token: every claim adds one, and the holder's writes (progress,
+//! finish, fail) name the claim they belong to ([`SegmentHold`]), so a holder that lost its
+//! lease can no longer write.
 //!
 //! The span a segment covers is media's [`SegmentSpan`], one value from where media plans
 //! it to where a worker renders it: the record keeps it flattened, so its fields are stored
