@@ -3,8 +3,6 @@
 
 use std::path::PathBuf;
 
-use crate::config::SEGMENTS_DIR;
-
 use crate::assets::AssetCatalog;
 use crate::disk::DiskGuard;
 use crate::media_store::MediaStore;
@@ -49,12 +47,6 @@ impl MediaSide {
     /// bucket, where they live under `segments/<id>/`).
     pub fn segments_dir(&self, id: &str) -> PathBuf {
         self.segments_dir.join(id)
-    }
-
-    /// Where a render's segment files live wherever media lives (`segments/<id>`, for
-    /// [`MediaStore`]'s relative names).
-    pub fn segments_name(&self, id: &str) -> String {
-        format!("{SEGMENTS_DIR}/{id}")
     }
 
     /// This node's directory of a render's preview.

@@ -5,6 +5,7 @@
 //! by its claim ([`SegmentRecord::hold`]): one that lost its lease writes nothing. Nothing
 //! outside this module changes a segment's record.
 
+use crate::config::SEGMENTS_DIR;
 use crate::engine::SegmentSpan;
 use crate::shared::Shared;
 use crate::store::{RenderRecord, SegmentRecord, StoreError, StoredTally};
@@ -107,7 +108,7 @@ pub(crate) fn release_node(shared: &Shared) -> Stored<()> {
 /// Deletes a render's segment files (locally or in the bucket), then their records; whether
 /// both went. Files first: records kept on a failure let the sweeper try again.
 pub(crate) fn remove(shared: &Shared, id: &str) -> bool {
-    let dir = shared.media.segments_name(id);
+    let dir = format!("{SEGMENTS_DIR}/{id}");
     if let Err(e) = shared.media.store.remove_dir_blocking(&dir) {
         tracing::warn!(render_id = %id, error = %e, "cannot delete the render's segment files yet");
         return false;
