@@ -75,8 +75,9 @@ pub(super) fn render(
 }
 
 /// The render's segments: those stored before (a takeover, or a speculative render's
-/// work), or a new split when fan-out is on, a slot is free and the source is long enough;
-/// `None`: one pass.
+/// work), or a new split when fan-out is on and a slot is free (decided here) and the engine
+/// cuts the source in two or more (long enough and cuttable, by
+/// [`crate::config::Config::segment_plan`]); `None`: one pass.
 fn split(
     shared: &Shared,
     rec: &RenderRecord,
