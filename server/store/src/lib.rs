@@ -10,12 +10,11 @@
 //!
 //! The record types are in `render.rs`, `asset.rs`, `outbox.rs` and `segment.rs` (a render
 //! split into segments that any node claims under a lease; the [`Store`]'s segment methods
-//! in `store_segments.rs`), re-exported here. Both
-//! backends keep the same JSON; a record update is one read-modify-write loop (`update.rs`)
-//! over each backend's conditional write. Render records are indexed (`render_index.rs`:
-//! a principal's newest, the unfinished, the finished by expiry), in the record's own write,
-//! so no read costs in proportion to every record kept; a store from before the indexes
-//! gets them at its first open.
+//! in `store_segments.rs`), re-exported here. Both backends keep the same JSON; a record
+//! update is one read-modify-write loop (`update.rs`) over each backend's conditional write.
+//! Render records are indexed (`render_index.rs`: a principal's newest, the unfinished, the
+//! finished by expiry), in the record's own write, so no read costs in proportion to every
+//! record kept; a store from before the indexes gets them at its first open.
 //!
 //! sled makes a write durable only at `flush` (it flushes in the background every 500 ms);
 //! PostgreSQL at every commit. Callers flush ([`Store::flush`]) after every write a client may
