@@ -7,7 +7,6 @@
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use crate::store::AssetProbe;
 pub use vidforge_media::SourceLimits;
@@ -35,9 +34,9 @@ pub use vidforge_media::SegmentReport as EngineSegmentReport;
 pub use vidforge_media::WatermarkSpec as PlanWatermark;
 /// A render's quality measurements (the whole, each segment's): the media crate's own types.
 pub use vidforge_media::{QualityReport, SegmentQuality};
-/// One segment of a source (a span of its frames, cut at a keyframe), and one rendered for
-/// the join (its file and its span): the media crate's own types.
-pub use vidforge_media::{SegmentFile, SegmentSpan};
+/// One segment of a source (a span of its frames, cut at a keyframe), one rendered for the
+/// join (its file and its span), and how a source is cut: the media crate's own types.
+pub use vidforge_media::{SegmentFile, SegmentPlanOptions, SegmentSpan};
 
 /// An engine failure with its class and a human-readable reason.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -104,16 +103,16 @@ pub trait Renderer: Send + Sync {
         view_out: &Path,
     ) -> Result<(u32, u32), EngineError>;
 
-    /// The segments `plan` could be rendered in: cuts at the source's keyframes near every
-    /// `target`; one span when the source is not longer than `min_source` or cannot be cut.
-    /// By default one span: every render runs in one pass.
+    /// The segments `plan` could be rendered in, cut as `options` say
+    /// ([`crate::config::Config::segment_plan`]): at the source's keyframes near every target
+    /// length; one span when the source is too short or cannot be cut. By default one span:
+    /// every render runs in one pass.
     fn plan_segments(
         &self,
         plan: &RenderPlan,
-        target: Duration,
-        min_source: Duration,
+        options: &SegmentPlanOptions,
     ) -> Result<Vec<SegmentSpan>, EngineError> {
-        let _ = (plan, target, min_source);
+        let _ = (plan, options);
         Ok(Vec::new())
     }
 

@@ -58,7 +58,7 @@ pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
             requeue.push((u.record.principal, u.record.id));
         }
     }
-    release_segments(shared)?;
+    transitions::segments::release_node(shared)?;
     shared.ledger.store.flush()?;
     for (principal, id) in &requeue {
         shared.enqueue(principal, id);
@@ -69,22 +69,6 @@ pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
         "boot recovery done"
     );
     expire_due_approvals(shared)?;
-    Ok(())
-}
-
-/// At start this node renders no segment yet: those its previous life held are free to
-/// claim at once (their finished siblings stay, for their renders to join).
-fn release_segments(shared: &Shared) -> Result<(), ServiceError> {
-    let released = shared
-        .ledger
-        .store
-        .release_node_segments(&shared.pool.node)?;
-    if released > 0 {
-        tracing::info!(
-            segments = released,
-            "segments interrupted by the last stop are free to claim again"
-        );
-    }
     Ok(())
 }
 
@@ -111,7 +95,7 @@ fn recover_node(shared: &Shared) -> Result<(), ServiceError> {
         shared.ledger.index(rec);
     }
     let released = shared.ledger.store.release_node_leases(&shared.pool.node)?;
-    release_segments(shared)?;
+    transitions::segments::release_node(shared)?;
     tracing::info!(
         node = %shared.pool.node,
         unfinished = unfinished.len(),

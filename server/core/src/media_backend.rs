@@ -2,14 +2,13 @@
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
 
 use vidforge_media as media;
 
 use crate::config::Config;
 use crate::engine::{
     EngineError, EngineProgress, EngineReport, EngineSegmentReport, HardwareInfo, Prober,
-    RenderPlan, Renderer, SegmentFile, SegmentSpan,
+    RenderPlan, Renderer, SegmentFile, SegmentPlanOptions, SegmentSpan,
 };
 use crate::store::{AssetColor, AssetProbe};
 
@@ -78,15 +77,10 @@ impl Renderer for MediaRenderer {
     fn plan_segments(
         &self,
         plan: &RenderPlan,
-        target: Duration,
-        min_source: Duration,
+        options: &SegmentPlanOptions,
     ) -> Result<Vec<SegmentSpan>, EngineError> {
-        let options = media::SegmentPlanOptions {
-            target_seconds: target.as_secs_f64(),
-            min_source_seconds: min_source.as_secs_f64(),
-        };
         self.engine
-            .plan_segments(&plan.input, &options)
+            .plan_segments(&plan.input, options)
             .map_err(map_error)
     }
 

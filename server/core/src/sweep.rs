@@ -10,6 +10,7 @@
 use std::time::{Duration, Instant};
 
 use crate::clock::add_ms;
+use crate::config::SEGMENTS_DIR;
 use crate::error::ServiceError;
 use crate::shared::Shared;
 use crate::store::{RenderRecord, Retained, StoreError};
@@ -224,7 +225,7 @@ fn sweep_segments(shared: &Shared) -> Result<usize, ServiceError> {
             .store
             .get_render(&id)?
             .is_none_or(|r| r.is_terminal());
-        if ended && crate::worker::segments::remove(shared, &id) {
+        if ended && transitions::segments::remove(shared, &id) {
             removed += 1;
         }
     }
@@ -237,12 +238,12 @@ fn sweep_segments(shared: &Shared) -> Result<usize, ServiceError> {
 /// came back to abort.
 fn remove_orphan_media(shared: &Shared) -> Result<usize, ServiceError> {
     let mut removed = 0;
-    for root in ["results", "previews", "segments"] {
+    for root in ["results", "previews", SEGMENTS_DIR] {
         for (name, _) in shared.media.store.list_dirs_blocking(root)? {
             let unclaimed = match shared.ledger.store.get_render(&name)? {
                 None => true,
                 Some(r) if !r.is_terminal() => false,
-                Some(_) if root == "segments" => true,
+                Some(_) if root == SEGMENTS_DIR => true,
                 Some(r) if root == "results" => {
                     r.state != crate::store::RenderState::Succeeded || r.result_deleted
                 }

@@ -9,12 +9,12 @@
 //!   ([`Store::watch`]) on top.
 //!
 //! The record types are in `render.rs`, `asset.rs`, `outbox.rs` and `segment.rs` (a render
-//! split into segments that any node claims under a lease), re-exported here. Both
-//! backends keep the same JSON; a record update is one read-modify-write loop (`update.rs`)
-//! over each backend's conditional write. Render records are indexed (`render_index.rs`:
-//! a principal's newest, the unfinished, the finished by expiry), in the record's own write,
-//! so no read costs in proportion to every record kept; a store from before the indexes
-//! gets them at its first open.
+//! split into segments that any node claims under a lease; the [`Store`]'s segment methods
+//! in `store_segments.rs`), re-exported here. Both backends keep the same JSON; a record
+//! update is one read-modify-write loop (`update.rs`) over each backend's conditional write.
+//! Render records are indexed (`render_index.rs`: a principal's newest, the unfinished, the
+//! finished by expiry), in the record's own write, so no read costs in proportion to every
+//! record kept; a store from before the indexes gets them at its first open.
 //!
 //! sled makes a write durable only at `flush` (it flushes in the background every 500 ms);
 //! PostgreSQL at every commit. Callers flush ([`Store::flush`]) after every write a client may
@@ -55,6 +55,7 @@ mod segment;
 mod sled_renders;
 mod sled_segments;
 mod sled_store;
+mod store_segments;
 mod update;
 
 // The tests' sample records (`fixtures/`, the crate `vidforge-store-fixtures` elsewhere): here
@@ -80,5 +81,5 @@ pub use outbox::*;
 pub use quality::{Figures, QualityFigures, SegmentFigures, StoredTally, WorstFigures};
 pub use render::*;
 pub use render_index::{ExpiryCursor, Retained};
-pub use segment::{SegmentHold, SegmentRecord, SegmentState};
+pub use segment::{SegmentHold, SegmentRecord, SegmentSpan, SegmentState};
 pub use update::{Change, ExtensionTree, Updated, all_in, update_in};

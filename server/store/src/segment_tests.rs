@@ -91,7 +91,7 @@ fn segments_survive_a_restart_and_running_ones_are_queued_again() {
         .claim_segment("n2", Duration::from_secs(1), None, 3)
         .unwrap()
         .unwrap();
-    assert_eq!((g.index, g.attempts), (1, 3));
+    assert_eq!((g.span.index, g.attempts), (1, 3));
 }
 
 #[test]
@@ -103,4 +103,26 @@ fn idle_slots_are_the_shared_stores() {
         Err(StoreError::Unsupported(_))
     ));
     assert!(matches!(s.idle_slots(), Err(StoreError::Unsupported(_))));
+}
+
+#[test]
+fn a_segment_is_stored_as_it_was_before_its_span_was_one_value() {
+    // A record as sled kept it before the span was one value: it reads, and writes back the
+    // same JSON (the span's fields flattened among the record's own).
+    let old = r#"{"render_id":"task_a","index":1,"count":3,"principal":"alice",
+        "start_pts":90000,"end_pts":null,"start_seconds":1.0,"end_seconds":2.5,"frames":30,
+        "state":"running","attempts":2,"frames_done":7,"output":null,"error":"oops",
+        "created_at":5,"lease_owner":"n1","lease_until":9}"#;
+    let g: crate::SegmentRecord = serde_json::from_str(old).unwrap();
+    assert_eq!(
+        (g.span.index, g.span.start_pts, g.span.end_pts),
+        (1, Some(90_000), None)
+    );
+    assert_eq!(
+        (g.span.end_seconds, g.span.frames, g.attempts),
+        (2.5, 30, 2)
+    );
+    let again: serde_json::Value = serde_json::to_value(&g).unwrap();
+    let was: serde_json::Value = serde_json::from_str(old).unwrap();
+    assert_eq!(again, was);
 }

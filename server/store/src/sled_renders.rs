@@ -17,12 +17,14 @@
 //! resumes after the last batch it recorded, and building twice writes the same entries.
 
 use std::ops::Bound;
+use std::path::Path;
 
 use sled::transaction::{
     ConflictableTransactionError, TransactionError, TransactionalTree, UnabortableTransactionError,
 };
 use sled::{IVec, Transactional};
 
+use crate::clock::SharedClock;
 use crate::render_index::{ExpiryCursor, Retained, Terms};
 use crate::sled_store::SledStore;
 use crate::update::{self, Versioned, decode, encode};
@@ -146,6 +148,14 @@ fn tx_result<T>(out: Result<T, TransactionError<StoreError>>) -> Result<T, Store
 }
 
 impl SledStore {
+    /// Opens (or creates) the database in `dir` (see [`SledStore::open_unbuilt`]), and
+    /// builds the render indexes when it has none yet ([`build`]).
+    pub(crate) fn open(dir: &Path, clock: SharedClock) -> Result<SledStore, StoreError> {
+        let store = SledStore::open_unbuilt(dir, clock)?;
+        build(&store, None)?;
+        Ok(store)
+    }
+
     pub(crate) fn get_render(&self, id: &str) -> Result<Option<RenderRecord>, StoreError> {
         self.renders
             .get(id.as_bytes())?

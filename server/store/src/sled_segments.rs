@@ -12,13 +12,14 @@ use std::time::Duration;
 
 use crate::clock::{SharedClock, add_ms};
 use crate::segment::stopped_error;
-use crate::sled_store::SledStore;
 use crate::update::{decode_each, encode};
 use crate::{Change, SegmentHold, SegmentRecord, SegmentState, StoreError, update_in};
 
 /// The `segments` tree and what its writes need.
 #[derive(Clone, Debug)]
 pub(crate) struct SegmentTree {
+    /// The database, flushed after the writes a client relies on.
+    db: sled::Db,
     tree: sled::Tree,
     /// Times the leases.
     clock: SharedClock,
@@ -30,6 +31,7 @@ pub(crate) struct SegmentTree {
 impl SegmentTree {
     pub(crate) fn open(db: &sled::Db, clock: SharedClock) -> Result<SegmentTree, StoreError> {
         Ok(SegmentTree {
+            db: db.clone(),
             tree: db.open_tree("segments")?,
             clock,
             creating: Arc::default(),
@@ -66,37 +68,42 @@ fn clear_lease(s: &mut SegmentRecord) {
     s.lease_until = None;
 }
 
-impl SledStore {
+impl SegmentTree {
+    fn flush(&self) -> Result<(), StoreError> {
+        self.db.flush()?;
+        Ok(())
+    }
+
     pub(crate) fn create_segments(
         &self,
         render_id: &str,
         segments: &[SegmentRecord],
     ) -> Result<Vec<SegmentRecord>, StoreError> {
-        let _only_us = crate::sync::lock(&self.segments.creating);
+        let _only_us = crate::sync::lock(&self.creating);
         let existing = self.segments(render_id)?;
         if !existing.is_empty() || segments.is_empty() {
             return Ok(existing);
         }
         let mut batch = sled::Batch::default();
         for s in segments {
-            batch.insert(key(render_id, s.index).as_bytes(), encode(s)?);
+            batch.insert(key(render_id, s.span.index).as_bytes(), encode(s)?);
         }
-        self.segments.tree.apply_batch(batch)?;
+        self.tree.apply_batch(batch)?;
         self.flush()?;
         let mut out = segments.to_vec();
-        out.sort_by_key(|s| s.index);
+        out.sort_by_key(|s| s.span.index);
         Ok(out)
     }
 
     pub(crate) fn segments(&self, render_id: &str) -> Result<Vec<SegmentRecord>, StoreError> {
-        decode_each(self.segments.tree.scan_prefix(prefix(render_id)), "segment")
+        decode_each(self.tree.scan_prefix(prefix(render_id)), "segment")
     }
 
     /// `only_render`'s segments, or every one.
     fn segments_of(&self, only_render: Option<&str>) -> Result<Vec<SegmentRecord>, StoreError> {
         match only_render {
             Some(r) => self.segments(r),
-            None => decode_each(self.segments.tree.iter(), "segment"),
+            None => decode_each(self.tree.iter(), "segment"),
         }
     }
 
@@ -110,7 +117,7 @@ impl SledStore {
         max_attempts: u32,
     ) -> Result<Option<SegmentRecord>, StoreError> {
         loop {
-            let now = self.segments.clock.now_ms();
+            let now = self.clock.now_ms();
             let Some((render_id, index)) = self.pick(only_render, now, max_attempts)? else {
                 return Ok(None);
             };
@@ -154,7 +161,7 @@ impl SledStore {
                 busy.get(s.render_id.as_str()).copied().unwrap_or(0),
                 s.created_at,
                 s.render_id.as_str(),
-                s.index,
+                s.span.index,
             );
             if best.is_none_or(|b| rank < b) {
                 best = Some(rank);
@@ -170,7 +177,7 @@ impl SledStore {
         now: u64,
         max_attempts: u32,
     ) -> Result<(), StoreError> {
-        self.change(&s.render_id, s.index, true, |s| {
+        self.change(&s.render_id, s.span.index, true, |s| {
             if !claimable(s, now) || s.attempts < max_attempts {
                 return false;
             }
@@ -191,7 +198,7 @@ impl SledStore {
         durable: bool,
         mut f: impl FnMut(&mut SegmentRecord) -> bool,
     ) -> Result<Option<SegmentRecord>, StoreError> {
-        let out = update_in(&self.segments.tree, &key(render_id, index), |s| {
+        let out = update_in(&self.tree, &key(render_id, index), |s| {
             Ok::<_, StoreError>(match f(s) {
                 true => Change::Write(()),
                 false => Change::Keep(()),
@@ -208,7 +215,7 @@ impl SledStore {
         }
     }
 
-    /// [`SledStore::change`] of a running segment whose holder `holds` it.
+    /// [`SegmentTree::change`] of a running segment whose holder `holds` it.
     fn change_held(
         &self,
         render_id: &str,
@@ -232,7 +239,7 @@ impl SledStore {
         held: &[(String, u32)],
         lease: Duration,
     ) -> Result<Vec<(String, u32)>, StoreError> {
-        let until = add_ms(self.segments.clock.now_ms(), lease);
+        let until = add_ms(self.clock.now_ms(), lease);
         let mut still = Vec::new();
         for (render_id, index) in held {
             let owned = |s: &SegmentRecord| s.lease_owner.as_deref() == Some(node);
@@ -311,11 +318,11 @@ impl SledStore {
     pub(crate) fn delete_segments(&self, render_id: &str) -> Result<usize, StoreError> {
         let mut batch = sled::Batch::default();
         let mut n = 0;
-        for item in self.segments.tree.scan_prefix(prefix(render_id)).keys() {
+        for item in self.tree.scan_prefix(prefix(render_id)).keys() {
             batch.remove(item?);
             n += 1;
         }
-        self.segments.tree.apply_batch(batch)?;
+        self.tree.apply_batch(batch)?;
         self.flush()?;
         Ok(n)
     }
@@ -324,7 +331,7 @@ impl SledStore {
     pub(crate) fn segmented_renders(&self) -> Result<Vec<String>, StoreError> {
         let mut out = Vec::new();
         let mut from = Vec::new();
-        while let Some(k) = self.segments.tree.range(from.clone()..).keys().next() {
+        while let Some(k) = self.tree.range(from.clone()..).keys().next() {
             let k = k?;
             let render = k.split(|b| *b == 0).next().unwrap_or_default();
             out.push(String::from_utf8_lossy(render).into_owned());
@@ -339,7 +346,7 @@ impl SledStore {
         for s in self.segments_of(None)? {
             if s.state == SegmentState::Running
                 && self
-                    .change_held(&s.render_id, s.index, false, |_| true, queue_again)?
+                    .change_held(&s.render_id, s.span.index, false, |_| true, queue_again)?
                     .is_some()
             {
                 n += 1;

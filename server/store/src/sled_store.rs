@@ -49,15 +49,9 @@ pub(crate) struct SledStore {
 }
 
 impl SledStore {
-    /// `clock` times the segments' leases. Builds the render indexes when the store has
-    /// none yet (`sled_renders.rs`).
-    pub(crate) fn open(dir: &Path, clock: SharedClock) -> Result<SledStore, StoreError> {
-        let store = SledStore::open_unbuilt(dir, clock)?;
-        crate::sled_renders::build(&store, None)?;
-        Ok(store)
-    }
-
-    /// [`SledStore::open`] without building the render indexes (tests of the build).
+    /// Opens (or creates) the database in `dir`, without building the render indexes (that is
+    /// [`SledStore::open`], in `sled_renders.rs`; tests of the build open with this). `clock`
+    /// times the segments' leases.
     pub(crate) fn open_unbuilt(dir: &Path, clock: SharedClock) -> Result<SledStore, StoreError> {
         let db = sled::Config::new().path(dir).open().map_err(|e| match e {
             sled::Error::Io(io) if io.to_string().contains("could not acquire lock") => {

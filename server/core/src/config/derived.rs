@@ -4,8 +4,12 @@
 use std::path::{Path, PathBuf};
 
 use super::{Config, ConfigError, DEFAULT_MAX_CONCURRENT_UPLOADS};
+
 use crate::catalog;
-use crate::engine::{HdrPolicy, SourceLimits};
+use crate::engine::{HdrPolicy, SegmentPlanOptions, SourceLimits};
+
+/// The directory of segment files under the media root (locally, or in the bucket).
+pub const SEGMENTS_DIR: &str = "segments";
 
 impl Config {
     /// Uploads served at once: `max_concurrent_uploads`, by default
@@ -47,6 +51,15 @@ impl Config {
             },
             max_watermark_side: self.max_watermark_side,
             concurrent_probes: self.max_concurrent_probes,
+        }
+    }
+
+    /// How a render's source is cut into segments (`fanout`): the one place
+    /// `segment_seconds` and `segment_min_duration` become the engine's terms.
+    pub fn segment_plan(&self) -> SegmentPlanOptions {
+        SegmentPlanOptions {
+            target_seconds: self.segment_seconds.as_secs_f64(),
+            min_source_seconds: self.segment_min_duration.as_secs_f64(),
         }
     }
 
@@ -125,7 +138,7 @@ impl Config {
     /// Segments of a render split for parallel rendering:
     /// `segments/<render id>/<segment file>`, deleted when the render ends.
     pub fn segments_dir(&self) -> PathBuf {
-        self.media_root().join("segments")
+        self.media_root().join(SEGMENTS_DIR)
     }
     /// Watermark previews: `previews/<render id>/watermark-preview.png`.
     pub fn previews_dir(&self) -> PathBuf {

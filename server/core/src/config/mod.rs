@@ -78,6 +78,7 @@ mod sources;
 mod validate;
 mod webhooks;
 
+pub use derived::SEGMENTS_DIR;
 pub use parse::{
     ConfigError, UnknownChoice, parse_bytes, parse_duration, parse_encoder, parse_hwdecode,
     parse_net,

@@ -4,10 +4,12 @@
 //! compare-and-swap on the stored record through [`write`], the one update that stamps
 //! `updated_at`, re-indexes, records the transition's metrics and writes its webhook event
 //! in the same transaction. Nothing outside this module changes a render's record, so a
-//! new state or transition is added here.
+//! new state or transition is added here. The same holds for the segments of a split
+//! render ([`segments`]): every write of theirs, fenced by the holder's claim.
 
 pub(crate) mod decisions;
 pub(crate) mod run;
+pub(crate) mod segments;
 pub(crate) mod speculative;
 pub(crate) mod upkeep;
 

@@ -1,9 +1,10 @@
 //! One segment's run: a worker renders a claimed segment of a split render
-//! ([`super::segments`]) and records it, every write fenced by its claim's attempt.
+//! ([`super::segments`]) and records it (`transitions/segments.rs`, every write fenced by
+//! its claim's attempt).
 //!
-//! - **Claim.** A worker that found no render to claim takes a segment of any render
-//!   (`Store::claim_segment`: fair between renders, under a lease like a render's), so
-//!   renders always come first; a render's coordinator takes its own render's.
+//! - **Claim.** A worker that found no render to claim takes a segment of any render (fair
+//!   between renders, under a lease like a render's), so renders always come first; a
+//!   render's coordinator takes its own render's.
 //! - **Lease.** [`keep_leases`] renews the leases of this node's segments every
 //!   `lease_ttl / 3` (and, in a cluster, reports this node's idle slots); a lease lost stops
 //!   its worker, whose later writes the store refuses.
@@ -22,12 +23,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use super::speculation;
-use crate::engine::{
-    EngineError, EngineProgress, EngineSegmentReport, FailureKind, RenderPlan, SegmentSpan,
-};
+use crate::engine::{EngineError, EngineProgress, EngineSegmentReport, FailureKind, RenderPlan};
 use crate::shared::Shared;
 use crate::store::{RenderState, SegmentRecord, StoreError, StoredTally};
 use crate::sync::lock;
+use crate::transitions::segments as record;
 
 /// How often a running segment records its progress and looks at its render's record.
 const CHECK_EVERY: Duration = Duration::from_millis(500);
@@ -41,32 +41,6 @@ pub(super) enum Outcome {
     Failed,
     /// Stopped before its end (cancel, shutdown, preemption, a lost lease).
     Stopped,
-}
-
-/// The span of the source `seg` covers, as the engine takes it.
-pub(super) fn span_of(seg: &SegmentRecord) -> SegmentSpan {
-    SegmentSpan {
-        index: seg.index,
-        start_pts: seg.start_pts,
-        end_pts: seg.end_pts,
-        start_seconds: seg.start_seconds,
-        end_seconds: seg.end_seconds,
-        frames: seg.frames,
-    }
-}
-
-/// Claims a segment for this node under a lease of `lease_ttl`, within the retry budget
-/// (`segment_attempts`): of `only_render` when given (its coordinator), else of any render.
-pub(super) fn claim_for(
-    shared: &Shared,
-    only_render: Option<&str>,
-) -> Result<Option<SegmentRecord>, StoreError> {
-    shared.ledger.store.claim_segment(
-        &shared.pool.node,
-        shared.config.lease_ttl,
-        only_render,
-        shared.config.segment_attempts,
-    )
 }
 
 /// Tells the farm how many of this node's render slots are idle now (valid for `lease_ttl`):
@@ -84,7 +58,7 @@ pub(super) fn claim(shared: &Shared) -> Option<SegmentRecord> {
     if shared.pool.stopping() {
         return None;
     }
-    match claim_for(shared, None) {
+    match record::claim(shared, None) {
         Ok(seg) => seg,
         Err(e) => {
             tracing::warn!(error = %e, "claiming a segment failed");
@@ -99,12 +73,12 @@ pub(super) fn run_claimed(shared: &Shared, seg: &SegmentRecord) {
         Ok(Some(r)) if !r.is_terminal() && !r.cancel_requested => r,
         // Ended: its segments are of no more use.
         Ok(_) => {
-            super::segments::remove(shared, &seg.render_id);
+            record::remove(shared, &seg.render_id);
             return;
         }
         Err(e) => {
             tracing::warn!(render_id = %seg.render_id, error = %e, "cannot read a segment's render");
-            return give_back(shared, seg);
+            return record::release(shared, seg);
         }
     };
     match super::build_plan(shared, &render) {
@@ -113,7 +87,7 @@ pub(super) fn run_claimed(shared: &Shared, seg: &SegmentRecord) {
         }
         Err(e) => {
             let reason = e.to_string();
-            record_failure(shared, seg, &reason);
+            record::fail(shared, seg, &reason);
         }
     }
 }
@@ -131,14 +105,13 @@ pub(super) fn run(
     let dir = shared.media.segments_dir(&seg.render_id);
     let out = dir.join(file_name(seg));
     if let Err(e) = std::fs::create_dir_all(&dir) {
-        record_failure(
+        record::fail(
             shared,
             seg,
             &format!("cannot create {}: {e}", dir.display()),
         );
         return Outcome::Failed;
     }
-    let span = span_of(seg);
     let started = Instant::now();
     let mut watch = Watch::new(shared, seg, render_cancel, &cancel);
     let mut progress = |p: EngineProgress| {
@@ -148,7 +121,7 @@ pub(super) fn run(
     let result = catch_unwind(AssertUnwindSafe(|| {
         shared
             .renderer
-            .render_segment(plan, &span, &out, &mut progress, &cancel)
+            .render_segment(plan, &seg.span, &out, &mut progress, &cancel)
     }))
     .unwrap_or_else(|_| {
         Err(EngineError::new(
@@ -160,12 +133,12 @@ pub(super) fn run(
         Ok(report) => publish(shared, seg, out, &report, started),
         Err(e) if e.kind == FailureKind::Cancelled => {
             let _ = std::fs::remove_file(&out);
-            give_back(shared, seg);
+            record::release(shared, seg);
             Outcome::Stopped
         }
         Err(e) => {
             let _ = std::fs::remove_file(&out);
-            record_failure(shared, seg, &e.message);
+            record::fail(shared, seg, &e.message);
             Outcome::Failed
         }
     }
@@ -176,7 +149,7 @@ fn file_name(seg: &SegmentRecord) -> String {
     format!(
         "a{}-{}",
         seg.attempts,
-        vidforge_media::segment_file_name(seg.index)
+        vidforge_media::segment_file_name(seg.span.index)
     )
 }
 
@@ -194,60 +167,34 @@ fn publish(
         Ok(stored) => stored,
         Err(e) => {
             let _ = std::fs::remove_file(&out);
-            record_failure(shared, seg, &format!("cannot store the segment: {e}"));
+            record::fail(shared, seg, &format!("cannot store the segment: {e}"));
             return Outcome::Failed;
         }
     };
     let stored = stored.to_string_lossy().into_owned();
-    let store = &shared.ledger.store;
     let quality = report.quality.as_ref().map(StoredTally::from);
-    match store.finish_segment(seg.hold(), &stored, frames, quality.as_ref()) {
+    match record::finish(shared, seg, &stored, frames, quality.as_ref()) {
         Ok(true) => {
             tracing::info!(
                 render_id = %seg.render_id,
-                segment = seg.index + 1,
+                segment = seg.span.index + 1,
                 of = seg.count,
                 frames,
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 node = %shared.pool.node,
                 "segment rendered"
             );
-            crate::telemetry::segment_ended("done");
             Outcome::Done
         }
         Ok(false) => {
             // Another worker holds it now; its own file is the one recorded.
-            tracing::warn!(render_id = %seg.render_id, segment = seg.index + 1, "segment finished after its lease was lost; its file is dropped");
+            tracing::warn!(render_id = %seg.render_id, segment = seg.span.index + 1, "segment finished after its lease was lost; its file is dropped");
             Outcome::Stopped
         }
         Err(e) => {
             tracing::warn!(render_id = %seg.render_id, error = %e, "cannot record a finished segment; it runs again");
             Outcome::Stopped
         }
-    }
-}
-
-/// Records a failed attempt (fenced): the segment is queued again or, past its attempts,
-/// failed (its render then fails).
-fn record_failure(shared: &Shared, seg: &SegmentRecord, reason: &str) {
-    tracing::warn!(render_id = %seg.render_id, segment = seg.index + 1, attempt = seg.attempts, %reason, "segment failed");
-    crate::telemetry::segment_ended("failed");
-    let max = shared.config.segment_attempts;
-    if let Err(e) = shared.ledger.store.fail_segment(seg.hold(), reason, max) {
-        tracing::warn!(render_id = %seg.render_id, error = %e, "cannot record a failed segment; its lease runs out instead");
-    }
-}
-
-/// Hands an unfinished segment back (its lease, if this node still holds it).
-fn give_back(shared: &Shared, seg: &SegmentRecord) {
-    crate::telemetry::segment_ended("stopped");
-    if let Err(e) =
-        shared
-            .ledger
-            .store
-            .release_segment(&shared.pool.node, &seg.render_id, seg.index)
-    {
-        tracing::warn!(render_id = %seg.render_id, error = %e, "cannot hand a segment back; its lease runs out instead");
     }
 }
 
@@ -260,7 +207,7 @@ struct Registration<'a> {
 impl<'a> Registration<'a> {
     fn new(shared: &'a Shared, seg: &SegmentRecord) -> (Self, Arc<AtomicBool>) {
         let cancel = Arc::new(AtomicBool::new(shared.pool.stopping()));
-        let key = (seg.render_id.clone(), seg.index);
+        let key = (seg.render_id.clone(), seg.span.index);
         lock(&shared.pool.segments).insert(key.clone(), cancel.clone());
         (Registration { shared, key }, cancel)
     }
@@ -307,22 +254,21 @@ impl<'a> Watch<'a> {
         }
         self.last = Instant::now();
         if let Some(why) = self.reason_to_stop(frames_done) {
-            tracing::info!(render_id = %self.seg.render_id, segment = self.seg.index + 1, why, "segment stops");
+            tracing::info!(render_id = %self.seg.render_id, segment = self.seg.span.index + 1, why, "segment stops");
             self.cancel.store(true, Ordering::SeqCst);
         }
     }
 
     fn reason_to_stop(&self, frames_done: u64) -> Option<&'static str> {
-        let store = &self.shared.ledger.store;
         let seg = self.seg;
-        match store.segment_progress(seg.hold(), frames_done) {
+        match record::progress(self.shared, seg, frames_done) {
             Ok(false) => return Some("its lease was lost"),
             Ok(true) => {}
             Err(e) => {
                 tracing::warn!(render_id = %seg.render_id, error = %e, "segment progress not recorded")
             }
         }
-        match store.get_render(&seg.render_id) {
+        match self.shared.ledger.store.get_render(&seg.render_id) {
             Ok(None) => Some("its render is gone"),
             Ok(Some(r)) if r.is_terminal() || r.cancel_requested => Some("its render ended"),
             Ok(Some(r))
@@ -347,8 +293,7 @@ pub(crate) fn keep_leases(shared: &Shared) {
             continue;
         }
         last = Some(Instant::now());
-        let store = &shared.ledger.store;
-        if store.is_shared()
+        if shared.ledger.store.is_shared()
             && let Err(e) = report_idle_slots(shared)
         {
             tracing::warn!(error = %e, "reporting idle slots failed");
@@ -357,7 +302,7 @@ pub(crate) fn keep_leases(shared: &Shared) {
         if held.is_empty() {
             continue;
         }
-        match store.renew_segment_leases(&shared.pool.node, &held, shared.config.lease_ttl) {
+        match record::renew(shared, &held) {
             Ok(still) => {
                 for key in held.iter().filter(|k| !still.contains(k)) {
                     tracing::warn!(render_id = %key.0, segment = key.1 + 1, "lost a segment's lease; stopping it here");

@@ -4,7 +4,7 @@
 //! `segment_seconds`.
 //!
 //! - **Work items.** The segments are written to the store, durably, before any is rendered
-//!   (`Store::create_segments`). Idle workers anywhere claim them under a lease
+//!   (`transitions/segments.rs`, where every write of theirs is). Idle workers anywhere claim them under a lease
 //!   ([`super::segment_work`]); the render's own worker, the coordinator, renders its own
 //!   render's segments too, so a busy farm still finishes it.
 //! - **Join.** When every segment is done the coordinator joins them: the video remuxed
@@ -36,6 +36,7 @@ use crate::engine::{
 };
 use crate::shared::Shared;
 use crate::store::{RenderRecord, SegmentRecord, SegmentState, StoreError};
+use crate::transitions::segments as record;
 
 /// How often a coordinator with nothing to render looks at its segments.
 const POLL: Duration = Duration::from_millis(100);
@@ -61,7 +62,7 @@ pub(super) fn render(
     if shared.pool.is_lost(&rec.id) || !ended {
         return result;
     }
-    remove(shared, &rec.id);
+    record::remove(shared, &rec.id);
     let stopped = shared.pool.stopping() || cancel.load(Ordering::SeqCst);
     match result {
         Err(e) if e.kind != FailureKind::Cancelled && !stopped => {
@@ -74,8 +75,9 @@ pub(super) fn render(
 }
 
 /// The render's segments: those stored before (a takeover, or a speculative render's
-/// work), or a new split when fan-out is on, a slot is free and the source is long enough;
-/// `None`: one pass.
+/// work), or a new split when fan-out is on and a slot is free (decided here) and the engine
+/// cuts the source in two or more (long enough and cuttable, by
+/// [`crate::config::Config::segment_plan`]); `None`: one pass.
 fn split(
     shared: &Shared,
     rec: &RenderRecord,
@@ -91,35 +93,11 @@ fn split(
     if cfg.fanout == Fanout::Off || !free_slot(shared) {
         return Ok(None);
     }
-    let spans =
-        shared
-            .renderer
-            .plan_segments(plan, cfg.segment_seconds, cfg.segment_min_duration)?;
+    let spans = shared.renderer.plan_segments(plan, &cfg.segment_plan())?;
     if spans.len() < 2 {
         return Ok(None);
     }
-    let now = shared.ledger.now();
-    let count = spans.len() as u32;
-    let records: Vec<SegmentRecord> = spans
-        .iter()
-        .map(|s| {
-            SegmentRecord::new(
-                &rec.id,
-                s.index,
-                count,
-                &rec.principal,
-                s.start_pts,
-                s.end_pts,
-                s.start_seconds,
-                s.end_seconds,
-                s.frames,
-                now,
-            )
-        })
-        .collect();
-    let created = store
-        .create_segments(&rec.id, &records)
-        .map_err(store_failed)?;
+    let created = record::create(shared, rec, spans).map_err(store_failed)?;
     tracing::info!(render_id = %rec.id, segments = created.len(), "render split into segments");
     crate::telemetry::render_split();
     Ok(Some(created))
@@ -157,7 +135,7 @@ fn coordinate(
     progress: &mut dyn FnMut(EngineProgress),
     cancel: &AtomicBool,
 ) -> Result<EngineReport, EngineError> {
-    let total: u64 = first.iter().map(|s| s.frames).sum();
+    let total: u64 = first.iter().map(|s| s.span.frames).sum();
     let report = |progress: &mut dyn FnMut(EngineProgress), frames_done: u64| {
         progress(EngineProgress {
             stage: vidforge_media::Stage::Rendering,
@@ -175,14 +153,17 @@ fn coordinate(
             .segments(&rec.id)
             .map_err(store_failed)?;
         check_segments(&segments)?;
-        let frames_done: u64 = segments.iter().map(|s| s.frames_done.min(s.frames)).sum();
+        let frames_done: u64 = segments
+            .iter()
+            .map(|s| s.frames_done.min(s.span.frames))
+            .sum();
         report(progress, frames_done);
         if segments.iter().all(|s| s.state == SegmentState::Done) {
             break segments;
         }
-        match segment_work::claim_for(shared, Some(&rec.id)).map_err(store_failed)? {
+        match record::claim(shared, Some(&rec.id)).map_err(store_failed)? {
             Some(seg) => {
-                let others = frames_done.saturating_sub(seg.frames_done.min(seg.frames));
+                let others = frames_done.saturating_sub(seg.frames_done.min(seg.span.frames));
                 let mut own = |frames: u64| report(progress, others + frames);
                 if segment_work::run(shared, plan, &seg, Some(cancel), &mut own) == Outcome::Stopped
                     && cancel.load(Ordering::SeqCst)
@@ -210,7 +191,7 @@ fn check_segments(segments: &[SegmentRecord]) -> Result<(), EngineError> {
             FailureKind::RenderFailed,
             format!(
                 "segment {} of {} failed after {} attempts: {}",
-                s.index + 1,
+                s.span.index + 1,
                 s.count,
                 s.attempts,
                 s.error.as_deref().unwrap_or("unknown error")
@@ -235,7 +216,7 @@ fn join(
             let stored = s.output.as_deref().ok_or_else(|| {
                 EngineError::new(
                     FailureKind::RenderFailed,
-                    format!("segment {} is done but names no file", s.index + 1),
+                    format!("segment {} is done but names no file", s.span.index + 1),
                 )
             })?;
             let path = shared
@@ -245,12 +226,12 @@ fn join(
                 .map_err(|e| {
                     EngineError::new(
                         FailureKind::RenderFailed,
-                        format!("cannot fetch segment {}: {e}", s.index + 1),
+                        format!("cannot fetch segment {}: {e}", s.span.index + 1),
                     )
                 })?;
             Ok(SegmentFile {
                 path,
-                span: segment_work::span_of(s),
+                span: s.span.clone(),
             })
         })
         .collect::<Result<Vec<SegmentFile>, EngineError>>()?;
@@ -278,9 +259,9 @@ fn merged_quality(segments: &[SegmentRecord]) -> Option<QualityReport> {
         .iter()
         .map(|s| {
             s.quality.as_ref().map(|t| SegmentQuality {
-                index: s.index,
-                start_seconds: s.start_seconds,
-                end_seconds: s.end_seconds,
+                index: s.span.index,
+                start_seconds: s.span.start_seconds,
+                end_seconds: s.span.end_seconds,
                 tally: t.into(),
             })
         })
@@ -301,28 +282,6 @@ fn render_ended(shared: &Shared, id: &str) -> bool {
         Ok(None) => true,
         // Unknown: keep them; the sweeper removes them once the render is seen ended.
         Err(_) => false,
-    }
-}
-
-/// Deletes a render's segment files (locally or in the bucket), then their records; whether
-/// both went. Files first: records kept on a failure let the sweeper try again.
-pub(crate) fn remove(shared: &Shared, id: &str) -> bool {
-    let dir = format!("segments/{id}");
-    if let Err(e) = shared.media.store.remove_dir_blocking(&dir) {
-        tracing::warn!(render_id = %id, error = %e, "cannot delete the render's segment files yet");
-        return false;
-    }
-    match shared.ledger.store.delete_segments(id) {
-        Ok(n) => {
-            if n > 0 {
-                tracing::info!(render_id = %id, segments = n, "segments removed");
-            }
-            true
-        }
-        Err(e) => {
-            tracing::warn!(render_id = %id, error = %e, "cannot delete the render's segments yet");
-            false
-        }
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use postgres::Row;
 use tokio_postgres::Transaction;
+use vidforge_media::SegmentSpan;
 
 use super::queue::lease_free;
 use super::statement::params;
@@ -321,14 +322,14 @@ async fn insert_segments(
             &insert,
             &[
                 &s.render_id,
-                &i64::from(s.index),
+                &i64::from(s.span.index),
                 &i64::from(s.count),
                 &s.principal,
-                &s.start_pts,
-                &s.end_pts,
-                &s.start_seconds,
-                &s.end_seconds,
-                &to_i64(s.frames),
+                &s.span.start_pts,
+                &s.span.end_pts,
+                &s.span.start_seconds,
+                &s.span.end_seconds,
+                &to_i64(s.span.frames),
                 &s.state.as_str(),
                 &i64::from(s.attempts),
                 &to_i64(s.frames_done),
@@ -354,11 +355,14 @@ fn segment(row: &Row) -> Result<SegmentRecord, StoreError> {
     Ok(SegmentRecord {
         count: u32_of(row.get(2)),
         principal: row.get(3),
-        start_pts: row.get(4),
-        end_pts: row.get(5),
-        start_seconds: row.get(6),
-        end_seconds: row.get(7),
-        frames: u64_of(row.get(8)),
+        span: SegmentSpan {
+            index,
+            start_pts: row.get(4),
+            end_pts: row.get(5),
+            start_seconds: row.get(6),
+            end_seconds: row.get(7),
+            frames: u64_of(row.get(8)),
+        },
         state,
         attempts: u32_of(row.get(10)),
         frames_done: u64_of(row.get(11)),
@@ -377,7 +381,6 @@ fn segment(row: &Row) -> Result<SegmentRecord, StoreError> {
                 ))
             })?,
         render_id,
-        index,
     })
 }
 

@@ -171,7 +171,7 @@ fn postgres_segments_of_a_restarted_node_and_idle_slot_heartbeats() {
         .claim_segment("n2", LEASE, Some("task_a"), 3)
         .unwrap()
         .unwrap();
-    assert_eq!((taken.index, taken.attempts), (g.index, 2));
+    assert_eq!((taken.span.index, taken.attempts), (g.span.index, 2));
     assert_eq!(s.release_node_segments("n1").unwrap(), 0);
     assert!(!s.finish_segment(g.hold(), "old.mp4", 30, None).unwrap());
     assert!(

@@ -20,7 +20,10 @@ pub fn creating_segments_is_idempotent(s: &Store, _pass: &dyn Fn(Duration)) {
     let mut first = segments("task_a", 3, "alice", 10);
     first.reverse();
     let made = s.create_segments("task_a", &first).unwrap();
-    assert_eq!(made.iter().map(|g| g.index).collect::<Vec<_>>(), [0, 1, 2]);
+    assert_eq!(
+        made.iter().map(|g| g.span.index).collect::<Vec<_>>(),
+        [0, 1, 2]
+    );
     assert!(
         made.iter()
             .all(|g| g.state == SegmentState::Queued && g.attempts == 0)
@@ -37,7 +40,7 @@ pub fn creating_segments_is_idempotent(s: &Store, _pass: &dyn Fn(Duration)) {
             .is_err()
     );
     let mut twice = segments("task_b", 2, "bob", 1);
-    twice[1].index = 0;
+    twice[1].span.index = 0;
     assert!(s.create_segments("task_b", &twice).is_err());
     assert!(s.segments("task_b").unwrap().is_empty());
 }
@@ -52,7 +55,7 @@ pub fn claims_are_fair_across_renders(s: &Store, _pass: &dyn Fn(Duration)) {
     while let Some(g) = s.claim_segment("n1", LEASE, None, MAX).unwrap() {
         assert_eq!((g.state, g.attempts), (SegmentState::Running, 1));
         assert_eq!(g.lease_owner.as_deref(), Some("n1"));
-        order.push((g.render_id, g.index));
+        order.push((g.render_id, g.span.index));
     }
     let want = [
         ("task_a", 0),
@@ -70,7 +73,7 @@ pub fn claims_are_fair_across_renders(s: &Store, _pass: &dyn Fn(Duration)) {
         .unwrap();
     let g = s.claim_segment("n1", LEASE, Some("task_c"), MAX).unwrap();
     assert_eq!(
-        g.map(|g| (g.render_id, g.index)),
+        g.map(|g| (g.render_id, g.span.index)),
         Some(("task_c".into(), 0))
     );
     assert_eq!(
@@ -93,7 +96,7 @@ pub fn an_expired_lease_is_claimed_again_and_fences_the_old_holder(
     pass(PAST_LEASE);
     // n1 died: n2 takes the segment over, one attempt more.
     let new = s.claim_segment("n2", LEASE, None, MAX).unwrap().unwrap();
-    assert_eq!((new.index, new.attempts), (0, old.attempts + 1));
+    assert_eq!((new.span.index, new.attempts), (0, old.attempts + 1));
     assert_eq!(new.lease_owner.as_deref(), Some("n2"));
     // n1's writes are refused: its lease and token are gone.
     let held = [("task_a".to_string(), 0)];
@@ -143,7 +146,7 @@ pub fn a_failed_segment_is_retried_up_to_its_budget(s: &Store, _pass: &dyn Fn(Du
             .claim_segment("n1", LEASE, Some("task_a"), 2)
             .unwrap()
             .unwrap();
-        assert_eq!((g.index, g.attempts), (0, attempt));
+        assert_eq!((g.span.index, g.attempts), (0, attempt));
         let want = if attempt < 2 {
             SegmentState::Queued
         } else {
@@ -157,7 +160,7 @@ pub fn a_failed_segment_is_retried_up_to_its_budget(s: &Store, _pass: &dyn Fn(Du
     }
     // Segment 1 is untouched by its sibling's failures.
     let g = s.claim_segment("n1", LEASE, None, 2).unwrap().unwrap();
-    assert_eq!((g.index, g.attempts), (1, 1));
+    assert_eq!((g.span.index, g.attempts), (1, 1));
 }
 
 pub fn a_segment_out_of_attempts_is_failed_not_claimed(s: &Store, pass: &dyn Fn(Duration)) {
@@ -176,25 +179,25 @@ pub fn a_released_segment_is_queued_again_with_its_attempts(s: &Store, _pass: &d
         .unwrap();
     let a = s.claim_segment("n1", LEASE, None, MAX).unwrap().unwrap();
     let b = s.claim_segment("n1", LEASE, None, MAX).unwrap().unwrap();
-    s.release_segment("n2", "task_a", a.index).unwrap();
+    s.release_segment("n2", "task_a", a.span.index).unwrap();
     assert_eq!(
         s.segments("task_a").unwrap()[0].state,
         SegmentState::Running
     );
-    s.release_segment("n1", "task_a", a.index).unwrap();
+    s.release_segment("n1", "task_a", a.span.index).unwrap();
     let g = &s.segments("task_a").unwrap()[0];
     assert_eq!(
         (g.state, g.attempts, g.lease_owner.as_deref()),
         (SegmentState::Queued, 1, None)
     );
     let held = [
-        ("task_a".to_string(), a.index),
-        ("task_a".to_string(), b.index),
+        ("task_a".to_string(), a.span.index),
+        ("task_a".to_string(), b.span.index),
     ];
     let still = s.renew_segment_leases("n1", &held, LEASE).unwrap();
-    assert_eq!(still, [("task_a".to_string(), b.index)]);
+    assert_eq!(still, [("task_a".to_string(), b.span.index)]);
     let again = s.claim_segment("n2", LEASE, None, MAX).unwrap().unwrap();
-    assert_eq!((again.index, again.attempts), (a.index, 2));
+    assert_eq!((again.span.index, again.attempts), (a.span.index, 2));
 }
 
 pub fn deleting_segments_and_listing_segmented_renders(s: &Store, _pass: &dyn Fn(Duration)) {
@@ -230,7 +233,7 @@ pub fn concurrent_claims_never_share_a_segment(s: &Store, _pass: &dyn Fn(Duratio
                     let mut mine = Vec::new();
                     while let Some(g) = s.claim_segment(&node, LEASE, None, MAX).unwrap() {
                         assert_eq!(g.lease_owner.as_deref(), Some(node.as_str()));
-                        mine.push((g.render_id, g.index));
+                        mine.push((g.render_id, g.span.index));
                     }
                     mine
                 })

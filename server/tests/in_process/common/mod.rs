@@ -14,7 +14,7 @@ use vidforge_core::clock::OffsetClock;
 use vidforge_core::config::Config;
 use vidforge_core::engine::{
     EngineError, EngineProgress, EngineReport, EngineSegmentReport, FailureKind, QualityReport,
-    RenderPlan, Renderer, SegmentFile, SegmentSpan,
+    RenderPlan, Renderer, SegmentFile, SegmentPlanOptions, SegmentSpan,
 };
 use vidforge_core::media_backend::MediaProber;
 use vidforge_core::service::{RenderService, ServiceParts};
@@ -195,8 +195,7 @@ impl Renderer for ScriptedRenderer {
     fn plan_segments(
         &self,
         _plan: &RenderPlan,
-        _target: Duration,
-        _min_source: Duration,
+        _options: &SegmentPlanOptions,
     ) -> Result<Vec<SegmentSpan>, EngineError> {
         let count = self.split.load(Ordering::SeqCst);
         if count < 2 {
