@@ -115,16 +115,8 @@ pub(super) fn measure_job(
         backend.as_str()
     );
     let log = work.join(format!("{tag}.log"));
-    let mut vf_runs = Vec::new();
-    let mut ff_runs = Vec::new();
-    let mut gpu_runs = Vec::new();
-    let mut gpu_error = None;
-    let mut reports = Vec::new();
     // The GPU pipeline only where it can do the job; a failure is recorded, not fatal.
-    let mut gpu_peer = gpu_peer.filter(|_| format != OutputFormat::Webm);
-    if gpu_peer.is_none() && format == OutputFormat::Webm {
-        gpu_error = Some("no VP9 encoder on NVIDIA GPUs".to_string());
-    }
+    let gpu_peer = gpu_peer.filter(|_| format != OutputFormat::Webm);
     let job = Job {
         work,
         tag: &tag,
@@ -133,33 +125,16 @@ pub(super) fn measure_job(
         format,
         logo,
     };
-    let run_peer = |peer: Peer| run_peer(peer, &job, &log, frames);
-    for i in 0..repeats {
-        // Rotate which tool goes first so drift in machine load is shared.
-        let mut order = [0u8, 1, 2];
-        order.rotate_left(i as usize % 3);
-        for tool in order {
-            match tool {
-                0 => {
-                    let (run, r) = run_vidforge(&job, backend, hardware, &log)?;
-                    vf_runs.push(run);
-                    reports.push(r);
-                }
-                1 => ff_runs.push(run_peer(Peer::Cpu)?),
-                _ => {
-                    if let Some(peer) = gpu_peer {
-                        match run_peer(peer) {
-                            Ok(run) => gpu_runs.push(run),
-                            Err(e) => {
-                                eprintln!("  ffmpeg GPU pipeline failed: {e:#}");
-                                gpu_error = Some(format!("{e:#}"));
-                                gpu_peer = None;
-                            }
-                        }
-                    }
-                }
-            }
-        }
+    let Rounds {
+        vf_runs,
+        ff_runs,
+        gpu_runs,
+        mut gpu_error,
+        reports,
+        gpu_peer,
+    } = run_rounds(&job, backend, hardware, &log, frames, gpu_peer, repeats)?;
+    if gpu_error.is_none() && format == OutputFormat::Webm {
+        gpu_error = Some("no VP9 encoder on NVIDIA GPUs".to_string());
     }
     let vf = summarize(&vf_runs);
     let ff = summarize(&ff_runs);
@@ -203,6 +178,67 @@ pub(super) fn measure_job(
         vidforge_runs: vf_runs,
         ffmpeg_runs: ff_runs,
     })
+}
+
+/// What the rounds of one job measured: each tool's runs, vidforge's reports, and the GPU
+/// pipeline if it kept working (else why not).
+struct Rounds {
+    vf_runs: Vec<Run>,
+    ff_runs: Vec<Run>,
+    gpu_runs: Vec<Run>,
+    gpu_error: Option<String>,
+    reports: Vec<ChildReport>,
+    gpu_peer: Option<Peer>,
+}
+
+/// `repeats` rounds of vidforge, ffmpeg and (while it works) ffmpeg's GPU pipeline on `job`,
+/// the order rotated each round so drift in machine load is shared.
+fn run_rounds(
+    job: &Job,
+    backend: BackendChoice,
+    hardware: HardwareChoice,
+    log: &Path,
+    frames: u64,
+    mut gpu_peer: Option<Peer>,
+    repeats: u32,
+) -> anyhow::Result<Rounds> {
+    let mut r = Rounds {
+        vf_runs: Vec::new(),
+        ff_runs: Vec::new(),
+        gpu_runs: Vec::new(),
+        gpu_error: None,
+        reports: Vec::new(),
+        gpu_peer: None,
+    };
+    let run_peer = |peer: Peer| run_peer(peer, job, log, frames);
+    for i in 0..repeats {
+        let mut order = [0u8, 1, 2];
+        order.rotate_left(i as usize % 3);
+        for tool in order {
+            match tool {
+                0 => {
+                    let (run, report) = run_vidforge(job, backend, hardware, log)?;
+                    r.vf_runs.push(run);
+                    r.reports.push(report);
+                }
+                1 => r.ff_runs.push(run_peer(Peer::Cpu)?),
+                _ => {
+                    if let Some(peer) = gpu_peer {
+                        match run_peer(peer) {
+                            Ok(run) => r.gpu_runs.push(run),
+                            Err(e) => {
+                                eprintln!("  ffmpeg GPU pipeline failed: {e:#}");
+                                r.gpu_error = Some(format!("{e:#}"));
+                                gpu_peer = None;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    r.gpu_peer = gpu_peer;
+    Ok(r)
 }
 
 /// One run of vidforge's child on `job`: its timings and the report it wrote.

@@ -70,39 +70,7 @@ pub(super) fn markdown(r: &Report) -> String {
         "| job | backend (adapter) | decode / encoder | frames | PSNR dB vidforge / ffmpeg (/ GPU) | vidforge fps | ffmpeg fps | ratio | ffmpeg GPU fps | ratio (GPU) | vidforge RSS MB | ffmpeg RSS MB | vidforge CPU ms/frame | ffmpeg CPU ms/frame | decode fps | compose ms/frame | encode+mux fps |\n\
          |---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
-    for j in &r.jobs {
-        let (gpu_fps, gpu_ratio) = match (&j.ffmpeg_gpu, j.ratio_gpu) {
-            (Some(g), Some(ratio)) => (format!("{:.1}", g.fps), format!("**{ratio:.2}×**")),
-            _ => ("–".to_string(), "–".to_string()),
-        };
-        let _ = writeln!(
-            s,
-            "| {} → {} {} ({}x{}) | {} ({}) | {} / {} | {} | {} | {:.1} | {:.1} | **{:.2}×** | {} | {} | {:.0} | {:.0} | {:.1} | {:.1} | {:.0} | {:.2} | {:.0} |",
-            j.source,
-            j.output,
-            j.format,
-            j.width,
-            j.height,
-            j.backend,
-            j.adapter,
-            j.decoder,
-            j.encoder,
-            j.frames,
-            j.quality.cell(),
-            j.vidforge.fps,
-            j.ffmpeg.fps,
-            j.ratio,
-            gpu_fps,
-            gpu_ratio,
-            j.vidforge.max_rss_mb,
-            j.ffmpeg.max_rss_mb,
-            j.vidforge.cpu_ms_per_frame,
-            j.ffmpeg.cpu_ms_per_frame,
-            j.stages.demux_decode,
-            j.stages.compose_ms_per_frame,
-            j.stages.encode_mux,
-        );
-    }
+    job_rows(&mut s, &r.jobs);
     let gpu_errors: Vec<String> = r
         .jobs
         .iter()
@@ -159,6 +127,43 @@ pub(super) fn markdown(r: &Report) -> String {
         r.total_s
     );
     s
+}
+
+/// One row of the jobs table per job.
+fn job_rows(s: &mut String, jobs: &[JobResult]) {
+    for j in jobs {
+        let (gpu_fps, gpu_ratio) = match (&j.ffmpeg_gpu, j.ratio_gpu) {
+            (Some(g), Some(ratio)) => (format!("{:.1}", g.fps), format!("**{ratio:.2}×**")),
+            _ => ("–".to_string(), "–".to_string()),
+        };
+        let _ = writeln!(
+            *s,
+            "| {} → {} {} ({}x{}) | {} ({}) | {} / {} | {} | {} | {:.1} | {:.1} | **{:.2}×** | {} | {} | {:.0} | {:.0} | {:.1} | {:.1} | {:.0} | {:.2} | {:.0} |",
+            j.source,
+            j.output,
+            j.format,
+            j.width,
+            j.height,
+            j.backend,
+            j.adapter,
+            j.decoder,
+            j.encoder,
+            j.frames,
+            j.quality.cell(),
+            j.vidforge.fps,
+            j.ffmpeg.fps,
+            j.ratio,
+            gpu_fps,
+            gpu_ratio,
+            j.vidforge.max_rss_mb,
+            j.ffmpeg.max_rss_mb,
+            j.vidforge.cpu_ms_per_frame,
+            j.ffmpeg.cpu_ms_per_frame,
+            j.stages.demux_decode,
+            j.stages.compose_ms_per_frame,
+            j.stages.encode_mux,
+        );
+    }
 }
 
 pub(super) fn xml_escape(s: &str) -> String {
