@@ -34,6 +34,65 @@ fn output_size(s: &str) -> Result<(u32, u32), Box<dyn std::error::Error>> {
     })
 }
 
+/// The compositor under test: a `src` source in `format` to `out`, with a 300×120 watermark
+/// at the bottom right; its inputs exported (filled on the device) when `on_device`.
+fn compositor(
+    ctx: &GpuContext,
+    (sw, sh): (u32, u32),
+    (ow, oh): (u32, u32),
+    format: SourceFormat,
+    on_device: bool,
+) -> Result<GpuCompositor, Box<dyn std::error::Error>> {
+    let logo = WatermarkImage {
+        width: 300,
+        height: 120,
+        rgba: (0..300 * 120)
+            .flat_map(|i| [255, (i % 256) as u8, 60, 200])
+            .collect(),
+    };
+    let placement = place_watermark(ow, oh, logo.width, logo.height, Position::BottomRight)
+        .ok_or("watermark does not fit")?;
+    let cfg = ComposeConfig {
+        src_width: sw,
+        src_height: sh,
+        src_color: ColorSpec::OUTPUT,
+        rotation: Rotation::None,
+        out_width: ow,
+        out_height: oh,
+        watermark: Some(prepare_watermark(&logo, placement, 0.6, ColorSpec::OUTPUT)),
+        src_format: format,
+        light: OutputLight::Sdr,
+    };
+    let gpu = if on_device {
+        GpuCompositor::with_external_input(ctx, cfg, 3)?
+    } else {
+        GpuCompositor::new(ctx, cfg, 3)?
+    };
+    Ok(gpu)
+}
+
+/// Two distinct source frames, so nothing can be cached between submissions: planar, and
+/// as `format`'s semi-planar layout.
+fn source_frames(
+    (sw, sh): (u32, u32),
+    format: SourceFormat,
+) -> (Vec<Yuv420Frame>, Vec<SemiPlanarFrame>) {
+    let planar: Vec<Yuv420Frame> = (0..2u8)
+        .map(|i| {
+            let mut f = Yuv420Frame::filled(sw, sh, [60 + i * 40, 110, 150]);
+            for (j, v) in f.y.iter_mut().enumerate() {
+                *v = v.wrapping_add((j % 97) as u8);
+            }
+            f
+        })
+        .collect();
+    let semi: Vec<SemiPlanarFrame> = planar
+        .iter()
+        .map(|f| SemiPlanarFrame::from_yuv420(f, format, 1))
+        .collect();
+    (planar, semi)
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -58,45 +117,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a = ctx.adapter();
     println!("adapter: {} ({}, {})", a.name, a.backend, a.device_type);
 
-    let logo = WatermarkImage {
-        width: 300,
-        height: 120,
-        rgba: (0..300 * 120)
-            .flat_map(|i| [255, (i % 256) as u8, 60, 200])
-            .collect(),
-    };
-    let placement = place_watermark(ow, oh, logo.width, logo.height, Position::BottomRight)
-        .ok_or("watermark does not fit")?;
-    let cfg = ComposeConfig {
-        src_width: sw,
-        src_height: sh,
-        src_color: ColorSpec::OUTPUT,
-        rotation: Rotation::None,
-        out_width: ow,
-        out_height: oh,
-        watermark: Some(prepare_watermark(&logo, placement, 0.6, ColorSpec::OUTPUT)),
-        src_format: format,
-        light: OutputLight::Sdr,
-    };
-    let mut gpu = if on_device {
-        GpuCompositor::with_external_input(&ctx, cfg, 3)?
-    } else {
-        GpuCompositor::new(&ctx, cfg, 3)?
-    };
-    // Two distinct frames so nothing can be cached between submissions.
-    let planar: Vec<Yuv420Frame> = (0..2u8)
-        .map(|i| {
-            let mut f = Yuv420Frame::filled(sw, sh, [60 + i * 40, 110, 150]);
-            for (j, v) in f.y.iter_mut().enumerate() {
-                *v = v.wrapping_add((j % 97) as u8);
-            }
-            f
-        })
-        .collect();
-    let semi: Vec<SemiPlanarFrame> = planar
-        .iter()
-        .map(|f| SemiPlanarFrame::from_yuv420(f, format, 1))
-        .collect();
+    let mut gpu = compositor(&ctx, (sw, sh), (ow, oh), format, on_device)?;
+    let (planar, semi) = source_frames((sw, sh), format);
     let frame = |i: usize| match format {
         SourceFormat::Yuv420p => (&planar[i]).into(),
         _ => semi[i].as_source(),
