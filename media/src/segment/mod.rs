@@ -50,10 +50,30 @@ pub struct SegmentFile {
 /// How [`crate::Engine::plan_segments`] cuts a source.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SegmentPlanOptions {
-    /// The length segments aim at, in seconds (cuts go to the nearest keyframe).
+    /// The length segments aim at, in seconds (cuts go to the nearest keyframe); at least
+    /// [`SegmentPlanOptions::MIN_TARGET_SECONDS`].
     pub target_seconds: f64,
     /// Sources shorter than this are one segment.
     pub min_source_seconds: f64,
+}
+
+impl SegmentPlanOptions {
+    /// The shortest segment target (a second: shorter segments cost more in per-segment
+    /// set-up than they gain in parallelism).
+    pub const MIN_TARGET_SECONDS: f64 = 1.0;
+
+    /// The one rule for a segment target, for the engine's callers and the service's
+    /// setting alike: a finite number of seconds, at least [`Self::MIN_TARGET_SECONDS`].
+    pub fn check(&self) -> Result<(), MediaError> {
+        let t = self.target_seconds;
+        if t.is_finite() && t >= Self::MIN_TARGET_SECONDS {
+            return Ok(());
+        }
+        Err(MediaError::invalid(format!(
+            "segment target of {t} s: it must be at least {} s",
+            Self::MIN_TARGET_SECONDS
+        )))
+    }
 }
 
 /// What [`crate::Engine::render_segment`] produced.
@@ -117,5 +137,19 @@ mod tests {
     fn segment_files_are_named_in_order_with_the_intermediate_extension() {
         assert_eq!(segment_file_name(0), "segment-000000.mp4");
         assert!(segment_file_name(9) < segment_file_name(10));
+    }
+
+    #[test]
+    fn a_segment_target_is_a_finite_second_or_more() {
+        let opts = |t| SegmentPlanOptions {
+            target_seconds: t,
+            min_source_seconds: 60.0,
+        };
+        for ok in [1.0, 10.0] {
+            assert!(opts(ok).check().is_ok(), "{ok}");
+        }
+        for bad in [0.999, 0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(opts(bad).check().is_err(), "{bad}");
+        }
     }
 }

@@ -66,12 +66,7 @@ impl Engine {
         input: &Path,
         opts: &SegmentPlanOptions,
     ) -> Result<Vec<SegmentSpan>, MediaError> {
-        if !(opts.target_seconds.is_finite() && opts.target_seconds > 0.0) {
-            return Err(MediaError::invalid(format!(
-                "segment target of {} s: it must be a positive number of seconds",
-                opts.target_seconds
-            )));
-        }
+        opts.check()?;
         let mut src = source::open(input)?;
         let timeline = scan(&mut src)?;
         let spans = plan(&timeline, opts);

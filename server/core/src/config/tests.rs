@@ -417,3 +417,15 @@ fn media_store_is_a_directory_or_an_s3_url() {
     assert!(cfg.media_store.is_object_store());
     assert_eq!(cfg.media_root(), cfg.data_dir.as_path());
 }
+
+#[test]
+fn a_segment_target_under_a_second_is_refused_at_start() {
+    let mut c = Config {
+        segment_seconds: std::time::Duration::from_millis(999),
+        ..Config::default()
+    };
+    let e = c.validate().unwrap_err().to_string();
+    assert!(e.contains("segment_seconds") && e.contains("must be at least 1s"), "{e}");
+    c.segment_seconds = std::time::Duration::from_secs(1);
+    c.validate().unwrap();
+}

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::{Config, ConfigError, MAX_WATERMARK_SIDE, MIN_CONNECTION_TIMEOUT};
-use crate::engine::SourceLimits;
+use crate::engine::{SegmentPlanOptions, SourceLimits};
 
 /// The refusal of `field`.
 fn bad(field: &'static str, reason: &str) -> Result<(), ConfigError> {
@@ -35,8 +35,9 @@ impl Config {
         if self.segment_attempts == 0 {
             return bad("segment_attempts", "must be at least 1");
         }
-        if self.segment_seconds < Duration::from_secs(1) {
-            return bad("segment_seconds", "must be at least 1s");
+        if self.segment_plan().check().is_err() {
+            let min = SegmentPlanOptions::MIN_TARGET_SECONDS;
+            return bad("segment_seconds", &format!("must be at least {min}s"));
         }
         if self.max_upload_bytes == 0 {
             return bad("max_upload_bytes", "must be positive");
