@@ -425,7 +425,10 @@ fn a_segment_target_under_a_second_is_refused_at_start() {
         ..Config::default()
     };
     let e = c.validate().unwrap_err().to_string();
-    assert!(e.contains("segment_seconds") && e.contains("must be at least 1s"), "{e}");
+    assert!(
+        e.contains("segment_seconds") && e.contains("must be at least 1s"),
+        "{e}"
+    );
     c.segment_seconds = std::time::Duration::from_secs(1);
     c.validate().unwrap();
 }
