@@ -90,31 +90,12 @@ impl GpuCompositor {
         if !self.has_external_input() {
             return Err(GpuError::Interop("this compositor uploads its input".into()).into());
         }
-        let done = if self.free.is_empty() {
-            Some(self.retrieve_oldest()?)
-        } else {
-            None
-        };
-        let Some(index) = self.free.pop() else {
-            return Err(
-                GpuError::Device("no free frame slot after draining the oldest".into()).into(),
-            );
-        };
-        let t = std::time::Instant::now();
-        let filled = fill(index);
-        self.shared.times.input += t.elapsed();
-        let submitted = filled.and_then(|()| {
-            self.shared
-                .run_filled(&mut self.slots[index])
-                .map_err(E::from)
-        });
-        match submitted {
-            Ok(()) => self.in_flight.push_back(index),
-            Err(e) => {
-                self.free.push(index);
-                return Err(e);
-            }
-        }
-        Ok(done)
+        self.queue(|shared, slot, index| {
+            let t = std::time::Instant::now();
+            let filled = fill(index);
+            shared.times.input += t.elapsed();
+            filled?;
+            shared.run_filled(slot).map_err(E::from)
+        })
     }
 }

@@ -110,17 +110,26 @@ impl GpuCompositor {
     ) -> Result<Option<Yuv420Frame>, GpuError> {
         let frame = frame.into();
         self.shared.check_frame(&frame)?;
+        self.queue(|shared, slot, _| shared.run(slot, &frame))
+    }
+
+    /// The ring's one step: a free slot (the oldest output waited for and returned when none
+    /// is), given to `run` with its index, then queued; on `run`'s error the slot stays free.
+    fn queue<E: From<GpuError>>(
+        &mut self,
+        run: impl FnOnce(&mut ring::Shared, &mut ring::Slot, usize) -> Result<(), E>,
+    ) -> Result<Option<Yuv420Frame>, E> {
         let done = if self.free.is_empty() {
             Some(self.retrieve_oldest()?)
         } else {
             None
         };
         let Some(index) = self.free.pop() else {
-            return Err(GpuError::Device(
-                "no free frame slot after draining the oldest".into(),
-            ));
+            return Err(
+                GpuError::Device("no free frame slot after draining the oldest".into()).into(),
+            );
         };
-        match self.shared.run(&mut self.slots[index], &frame) {
+        match run(&mut self.shared, &mut self.slots[index], index) {
             Ok(()) => self.in_flight.push_back(index),
             Err(e) => {
                 self.free.push(index);

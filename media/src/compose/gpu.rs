@@ -124,21 +124,27 @@ impl WgpuCompositor {
     /// built exactly as the download path would build it.
     fn push_cuda(&mut self, frame: &frame::Video) -> Result<Option<Yuv420Frame>, MediaError> {
         let device = zero_copy::device_frame(frame);
+        let mut first = None;
         if self.stream.is_none() {
             let sw = self.download(frame)?;
             self.stream = Some(self.start(&sw, device.is_some())?);
+            first = Some(sw);
         }
         let Some(stream) = self.stream.as_mut() else {
             return Err(MediaError::failed("GPU compositor not initialised"));
         };
         if let (Some(input), Some(device)) = (&stream.zero_copy, &device)
             && stream.reads_as_is(frame)
-            && input.takes(device)
+            && let Ok(copies) = input.copies(device)
         {
             self.zero_copy_frames += 1;
-            return input.submit(&mut stream.gpu, device);
+            return input.submit(&mut stream.gpu, &copies);
         }
-        let sw = self.download(frame)?;
+        // The first frame was downloaded to start the stream: compose that copy.
+        let sw = match first {
+            Some(sw) => sw,
+            None => self.download(frame)?,
+        };
         self.push_host(&sw)
     }
 

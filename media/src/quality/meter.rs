@@ -14,7 +14,6 @@ use std::collections::BTreeMap;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
-use ffmpeg::format::Pixel;
 use ffmpeg::{Packet, Rational, codec, decoder, encoder, ffi, frame};
 use ffmpeg_next as ffmpeg;
 use vidforge_gpu::{SampleDepth, Yuv420Frame};
@@ -76,11 +75,7 @@ impl Meter {
             u64::from(width) * u64::from(height),
             u64::from(cw) * u64::from(ch),
         );
-        let peak = match depth {
-            SampleDepth::Eight => 255,
-            SampleDepth::Ten => 1023,
-        };
-        let tally = QualityTally::new(peak, [luma, chroma, chroma]);
+        let tally = QualityTally::new(u32::from(depth.max_code()), [luma, chroma, chroma]);
         let thread = std::thread::Builder::new()
             .name("vf-quality".into())
             .spawn(move || run(dec, rx, free_tx, tally, tb))
@@ -277,11 +272,7 @@ impl Compare {
             return Ok(());
         };
         let wide = reference.depth == SampleDepth::Ten;
-        let expected = if wide {
-            Pixel::YUV420P10LE
-        } else {
-            Pixel::YUV420P
-        };
+        let expected = crate::hdr_out::pixel_format(reference.depth);
         let p = &self.picture;
         if p.format() != expected || (p.width(), p.height()) != (reference.width, reference.height)
         {
@@ -296,7 +287,7 @@ impl Compare {
         }
         let (w, h) = (reference.width as usize, reference.height as usize);
         let (cw, ch) = Yuv420Frame::chroma_size(reference.width, reference.height);
-        let b = if wide { 2 } else { 1 };
+        let b = reference.depth.bytes();
         let sizes = [
             (w, h),
             (cw as usize, ch as usize),

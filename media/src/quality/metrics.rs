@@ -74,10 +74,7 @@ pub(crate) fn squared_error(a: Plane<'_>, b: Plane<'_>) -> u64 {
     }
     let (mut ra, mut rb) = (Rows::new(a), Rows::new(b));
     (0..a.height)
-        .map(|y| {
-            let pa = wide_row(&mut ra, y).to_vec();
-            row_error(&pa, wide_row(&mut rb, y))
-        })
+        .map(|y| row_error(wide_row(&mut ra, y), wide_row(&mut rb, y)))
         .sum()
 }
 
@@ -102,8 +99,7 @@ fn block_row(a: &mut Rows<'_>, b: &mut Rows<'_>, by: usize, out: &mut [BlockSums
     out.iter_mut().for_each(|s| *s = [0; 4]);
     for y in 4 * by..4 * by + 4 {
         if a.plane.wide {
-            let pa = wide_row(a, y).to_vec();
-            add_row(&pa, wide_row(b, y), out);
+            add_row(wide_row(a, y), wide_row(b, y), out);
         } else {
             add_row(a.plane.row(y), b.plane.row(y), out);
         }

@@ -143,27 +143,27 @@ impl QualityTally {
 
     /// Adds one measured frame of second `second`.
     pub(crate) fn add(&mut self, second: u32, squared_error: [u64; 3], ssim: f64) {
-        let at = match self.seconds.binary_search_by_key(&second, |s| s.second) {
-            Ok(i) => i,
-            Err(i) => {
-                self.seconds.insert(
-                    i,
-                    SecondTally {
-                        second,
-                        frames: 0,
-                        squared_error: [0; 3],
-                        ssim_sum: 0.0,
-                    },
-                );
-                i
+        self.absorb(&SecondTally {
+            second,
+            frames: 1,
+            squared_error,
+            ssim_sum: ssim,
+        });
+    }
+
+    /// Adds `s` to its second's tally (made when it has none yet), keeping seconds in order.
+    fn absorb(&mut self, s: &SecondTally) {
+        match self.seconds.binary_search_by_key(&s.second, |x| x.second) {
+            Ok(i) => {
+                let t = &mut self.seconds[i];
+                t.frames += s.frames;
+                for (a, b) in t.squared_error.iter_mut().zip(s.squared_error) {
+                    *a += b;
+                }
+                t.ssim_sum += s.ssim_sum;
             }
-        };
-        let s = &mut self.seconds[at];
-        s.frames += 1;
-        for (t, e) in s.squared_error.iter_mut().zip(squared_error) {
-            *t += e;
+            Err(i) => self.seconds.insert(i, s.clone()),
         }
-        s.ssim_sum += ssim;
     }
 
     /// Frames measured.
@@ -189,17 +189,7 @@ impl QualityTally {
                 )));
             }
             for s in &part.seconds {
-                match w.seconds.binary_search_by_key(&s.second, |x| x.second) {
-                    Ok(i) => {
-                        let t = &mut w.seconds[i];
-                        t.frames += s.frames;
-                        for (a, b) in t.squared_error.iter_mut().zip(s.squared_error) {
-                            *a += b;
-                        }
-                        t.ssim_sum += s.ssim_sum;
-                    }
-                    Err(i) => w.seconds.insert(i, s.clone()),
-                }
+                w.absorb(s);
             }
         }
         Ok(whole)

@@ -31,7 +31,7 @@ use vidforge_gpu::{GpuCompositor, GpuContext, InputLayout, Yuv420Frame};
 use crate::error::MediaError;
 use crate::hwdecode::{self, CudaDevice};
 use cuda::{Cuda, Imported};
-use layout::{DeviceFrame, plane_copies};
+use layout::{DeviceFrame, PlaneCopy, plane_copies};
 
 /// `--zero-copy`: whether NVDEC's frames may reach the wgpu compositor without leaving the
 /// GPU.
@@ -195,25 +195,24 @@ impl ZeroCopyInput {
         })
     }
 
-    /// Whether `frame` can be copied as it is into this stream's inputs.
-    pub(crate) fn takes(&self, frame: &DeviceFrame) -> bool {
-        plane_copies(frame, &self.layout).is_ok()
+    /// The copies that move `frame` as it is into this stream's inputs, or why it cannot go.
+    pub(crate) fn copies(&self, frame: &DeviceFrame) -> Result<[PlaneCopy; 2], String> {
+        plane_copies(frame, &self.layout)
     }
 
-    /// Copies `frame` into a free slot of `gpu` (device to device, waited for) and submits
-    /// it; returns the oldest finished output once the ring is full. `frame`'s surfaces may be
-    /// released when this returns.
+    /// Makes `copies` (of one frame, from [`Self::copies`]) into a free slot of `gpu` (device
+    /// to device, waited for) and submits it; returns the oldest finished output once the ring
+    /// is full. The frame's surfaces may be released when this returns.
     pub(crate) fn submit(
         &self,
         gpu: &mut GpuCompositor,
-        frame: &DeviceFrame,
+        copies: &[PlaneCopy; 2],
     ) -> Result<Option<Yuv420Frame>, MediaError> {
-        let copies = plane_copies(frame, &self.layout).map_err(MediaError::failed)?;
         gpu.submit_filled(|slot| {
             let dst = self.imported.get(slot).ok_or_else(|| {
                 MediaError::failed(format!("compositor slot {slot} was never imported"))
             })?;
-            self.cuda.copy_into(dst, &copies).map_err(|e| {
+            self.cuda.copy_into(dst, copies).map_err(|e| {
                 MediaError::failed(format!("copying a decoded frame into the compositor: {e}"))
             })
         })

@@ -13,6 +13,7 @@ use vidforge_gpu::{
 
 use super::layout::DeviceFrame;
 use super::{ZeroCopyInput, ZeroCopyPath};
+use crate::error::MediaError;
 
 /// The test frame's size and the output's: odd rows for every format, a real downscale.
 const SOURCE: (u32, u32) = (322, 182);
@@ -89,8 +90,11 @@ fn one(path: &ZeroCopyPath, format: SourceFormat) -> Result<(), String> {
         height: h,
         planes: [(luma.ptr, pitch), (chroma.ptr, pitch)],
     };
+    let copies = input
+        .copies(&source)
+        .map_err(|e| MediaError::failed(e).to_string())?;
     let mut got: Vec<Yuv420Frame> = input
-        .submit(&mut gpu, &source)
+        .submit(&mut gpu, &copies)
         .map_err(|e| e.to_string())?
         .into_iter()
         .collect();
