@@ -20,13 +20,13 @@ use std::ops::Bound;
 use std::path::Path;
 
 use sled::transaction::{
-    ConflictableTransactionError, TransactionError, TransactionalTree, UnabortableTransactionError,
+    ConflictableTransactionError, TransactionalTree, UnabortableTransactionError,
 };
 use sled::{IVec, Transactional};
 
 use crate::clock::SharedClock;
 use crate::render_index::{ExpiryCursor, Retained, Terms};
-use crate::sled_store::SledStore;
+use crate::sled_store::{SledStore, tx_result};
 use crate::update::{self, Versioned, decode, encode};
 use crate::{
     Change, IdempotencyEntry, Inserted, NewKey, OutboxEvent, RenderRecord, StoreError, Updated,
@@ -105,6 +105,15 @@ fn reindex(
 ) -> Result<(), UnabortableTransactionError> {
     let old = old.map(keys).unwrap_or_default();
     let new = new.map(keys).unwrap_or_default();
+    move_keys(index, &old, &new)
+}
+
+/// Removes the entries of `old` that `new` lacks and inserts those `new` adds.
+fn move_keys(
+    index: &TransactionalTree,
+    old: &[Vec<u8>],
+    new: &[Vec<u8>],
+) -> Result<(), UnabortableTransactionError> {
     for k in old.iter().filter(|k| !new.contains(k)) {
         index.remove(k.as_slice())?;
     }
@@ -137,14 +146,6 @@ fn put(
         stored_terms(&rec.id, &old).as_ref(),
         Some(&Terms::of(rec)),
     )
-}
-
-/// A transaction's outcome as the store's error.
-fn tx_result<T>(out: Result<T, TransactionError<StoreError>>) -> Result<T, StoreError> {
-    out.map_err(|e| match e {
-        TransactionError::Abort(e) => e,
-        TransactionError::Storage(e) => StoreError::Sled(e),
-    })
 }
 
 impl SledStore {
@@ -262,13 +263,19 @@ impl SledStore {
             None => None,
         };
         let id = rec.id.as_bytes();
+        let (old_keys, new_keys) = (keys(&Terms::of(before)), keys(&Terms::of(rec)));
+        if event.is_none() && old_keys == new_keys {
+            // Nothing to index or emit (a progress write): one compare-and-swap.
+            let swapped = self.renders.compare_and_swap(id, Some(old), Some(new))?;
+            return Ok(swapped.is_ok());
+        }
         let trees = (&self.renders, &self.render_index, &self.webhooks_pending);
         tx_result(trees.transaction(|(renders, index, pending)| {
             if renders.get(id)?.as_ref() != Some(old) {
                 return Ok(false);
             }
             renders.insert(id, new.as_slice())?;
-            reindex(index, Some(&Terms::of(before)), Some(&Terms::of(rec)))?;
+            move_keys(index, &old_keys, &new_keys)?;
             if let Some((key, value)) = &event {
                 pending.insert(*key, value.as_slice())?;
             }

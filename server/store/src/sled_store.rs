@@ -262,10 +262,7 @@ impl SledStore {
             }
             Ok(true)
         });
-        let held = out.map_err(|e: TransactionError<StoreError>| match e {
-            TransactionError::Abort(e) => e,
-            TransactionError::Storage(e) => StoreError::Sled(e),
-        })?;
+        let held = tx_result(out)?;
         crate::sync::lock(&self.webhook_leases).remove(&event.id);
         self.flush()?;
         Ok(held)
@@ -328,4 +325,12 @@ impl SledStore {
         }
         Ok(removed)
     }
+}
+
+/// A transaction's outcome as the store's error.
+pub(crate) fn tx_result<T>(out: Result<T, TransactionError<StoreError>>) -> Result<T, StoreError> {
+    out.map_err(|e| match e {
+        TransactionError::Abort(e) => e,
+        TransactionError::Storage(e) => StoreError::Sled(e),
+    })
 }
