@@ -208,19 +208,18 @@ fn inline_refusal(busy: InlineBusy, id: Value) -> Response {
         InlineBusy::Principal => StatusCode::TOO_MANY_REQUESTS,
         InlineBusy::Node => StatusCode::SERVICE_UNAVAILABLE,
     };
-    let mut refusal = rpc_error_response(
+    // Whole seconds, rounded up: never sooner than the envelope says.
+    let retry_after = env
+        .retry_after_ms
+        .map(|ms| std::time::Duration::from_secs(ms.div_ceil(1000)));
+    jsonrpc::rpc_error(
         status,
         id,
         rmcp::model::ErrorCode::INTERNAL_ERROR,
         &env.message,
         env.to_jsonrpc_data(),
-    );
-    if let Some(ms) = env.retry_after_ms
-        && let Ok(v) = HeaderValue::from_str(&ms.div_ceil(1000).max(1).to_string())
-    {
-        refusal.headers_mut().insert(header::RETRY_AFTER, v);
-    }
-    refusal
+        retry_after,
+    )
 }
 
 /// `response` holding `grant` until its body has been sent (or dropped).

@@ -314,13 +314,6 @@ impl RenderService {
         }
     }
 
-    /// The copy of the watermark preview sized for a chat view, beside it (absent for a
-    /// preview made before such copies were: readers fall back to the preview).
-    pub fn view_preview_path(&self, principal: &str, id: &str) -> Result<PathBuf, ServiceError> {
-        let (_, full) = self.preview_path(principal, id)?;
-        Ok(full.with_file_name(crate::uri::VIEW_PREVIEW_FILE_NAME))
-    }
-
     fn check_retention(&self, rec: &RenderRecord) -> Result<(), ServiceError> {
         let expires = self.result_expires_at(rec);
         if rec.result_deleted || self.shared.ledger.now() >= expires {

@@ -94,11 +94,11 @@ impl VidforgeMcp {
         let service = &self.shared.service;
         let envelope = |e: ServiceError| Box::new(service_envelope(&e, Some(id)));
         let max = catalog::MAX_VIEW_PREVIEW_BYTES;
-        let view = service.view_preview_path(principal, id).map_err(envelope)?;
+        let (_, full) = service.preview_path(principal, id).map_err(envelope)?;
+        let view = full.with_file_name(vidforge_core::uri::VIEW_PREVIEW_FILE_NAME);
         if let Ok(bytes) = service.media().read(&view, max).await {
             return Ok(bytes);
         }
-        let (_, full) = service.preview_path(principal, id).map_err(envelope)?;
         service.media().read(&full, max).await.map_err(|_| {
             let link = self.shared.presenter.preview_url(id);
             Box::new(
