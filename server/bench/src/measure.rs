@@ -131,7 +131,6 @@ pub(super) fn measure_job(
         gpu_runs,
         mut gpu_error,
         reports,
-        gpu_peer,
     } = run_rounds(&job, backend, hardware, &log, frames, gpu_peer, repeats)?;
     if gpu_error.is_none() && format == OutputFormat::Webm {
         gpu_error = Some("no VP9 encoder on NVIDIA GPUs".to_string());
@@ -180,15 +179,14 @@ pub(super) fn measure_job(
     })
 }
 
-/// What the rounds of one job measured: each tool's runs, vidforge's reports, and the GPU
-/// pipeline if it kept working (else why not).
+/// What the rounds of one job measured: each tool's runs, vidforge's reports, and why the
+/// GPU pipeline stopped, if it did.
 struct Rounds {
     vf_runs: Vec<Run>,
     ff_runs: Vec<Run>,
     gpu_runs: Vec<Run>,
     gpu_error: Option<String>,
     reports: Vec<ChildReport>,
-    gpu_peer: Option<Peer>,
 }
 
 /// `repeats` rounds of vidforge, ffmpeg and (while it works) ffmpeg's GPU pipeline on `job`,
@@ -208,7 +206,6 @@ fn run_rounds(
         gpu_runs: Vec::new(),
         gpu_error: None,
         reports: Vec::new(),
-        gpu_peer: None,
     };
     let run_peer = |peer: Peer| run_peer(peer, job, log, frames);
     for i in 0..repeats {
@@ -237,7 +234,6 @@ fn run_rounds(
             }
         }
     }
-    r.gpu_peer = gpu_peer;
     Ok(r)
 }
 
