@@ -20,19 +20,7 @@ impl PgStore {
     }
 
     pub(crate) fn put_render(&self, rec: &RenderRecord) -> Result<(), StoreError> {
-        let rec = rec.clone();
-        self.call(move |c| {
-            Box::pin(async move {
-                write_render(
-                    &**c,
-                    &rec,
-                    "ON CONFLICT (id) DO UPDATE SET principal = EXCLUDED.principal,
-                         state = EXCLUDED.state, created_at = EXCLUDED.created_at,
-                         doc = EXCLUDED.doc, version = renders.version + 1",
-                )
-                .await
-            })
-        })
+        self.put_renders(std::slice::from_ref(rec))
     }
 
     /// Every record of `recs` inserted or replaced by one statement (one transaction).
@@ -105,7 +93,7 @@ impl PgStore {
                         return Ok(Inserted::KeyTaken(idempotency_entry(&row)));
                     }
                 }
-                write_render(&*tx, &rec, "").await?;
+                write_render(&*tx, &rec).await?;
                 tx.commit().await.map_err(pg_error)?;
                 Ok(Inserted::Created)
             })
@@ -113,8 +101,7 @@ impl PgStore {
     }
 
     pub(crate) fn delete_render(&self, id: &str) -> Result<(), StoreError> {
-        self.execute("DELETE FROM renders WHERE id = $1", params![id.to_string()])?;
-        Ok(())
+        self.delete_renders(&[id.to_string()])
     }
 
     /// One statement (one commit) for every record of `ids`.
@@ -316,17 +303,14 @@ impl PgStore {
     }
 }
 
-/// `INSERT` of a render row, with `on_conflict` (empty: a duplicate id is an error).
+/// `INSERT` of a new render row (a duplicate id is an error).
 async fn write_render(
     c: &impl tokio_postgres::GenericClient,
     rec: &RenderRecord,
-    on_conflict: &str,
 ) -> Result<(), StoreError> {
     c.execute(
-        &format!(
-            "INSERT INTO renders (id, principal, state, created_at, doc)
-             VALUES ($1, $2, $3, $4, $5) {on_conflict}"
-        ),
+        "INSERT INTO renders (id, principal, state, created_at, doc)
+         VALUES ($1, $2, $3, $4, $5)",
         &[
             &rec.id,
             &rec.principal,
