@@ -86,13 +86,19 @@ as_pg() {
   if is_root; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
 }
 
-# True when PID is a live (not zombie) process.
+# PID: whether any thread of the process still runs. Not the main thread alone: after SIGKILL
+# it can be a zombie while other threads are still on their way out (one in an fsync or a GPU
+# call), and the process's sockets stay open until the last thread has gone. A gateway sending
+# to such a socket gets a reset after its request went out, which it cannot retry (a 502).
 is_running() {
   local pid="$1" stat
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  stat="$(cat "/proc/$pid/stat" 2>/dev/null)" || return 1
-  stat="${stat##*) }"
-  [ "${stat%% *}" != Z ]
+  for stat in /proc/"$pid"/task/*/stat; do
+    stat="$(cat "$stat" 2>/dev/null)" || continue
+    stat="${stat##*) }"
+    [ "${stat%% *}" = Z ] || return 0
+  done
+  return 1
 }
 
 # FILE PATTERN: prints the pid in FILE when that process runs and its command line contains

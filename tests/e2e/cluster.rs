@@ -170,6 +170,24 @@ impl Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // What the gateway saw: the reason behind a 502 is only in its error log, and the
+            // access log says which nodes a failed or moved-on request tried.
+            let read = |key: &str| std::fs::read_to_string(&self.env[key]).unwrap_or_default();
+            let errors = read("NGINX_ERROR_LOG");
+            let errors: Vec<&str> = errors.lines().collect();
+            let errors = errors[errors.len().saturating_sub(40)..].join("\n");
+            let access = read("NGINX_ACCESS_LOG");
+            let failovers: Vec<&str> = access
+                .lines()
+                .filter(|l| l.contains("\" 5") || l.contains(", 127.0.0.1:"))
+                .collect();
+            eprintln!(
+                "--- nginx error log (last 40 lines):\n{errors}\n--- requests that failed or \
+                 moved on:\n{}",
+                failovers.join("\n")
+            );
+        }
         let _ = Self::script(&self.state(), &["down"], &[]);
     }
 }
@@ -179,6 +197,7 @@ impl Drop for Cluster {
 /// delivered; the next request skips the dead node) or while the answer is the store's
 /// temporary outage (`service_unavailable`, `temporary`, `retry_after_ms`: just after a PostgreSQL
 /// restart a node may still meet it once more), as the contract tells clients to.
+#[track_caller]
 fn call(m: &mut Mcp, method: &str, params: Value) -> Reply {
     for _ in 0..40 {
         let r = m.call(method, params.clone(), Caps::FULL);
@@ -202,6 +221,7 @@ fn store_outage(body: &Value) -> bool {
 }
 
 /// Approves the watermark preview of task `id` (`tasks/update`).
+#[track_caller]
 fn approve(m: &mut Mcp, id: &str) {
     let update = call(
         m,
@@ -213,6 +233,7 @@ fn approve(m: &mut Mcp, id: &str) {
 }
 
 /// `vidforge_render_video` on the task path.
+#[track_caller]
 fn render(m: &mut Mcp, arguments: Value) -> Reply {
     call(
         m,
@@ -222,6 +243,7 @@ fn render(m: &mut Mcp, arguments: Value) -> Reply {
 }
 
 /// Polls `tasks/get` through the gateway until `pred` holds.
+#[track_caller]
 fn wait(m: &mut Mcp, id: &str, pred: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + WAIT;
     loop {

@@ -451,6 +451,7 @@ pub struct Reply {
 }
 
 impl Reply {
+    #[track_caller]
     pub fn result(&self) -> &Value {
         assert!(
             self.body.get("result").is_some(),
@@ -461,6 +462,7 @@ impl Reply {
         &self.body["result"]
     }
 
+    #[track_caller]
     pub fn error(&self) -> &Value {
         assert!(
             self.body.get("error").is_some(),
