@@ -2,8 +2,9 @@
 //! own with no dependencies, under every other one, so all of them can use it.
 
 /// The name table of a field-less enum, from one list of its variants and their names:
-/// `ALL` (every variant, in the list's order), `as_str` (the variant's name) and `from_name`
-/// (the variant named exactly so).
+/// `ALL` (every variant, in the list's order), `as_str` (the variant's name), `from_name`
+/// (the variant named exactly so) and `from_any_case` (for people typing: any case, spaces
+/// around it ignored).
 ///
 /// ```
 /// #[derive(Clone, Copy, Debug, PartialEq)]
@@ -13,6 +14,7 @@
 /// assert_eq!(Fruit::Pear.as_str(), "pear");
 /// assert_eq!(Fruit::from_name("apple"), Some(Fruit::Apple));
 /// assert_eq!(Fruit::from_name("Apple"), None);
+/// assert_eq!(Fruit::from_any_case(" Apple "), Some(Fruit::Apple));
 /// ```
 #[macro_export]
 macro_rules! enum_names {
@@ -34,6 +36,12 @@ macro_rules! enum_names {
                     $($name => Some($ty::$variant),)+
                     _ => None,
                 }
+            }
+
+            /// The variant named `s` in any case, spaces around it ignored.
+            pub fn from_any_case(s: &str) -> Option<Self> {
+                let s = s.trim();
+                Self::ALL.into_iter().find(|v| v.as_str().eq_ignore_ascii_case(s))
             }
         }
     };

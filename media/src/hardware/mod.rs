@@ -40,15 +40,6 @@ vidforge_names::enum_names!(HwDecodeChoice {
     Off => "off",
 });
 
-impl HwDecodeChoice {
-    /// A name in any case, spaces around it ignored.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|c| c.as_str().eq_ignore_ascii_case(s.trim()))
-    }
-}
-
 /// `--encoder`: which H.264 encoder writes mp4/mov.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum EncoderChoice {
@@ -67,15 +58,6 @@ vidforge_names::enum_names!(EncoderChoice {
     X264 => "x264",
     Nvenc => "nvenc",
 });
-
-impl EncoderChoice {
-    /// A name in any case, spaces around it ignored.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|c| c.as_str().eq_ignore_ascii_case(s.trim()))
-    }
-}
 
 /// The H.264 encoder a process uses for mp4/mov (webm is always libvpx-vp9).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -201,14 +183,17 @@ mod tests {
     #[test]
     fn choices_parse_their_names() {
         for c in HwDecodeChoice::ALL {
-            assert_eq!(HwDecodeChoice::parse(c.as_str()), Some(c));
+            assert_eq!(HwDecodeChoice::from_any_case(c.as_str()), Some(c));
         }
         for c in EncoderChoice::ALL {
-            assert_eq!(EncoderChoice::parse(c.as_str()), Some(c));
+            assert_eq!(EncoderChoice::from_any_case(c.as_str()), Some(c));
         }
-        assert_eq!(HwDecodeChoice::parse(" CUDA "), Some(HwDecodeChoice::Cuda));
-        assert_eq!(HwDecodeChoice::parse("nvdec"), None);
-        assert_eq!(EncoderChoice::parse("h264_nvenc"), None);
+        assert_eq!(
+            HwDecodeChoice::from_any_case(" CUDA "),
+            Some(HwDecodeChoice::Cuda)
+        );
+        assert_eq!(HwDecodeChoice::from_any_case("nvdec"), None);
+        assert_eq!(EncoderChoice::from_any_case("h264_nvenc"), None);
     }
 
     #[test]

@@ -53,15 +53,6 @@ vidforge_names::enum_names!(ZeroCopyChoice {
     Off => "off",
 });
 
-impl ZeroCopyChoice {
-    /// A name in any case, spaces around it ignored.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|c| c.as_str().eq_ignore_ascii_case(s.trim()))
-    }
-}
-
 /// The process's zero-copy path as the hardware plan decided it: the path that passed its
 /// self-test, or why renders download NVDEC's frames instead. Shared by every clone of the
 /// engine.

@@ -55,8 +55,8 @@ pub(super) fn run_one(path: &Path) -> anyhow::Result<()> {
     let format = OutputFormat::parse(&job.format).context("bad format")?;
     let backend = BackendChoice::parse(&job.backend).context("bad backend")?;
     let hardware = HardwareChoice {
-        decode: HwDecodeChoice::parse(&job.hwdecode).context("bad hwdecode")?,
-        encoder: EncoderChoice::parse(&job.encoder).context("bad encoder")?,
+        decode: HwDecodeChoice::from_any_case(&job.hwdecode).context("bad hwdecode")?,
+        encoder: EncoderChoice::from_any_case(&job.encoder).context("bad encoder")?,
         ..Default::default()
     };
     let t = Instant::now();

@@ -382,7 +382,7 @@ pub fn in_use_by(store: &Store, id: &str) -> Result<Vec<String>, ServiceError> {
     Ok(store
         .unfinished_renders()?
         .into_iter()
-        .filter(|r| !r.is_terminal() && used_by(r).any(|a| a == id))
+        .filter(|r| used_by(r).any(|a| a == id))
         .map(|r| r.id)
         .collect())
 }

@@ -103,13 +103,7 @@ impl Streams {
     ) -> Result<Stream, Refused> {
         let mut open = self.lock();
         if let Some(session) = session {
-            open.retain(|_, e| {
-                let replaced = e.session.as_deref() == Some(session);
-                if replaced {
-                    e.cancel.cancel();
-                }
-                !replaced
-            });
+            end_streams_of(&mut open, session);
         }
         let held = open.values().filter(|e| e.principal == principal).count();
         if held >= self.limits.per_principal {
@@ -137,14 +131,19 @@ impl Streams {
 
     /// Ends `session`'s stream, if it has one (its session was deleted).
     pub fn end_session(&self, session: &str) {
-        self.lock().retain(|_, e| {
-            let ended = e.session.as_deref() == Some(session);
-            if ended {
-                e.cancel.cancel();
-            }
-            !ended
-        });
+        end_streams_of(&mut self.lock(), session);
     }
+}
+
+/// Ends and forgets the stream of `session` in `open` (at most one).
+fn end_streams_of(open: &mut HashMap<u64, Entry>, session: &str) {
+    open.retain(|_, e| {
+        let ended = e.session.as_deref() == Some(session);
+        if ended {
+            e.cancel.cancel();
+        }
+        !ended
+    });
 }
 
 /// Why a stream was not opened (each a temporary refusal with `Retry-After`).
@@ -223,16 +222,21 @@ impl Stream {
                 _ = until => {}
             }
         };
-        let data = body
-            .into_data_stream()
-            .take_until(Box::pin(ended))
-            .map(move |chunk| {
-                // The entry lives as long as the body does.
-                let _held = &self;
-                chunk
-            });
-        Response::from_parts(parts, Body::from_stream(data))
+        let data = body.into_data_stream().take_until(Box::pin(ended));
+        // The entry lives as long as the body does.
+        held_until_sent(Response::from_parts(parts, Body::from_stream(data)), self)
     }
+}
+
+/// `response` holding `held` (a stream's entry, an inline read's grant) until its body has
+/// been sent or dropped.
+pub(crate) fn held_until_sent<T: Send + 'static>(response: Response, held: T) -> Response {
+    let (parts, body) = response.into_parts();
+    let data = body.into_data_stream().map(move |chunk| {
+        let _held = &held;
+        chunk
+    });
+    Response::from_parts(parts, Body::from_stream(data))
 }
 
 #[cfg(test)]

@@ -14,7 +14,6 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
-use futures::StreamExt;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 
@@ -22,10 +21,10 @@ use vidforge_core::{catalog, uri};
 use vidforge_http::auth::Principal;
 use vidforge_http::scope::{Need, Scopes};
 
-use crate::inline::{INLINE_WAIT, InlineBudget, InlineBusy, InlineGrant};
+use crate::inline::{INLINE_WAIT, InlineBudget, InlineBusy};
 use crate::refusal::{json_rpc_refusal, rpc_error_response};
 use crate::rewrite::{Rewrite, rewrite_response};
-use crate::streams::{LISTEN_GRACE, Stream, Streams};
+use crate::streams::{LISTEN_GRACE, Stream, Streams, held_until_sent};
 use crate::{capabilities, jsonrpc, legacy, tools};
 
 /// Largest `/mcp` request body accepted.
@@ -220,16 +219,6 @@ fn inline_refusal(busy: InlineBusy, id: Value) -> Response {
         env.to_jsonrpc_data(),
         retry_after,
     )
-}
-
-/// `response` holding `grant` until its body has been sent (or dropped).
-fn held_until_sent(response: Response, grant: InlineGrant) -> Response {
-    let (parts, body) = response.into_parts();
-    let data = body.into_data_stream().map(move |chunk| {
-        let _held = &grant;
-        chunk
-    });
-    Response::from_parts(parts, Body::from_stream(data))
 }
 
 /// A `GET` (the legacy server-message stream) or `DELETE` (end a legacy session): both need a

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Args;
-use vidforge_core::config::{parse_encoder, parse_hwdecode};
+use vidforge_core::config::{parse_encoder, parse_hwdecode, parse_zero_copy};
 use vidforge_media::{
     BackendChoice, EncoderChoice, EncoderSettings, Engine, HardwareChoice, HdrPolicy,
     HwDecodeChoice, OutputFormat, Position, Progress, RenderJob, RenderReport, Resolution, Stage,
@@ -203,10 +203,6 @@ fn cancel_on_ctrl_c(cancel: Arc<AtomicBool>) {
                 }
             });
         });
-}
-
-fn parse_zero_copy(s: &str) -> Result<ZeroCopyChoice, String> {
-    ZeroCopyChoice::parse(s).ok_or_else(|| format!("{s:?} is not one of auto, on, off"))
 }
 
 /// `vidforge render`: one file rendered (or previewed) on this machine, with a progress line.

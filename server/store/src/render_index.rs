@@ -19,8 +19,8 @@
 
 use std::borrow::Cow;
 
-use serde::Deserialize;
 use serde::de::IgnoredAny;
+use serde::{Deserialize, Deserializer};
 
 use crate::{RenderRecord, RenderState};
 
@@ -50,11 +50,14 @@ pub(crate) struct Terms<'a> {
     pub finished_at: Option<u64>,
     #[serde(default)]
     pub result_deleted: bool,
-    #[serde(default)]
-    preview_path: Option<IgnoredAny>,
-    /// Filled in by [`Terms::of`]; a decoded record only says whether it has a preview.
-    #[serde(skip)]
-    has_preview: Option<bool>,
+    /// Whether the record names a preview (its `preview_path`, present and not null).
+    #[serde(default, rename = "preview_path", deserialize_with = "named")]
+    has_preview: bool,
+}
+
+/// Whether a field holds something other than null (the value itself is skipped, not kept).
+fn named<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    Ok(Option::<IgnoredAny>::deserialize(d)?.is_some())
 }
 
 impl<'a> Terms<'a> {
@@ -67,8 +70,7 @@ impl<'a> Terms<'a> {
             created_at: rec.created_at,
             finished_at: rec.finished_at,
             result_deleted: rec.result_deleted,
-            preview_path: None,
-            has_preview: Some(rec.preview_path.is_some()),
+            has_preview: rec.preview_path.is_some(),
         }
     }
 
@@ -102,10 +104,7 @@ impl<'a> Terms<'a> {
     /// Ended without a result (failed, cancelled) and still names a preview: the sweeper
     /// deletes it.
     pub fn stale_preview(&self) -> bool {
-        matches!(self.state, RenderState::Failed | RenderState::Cancelled)
-            && self
-                .has_preview
-                .unwrap_or_else(|| self.preview_path.is_some())
+        matches!(self.state, RenderState::Failed | RenderState::Cancelled) && self.has_preview
     }
 }
 

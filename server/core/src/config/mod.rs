@@ -81,7 +81,7 @@ mod webhooks;
 pub use derived::SEGMENTS_DIR;
 pub use parse::{
     ConfigError, UnknownChoice, parse_bytes, parse_duration, parse_encoder, parse_hwdecode,
-    parse_net,
+    parse_net, parse_zero_copy,
 };
 pub use reference::reference_table;
 pub use settings::{

@@ -115,11 +115,11 @@ pub fn parse_net(s: &str) -> Option<ipnet::IpNet> {
         .or_else(|| s.parse::<std::net::IpAddr>().ok().map(ipnet::IpNet::from))
 }
 
-/// A `--hwdecode` or `--encoder` value that names none of the choices.
+/// A `--hwdecode`, `--encoder` or `--zero-copy` value that names none of the choices.
 #[derive(Debug, thiserror::Error)]
 #[error("unknown {what} '{value}' ({choices})")]
 pub struct UnknownChoice {
-    /// `hwdecode` or `encoder`.
+    /// `hwdecode`, `encoder` or `zero-copy`.
     what: &'static str,
     value: String,
     /// The choices, comma-separated.
@@ -128,7 +128,7 @@ pub struct UnknownChoice {
 
 /// `--hwdecode` of `vidforge render` and `vidforge bench`.
 pub fn parse_hwdecode(s: &str) -> Result<vidforge_media::HwDecodeChoice, UnknownChoice> {
-    vidforge_media::HwDecodeChoice::parse(s).ok_or_else(|| UnknownChoice {
+    vidforge_media::HwDecodeChoice::from_any_case(s).ok_or_else(|| UnknownChoice {
         what: "hwdecode",
         value: s.to_string(),
         choices: "auto, cuda, off",
@@ -137,9 +137,18 @@ pub fn parse_hwdecode(s: &str) -> Result<vidforge_media::HwDecodeChoice, Unknown
 
 /// `--encoder` of `vidforge render` and `vidforge bench`.
 pub fn parse_encoder(s: &str) -> Result<vidforge_media::EncoderChoice, UnknownChoice> {
-    vidforge_media::EncoderChoice::parse(s).ok_or_else(|| UnknownChoice {
+    vidforge_media::EncoderChoice::from_any_case(s).ok_or_else(|| UnknownChoice {
         what: "encoder",
         value: s.to_string(),
         choices: "auto, x264, nvenc",
+    })
+}
+
+/// `--zero-copy` of `vidforge render`.
+pub fn parse_zero_copy(s: &str) -> Result<vidforge_media::ZeroCopyChoice, UnknownChoice> {
+    vidforge_media::ZeroCopyChoice::from_any_case(s).ok_or_else(|| UnknownChoice {
+        what: "zero-copy",
+        value: s.to_string(),
+        choices: "auto, on, off",
     })
 }

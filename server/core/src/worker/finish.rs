@@ -23,7 +23,7 @@ pub(crate) fn finish_succeeded(
     };
     let outcome = success_outcome(rec, plan, report, stored, shared.ledger.now());
     crate::transitions::run::succeeded(shared, rec, &outcome)?;
-    record_finished(rec, report);
+    record_finished(rec, report, &outcome);
     Ok(())
 }
 
@@ -79,9 +79,13 @@ pub(crate) fn success_outcome(
     }
 }
 
-/// The metrics and the log lines of a render the engine finished.
-pub(crate) fn record_finished(rec: &RenderRecord, report: &EngineReport) {
-    if let Some(q) = report.quality.as_ref().and_then(QualityFigures::of) {
+/// The metrics and the log lines of a render the engine finished, whose output is stored
+/// (its quality figures are the outcome's, worked out once by [`success_outcome`]).
+pub(crate) fn record_finished(rec: &RenderRecord, report: &EngineReport, outcome: &Outcome) {
+    if let Outcome::Success {
+        quality: Some(q), ..
+    } = outcome
+    {
         crate::render_metrics::render_quality(rec, &q.whole);
         tracing::info!(render_id = %rec.id, frames_measured = q.whole.frames_measured, "quality: {}", q.whole.line());
     }

@@ -112,12 +112,12 @@ pub(crate) fn finish(
     report: &EngineReport,
     started: Instant,
 ) -> Result<(), ServiceError> {
-    record_finished(rec, report);
     let Some(stored) = store_output(shared, rec, plan)? else {
         return Ok(());
     };
     let seconds = started.elapsed().as_secs_f64();
     let outcome = success_outcome(rec, plan, report, stored, shared.ledger.now());
+    record_finished(rec, report, &outcome);
     let written = transitions::park(shared, rec, &outcome, seconds)?;
     match written {
         Some(true) => {
