@@ -27,8 +27,10 @@ impl ObjectBackend for Bucket {
 
     fn upload(&self, local: &Path, rel: &Path) -> Result<(), ObjectError> {
         let (s3, key, local) = (self.s3.clone(), self.key(rel), local.to_path_buf());
-        let marker = self.marker_key();
-        self.block_on(async move { crate::multipart::upload(&s3, &key, &local, &marker).await })
+        let (completer, marker) = (self.completer.clone(), self.marker_key());
+        self.block_on(async move {
+            crate::multipart::upload(&s3, &completer, &key, &local, &marker).await
+        })
     }
 
     fn download(&self, rel: &Path, to: &Path) -> Result<(), ObjectError> {

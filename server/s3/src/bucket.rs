@@ -17,6 +17,11 @@ use vidforge_core::side_runtime::SideRuntime;
 /// Threads of the bucket's runtime (they drive sockets and file copies).
 const RUNTIME_THREADS: usize = 2;
 
+/// The bound on completing a multipart upload (or the request bound, if longer): S3 may take
+/// minutes to assemble a large object (it answers `200` at once and sends whitespace until it
+/// is done), so the ordinary bound would fail a completion that is going well.
+const COMPLETE_TIMEOUT: Duration = Duration::from_secs(600);
+
 /// What [`Bucket::connect`] needs.
 pub struct Options {
     pub bucket: String,
@@ -47,6 +52,8 @@ pub enum ConnectError {
 /// One bucket and prefix.
 pub struct Bucket {
     pub(crate) s3: Arc<AmazonS3>,
+    /// The same client with [`COMPLETE_TIMEOUT`], for completing multipart uploads.
+    pub(crate) completer: Arc<AmazonS3>,
     pub(crate) bucket: String,
     pub(crate) prefix: String,
     pub(crate) endpoint: String,
@@ -71,29 +78,35 @@ impl Bucket {
         let region = builder
             .get_config_value(&AmazonS3ConfigKey::Region)
             .unwrap_or_default();
-        let timeout = o.request_timeout;
-        let s3 = builder
-            .with_client_options(
-                ClientOptions::new()
-                    .with_allow_http(endpoint.starts_with("http://"))
-                    .with_timeout(timeout)
-                    .with_connect_timeout((timeout / 5).min(Duration::from_secs(5))),
-            )
-            .with_retry(RetryConfig {
-                backoff: BackoffConfig::default(),
-                max_retries: 3,
-                retry_timeout: timeout,
-            })
-            .build()
-            .map_err(|source| ConnectError::Client {
-                bucket: o.bucket.clone(),
-                source,
-            })?;
+        let client = |timeout: Duration| {
+            builder
+                .clone()
+                .with_client_options(
+                    ClientOptions::new()
+                        .with_allow_http(endpoint.starts_with("http://"))
+                        .with_timeout(timeout)
+                        .with_connect_timeout((o.request_timeout / 5).min(Duration::from_secs(5))),
+                )
+                .with_retry(RetryConfig {
+                    backoff: BackoffConfig::default(),
+                    max_retries: 3,
+                    retry_timeout: timeout,
+                })
+                .build()
+                .map(Arc::new)
+                .map_err(|source| ConnectError::Client {
+                    bucket: o.bucket.clone(),
+                    source,
+                })
+        };
+        let s3 = client(o.request_timeout)?;
+        let completer = client(o.request_timeout.max(COMPLETE_TIMEOUT))?;
         let runtime =
             SideRuntime::new(RUNTIME_THREADS, "vidforge-s3").map_err(ConnectError::Runtime)?;
         tracing::info!(bucket = %o.bucket, prefix = %o.prefix, %endpoint, %region, "media in an S3-compatible bucket");
         Ok(Bucket {
-            s3: Arc::new(s3),
+            s3,
+            completer,
             bucket: o.bucket.clone(),
             prefix: o.prefix.clone(),
             endpoint,

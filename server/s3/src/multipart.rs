@@ -57,9 +57,11 @@ impl Bucket {
     }
 }
 
-/// Uploads the file `local` as `key`, naming a multipart upload by `marker` while it runs.
+/// Uploads the file `local` as `key`, naming a multipart upload by `marker` while it runs;
+/// `completer` (the client with the longer bound) completes it.
 pub(crate) async fn upload(
     s3: &Arc<AmazonS3>,
+    completer: &AmazonS3,
     key: &Key,
     local: &Path,
     marker: &Key,
@@ -80,7 +82,7 @@ pub(crate) async fn upload(
         let _ = s3.abort_multipart(key, &upload_id).await;
         return Err(failed(e));
     }
-    let result = send_parts(s3, local, key, &upload_id).await;
+    let result = send_parts(s3, completer, local, key, &upload_id).await;
     if result.is_err() {
         let _ = s3.abort_multipart(key, &upload_id).await;
     }
@@ -91,6 +93,7 @@ pub(crate) async fn upload(
 
 async fn send_parts(
     s3: &Arc<AmazonS3>,
+    completer: &AmazonS3,
     local: &Path,
     key: &Key,
     upload_id: &str,
@@ -125,7 +128,8 @@ async fn send_parts(
     while let Some(done) = in_flight.next().await {
         parts.push(done.map_err(failed)?);
     }
-    s3.complete_multipart(key, &upload_id.to_string(), parts)
+    completer
+        .complete_multipart(key, &upload_id.to_string(), parts)
         .await
         .map_err(failed)?;
     Ok(())

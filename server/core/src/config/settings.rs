@@ -304,7 +304,7 @@ declare_settings! {
         flag(long, env = "VIDFORGE_S3_ENDPOINT"): Option<String>;
     /// The bound on one request to the bucket (connecting: a fifth of it, at most 5 s).
     s3_request_timeout: Duration = secs(30), Dur,
-        help: "Longest one request to the bucket may take, e.g. 30s; a hung bucket fails the request after it (and it is retried with backoff).",
+        help: "Longest one request to the bucket may take, e.g. 30s; a hung bucket fails the request after it (and it is retried with backoff). Completing a multipart upload may take at least 10 min (S3 may spend minutes assembling a large object).",
         flag(long, env = "VIDFORGE_S3_REQUEST_TIMEOUT"): Option<String>;
     /// How long a render keeps retrying the upload of its result or preview while the bucket
     /// cannot be reached, before it fails (temporary, `retry_after_ms`).
