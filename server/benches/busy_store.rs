@@ -13,7 +13,9 @@
 //!    and 2,000 expired ones (1,000 results past `result_ttl`, 1,000 tombstones past their
 //!    grace) for the first sweep;
 //! 3. **full**: the same plus the rest of `--records`, over `--principals` principals and 14
-//!    days (7 of results kept, 7 of tombstones), none of them due.
+//!    days (7 of results kept, 7 of tombstones), none of them due; and what a host keeps beside
+//!    those renders: for each kept result its source asset (record and directory) and its
+//!    result directory, and for the last 22 hours' renders an idempotency key, none due either.
 //!
 //! The expired ones are written again before every measured start, so every first sweep has
 //! the same to do. Measured: boot to ready (spawn to the first `/healthz` answer; the median
@@ -33,10 +35,12 @@ mod served;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use vidforge_core::store::{RenderRecord, Store};
+use vidforge_core::store::{
+    AssetKind, AssetProbe, AssetRecord, IdempotencyEntry, RenderRecord, Store,
+};
 use vidforge_store_fixtures::{awaiting_render, finished_render};
 
 use served::{Served, median_ms, vm_hwm_mib};
@@ -166,6 +170,60 @@ fn write(place: &Place, records: impl Iterator<Item = RenderRecord>) -> f64 {
     n as f64 / started.elapsed().as_secs_f64()
 }
 
+/// What a host keeps beside filler render `r`: its source asset (record and directory), its
+/// result directory (while the result is kept), and its idempotency key (within the keys' 22
+/// hours). Written directly, none due; the counts of each.
+fn keep_beside(store: &Store, media: &Path, r: &RenderRecord, now: u64, kept: &mut [u64; 3]) {
+    if r.result_deleted {
+        return;
+    }
+    let asset = AssetRecord {
+        id: r.args.source_asset.clone(),
+        uri: format!("vidforge://assets/{}", r.args.source_asset),
+        principal: r.principal.clone(),
+        kind: AssetKind::Video,
+        file_name: "clip.mp4".into(),
+        path: media
+            .join("assets")
+            .join(&r.args.source_asset)
+            .join("clip.mp4"),
+        size_bytes: 1,
+        created_at: r.created_at,
+        probe: AssetProbe::default(),
+    };
+    store.put_asset(&asset).unwrap();
+    std::fs::create_dir_all(media.join("assets").join(&asset.id)).unwrap();
+    std::fs::create_dir_all(media.join("results").join(&r.id)).unwrap();
+    kept[0] += 1;
+    kept[1] += 1;
+    if now - r.created_at < 22 * HOUR {
+        let entry = IdempotencyEntry {
+            render_id: r.id.clone(),
+            args_hash: "bench".into(),
+            created_at: r.created_at,
+        };
+        store.put_idempotency(&r.principal, &r.id, &entry).unwrap();
+        kept[2] += 1;
+    }
+}
+
+/// Writes [`keep_beside`] of every filler render of `count`; the counts of assets, result
+/// directories and idempotency keys.
+fn write_kept(place: &Place, media: &Path, count: u64, args: &Args) -> [u64; 3] {
+    let store = place.open();
+    let mut kept = [0; 3];
+    for i in 0..count {
+        let r = filler(i, count, args.principals, args.now);
+        keep_beside(&store, media, &r, args.now, &mut kept);
+    }
+    store.flush().unwrap();
+    drop(store);
+    if let Place::Postgres(url) = place {
+        pg::psql(url, "VACUUM ANALYZE assets; VACUUM ANALYZE idempotency");
+    }
+    kept
+}
+
 /// What a run measures: the binary (its label and path), the one render's id, a scratch dir.
 struct Run<'a> {
     label: &'a str,
@@ -193,9 +251,10 @@ fn measure(run: &Run<'_>, place: &Place, stage: &str, records: u64) -> Value {
         Err(failed) => return failed_row(run, place, stage, records, failed),
     };
     // A build from before #49 sweeps during its boot and logs no sweep's time.
-    let sweeps = match run.compared {
-        false => served.sweeps(2).into_iter().map(Some).collect(),
-        true => vec![None, None],
+    let patience = Duration::from_secs(if run.compared { 120 } else { 600 });
+    let sweeps = match served.sweeps(2, patience) {
+        Some(times) => times.into_iter().map(Some).collect(),
+        None => vec![None, None],
     };
     let base = &served.base;
     let timed =
@@ -293,10 +352,25 @@ fn bench_store(place: &Place, runs: &[Run<'_>], args: &Args) -> Vec<Value> {
         "{}: {rest} records written in {fill_seconds:.0} s ({per_s:.0}/s)",
         place.name(),
     );
+    let media = match place {
+        Place::Sled(d) => d.clone(),
+        Place::Postgres(_) => runs[0].dir.join("pg-node"),
+    };
+    let kept = write_kept(place, &media, rest, args);
+    eprintln!(
+        "{}: kept beside them: {} assets, {} result directories, {} idempotency keys",
+        place.name(),
+        kept[0],
+        kept[1],
+        kept[2]
+    );
     let first_full = rows.len();
     measure_all("full", base + rest, &mut rows);
     rows[first_full]["fill_records_per_s"] = json!(per_s);
     rows[first_full]["fill_seconds"] = json!(fill_seconds);
+    rows[first_full]["kept_assets"] = json!(kept[0]);
+    rows[first_full]["kept_result_dirs"] = json!(kept[1]);
+    rows[first_full]["kept_idempotency_keys"] = json!(kept[2]);
     if let Place::Postgres(_) = place {
         for (query, plan) in place.open().render_query_plans("busy", true).unwrap() {
             println!(

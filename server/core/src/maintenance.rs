@@ -33,7 +33,7 @@ pub(crate) fn recover(shared: &Shared) -> Result<(), ServiceError> {
     let records = shared.ledger.store.unfinished_renders()?;
     let mut requeue = Vec::new();
     let mut awaiting = 0usize;
-    for rec in records.into_iter().filter(|r| !r.is_terminal()) {
+    for rec in records {
         let approved = rec.decision().is_some_and(|d| d.approved);
         let restart = match rec.state {
             RenderState::Queued | RenderState::Rendering | RenderState::Previewing => true,
@@ -114,6 +114,7 @@ pub(crate) fn spawn_maintenance(shared: &Arc<Shared>) -> Result<JoinHandle<()>, 
             // The first round sweeps (what expired while the node was down), after boot:
             // a backlog costs the sweep, never the start.
             let mut last_sweep: Option<Instant> = None;
+            let mut last_orphan_walk: Option<Instant> = None;
             loop {
                 let tick_start = Instant::now();
                 while tick_start.elapsed() < shared.config.tick_interval {
@@ -127,7 +128,12 @@ pub(crate) fn spawn_maintenance(shared: &Arc<Shared>) -> Result<JoinHandle<()>, 
                 }
                 if last_sweep.is_none_or(|t| t.elapsed() >= shared.config.sweep_interval) {
                     last_sweep = Some(Instant::now());
-                    if let Err(e) = sweep(&shared) {
+                    let orphans = last_orphan_walk
+                        .is_none_or(|t| t.elapsed() >= crate::sweep::ORPHAN_SCAN_INTERVAL);
+                    if orphans {
+                        last_orphan_walk = last_sweep;
+                    }
+                    if let Err(e) = sweep(&shared, orphans) {
                         tracing::error!(error = %e, "sweep failed");
                     }
                     // Space may be back (the sweep freed some, or an operator did).

@@ -2,18 +2,24 @@
 //! expiry-ordered indexes ([`Store::expired_renders`](crate::store::Store::expired_renders)),
 //! in batches of [`BATCH`] records, each made durable before the next is read; so a sweep
 //! costs what has expired, never what is kept, holds one batch in memory, and stops between
-//! two batches when the service stops. Then segments, assets, idempotency keys, finished
-//! webhook events, the extensions' own records and orphaned media. All times come from the
-//! injected clock. Run by the maintenance thread: on its first round (after boot, not
+//! two batches when the service stops. Then segments, assets (also by an expiry index),
+//! idempotency keys, finished webhook events and the extensions' own records. All times come
+//! from the injected clock. Run by the maintenance thread: on its first round (after boot, not
 //! during it), then every `sweep_interval`.
+//!
+//! Orphaned media (directories no record names) comes from two places. A failed upload to a
+//! bucket (a request that timed out may still land) is known where it fails: every sweep
+//! checks those directories for an hour. A crash is not: finding what it left means listing
+//! every directory kept, a week of results on a busy host, so that walk runs with the first
+//! sweep after boot (when a crash may have left some) and then once every
+//! [`ORPHAN_SCAN_INTERVAL`], not with every sweep.
 
 use std::time::{Duration, Instant};
 
-use crate::clock::add_ms;
 use crate::config::SEGMENTS_DIR;
 use crate::error::ServiceError;
 use crate::shared::Shared;
-use crate::store::{RenderRecord, Retained, StoreError};
+use crate::store::{AssetRecord, RenderRecord, Retained, StoreError};
 use crate::sync::lock;
 use crate::transitions;
 
@@ -23,6 +29,14 @@ pub(crate) const BATCH: usize = 256;
 /// Directories younger than this are never treated as orphans (an upload or a render may be
 /// about to record them).
 const ORPHAN_MIN_AGE: Duration = Duration::from_secs(3600);
+
+/// How often the maintenance thread's sweeps also walk the media for orphans (besides the
+/// first sweep after boot).
+pub(crate) const ORPHAN_SCAN_INTERVAL: Duration = Duration::from_secs(6 * 3600);
+
+/// How long every sweep keeps checking the directory of an upload that failed (for what a
+/// request that timed out may still leave in the bucket).
+const SUSPECT_WINDOW: Duration = Duration::from_secs(3600);
 
 /// What one sweep removed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -48,27 +62,15 @@ pub struct SweepReport {
     pub webhook_events_deleted: usize,
 }
 
-pub(crate) fn sweep(shared: &Shared) -> Result<SweepReport, ServiceError> {
+/// One sweep; with `orphans`, the walk of the media for orphans too.
+pub(crate) fn sweep(shared: &Shared, orphans: bool) -> Result<SweepReport, ServiceError> {
     let started = Instant::now();
     let now = shared.ledger.now();
     let cfg = &shared.config;
     let mut report = SweepReport::default();
     sweep_renders(shared, now, &mut report)?;
     report.segments_deleted = sweep_segments(shared)?;
-    // Serialised with render creation: no render starts using an asset being deleted.
-    let creating = lock(&shared.ledger.create_lock);
-    let in_use = shared.ledger.assets_in_use()?;
-    for asset in shared.ledger.store.assets()? {
-        if now >= add_ms(asset.created_at, cfg.asset_ttl) && !in_use.contains_key(&asset.id) {
-            shared.media.assets.remove(&asset)?;
-            report.assets_deleted += 1;
-        }
-    }
-    drop(creating);
-    match shared.media.assets.remove_orphans(ORPHAN_MIN_AGE) {
-        Ok(n) => report.orphans_deleted += n,
-        Err(e) => tracing::warn!(error = %e, "orphaned assets not swept"),
-    }
+    report.assets_deleted = sweep_assets(shared, now)?;
     let cutoff = now.saturating_sub(cfg.idempotency_ttl.as_millis() as u64);
     report.idempotency_deleted = shared.ledger.store.remove_idempotency_before(cutoff)?;
     let cutoff = now.saturating_sub(crate::webhook::FINISHED_RETENTION.as_millis() as u64);
@@ -79,10 +81,24 @@ pub(crate) fn sweep(shared: &Shared) -> Result<SweepReport, ServiceError> {
     for sweeper in lock(&shared.ledger.sweepers).iter() {
         report.extension_records_deleted += sweeper()?;
     }
-    match remove_orphan_media(shared) {
+    // Cheap, so every sweep: what failed uploads may have left, and multipart uploads a
+    // killed node left and never came back to abort.
+    match remove_suspected_orphans(shared)
+        .and_then(|()| shared.media.store.abort_orphan_uploads_blocking(false))
+    {
         Ok(n) => report.orphans_deleted += n,
-        // A bucket that cannot be reached: the next sweep tries again.
-        Err(e) => tracing::warn!(error = %e, "orphaned media not swept"),
+        Err(e) => tracing::warn!(error = %e, "failed uploads' leftovers not swept"),
+    }
+    if orphans {
+        match shared.media.assets.remove_orphans(ORPHAN_MIN_AGE) {
+            Ok(n) => report.orphans_deleted += n,
+            Err(e) => tracing::warn!(error = %e, "orphaned assets not swept"),
+        }
+        match remove_orphan_media(shared) {
+            Ok(n) => report.orphans_deleted += n,
+            // A bucket that cannot be reached: the next walk tries again.
+            Err(e) => tracing::warn!(error = %e, "orphaned media not swept"),
+        }
     }
     if report != SweepReport::default() {
         shared.ledger.store.flush()?;
@@ -136,7 +152,7 @@ fn sweep_renders(shared: &Shared, now: u64, report: &mut SweepReport) -> Result<
     let store = &shared.ledger.store;
     in_batches(
         shared,
-        |last| store.stale_previews(last.map(|r| r.id.as_str()), BATCH),
+        |last: Option<&RenderRecord>| store.stale_previews(last.map(|r| r.id.as_str()), BATCH),
         |batch| {
             for rec in batch {
                 let dir = format!("previews/{}", rec.id);
@@ -150,6 +166,33 @@ fn sweep_renders(shared: &Shared, now: u64, report: &mut SweepReport) -> Result<
             Ok(())
         },
     )
+}
+
+/// Assets past `asset_ttl` that no unfinished render uses, found through the store's expiry
+/// index a batch at a time. Serialised with render creation: no render starts using an asset
+/// being deleted.
+fn sweep_assets(shared: &Shared, now: u64) -> Result<usize, ServiceError> {
+    let Some(until) = now.checked_sub(shared.config.asset_ttl.as_millis() as u64) else {
+        return Ok(0);
+    };
+    let store = &shared.ledger.store;
+    let _creating = lock(&shared.ledger.create_lock);
+    let in_use = shared.ledger.assets_in_use()?;
+    let mut removed = 0;
+    in_batches(
+        shared,
+        |last: Option<&AssetRecord>| {
+            store.expired_assets(until, last.map(|a| (a.created_at, a.id.as_str())), BATCH)
+        },
+        |batch| {
+            for asset in batch.iter().filter(|a| !in_use.contains_key(&a.id)) {
+                shared.media.assets.remove(asset)?;
+                removed += 1;
+            }
+            Ok(())
+        },
+    )?;
+    Ok(removed)
 }
 
 /// Deletes the records `ids` (their files are gone) in one write.
@@ -182,12 +225,12 @@ fn by_expiry(
 /// Hands every batch `next` reads (each after the last record of the one before; a short
 /// batch is the last) to `each`, then makes its writes durable before reading on. Stops
 /// early, between two batches, when the service stops (the next sweep goes on).
-fn in_batches(
+fn in_batches<R>(
     shared: &Shared,
-    mut next: impl FnMut(Option<&RenderRecord>) -> Result<Vec<RenderRecord>, StoreError>,
-    mut each: impl FnMut(&[RenderRecord]) -> Result<(), ServiceError>,
+    mut next: impl FnMut(Option<&R>) -> Result<Vec<R>, StoreError>,
+    mut each: impl FnMut(&[R]) -> Result<(), ServiceError>,
 ) -> Result<(), ServiceError> {
-    let mut last: Option<RenderRecord> = None;
+    let mut last: Option<R> = None;
     loop {
         let batch = next(last.as_ref())?;
         if batch.is_empty() {
@@ -234,22 +277,12 @@ fn sweep_segments(shared: &Shared) -> Result<usize, ServiceError> {
 
 /// Result and preview directories no record points at: the record is gone (a crash between
 /// deleting the files and the record), or it ended without them (an upload that timed out
-/// here but landed in the bucket later); and multipart uploads a killed node left and never
-/// came back to abort.
+/// here but landed in the bucket later). Lists every directory kept: see the module doc.
 fn remove_orphan_media(shared: &Shared) -> Result<usize, ServiceError> {
     let mut removed = 0;
     for root in ["results", "previews", SEGMENTS_DIR] {
         for (name, _) in shared.media.store.list_dirs_blocking(root)? {
-            let unclaimed = match shared.ledger.store.get_render(&name)? {
-                None => true,
-                Some(r) if !r.is_terminal() => false,
-                Some(_) if root == SEGMENTS_DIR => true,
-                Some(r) if root == "results" => {
-                    r.state != crate::store::RenderState::Succeeded || r.result_deleted
-                }
-                Some(r) => r.preview_path.is_none(),
-            };
-            if unclaimed
+            if unclaimed(shared, root, &name)?
                 && shared
                     .media
                     .store
@@ -260,5 +293,38 @@ fn remove_orphan_media(shared: &Shared) -> Result<usize, ServiceError> {
             }
         }
     }
-    Ok(removed + shared.media.store.abort_orphan_uploads_blocking(false)?)
+    Ok(removed)
+}
+
+/// Whether no record names the media directory `root/name` (`results`, `previews`, segments
+/// of a render; `assets` of an asset) and no unfinished render may still write it.
+fn unclaimed(shared: &Shared, root: &str, name: &str) -> Result<bool, ServiceError> {
+    let store = &shared.ledger.store;
+    if root == "assets" {
+        return Ok(store.get_asset(name)?.is_none());
+    }
+    Ok(match store.get_render(name)? {
+        None => true,
+        Some(r) if !r.is_terminal() => false,
+        Some(_) if root == SEGMENTS_DIR => true,
+        Some(r) if root == "results" => {
+            r.state != crate::store::RenderState::Succeeded || r.result_deleted
+        }
+        Some(r) => r.preview_path.is_none(),
+    })
+}
+
+/// The directories of uploads that failed within [`SUSPECT_WINDOW`] (a request that timed out
+/// may land in the bucket later, unnamed), each removed while no record names it: every
+/// sweep, at the cost of what failed, not of what is kept.
+fn remove_suspected_orphans(shared: &Shared) -> Result<(), ServiceError> {
+    for dir in shared.media.store.upload_suspects(SUSPECT_WINDOW) {
+        let Some((root, name)) = dir.split_once('/') else {
+            continue;
+        };
+        if unclaimed(shared, root, name)? {
+            shared.media.store.remove_dir_blocking(&dir)?;
+        }
+    }
+    Ok(())
 }

@@ -263,9 +263,16 @@ impl Store {
         each!(self, s => s.delete_asset(id))
     }
 
-    /// Every asset record.
-    pub fn assets(&self) -> Result<Vec<AssetRecord>, StoreError> {
-        each!(self, s => s.assets())
+    /// Up to `limit` assets created at `until` or before, oldest first (then by id), after
+    /// `after` (the last one of the batch before): through the store's expiry index, so it
+    /// costs what has expired, not every asset kept.
+    pub fn expired_assets(
+        &self,
+        until: u64,
+        after: Option<ExpiryCursor<'_>>,
+        limit: usize,
+    ) -> Result<Vec<AssetRecord>, StoreError> {
+        each!(self, s => s.expired_assets(until, after, limit))
     }
 
     // ---- browser session epochs ----

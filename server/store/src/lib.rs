@@ -52,6 +52,7 @@ mod quality;
 mod render;
 mod render_index;
 mod segment;
+mod sled_expiry;
 mod sled_renders;
 mod sled_segments;
 mod sled_store;

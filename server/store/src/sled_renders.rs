@@ -26,6 +26,7 @@ use sled::{IVec, Transactional};
 
 use crate::clock::SharedClock;
 use crate::render_index::{ExpiryCursor, Retained, Terms};
+use crate::sled_expiry::{Expiring, expiry_key};
 use crate::sled_store::{SledStore, tx_result};
 use crate::update::{self, Versioned, decode, encode};
 use crate::{
@@ -150,10 +151,12 @@ fn put(
 
 impl SledStore {
     /// Opens (or creates) the database in `dir` (see [`SledStore::open_unbuilt`]), and
-    /// builds the render indexes when it has none yet ([`build`]).
+    /// builds the render indexes ([`build`]) and the expiry index
+    /// ([`crate::sled_expiry::build`]) when it has none yet.
     pub(crate) fn open(dir: &Path, clock: SharedClock) -> Result<SledStore, StoreError> {
         let store = SledStore::open_unbuilt(dir, clock)?;
         build(&store, None)?;
+        crate::sled_expiry::build(&store)?;
         Ok(store)
     }
 
@@ -191,11 +194,14 @@ impl SledStore {
     ) -> Result<Inserted, StoreError> {
         let value = encode(rec)?;
         let entry = match key {
-            Some(k) => Some((
-                crate::sled_store::idem_key(k.principal, k.key),
-                encode(&k.entry)?,
-                k.stale_before,
-            )),
+            Some(k) => {
+                let ik = crate::sled_store::idem_key(k.principal, k.key);
+                // Before the key (`sled_expiry.rs`): an entry whose key is not taken after
+                // all is dropped by the sweep.
+                let expiry = expiry_key(Expiring::Idempotency, k.entry.created_at, &ik);
+                self.expiry.insert(expiry, &[][..])?;
+                Some((ik, encode(&k.entry)?, k.stale_before))
+            }
             None => None,
         };
         let trees = (&self.renders, &self.idempotency, &self.render_index);

@@ -1,4 +1,4 @@
-//! The embedded backend: one sled database with nine trees (the default; one host, no setup).
+//! The embedded backend: one sled database with ten trees (the default; one host, no setup).
 //!
 //! | tree          | key                        | value (serde_json)   |
 //! |---------------|----------------------------|----------------------|
@@ -11,6 +11,7 @@
 //! | `webhooks_pending` | event id (`msg_…`)    | [`OutboxEvent`] not yet delivered or dropped |
 //! | `webhooks_done`  | event id (`msg_…`)      | [`OutboxEvent`] delivered or dropped (swept) |
 //! | `segments`     | render id `\0` index     | [`crate::SegmentRecord`] (`sled_segments.rs`) |
+//! | `expiry`       | see `sled_expiry.rs`      | empty: what expires besides renders, by time |
 //!
 //! sled makes a write durable only at `flush` (it flushes in the background every 500 ms);
 //! callers flush ([`crate::Store::flush`]) after every write a client may rely on.
@@ -25,9 +26,10 @@ use sled::Transactional;
 use sled::transaction::TransactionError;
 
 use crate::clock::SharedClock;
+use crate::sled_expiry::{Expiring, expiry_key, webhook_time};
 use crate::sled_segments::SegmentTree;
 use crate::update::{decode, encode};
-use crate::{AssetRecord, IdempotencyEntry, OutboxEvent, OutboxStatus, StoreError, all_in};
+use crate::{AssetRecord, IdempotencyEntry, OutboxEvent, OutboxStatus, StoreError};
 
 /// Handle to the sled database (cheap to clone).
 #[derive(Clone, Debug)]
@@ -37,11 +39,13 @@ pub(crate) struct SledStore {
     /// The renders' indexes (`sled_renders.rs`), written in each record write's transaction.
     pub(crate) render_index: sled::Tree,
     pub(crate) idempotency: sled::Tree,
-    assets: sled::Tree,
+    pub(crate) assets: sled::Tree,
     session_epochs: sled::Tree,
     server_secrets: sled::Tree,
     pub(crate) webhooks_pending: sled::Tree,
-    webhooks_done: sled::Tree,
+    pub(crate) webhooks_done: sled::Tree,
+    /// When assets, idempotency keys and finished webhook events expire (`sled_expiry.rs`).
+    pub(crate) expiry: sled::Tree,
     /// Leases on pending events: one process delivers, so they live in its memory (a
     /// restart ends every attempt in flight, and their leases with it).
     webhook_leases: Arc<Mutex<HashMap<String, u64>>>,
@@ -70,6 +74,7 @@ impl SledStore {
             server_secrets: db.open_tree("server_secrets")?,
             webhooks_pending: db.open_tree("webhooks_pending")?,
             webhooks_done: db.open_tree("webhooks_done")?,
+            expiry: db.open_tree("expiry")?,
             webhook_leases: Arc::default(),
             segments: SegmentTree::open(&db, clock)?,
             db,
@@ -99,25 +104,13 @@ impl SledStore {
         key: &str,
         entry: &IdempotencyEntry,
     ) -> Result<(), StoreError> {
-        self.idempotency
-            .insert(idem_key(principal, key), encode(entry)?)?;
+        let k = idem_key(principal, key);
+        self.expiry.insert(
+            expiry_key(Expiring::Idempotency, entry.created_at, &k),
+            &[][..],
+        )?;
+        self.idempotency.insert(k, encode(entry)?)?;
         Ok(())
-    }
-
-    pub(crate) fn remove_idempotency_before(&self, cutoff_ms: u64) -> Result<usize, StoreError> {
-        let mut removed = 0;
-        for item in self.idempotency.iter() {
-            let (k, v) = item?;
-            let stale = match decode::<IdempotencyEntry>("idempotency", &v) {
-                Ok(e) => e.created_at < cutoff_ms,
-                Err(_) => true,
-            };
-            if stale {
-                self.idempotency.remove(k)?;
-                removed += 1;
-            }
-        }
-        Ok(removed)
     }
 
     pub(crate) fn idempotency_len(&self) -> usize {
@@ -132,16 +125,22 @@ impl SledStore {
     }
 
     pub(crate) fn put_asset(&self, rec: &AssetRecord) -> Result<(), StoreError> {
-        self.assets.insert(rec.id.as_bytes(), encode(rec)?)?;
+        let id = rec.id.as_bytes();
+        self.expiry
+            .insert(expiry_key(Expiring::Asset, rec.created_at, id), &[][..])?;
+        self.assets.insert(id, encode(rec)?)?;
         Ok(())
     }
 
     pub(crate) fn delete_asset(&self, id: &str) -> Result<bool, StoreError> {
-        Ok(self.assets.remove(id.as_bytes())?.is_some())
-    }
-
-    pub(crate) fn assets(&self) -> Result<Vec<AssetRecord>, StoreError> {
-        all_in(&self.assets, "asset")
+        let Some(old) = self.assets.remove(id.as_bytes())? else {
+            return Ok(false);
+        };
+        if let Ok(old) = decode::<AssetRecord>(id, &old) {
+            self.expiry
+                .remove(expiry_key(Expiring::Asset, old.created_at, id.as_bytes()))?;
+        }
+        Ok(true)
     }
 
     /// One in-memory B-tree read (a principal without an entry is at epoch 0).
@@ -250,6 +249,12 @@ impl SledStore {
         let value = encode(event)?;
         let key = event.id.as_bytes();
         let finished = event.status != OutboxStatus::Pending;
+        if finished {
+            self.expiry.insert(
+                expiry_key(Expiring::Webhook, webhook_time(event), key),
+                &[][..],
+            )?;
+        }
         let out = (&self.webhooks_pending, &self.webhooks_done).transaction(|(pending, done)| {
             if pending.get(key)?.is_none() {
                 return Ok(false);
@@ -305,25 +310,6 @@ impl SledStore {
             }
         }
         Ok(None)
-    }
-
-    pub(crate) fn remove_finished_webhooks_before(
-        &self,
-        cutoff_ms: u64,
-    ) -> Result<usize, StoreError> {
-        let mut removed = 0;
-        for item in self.webhooks_done.iter() {
-            let (key, value) = item?;
-            let old = String::from_utf8_lossy(&key).into_owned();
-            let finished = decode::<OutboxEvent>(&old, &value)
-                .map(|e| e.finished_at.unwrap_or(e.created_at))
-                .unwrap_or(0);
-            if finished < cutoff_ms {
-                self.webhooks_done.remove(&key)?;
-                removed += 1;
-            }
-        }
-        Ok(removed)
     }
 }
 

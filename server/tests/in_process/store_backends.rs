@@ -213,10 +213,42 @@ fn assets_round_trip(s: &Store) {
     };
     s.put_asset(&a).unwrap();
     assert_eq!(s.get_asset("a_1").unwrap(), Some(a.clone()));
-    assert_eq!(s.assets().unwrap(), vec![a]);
+    assert_eq!(s.expired_assets(7, None, 10).unwrap(), vec![a.clone()]);
+    assert_eq!(s.expired_assets(6, None, 10).unwrap(), vec![]);
     assert!(s.delete_asset("a_1").unwrap());
     assert!(!s.delete_asset("a_1").unwrap());
     assert_eq!(s.get_asset("a_1").unwrap(), None);
+    assert_eq!(s.expired_assets(u64::MAX / 2, None, 10).unwrap(), vec![]);
+
+    // Expired ones oldest first (then by id), a batch after another, never a kept one.
+    let at = |id: &str, created_at: u64| AssetRecord {
+        id: id.into(),
+        created_at,
+        ..a.clone()
+    };
+    let all = [
+        at("a_c", 30),
+        at("a_a", 10),
+        at("a_b", 10),
+        at("a_d", 40),
+        at("a_e", 50),
+    ];
+    for x in &all {
+        s.put_asset(x).unwrap();
+    }
+    let ids = |v: Vec<AssetRecord>| v.into_iter().map(|x| x.id).collect::<Vec<_>>();
+    let first = s.expired_assets(40, None, 2).unwrap();
+    assert_eq!(ids(first.clone()), ["a_a", "a_b"]);
+    let last = first.last().map(|x| (x.created_at, x.id.as_str()));
+    assert_eq!(ids(s.expired_assets(40, last, 2).unwrap()), ["a_c", "a_d"]);
+    assert_eq!(
+        ids(s.expired_assets(40, Some((40, "a_d")), 2).unwrap()),
+        Vec::<String>::new()
+    );
+    for x in &all {
+        assert!(s.delete_asset(&x.id).unwrap());
+    }
+    assert_eq!(s.expired_assets(u64::MAX / 2, None, 10).unwrap(), vec![]);
 }
 
 /// The dashboard's listing: newest first (sled by ULID key order, PostgreSQL by `created_at`;

@@ -139,7 +139,7 @@ impl MediaStore {
                 let o = object.clone();
                 let (local, key) = (partial.to_path_buf(), rel.to_path_buf());
                 blocking(move || {
-                    o.outcome(o.backend().upload(&local, &key))?;
+                    o.upload(&local, &key)?;
                     o.cache().adopt(&key, &local);
                     Ok(())
                 })
@@ -241,6 +241,15 @@ impl MediaStore {
             dirs.extend(remote);
         }
         Ok(dirs)
+    }
+
+    /// The directories (`results/<id>`, `assets/<id>`) whose upload to the bucket failed
+    /// within `window`: what a request that timed out may still have left there, for the sweep
+    /// to check against the records. None without a bucket.
+    pub fn upload_suspects(&self, window: std::time::Duration) -> Vec<String> {
+        self.object
+            .as_ref()
+            .map_or_else(Vec::new, |o| o.upload_suspects(window))
     }
 
     /// Refuses new work while the bucket cannot be reached (`service_unavailable` with

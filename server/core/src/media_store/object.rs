@@ -2,6 +2,7 @@
 //! with backoff while the bucket is away, and a cached answer to "can the bucket be
 //! reached?" that refuses new work meanwhile.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -24,6 +25,10 @@ pub struct ObjectMedia {
     cache: SourceCache,
     /// The last answer to "can the bucket be reached?" and when it was had.
     health: Mutex<Option<(Instant, Result<(), String>)>>,
+    /// The directories (`results/<id>`, `assets/<id>`) of uploads that failed, with when they
+    /// last did: a request that timed out here may still land in the bucket later, where no
+    /// record will name it. The sweep looks at these ([`ObjectMedia::upload_suspects`]).
+    suspects: Mutex<HashMap<PathBuf, Instant>>,
 }
 
 impl ObjectMedia {
@@ -37,6 +42,7 @@ impl ObjectMedia {
             retry_window: config.media_retry_window,
             cache: SourceCache::open(config.media_cache_dir(), config.media_cache_bytes)?,
             health: Mutex::new(None),
+            suspects: Mutex::default(),
         })
     }
 
@@ -101,6 +107,17 @@ impl ObjectMedia {
         }
     }
 
+    /// Uploads `local` as `rel` once; a failure makes its directory a suspect.
+    pub(super) fn upload(&self, local: &Path, rel: &Path) -> Result<(), ServiceError> {
+        let result = self.outcome(self.backend.upload(local, rel));
+        if result.is_err()
+            && let Some(dir) = rel.parent()
+        {
+            lock(&self.suspects).insert(dir.to_path_buf(), Instant::now());
+        }
+        result
+    }
+
     /// Uploads `local` as `rel`, [`ObjectMedia::retried`].
     pub(super) fn upload_with_retries(
         &self,
@@ -108,7 +125,17 @@ impl ObjectMedia {
         rel: &Path,
         stop: &dyn Fn() -> bool,
     ) -> Result<(), ServiceError> {
-        self.retried(rel, stop, || self.outcome(self.backend.upload(local, rel)))
+        self.retried(rel, stop, || self.upload(local, rel))
+    }
+
+    /// The directories whose upload failed within `window`; older ones are forgotten.
+    pub(super) fn upload_suspects(&self, window: Duration) -> Vec<String> {
+        let mut suspects = lock(&self.suspects);
+        suspects.retain(|_, at| at.elapsed() < window);
+        suspects
+            .keys()
+            .map(|dir| dir.to_string_lossy().into_owned())
+            .collect()
     }
 
     /// The local copy of `rel` (downloaded on a miss; least recently used copies out).

@@ -443,7 +443,7 @@ impl RenderService {
     /// Deletes result files past retention (keeping a tombstone), tombstones past their grace,
     /// and idempotency keys past their TTL, then runs the [`RenderService::add_sweeper`] steps.
     pub fn sweep(&self) -> Result<SweepReport, ServiceError> {
-        maintenance::sweep(&self.shared)
+        maintenance::sweep(&self.shared, true)
     }
 }
 

@@ -1,9 +1,10 @@
-//! The render indexes on PostgreSQL (what they hold: `render_index.rs`) and the queries that
-//! read them. Each index is partial, over the row's columns and its `doc`, and each query
-//! repeats its index's expressions and predicate word for word (the constants below), which is
-//! what lets the planner use it (`docs/reliability.md` shows the plans). PostgreSQL maintains
-//! them in the statement that writes the row, so they are as atomic as the row itself, and
-//! stay right whichever build writes the row.
+//! The render indexes on PostgreSQL (what they hold: `render_index.rs`), the assets' expiry
+//! index, and the queries that read them. Each index is over the row's columns and its `doc`
+//! (the render ones partial), and each query repeats its index's expressions and predicate word
+//! for word (the constants below), which is what lets the planner use it
+//! (`docs/reliability.md` shows the plans). PostgreSQL maintains them in the statement that
+//! writes the row, so they are as atomic as the row itself, and stay right whichever build
+//! writes the row.
 //!
 //! | index | rows | order | read by |
 //! |---|---|---|---|
@@ -15,6 +16,7 @@
 //! | `renders_runnable` (migration 1) | queued or running | `created_at` | the work queue's claims |
 //! | `renders_awaiting` | awaiting approval | `created_at` | speculative claims |
 //! | `renders_leased` | leased | `lease_owner` | a starting node's release of its leases |
+//! | `assets_expiry` | every asset | `created_at`, id | [`PgStore::expired_assets`] |
 //!
 //! The ones without a migration are built at start-up, after the schema's migrations, by [`ensure`]:
 //! `CREATE INDEX CONCURRENTLY`, so the nodes already running on the database keep writing
@@ -29,7 +31,7 @@ use super::queue::{RELEASE_ALL, RUNNABLE_RENDERS, SPECULATION_CANDIDATES, claim_
 use super::statement::Params;
 
 use super::statement::params;
-use super::{PgStore, RenderRecord, StoreError, UNFINISHED, docs, pg_error, to_i64};
+use super::{AssetRecord, PgStore, RenderRecord, StoreError, UNFINISHED, docs, pg_error, to_i64};
 use crate::{ExpiryCursor, Retained};
 
 /// [`RenderRecord::retained_since`] of a row.
@@ -38,6 +40,8 @@ const SINCE: &str = "coalesce((doc->>'finished_at')::bigint, created_at)";
 const FINISHED: &str = "state IN ('succeeded', 'failed', 'cancelled')";
 /// Whether a row's result was deleted (a tombstone).
 const DELETED: &str = "coalesce((doc->>'result_deleted')::boolean, false)";
+/// [`AssetRecord::created_at`](crate::AssetRecord) of an asset row.
+const ASSET_CREATED: &str = "((doc->>'created_at')::bigint)";
 /// Whether a row's preview is to be deleted.
 const STALE_PREVIEW: &str =
     "state IN ('failed', 'cancelled') AND (doc->>'preview_path') IS NOT NULL";
@@ -51,7 +55,7 @@ fn stage_rows(stage: Retained) -> String {
 }
 
 /// The indexes [`ensure`] builds: name and what follows `ON`.
-fn indexes() -> [(&'static str, String); 5] {
+fn indexes() -> [(&'static str, String); 6] {
     [
         (
             "renders_results",
@@ -79,6 +83,7 @@ fn indexes() -> [(&'static str, String); 5] {
             "renders_leased",
             "renders (lease_owner) WHERE lease_owner IS NOT NULL".into(),
         ),
+        ("assets_expiry", format!("assets ({ASSET_CREATED}, id)")),
     ]
 }
 
@@ -154,6 +159,20 @@ fn expired_sql(stage: Retained, after: bool) -> String {
     )
 }
 
+/// The statement of [`PgStore::expired_assets`]: `$1` until, `$2` limit, and with a cursor
+/// `$3` its time and `$4` its id.
+fn expired_assets_sql(after: bool) -> String {
+    let after = if after {
+        format!("AND ({ASSET_CREATED}, id) > ($3, $4)")
+    } else {
+        String::new()
+    };
+    format!(
+        "SELECT id, doc FROM assets WHERE {ASSET_CREATED} <= $1 {after}
+         ORDER BY {ASSET_CREATED}, id LIMIT $2"
+    )
+}
+
 /// The statement of [`PgStore::stale_previews`]: `$1` the id to start after, `$2` limit.
 fn stale_sql() -> String {
     format!("SELECT id, doc FROM renders WHERE {STALE_PREVIEW} AND id > $1 ORDER BY id LIMIT $2")
@@ -204,6 +223,23 @@ impl PgStore {
         Ok(docs(rows, "render"))
     }
 
+    /// Up to `limit` assets created at `until` or before, oldest first (then by id), after
+    /// `after`.
+    pub(crate) fn expired_assets(
+        &self,
+        until: u64,
+        after: Option<ExpiryCursor<'_>>,
+        limit: usize,
+    ) -> Result<Vec<AssetRecord>, StoreError> {
+        let (until, limit) = (to_i64(until), limit_of(limit));
+        let sql = expired_assets_sql(after.is_some());
+        let rows = match after {
+            Some((ms, id)) => self.query(sql, params![until, limit, to_i64(ms), id.to_string()]),
+            None => self.query(sql, params![until, limit]),
+        }?;
+        Ok(docs(rows, "asset"))
+    }
+
     /// Up to `limit` renders whose preview is to be deleted, by id, after `after`.
     pub(crate) fn stale_previews(
         &self,
@@ -216,10 +252,11 @@ impl PgStore {
     }
 
     /// The plans PostgreSQL makes for the render queries (`EXPLAIN`, costs left out; with
-    /// `analyze`, run, with their times and buffers), the work queue's included: with
-    /// `principal`'s listing, and a sweep's batch of 256 (of results: everything up to the
-    /// newest, from a cursor in the middle; of tombstones: up to the middle). In one transaction, rolled back (an analysed claim takes no lease). For the
-    /// docs, and the tests that check each query reads its index.
+    /// `analyze`, run, with their times and buffers), the work queue's and the asset sweep's
+    /// included: with `principal`'s listing, and a sweep's batch of 256 (of results and of
+    /// assets: everything up to the newest, from a cursor in the middle; of tombstones: up to
+    /// the middle). In one transaction, rolled back (an analysed claim takes no lease). For
+    /// the docs, and the tests that check each query reads its index.
     pub(crate) fn render_query_plans(
         &self,
         principal: &str,
@@ -274,6 +311,11 @@ impl PgStore {
                         "release_node_leases",
                         RELEASE_ALL.into(),
                         params!["plan".to_string()],
+                    ),
+                    (
+                        "expired_assets",
+                        expired_assets_sql(true),
+                        params![last, batch, middle, String::new()],
                     ),
                 ];
                 let mut plans = Vec::new();

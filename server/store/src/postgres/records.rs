@@ -5,7 +5,7 @@ use postgres::types::Json;
 use super::statement::params;
 use super::{
     AssetRecord, Change, IdempotencyEntry, Inserted, NewKey, OutboxEvent, PgStore, RenderRecord,
-    StoreError, Updated, doc, docs, idempotency_entry, pg_error, to_i64,
+    StoreError, Updated, doc, idempotency_entry, pg_error, to_i64,
 };
 use crate::update::{self, Versioned};
 
@@ -247,13 +247,6 @@ impl PgStore {
     pub(crate) fn delete_asset(&self, id: &str) -> Result<bool, StoreError> {
         let n = self.execute("DELETE FROM assets WHERE id = $1", params![id.to_string()])?;
         Ok(n > 0)
-    }
-
-    pub(crate) fn assets(&self) -> Result<Vec<AssetRecord>, StoreError> {
-        Ok(docs(
-            self.query("SELECT id, doc FROM assets", params![])?,
-            "asset",
-        ))
     }
 
     // ---- browser session epochs ----

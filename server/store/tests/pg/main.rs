@@ -87,7 +87,13 @@ fn queries_read_their_indexes_and_index_builds_recover(url: &str) {
     let s = Store::connect_postgres(url).unwrap();
     let all = render_suite::records();
     let mut db = postgres::Client::connect(url, postgres::NoTls).unwrap();
-    db.batch_execute("ANALYZE renders").unwrap();
+    // As many assets as renders, created over the same times (the sweep's plan reads them).
+    db.batch_execute(
+        "INSERT INTO assets (id, doc) SELECT 'a_' || id, jsonb_build_object('id', 'a_' || id,
+             'created_at', coalesce((doc->>'finished_at')::bigint, created_at)) FROM renders",
+    )
+    .unwrap();
+    db.batch_execute("ANALYZE renders; ANALYZE assets").unwrap();
     let plans = s.render_query_plans("busy", false).unwrap();
     let want = [
         ("recent_renders", "renders_recent"),
@@ -98,6 +104,7 @@ fn queries_read_their_indexes_and_index_builds_recover(url: &str) {
         ("claim", "renders_runnable"),
         ("claim_speculative", "renders_awaiting"),
         ("release_node_leases", "renders_leased"),
+        ("expired_assets", "assets_expiry"),
     ];
     assert_eq!(plans.len(), want.len());
     for ((name, plan), (want_name, index)) in plans.iter().zip(want) {
@@ -119,6 +126,7 @@ fn queries_read_their_indexes_and_index_builds_recover(url: &str) {
         "renders_stale_previews",
         "renders_awaiting",
         "renders_leased",
+        "assets_expiry",
     ];
     let before: Vec<_> = built
         .iter()
