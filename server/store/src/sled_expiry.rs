@@ -79,7 +79,7 @@ impl SledStore {
     }
 
     /// Up to `limit` assets created at `until` or before, oldest first (then by id), after
-    /// `after`. An entry whose asset is gone is dropped on the way.
+    /// `after`. An entry whose asset is gone or names another time is dropped on the way.
     pub(crate) fn expired_assets(
         &self,
         until: u64,
@@ -101,9 +101,8 @@ impl SledStore {
                 let id = String::from_utf8_lossy(id).into_owned();
                 match self.get_asset(&id)? {
                     Some(a) if a.created_at == ms => out.push(a),
-                    // Replaced since: its own entry stands for it.
-                    Some(_) => {}
-                    None => {
+                    // Gone, or replaced since (its own entry stands for it).
+                    _ => {
                         self.expiry.remove(&k)?;
                     }
                 }
@@ -324,6 +323,12 @@ mod tests {
         assert!(got.windows(2).all(|w| w[0].created_at <= w[1].created_at));
         assert_eq!(entries(&s) as u64, n, "the lost asset's entry went");
         assert_eq!(s.expired_assets(4, None, 100).unwrap().len(), 5);
+        // Replaced with another time: found once, at its own; the old entry goes.
+        s.put_asset(&asset("a_00000", n + 5)).unwrap();
+        let got = s.expired_assets(n + 5, None, n as usize + 10).unwrap();
+        assert_eq!(got.len() as u64, n);
+        assert_eq!(got.last().unwrap().id, "a_00000");
+        assert_eq!(entries(&s) as u64, n);
     }
 
     #[test]
