@@ -219,7 +219,8 @@ fn write_kept(place: &Place, media: &Path, count: u64, args: &Args) -> [u64; 3] 
     store.flush().unwrap();
     drop(store);
     if let Place::Postgres(url) = place {
-        pg::psql(url, "VACUUM ANALYZE assets; VACUUM ANALYZE idempotency");
+        pg::psql(url, "VACUUM ANALYZE assets");
+        pg::psql(url, "VACUUM ANALYZE idempotency");
     }
     kept
 }

@@ -4,6 +4,7 @@
 //! the bucket and kept as this node's cached copy: `media_store`) and only then recorded
 //! durably. A rejected upload leaves nothing behind.
 
+use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -134,20 +135,28 @@ impl AssetCatalog {
     /// being recorded is never touched): what a crash between the two steps of
     /// [`AssetCatalog::remove`] leaves. Returns how many it deleted.
     pub fn remove_orphans(&self, min_age: std::time::Duration) -> Result<usize, ServiceError> {
+        let names: Vec<String> = self
+            .media
+            .list_dirs_blocking("assets")?
+            .into_iter()
+            .filter(|(name, age_ms)| {
+                ids::is_well_formed(name, ids::ASSET_ID_PREFIX)
+                    && u128::from(*age_ms) >= min_age.as_millis()
+            })
+            .map(|(name, _)| name)
+            .collect();
         let mut removed = 0;
-        for (name, age_ms) in self.media.list_dirs_blocking("assets")? {
-            if !ids::is_well_formed(&name, ids::ASSET_ID_PREFIX)
-                || u128::from(age_ms) < min_age.as_millis()
-            {
-                continue;
-            }
-            if self.store.get_asset(&name)?.is_none()
-                && self
+        // Their records read a sweep's batch at a time (PostgreSQL: one statement each).
+        for names in names.chunks(crate::sweep::BATCH) {
+            let named: HashSet<String> = self.store.assets_named(names)?.into_iter().collect();
+            for name in names.iter().filter(|n| !named.contains(*n)) {
+                if self
                     .media
                     .remove_dir_blocking(&format!("assets/{name}"))
                     .is_ok()
-            {
-                removed += 1;
+                {
+                    removed += 1;
+                }
             }
         }
         Ok(removed)

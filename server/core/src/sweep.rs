@@ -14,6 +14,7 @@
 //! sweep after boot (when a crash may have left some) and then once every
 //! [`ORPHAN_SCAN_INTERVAL`], not with every sweep.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::config::SEGMENTS_DIR;
@@ -277,33 +278,46 @@ fn sweep_segments(shared: &Shared) -> Result<usize, ServiceError> {
 
 /// Result and preview directories no record points at: the record is gone (a crash between
 /// deleting the files and the record), or it ended without them (an upload that timed out
-/// here but landed in the bucket later). Lists every directory kept: see the module doc.
+/// here but landed in the bucket later). Lists every directory kept (see the module doc) and
+/// reads their records [`BATCH`] at a time.
 fn remove_orphan_media(shared: &Shared) -> Result<usize, ServiceError> {
     let mut removed = 0;
     for root in ["results", "previews", SEGMENTS_DIR] {
-        for (name, _) in shared.media.store.list_dirs_blocking(root)? {
-            if unclaimed(shared, root, &name)?
-                && shared
-                    .media
-                    .store
-                    .remove_dir_blocking(&format!("{root}/{name}"))
-                    .is_ok()
-            {
-                removed += 1;
+        let names: Vec<String> = shared
+            .media
+            .store
+            .list_dirs_blocking(root)?
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect();
+        for names in names.chunks(BATCH) {
+            let records: HashMap<String, RenderRecord> = shared
+                .ledger
+                .store
+                .renders_named(names)?
+                .into_iter()
+                .map(|r| (r.id.clone(), r))
+                .collect();
+            for name in names {
+                if unclaimed(root, records.get(name))
+                    && shared
+                        .media
+                        .store
+                        .remove_dir_blocking(&format!("{root}/{name}"))
+                        .is_ok()
+                {
+                    removed += 1;
+                }
             }
         }
     }
     Ok(removed)
 }
 
-/// Whether no record names the media directory `root/name` (`results`, `previews`, segments
-/// of a render; `assets` of an asset) and no unfinished render may still write it.
-fn unclaimed(shared: &Shared, root: &str, name: &str) -> Result<bool, ServiceError> {
-    let store = &shared.ledger.store;
-    if root == "assets" {
-        return Ok(store.get_asset(name)?.is_none());
-    }
-    Ok(match store.get_render(name)? {
+/// Whether the render directory `root/name` (`results`, `previews`, segments) is named by no
+/// record (`rec`, the render `name`'s, if it exists) and no unfinished render may still write it.
+fn unclaimed(root: &str, rec: Option<&RenderRecord>) -> bool {
+    match rec {
         None => true,
         Some(r) if !r.is_terminal() => false,
         Some(_) if root == SEGMENTS_DIR => true,
@@ -311,18 +325,23 @@ fn unclaimed(shared: &Shared, root: &str, name: &str) -> Result<bool, ServiceErr
             r.state != crate::store::RenderState::Succeeded || r.result_deleted
         }
         Some(r) => r.preview_path.is_none(),
-    })
+    }
 }
 
 /// The directories of uploads that failed within [`SUSPECT_WINDOW`] (a request that timed out
 /// may land in the bucket later, unnamed), each removed while no record names it: every
 /// sweep, at the cost of what failed, not of what is kept.
 fn remove_suspected_orphans(shared: &Shared) -> Result<(), ServiceError> {
+    let store = &shared.ledger.store;
     for dir in shared.media.store.upload_suspects(SUSPECT_WINDOW) {
         let Some((root, name)) = dir.split_once('/') else {
             continue;
         };
-        if unclaimed(shared, root, name)? {
+        let gone = match root {
+            "assets" => store.get_asset(name)?.is_none(),
+            _ => unclaimed(root, store.get_render(name)?.as_ref()),
+        };
+        if gone {
             shared.media.store.remove_dir_blocking(&dir)?;
         }
     }

@@ -112,6 +112,12 @@ impl Store {
         each!(self, s => s.get_render(id))
     }
 
+    /// The records of those of `ids` that exist, in any order: one read for many (PostgreSQL:
+    /// one statement), for the walk over every kept media directory.
+    pub fn renders_named(&self, ids: &[String]) -> Result<Vec<RenderRecord>, StoreError> {
+        each!(self, s => s.renders_named(ids))
+    }
+
     /// Inserts or replaces a record (not flushed).
     pub fn put_render(&self, rec: &RenderRecord) -> Result<(), StoreError> {
         each!(self, s => s.put_render(rec))
@@ -256,6 +262,11 @@ impl Store {
     /// Inserts or replaces (not flushed).
     pub fn put_asset(&self, rec: &AssetRecord) -> Result<(), StoreError> {
         each!(self, s => s.put_asset(rec))
+    }
+
+    /// Which of `ids` name an asset: one read for many, like [`Store::renders_named`].
+    pub fn assets_named(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        each!(self, s => s.assets_named(ids))
     }
 
     /// Removes an asset record (not flushed); whether it existed.

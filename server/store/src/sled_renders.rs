@@ -167,6 +167,14 @@ impl SledStore {
             .transpose()
     }
 
+    pub(crate) fn renders_named(&self, ids: &[String]) -> Result<Vec<RenderRecord>, StoreError> {
+        let mut out = Vec::new();
+        for id in ids {
+            out.extend(self.get_render(id)?);
+        }
+        Ok(out)
+    }
+
     pub(crate) fn put_render(&self, rec: &RenderRecord) -> Result<(), StoreError> {
         self.put_renders(std::slice::from_ref(rec))
     }

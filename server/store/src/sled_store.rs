@@ -124,6 +124,16 @@ impl SledStore {
             .transpose()
     }
 
+    pub(crate) fn assets_named(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        let mut out = Vec::new();
+        for id in ids {
+            if self.assets.contains_key(id.as_bytes())? {
+                out.push(id.clone());
+            }
+        }
+        Ok(out)
+    }
+
     pub(crate) fn put_asset(&self, rec: &AssetRecord) -> Result<(), StoreError> {
         let id = rec.id.as_bytes();
         self.expiry

@@ -237,6 +237,11 @@ fn assets_round_trip(s: &Store) {
         s.put_asset(x).unwrap();
     }
     let ids = |v: Vec<AssetRecord>| v.into_iter().map(|x| x.id).collect::<Vec<_>>();
+    let mut named = s
+        .assets_named(&["a_e", "a_nope", "a_a"].map(String::from))
+        .unwrap();
+    named.sort();
+    assert_eq!(named, ["a_a", "a_e"]);
     let first = s.expired_assets(40, None, 2).unwrap();
     assert_eq!(ids(first.clone()), ["a_a", "a_b"]);
     let last = first.last().map(|x| (x.created_at, x.id.as_str()));
@@ -274,6 +279,12 @@ fn newest_renders_first(s: &Store) {
         ["task_z05", "task_z04"]
     );
     assert!(s.recent_renders(Some("nobody"), 10).unwrap().is_empty());
+    // Many read at once: those that exist, whatever the order.
+    let named = ["task_z02", "task_nope", "task_z04"].map(String::from);
+    let mut found = ids(s.renders_named(&named).unwrap());
+    found.sort();
+    assert_eq!(found, ["task_z02", "task_z04"]);
+    assert!(s.renders_named(&[]).unwrap().is_empty());
 }
 
 /// Browser sign-out's revocation counter: per principal, starts at 0, every bump counts

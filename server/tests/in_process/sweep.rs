@@ -96,3 +96,50 @@ async fn the_sweep_deletes_exactly_what_expired_across_batches() {
     // Nothing more is due.
     assert_eq!(h.service.sweep().unwrap(), Default::default());
 }
+
+/// The walk for what a crash left: a result directory whose render is gone, or failed, goes;
+/// one whose render succeeded, or is still running, stays. Its records are read a batch at a
+/// time, so the directories span several batches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_walk_for_orphans_removes_exactly_the_unclaimed_result_directories() {
+    let h = Harness::start(ScriptedRenderer::new(1, Duration::from_millis(1)), |_| {});
+    let store = h.service.store().clone();
+    let now = h.service.now_ms();
+    let results = h.service.config().results_dir();
+    let mut kept = Vec::new();
+    let mut orphans = Vec::new();
+    for i in 0..900u64 {
+        let mut r = finished_render("walker", now - HOUR, 1_000_000 + i);
+        match i % 3 {
+            // No record at all (a crash between deleting the files and the record).
+            0 => orphans.push(r.id.clone()),
+            // Failed: no result to keep.
+            1 if i % 2 == 0 => {
+                r.state = RenderState::Failed;
+                store.put_render(&r).unwrap();
+                orphans.push(r.id.clone());
+            }
+            _ => {
+                if i % 2 == 0 {
+                    r = unfinished_render(
+                        "walker",
+                        now - HOUR,
+                        1_000_000 + i,
+                        RenderState::Rendering,
+                    );
+                }
+                store.put_render(&r).unwrap();
+                kept.push(r.id.clone());
+            }
+        }
+        std::fs::create_dir_all(results.join(&r.id)).unwrap();
+    }
+    // (The maintenance thread's own first sweep, right after boot, may have taken some.)
+    h.service.sweep().unwrap();
+    for id in &orphans {
+        assert!(!results.join(id).exists(), "{id} stayed");
+    }
+    for id in &kept {
+        assert!(results.join(id).exists(), "{id} went");
+    }
+}

@@ -5,7 +5,7 @@ use postgres::types::Json;
 use super::statement::params;
 use super::{
     AssetRecord, Change, IdempotencyEntry, Inserted, NewKey, OutboxEvent, PgStore, RenderRecord,
-    StoreError, Updated, doc, idempotency_entry, pg_error, to_i64,
+    StoreError, Updated, doc, docs, idempotency_entry, pg_error, to_i64,
 };
 use crate::update::{self, Versioned};
 
@@ -17,6 +17,14 @@ impl PgStore {
         )?
         .map(|row| doc(id, &row, 0))
         .transpose()
+    }
+
+    pub(crate) fn renders_named(&self, ids: &[String]) -> Result<Vec<RenderRecord>, StoreError> {
+        let rows = self.query(
+            "SELECT id, doc FROM renders WHERE id = ANY($1)",
+            params![ids.to_vec()],
+        )?;
+        Ok(docs(rows, "render"))
     }
 
     pub(crate) fn put_render(&self, rec: &RenderRecord) -> Result<(), StoreError> {
@@ -242,6 +250,14 @@ impl PgStore {
             params![rec.id.clone(), Json(rec.clone())],
         )?;
         Ok(())
+    }
+
+    pub(crate) fn assets_named(&self, ids: &[String]) -> Result<Vec<String>, StoreError> {
+        let rows = self.query(
+            "SELECT id FROM assets WHERE id = ANY($1)",
+            params![ids.to_vec()],
+        )?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
     pub(crate) fn delete_asset(&self, id: &str) -> Result<bool, StoreError> {
