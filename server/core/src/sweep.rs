@@ -7,12 +7,13 @@
 //! from the injected clock. Run by the maintenance thread: on its first round (after boot, not
 //! during it), then every `sweep_interval`.
 //!
-//! Orphaned media (directories no record names) comes from two places. A failed upload to a
-//! bucket (a request that timed out may still land) is known where it fails: every sweep
-//! checks those directories for an hour. A crash is not: finding what it left means listing
-//! every directory kept, a week of results on a busy host, so that walk runs with the first
-//! sweep after boot (when a crash may have left some) and then once every
-//! [`ORPHAN_SCAN_INTERVAL`], not with every sweep.
+//! Orphaned media (directories no record names) is looked for at the cost of what may have
+//! left it. A failed upload to a bucket (a request that timed out may still land) is known
+//! where it fails: every sweep checks those directories for an hour. Segment scratch lives
+//! only while its render runs, so every sweep lists it. A crash that left results, previews or
+//! assets is not known: finding them means listing every directory kept, a week of them on a
+//! busy host, so that walk runs with the first sweep after boot (when a crash may have left
+//! some) and then once every [`ORPHAN_SCAN_INTERVAL`], not with every sweep.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -82,10 +83,12 @@ pub(crate) fn sweep(shared: &Shared, orphans: bool) -> Result<SweepReport, Servi
     for sweeper in lock(&shared.ledger.sweepers).iter() {
         report.extension_records_deleted += sweeper()?;
     }
-    // Cheap, so every sweep: what failed uploads may have left, and multipart uploads a
-    // killed node left and never came back to abort.
+    // Cheap, so every sweep: what failed uploads may have left; segment scratch no render
+    // claims (a segment's worker leaves it when the render ends elsewhere; the tree holds only
+    // the segments in flight); multipart uploads a killed node never came back to abort.
     match remove_suspected_orphans(shared)
-        .and_then(|()| shared.media.store.abort_orphan_uploads_blocking(false))
+        .and_then(|()| remove_orphan_media(shared, &[SEGMENTS_DIR]))
+        .and_then(|n| Ok(n + shared.media.store.abort_orphan_uploads_blocking(false)?))
     {
         Ok(n) => report.orphans_deleted += n,
         Err(e) => tracing::warn!(error = %e, "failed uploads' leftovers not swept"),
@@ -95,7 +98,7 @@ pub(crate) fn sweep(shared: &Shared, orphans: bool) -> Result<SweepReport, Servi
             Ok(n) => report.orphans_deleted += n,
             Err(e) => tracing::warn!(error = %e, "orphaned assets not swept"),
         }
-        match remove_orphan_media(shared) {
+        match remove_orphan_media(shared, &["results", "previews"]) {
             Ok(n) => report.orphans_deleted += n,
             // A bucket that cannot be reached: the next walk tries again.
             Err(e) => tracing::warn!(error = %e, "orphaned media not swept"),
@@ -276,13 +279,14 @@ fn sweep_segments(shared: &Shared) -> Result<usize, ServiceError> {
     Ok(removed)
 }
 
-/// Result and preview directories no record points at: the record is gone (a crash between
-/// deleting the files and the record), or it ended without them (an upload that timed out
-/// here but landed in the bucket later). Lists every directory kept (see the module doc) and
-/// reads their records [`BATCH`] at a time.
-fn remove_orphan_media(shared: &Shared) -> Result<usize, ServiceError> {
+/// The directories under `roots` (`results`, `previews`, segments) no record points at: the
+/// record is gone (a crash between deleting the files and the record), or it ended without
+/// them (an upload that timed out here but landed in the bucket later, a segment's scratch
+/// when the render ended elsewhere). Lists every directory under them (for results and
+/// previews, everything kept: see the module doc) and reads their records [`BATCH`] at a time.
+fn remove_orphan_media(shared: &Shared, roots: &[&str]) -> Result<usize, ServiceError> {
     let mut removed = 0;
-    for root in ["results", "previews", SEGMENTS_DIR] {
+    for &root in roots {
         let names: Vec<String> = shared
             .media
             .store
