@@ -233,8 +233,18 @@ mod tests {
     use crate::update::encode;
     use crate::{AssetKind, AssetProbe, EventKind, OutboxStatus};
 
+    /// Opens the store in `dir`; just after a drop, sled's flusher may still hold its lock for
+    /// a moment, so a `Locked` is tried again (for at most 5 s).
     fn open(dir: &std::path::Path) -> SledStore {
-        SledStore::open(dir, Arc::new(SystemClock)).unwrap()
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            match SledStore::open(dir, Arc::new(SystemClock)) {
+                Err(StoreError::Locked { .. }) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => return other.unwrap(),
+            }
+        }
     }
 
     fn asset(id: &str, created_at: u64) -> AssetRecord {
