@@ -9,7 +9,7 @@ use crate as store;
 use crate::clock::SystemClock;
 use crate::fixtures::write_unindexed;
 use crate::sled_store::SledStore;
-use crate::{Store, sled_renders};
+use crate::{Store, sled_render_build};
 
 #[macro_use]
 #[path = "../tests/pg/render_suite.rs"]
@@ -71,7 +71,7 @@ fn a_store_from_before_the_indexes_is_indexed_once_and_a_killed_build_resumes() 
     // the same index as the one built in one go.
     {
         let s = SledStore::open_unbuilt(&killed, Arc::new(SystemClock)).unwrap();
-        sled_renders::build(&s, Some(3)).unwrap();
+        sled_render_build::build(&s, Some(3)).unwrap();
         let partial = s.render_index.len();
         assert!(partial > 10_000 && partial < built.len(), "{partial}");
     }

@@ -12,21 +12,18 @@
 //! | `t` retained_since id                                 | a tombstone                   |
 //! | `v` id                                                | a preview to delete           |
 //!
-//! A store written before these indexes existed gets them on its first open ([`build`]), in
-//! batches, each flushed before the cursor that records it: a process killed meanwhile
-//! resumes after the last batch it recorded, and building twice writes the same entries.
+//! A store written before these indexes existed gets them on its first open
+//! (`sled_render_build.rs`).
 
 use std::ops::Bound;
-use std::path::Path;
 
 use sled::transaction::{
     ConflictableTransactionError, TransactionalTree, UnabortableTransactionError,
 };
 use sled::{IVec, Transactional};
 
-use crate::clock::SharedClock;
 use crate::render_index::{ExpiryCursor, Retained, Terms};
-use crate::sled_expiry::{Expiring, expiry_key};
+use crate::sled_keys::{Expiring, expiry_key};
 use crate::sled_store::{SledStore, tx_result};
 use crate::update::{self, Versioned, decode, encode};
 use crate::{
@@ -38,17 +35,6 @@ const UNFINISHED: u8 = b'u';
 const RESULT: u8 = b'r';
 const TOMBSTONE: u8 = b't';
 const PREVIEW: u8 = b'v';
-/// The index's own state, below every entry's first byte: which version of the index is
-/// complete, and how far a build in progress got (the last record id it indexed).
-const BUILT: &[u8] = b"\0built";
-const CURSOR: &[u8] = b"\0cursor";
-/// This build's index (a store with another, or none, is indexed again on open).
-const VERSION: &[u8] = &[1];
-/// Records indexed per batch (and per flush) of a build.
-const BUILD_BATCH: usize = 5_000;
-/// How often a build logs its progress (and after its first batch).
-const BUILD_LOG_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
-
 /// The keys of `principal`'s entries begin so.
 fn principal_prefix(principal: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(5 + principal.len() + 8 + 32);
@@ -73,7 +59,7 @@ fn stage_byte(stage: Retained) -> u8 {
 }
 
 /// Every index entry of a record with these terms.
-fn keys(t: &Terms<'_>) -> Vec<Vec<u8>> {
+pub(crate) fn keys(t: &Terms<'_>) -> Vec<Vec<u8>> {
     let mut keys = vec![timed(principal_prefix(&t.principal), t.created_at, &t.id)];
     if t.unfinished() {
         keys.push(timed(vec![UNFINISHED], t.created_at, &t.id));
@@ -150,16 +136,6 @@ fn put(
 }
 
 impl SledStore {
-    /// Opens (or creates) the database in `dir` (see [`SledStore::open_unbuilt`]), and
-    /// builds the render indexes ([`build`]) and the expiry index
-    /// ([`crate::sled_expiry::build`]) when it has none yet.
-    pub(crate) fn open(dir: &Path, clock: SharedClock) -> Result<SledStore, StoreError> {
-        let store = SledStore::open_unbuilt(dir, clock)?;
-        build(&store, None)?;
-        crate::sled_expiry::build(&store)?;
-        Ok(store)
-    }
-
     pub(crate) fn get_render(&self, id: &str) -> Result<Option<RenderRecord>, StoreError> {
         self.renders
             .get(id.as_bytes())?
@@ -412,98 +388,5 @@ impl Versioned for Renders<'_> {
     ) -> Result<bool, StoreError> {
         let event = (self.emit)(before, rec);
         self.store.swap(old, before, rec, event.as_ref())
-    }
-}
-
-/// Builds the render indexes of a store written before them (or by another version of them),
-/// resuming where a build that was killed stopped; nothing when they are complete. Runs at
-/// open, before anything else reads or writes the store. `max_batches` stops it early, as a
-/// kill would (tests).
-pub(crate) fn build(store: &SledStore, max_batches: Option<usize>) -> Result<(), StoreError> {
-    let index = &store.render_index;
-    if index.get(BUILT)?.as_deref() == Some(VERSION) {
-        return Ok(());
-    }
-    let mut after = index.get(CURSOR)?;
-    match &after {
-        Some(id) => tracing::info!(
-            after = %String::from_utf8_lossy(id),
-            "resuming the render index build"
-        ),
-        None => {
-            clear(index)?;
-            tracing::info!(
-                records = store.renders.len(),
-                "building the render indexes (once, on the first start of this version)"
-            );
-        }
-    }
-    let mut done = 0usize;
-    let mut logged = std::time::Instant::now();
-    for _ in 0..max_batches.unwrap_or(usize::MAX) {
-        let start = match &after {
-            Some(id) => Bound::Excluded(id.clone()),
-            None => Bound::Unbounded,
-        };
-        let mut batch = sled::Batch::default();
-        let mut last = None;
-        let mut n = 0;
-        for item in store
-            .renders
-            .range::<IVec, _>((start, Bound::Unbounded))
-            .take(BUILD_BATCH)
-        {
-            let (id, value) = item?;
-            let key = String::from_utf8_lossy(&id).into_owned();
-            match Terms::decode(&key, &value) {
-                Ok(t) => keys(&t).into_iter().for_each(|k| batch.insert(k, &[][..])),
-                Err(e) => {
-                    tracing::error!(error = %e, "an undecodable render record is not indexed")
-                }
-            }
-            last = Some(id);
-            n += 1;
-        }
-        let Some(last) = last else { break };
-        index.apply_batch(batch)?;
-        store.db.flush()?;
-        index.insert(CURSOR, last.clone())?;
-        store.db.flush()?;
-        done += n;
-        // The first batch, then every few seconds.
-        if done == n || logged.elapsed() >= BUILD_LOG_INTERVAL {
-            logged = std::time::Instant::now();
-            tracing::info!(records = done, "render index build: a batch is recorded");
-        }
-        after = Some(last);
-        if n < BUILD_BATCH {
-            break;
-        }
-    }
-    if max_batches.is_some() {
-        return Ok(());
-    }
-    index.insert(BUILT, VERSION)?;
-    index.remove(CURSOR)?;
-    store.db.flush()?;
-    tracing::info!(records = done, "the render indexes are built");
-    Ok(())
-}
-
-/// Removes another version's entries (none, for a store from before the indexes), a batch at
-/// a time.
-fn clear(index: &sled::Tree) -> Result<(), StoreError> {
-    loop {
-        let keys: Vec<IVec> = index
-            .iter()
-            .keys()
-            .take(BUILD_BATCH)
-            .collect::<Result<_, _>>()?;
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let mut batch = sled::Batch::default();
-        keys.into_iter().for_each(|k| batch.remove(k));
-        index.apply_batch(batch)?;
     }
 }

@@ -26,7 +26,7 @@ use sled::Transactional;
 use sled::transaction::TransactionError;
 
 use crate::clock::SharedClock;
-use crate::sled_expiry::{Expiring, expiry_key, webhook_time};
+use crate::sled_keys::{Expiring, expiry_key, webhook_time};
 use crate::sled_segments::SegmentTree;
 use crate::update::{decode, encode};
 use crate::{AssetRecord, IdempotencyEntry, OutboxEvent, OutboxStatus, StoreError};
@@ -54,7 +54,7 @@ pub(crate) struct SledStore {
 
 impl SledStore {
     /// Opens (or creates) the database in `dir`, without building the render indexes (that is
-    /// [`SledStore::open`], in `sled_renders.rs`; tests of the build open with this). `clock`
+    /// [`SledStore::open`], in `sled_open.rs`; tests of the build open with this). `clock`
     /// times the segments' leases.
     pub(crate) fn open_unbuilt(dir: &Path, clock: SharedClock) -> Result<SledStore, StoreError> {
         let db = sled::Config::new().path(dir).open().map_err(|e| match e {
